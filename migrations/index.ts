@@ -1,0 +1,4 @@
+import { Foundation1764000000000 } from './1764000000000-Foundation';
+
+/** Every migration, oldest first. Listed explicitly so the app, the CLI and the tests load the same set from .ts or .js. */
+export const MIGRATIONS = [Foundation1764000000000];

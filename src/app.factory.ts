@@ -1,0 +1,65 @@
+import { LogLevel } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { NestExpressApplication } from '@nestjs/platform-express';
+import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
+import type { NextFunction, Response } from 'express';
+import { AppModule } from './app.module';
+import { ApiExceptionFilter } from './common/errors/api-exception.filter';
+import { API_RESPONSE_HEADERS } from './common/openapi/api-responses';
+import type { ApiRequest } from './common/http/request-context';
+import { requestIdMiddleware } from './common/http/request-id.middleware';
+import { createValidationPipe } from './common/validation/validation.pipe';
+import type { AppConfig } from './config/app-config';
+
+const LOG_LEVELS: LogLevel[] = ['fatal', 'error', 'warn', 'log', 'debug', 'verbose'];
+
+/**
+ * Builds the HTTP application exactly as it runs in production. main.ts, the tests and
+ * the benchmarks all go through here, so none of them runs a differently wired app.
+ */
+export async function createApp(
+  config: AppConfig,
+  databaseUrl: string,
+  options: { logger?: false } = {},
+): Promise<NestExpressApplication> {
+  const app = await NestFactory.create<NestExpressApplication>(AppModule.register({ config, databaseUrl }), {
+    bodyParser: false,
+    logger: options.logger ?? LOG_LEVELS.slice(0, LOG_LEVELS.indexOf(config.logLevel) + 1),
+  });
+  app.disable('x-powered-by');
+  // Behind a load balancer the client address (per-address rate limits) is in X-Forwarded-For.
+  app.set('trust proxy', 'loopback, linklocal, uniquelocal');
+  app.use(requestIdMiddleware);
+  app.useBodyParser('json', { limit: config.bodyLimit });
+  // Body-parser errors (malformed JSON, body too large) happen before Nest's routing, so
+  // they are answered here, by the same filter as every other error.
+  const filter = new ApiExceptionFilter();
+  app.use((error: unknown, req: ApiRequest, res: Response, next: NextFunction) =>
+    error ? filter.respond(error, req, res) : next(),
+  );
+  app.useGlobalPipes(createValidationPipe());
+  setUpSwagger(app);
+  return app;
+}
+
+function setUpSwagger(app: NestExpressApplication): void {
+  const document = SwaggerModule.createDocument(
+    app,
+    new DocumentBuilder()
+      .setTitle('Assistant Chat Service')
+      .setDescription(
+        'OpenAI-compatible chat gateway. Point any OpenAI SDK at `{base_url}/v1` with an API key. ' +
+          'Every `/v1` response carries `X-Request-Id` and the `X-RateLimit-*` headers; every error has the body ' +
+          '`{"error": {"type", "message", "code", "param"}}`. Amounts are in millicents (1/1000 of a cent).',
+      )
+      .setVersion('1')
+      .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'An API key: `sk-...`' })
+      .build(),
+  );
+  document.components = { ...document.components, headers: API_RESPONSE_HEADERS };
+  SwaggerModule.setup('docs', app, document, {
+    jsonDocumentUrl: 'docs/openapi.json',
+    yamlDocumentUrl: 'docs/openapi.yaml',
+    swaggerOptions: { persistAuthorization: true },
+  });
+}

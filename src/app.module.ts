@@ -1,0 +1,47 @@
+import { DynamicModule, Module } from '@nestjs/common';
+import { APP_FILTER, APP_GUARD } from '@nestjs/core';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { ApiExceptionFilter } from './common/errors/api-exception.filter';
+import { UnknownRouteModule } from './common/http/unknown-route.module';
+import type { AppConfig } from './config/app-config';
+import { ConfigModule } from './config/config.module';
+import { dataSourceOptions } from './database/data-source';
+import { HealthModule } from './health/health.module';
+import { LimitsModule } from './limits/limits.module';
+import { RateLimitGuard } from './limits/rate-limit.guard';
+import { ModelsModule } from './models/models.module';
+import { WalletModule } from './wallet/wallet.module';
+import { ApiKeyGuard } from './workspaces/api-key.guard';
+import { WorkspacesModule } from './workspaces/workspaces.module';
+
+/** The config carries the database URL: the caller (main, CLI, tests) decides which database. */
+export interface AppModuleOptions {
+  config: AppConfig;
+  databaseUrl: string;
+}
+
+@Module({})
+export class AppModule {
+  static register({ config, databaseUrl }: AppModuleOptions): DynamicModule {
+    return {
+      module: AppModule,
+      imports: [
+        ConfigModule.forRoot(config),
+        TypeOrmModule.forRoot(dataSourceOptions(databaseUrl)),
+        HealthModule,
+        WorkspacesModule,
+        LimitsModule,
+        ModelsModule,
+        WalletModule,
+        // Last, so that its catch-all route does not shadow the routes of the modules above.
+        UnknownRouteModule,
+      ],
+      providers: [
+        // Guards run in this order: authenticate, then count against the workspace's rate.
+        { provide: APP_GUARD, useExisting: ApiKeyGuard },
+        { provide: APP_GUARD, useExisting: RateLimitGuard },
+        { provide: APP_FILTER, useClass: ApiExceptionFilter },
+      ],
+    };
+  }
+}

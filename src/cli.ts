@@ -1,0 +1,166 @@
+import 'reflect-metadata';
+import { Module, type INestApplicationContext } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { randomUUID } from 'node:crypto';
+import { parseArgs } from 'node:util';
+import { ApiError } from './common/errors/api-error';
+import { ConfigError, loadConfig, type AppConfig } from './config/app-config';
+import { ConfigModule } from './config/config.module';
+import { openDatabase } from './database/database';
+import { dataSourceOptions, runMigrations } from './database/data-source';
+import { WalletService } from './wallet/wallet.service';
+import { WalletModule } from './wallet/wallet.module';
+import { ApiKeysService } from './workspaces/api-keys.service';
+import { WorkspacesModule } from './workspaces/workspaces.module';
+import { WorkspacesService } from './workspaces/workspaces.service';
+
+const USAGE = `Usage: npm run cli -- <command> [options]
+
+  workspace create --name <n> [--tier free|hobby|pro|team|enterprise] [--balance <millicents>]
+  workspace set-tier --workspace <id> --tier <t> [--rpm <n>]      (--rpm: enterprise only; -1 = no limit)
+  key create --workspace <id> [--name <label>]
+  key revoke --key <id>
+  wallet topup  --workspace <id> --amount <millicents> [--description <text>] [--idempotency-key <k>]
+  wallet adjust --workspace <id> --amount <signed millicents> [--description <text>] [--idempotency-key <k>]
+
+Each command prints one JSON object. It uses DATABASE_URL, or the embedded database in
+DATA_DIR (the running server's, if it is up).`;
+
+/** Wrong usage: exit code 2, as command-line tools do. */
+class UsageError extends Error {}
+
+type Options = Record<string, string | undefined>;
+type Command = (app: INestApplicationContext, options: Options) => Promise<object>;
+
+const COMMANDS: Record<string, Command> = {
+  'workspace create': async (app, o) => {
+    const created = await app.get(WorkspacesService).create({
+      name: required(o, 'name'),
+      tier: o.tier,
+      balanceMillicents: o.balance === undefined ? undefined : integer(o, 'balance'),
+    });
+    return {
+      workspace_id: created.workspace.id,
+      api_key: created.apiKey,
+      api_key_id: created.apiKeyId,
+      tier: created.workspace.tier,
+    };
+  },
+  'workspace set-tier': async (app, o) => {
+    const workspace = await app
+      .get(WorkspacesService)
+      .setTier(required(o, 'workspace'), required(o, 'tier'), o.rpm === undefined ? undefined : integer(o, 'rpm'));
+    return { workspace_id: workspace.id, tier: workspace.tier, custom_rate_limit_rpm: workspace.customRateLimitRpm };
+  },
+  'key create': async (app, o) => {
+    const key = await app.get(ApiKeysService).create(required(o, 'workspace'), o.name);
+    return { id: key.id, api_key: key.apiKey };
+  },
+  'key revoke': async (app, o) => app.get(ApiKeysService).revoke(required(o, 'key')),
+  'wallet topup': (app, o) => moveMoney(app, o, 'topup'),
+  'wallet adjust': (app, o) => moveMoney(app, o, 'adjustment'),
+};
+
+async function moveMoney(app: INestApplicationContext, o: Options, type: 'topup' | 'adjustment'): Promise<object> {
+  const row = await app.get(WalletService).credit({
+    workspaceId: required(o, 'workspace'),
+    amountMillicents: integer(o, 'amount'),
+    type,
+    description: o.description,
+    idempotencyKey: o['idempotency-key'] ?? `cli:${type}:${randomUUID()}`,
+  });
+  return {
+    transaction_id: row.id,
+    type: row.type,
+    amount_millicents: row.amountMillicents,
+    balance_after_millicents: row.balanceAfterMillicents,
+  };
+}
+
+function required(options: Options, name: string): string {
+  const value = options[name];
+  if (value === undefined || value === '') throw new UsageError(`--${name} is required`);
+  return value;
+}
+
+function integer(options: Options, name: string): number {
+  const raw = required(options, name);
+  const value = Number(raw);
+  if (!/^-?\d+$/.test(raw) || !Number.isSafeInteger(value)) throw new UsageError(`--${name} must be a whole number (got "${raw}")`);
+  return value;
+}
+
+/** Only what the commands need: no HTTP, no rate limiting, no controllers' routes. */
+function cliModule(config: AppConfig, databaseUrl: string) {
+  @Module({
+    imports: [
+      ConfigModule.forRoot(config),
+      TypeOrmModule.forRoot({ ...dataSourceOptions(databaseUrl), logging: ['error'] }),
+      WorkspacesModule,
+      WalletModule,
+    ],
+  })
+  class CliModule {}
+  return CliModule;
+}
+
+/** `--amount -500` would read as an unknown flag `-5...`; joined into `--amount=-500` it is a value. */
+function joinNegativeNumbers(argv: string[]): string[] {
+  const joined: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i].startsWith('--') && !argv[i].includes('=') && /^-\d/.test(argv[i + 1] ?? '')) {
+      joined.push(`${argv[i]}=${argv[++i]}`);
+    } else {
+      joined.push(argv[i]);
+    }
+  }
+  return joined;
+}
+
+async function main(argv: string[]): Promise<number> {
+  const { positionals, values } = parseArgs({
+    args: joinNegativeNumbers(argv),
+    allowPositionals: true,
+    strict: true,
+    options: Object.fromEntries(
+      ['name', 'tier', 'balance', 'workspace', 'rpm', 'key', 'amount', 'description', 'idempotency-key'].map((name) => [
+        name,
+        { type: 'string' as const },
+      ]),
+    ),
+  });
+  const commandName = positionals.slice(0, 2).join(' ');
+  const command = COMMANDS[commandName];
+  if (!command || positionals.length !== 2) throw new UsageError(commandName ? `Unknown command "${commandName}"` : 'No command given');
+
+  const config = loadConfig();
+  const database = await openDatabase(config);
+  let app: INestApplicationContext | undefined;
+  try {
+    await runMigrations(database.url);
+    app = await NestFactory.createApplicationContext(cliModule(config, database.url), { logger: ['error'] });
+    const result = await command(app, values as Options);
+    process.stdout.write(`${JSON.stringify(result)}\n`);
+    return 0;
+  } finally {
+    await app?.close();
+    await database.stop();
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    if (error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+      process.stderr.write(`${(error as Error).message}\n\n${USAGE}\n`);
+      process.exit(2);
+    }
+    const message =
+      error instanceof ApiError || error instanceof ConfigError
+        ? error.message
+        : `Unexpected error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`;
+    process.stderr.write(`${message}\n`);
+    process.exit(1);
+  },
+);

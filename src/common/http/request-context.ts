@@ -1,0 +1,16 @@
+import type { Request } from 'express';
+import type { TierName } from '../../workspaces/tiers';
+
+/** Who is calling: resolved from the API key by the ApiKeyGuard. */
+export interface Principal {
+  workspaceId: string;
+  apiKeyId: string;
+  tier: TierName;
+  /** Requests per minute in force for the workspace; -1 means no limit. */
+  rateLimitRpm: number;
+}
+
+export interface ApiRequest extends Request {
+  id: string;
+  principal?: Principal;
+}

@@ -1,0 +1,17 @@
+import { randomUUID } from 'node:crypto';
+import type { NextFunction, Response } from 'express';
+import type { ApiRequest } from './request-context';
+
+export const REQUEST_ID_HEADER = 'X-Request-Id';
+const WELL_FORMED = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * Gives every request an id, echoed in `X-Request-Id`, logged with errors and stored in
+ * usage records. A caller's own id is kept when it is well formed, so traces join up.
+ */
+export function requestIdMiddleware(req: ApiRequest, res: Response, next: NextFunction): void {
+  const incoming = req.header(REQUEST_ID_HEADER);
+  req.id = incoming && WELL_FORMED.test(incoming) ? incoming : `req_${randomUUID().replace(/-/g, '')}`;
+  res.setHeader(REQUEST_ID_HEADER, req.id);
+  next();
+}

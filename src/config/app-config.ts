@@ -1,0 +1,144 @@
+import * as path from 'node:path';
+
+export type SimulatorMode = 'auto' | 'on' | 'off';
+
+/** The service's configuration, read once from the environment and validated as a whole. */
+export interface AppConfig {
+  nodeEnv: string;
+  production: boolean;
+  port: number;
+  host: string;
+  /** PostgreSQL URL; undefined means the embedded PostgreSQL under `dataDir`. */
+  databaseUrl?: string;
+  dataDir: string;
+  redisUrl?: string;
+  /** Maximum JSON body size, in the `bytes` package's notation (`10mb`). */
+  bodyLimit: string;
+  /** Requests per minute for callers without a valid key, counted per client address. */
+  anonymousRateLimitRpm: number;
+  openai: { apiKey?: string; baseUrl?: string };
+  anthropic: { apiKey?: string; baseUrl?: string };
+  gemini: { apiKey?: string; baseUrl?: string };
+  modelCatalogFile?: string;
+  llmSimulator: SimulatorMode;
+  webSearch: { provider?: string; apiKey?: string; baseUrl?: string };
+  stripe: { secretKey?: string; webhookSecret?: string; apiBase?: string };
+  usageRetentionDays: number;
+  sessionSecret?: string;
+  logLevel: 'error' | 'warn' | 'log' | 'debug' | 'verbose';
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+/**
+ * Reads and validates every variable before failing, so an operator fixes all bad
+ * values in one go instead of one restart per mistake.
+ */
+export function loadConfig(env: Env = process.env): AppConfig {
+  const problems: string[] = [];
+  const read = new EnvReader(env, problems);
+
+  const nodeEnv = read.string('NODE_ENV') ?? 'development';
+  const config: AppConfig = {
+    nodeEnv,
+    production: nodeEnv === 'production',
+    port: read.integer('PORT', 3000, 0, 65535),
+    host: read.string('HOST') ?? '0.0.0.0',
+    databaseUrl: read.url('DATABASE_URL', ['postgres:', 'postgresql:']),
+    dataDir: path.resolve(read.string('DATA_DIR') ?? './.data'),
+    redisUrl: read.url('REDIS_URL', ['redis:', 'rediss:']),
+    bodyLimit: read.pattern('BODY_LIMIT', /^\d+(b|kb|mb)$/i, '"<n>kb" or "<n>mb"') ?? '10mb',
+    anonymousRateLimitRpm: read.integer('RATE_LIMIT_ANONYMOUS_RPM', 60, 1, 1_000_000),
+    openai: { apiKey: read.string('OPENAI_API_KEY'), baseUrl: read.url('OPENAI_BASE_URL', ['http:', 'https:']) },
+    anthropic: {
+      apiKey: read.string('ANTHROPIC_API_KEY'),
+      baseUrl: read.url('ANTHROPIC_BASE_URL', ['http:', 'https:']),
+    },
+    gemini: { apiKey: read.string('GEMINI_API_KEY'), baseUrl: read.url('GEMINI_BASE_URL', ['http:', 'https:']) },
+    modelCatalogFile: read.string('MODEL_CATALOG_FILE'),
+    llmSimulator: read.oneOf('LLM_SIMULATOR', ['auto', 'on', 'off'] as const) ?? 'auto',
+    webSearch: {
+      provider: read.oneOf('WEB_SEARCH_PROVIDER', ['searxng', 'tavily', 'brave'] as const),
+      apiKey: read.string('WEB_SEARCH_API_KEY'),
+      baseUrl: read.url('WEB_SEARCH_BASE_URL', ['http:', 'https:']),
+    },
+    stripe: {
+      secretKey: read.string('STRIPE_SECRET_KEY'),
+      webhookSecret: read.string('STRIPE_WEBHOOK_SECRET'),
+      apiBase: read.url('STRIPE_API_BASE', ['http:', 'https:']),
+    },
+    usageRetentionDays: read.integer('USAGE_RETENTION_DAYS', 90, 1, 36_500),
+    sessionSecret: read.string('SESSION_SECRET'),
+    logLevel: read.oneOf('LOG_LEVEL', ['error', 'warn', 'log', 'debug', 'verbose'] as const) ?? 'log',
+  };
+
+  if (config.sessionSecret !== undefined && config.sessionSecret.length < 32) {
+    problems.push('SESSION_SECRET must be at least 32 characters long');
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+  return config;
+}
+
+class EnvReader {
+  constructor(
+    private readonly env: Env,
+    private readonly problems: string[],
+  ) {}
+
+  /** Unset and empty are the same: `FOO=` in an env file means "not configured". */
+  string(name: string): string | undefined {
+    const value = this.env[name]?.trim();
+    return value ? value : undefined;
+  }
+
+  integer(name: string, fallback: number, min: number, max: number): number {
+    const raw = this.string(name);
+    if (raw === undefined) return fallback;
+    const value = Number(raw);
+    if (!/^-?\d+$/.test(raw) || value < min || value > max) {
+      this.problems.push(`${name} must be an integer from ${min} to ${max} (got "${raw}")`);
+      return fallback;
+    }
+    return value;
+  }
+
+  oneOf<T extends string>(name: string, allowed: readonly T[]): T | undefined {
+    const raw = this.string(name)?.toLowerCase();
+    if (raw === undefined) return undefined;
+    if (!(allowed as readonly string[]).includes(raw)) {
+      this.problems.push(`${name} must be one of ${allowed.join(', ')} (got "${raw}")`);
+      return undefined;
+    }
+    return raw as T;
+  }
+
+  url(name: string, protocols: string[]): string | undefined {
+    const raw = this.string(name);
+    if (raw === undefined) return undefined;
+    try {
+      const url = new URL(raw);
+      if (protocols.includes(url.protocol)) return raw;
+    } catch {
+      // reported below
+    }
+    this.problems.push(`${name} must be a URL starting with ${protocols.map((p) => `${p}//`).join(' or ')}`);
+    return undefined;
+  }
+
+  pattern(name: string, pattern: RegExp, expected: string): string | undefined {
+    const raw = this.string(name);
+    if (raw === undefined) return undefined;
+    if (!pattern.test(raw)) {
+      this.problems.push(`${name} must look like ${expected} (got "${raw}")`);
+      return undefined;
+    }
+    return raw.toLowerCase();
+  }
+}

@@ -1,0 +1,46 @@
+import { DataSource, DataSourceOptions } from 'typeorm';
+import { MIGRATIONS } from '../../migrations';
+import { ApiKey } from '../workspaces/entities/api-key.entity';
+import { Workspace } from '../workspaces/entities/workspace.entity';
+import { WalletTransaction } from '../wallet/entities/wallet-transaction.entity';
+import { Wallet } from '../wallet/entities/wallet.entity';
+
+export const ENTITIES = [Workspace, ApiKey, Wallet, WalletTransaction];
+
+/** The one data source definition, shared by the app, the operator CLI, migrations and tests. */
+export function dataSourceOptions(url: string): DataSourceOptions {
+  return {
+    type: 'postgres',
+    url,
+    entities: ENTITIES,
+    migrations: MIGRATIONS,
+    migrationsTableName: 'migrations',
+    synchronize: false,
+    migrationsRun: false,
+    logging: ['error', 'warn', 'migration'],
+    extra: { max: 20, application_name: 'assistant-chat-service' },
+  };
+}
+
+/** Any number for this lock key; it only has to be the same in every replica. */
+const MIGRATION_LOCK_KEY = 4_242_001;
+
+/**
+ * Applies pending migrations under an advisory lock, so replicas starting together
+ * migrate once and the others wait. Returns the names of the migrations applied.
+ */
+export async function runMigrations(url: string): Promise<string[]> {
+  const dataSource = new DataSource({ ...dataSourceOptions(url), logging: ['error'] });
+  await dataSource.initialize();
+  const lock = dataSource.createQueryRunner();
+  try {
+    await lock.connect();
+    await lock.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+    const applied = await dataSource.runMigrations({ transaction: 'each' });
+    return applied.map((migration) => migration.name);
+  } finally {
+    await lock.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]).catch(() => undefined);
+    await lock.release();
+    await dataSource.destroy();
+  }
+}

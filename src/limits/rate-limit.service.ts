@@ -1,0 +1,90 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { InjectThrottlerStorage, normalizeIp, ThrottlerStorage } from '@nestjs/throttler';
+import type { Response } from 'express';
+import { InjectConfig } from '../config/config.module';
+import type { AppConfig } from '../config/app-config';
+import { ApiError } from '../common/errors/api-error';
+import type { ApiRequest, Principal } from '../common/http/request-context';
+import { UNLIMITED } from '../workspaces/tiers';
+
+/** The rate window of every tier (the spec's unit is requests per minute). */
+export const RATE_WINDOW_MS = 60_000;
+const THROTTLER_NAME = 'rpm';
+
+export interface RateLimitState {
+  limit: number;
+  remaining: number;
+  /** Unix seconds at which the window resets. */
+  resetAt: number;
+  /** Seconds until a blocked caller may retry; 0 when not blocked. */
+  retryAfterSeconds: number;
+}
+
+/**
+ * Counts requests per workspace (or per client address for callers without a valid key)
+ * in 60-second windows, in the throttler storage: in memory by default, in Redis when
+ * REDIS_URL is set so that every replica counts against one limit.
+ */
+@Injectable()
+export class RateLimitService {
+  private readonly logger = new Logger(RateLimitService.name);
+  private lastStorageWarning = 0;
+
+  constructor(
+    @InjectThrottlerStorage() private readonly storage: ThrottlerStorage,
+    @InjectConfig() private readonly config: AppConfig,
+  ) {}
+
+  /** Counts a request of a workspace; throws 429 once it is over its tier's rate. */
+  async limitWorkspace(principal: Principal, res: Response): Promise<void> {
+    await this.enforce(`ws:${principal.workspaceId}`, principal.rateLimitRpm, res);
+  }
+
+  /** Counts a request that has no valid key against its client address. */
+  async limitClientAddress(req: ApiRequest, res: Response): Promise<void> {
+    await this.enforce(`ip:${normalizeIp(req.ip ?? 'unknown')}`, this.config.anonymousRateLimitRpm, res);
+  }
+
+  private async enforce(tracker: string, limit: number, res: Response): Promise<void> {
+    const state = await this.consume(tracker, limit);
+    res.setHeader('X-RateLimit-Limit', String(state.limit));
+    res.setHeader('X-RateLimit-Remaining', String(state.remaining));
+    res.setHeader('X-RateLimit-Reset', String(state.resetAt));
+    if (state.retryAfterSeconds > 0) {
+      throw ApiError.rateLimited(
+        `Rate limit reached: ${state.limit} requests per minute. Try again in ${state.retryAfterSeconds} seconds.`,
+        state.retryAfterSeconds,
+      );
+    }
+  }
+
+  async consume(tracker: string, limit: number): Promise<RateLimitState> {
+    const nowSeconds = Math.floor(Date.now() / 1000);
+    if (limit === UNLIMITED) {
+      return { limit: UNLIMITED, remaining: UNLIMITED, resetAt: nowSeconds + RATE_WINDOW_MS / 1000, retryAfterSeconds: 0 };
+    }
+    // A block of 1 ms makes the Redis script re-check `hits > limit` on every request, so a
+    // caller is blocked exactly until its window ends, as with the memory storage.
+    let record: Awaited<ReturnType<ThrottlerStorage['increment']>>;
+    try {
+      record = await this.storage.increment(tracker, RATE_WINDOW_MS, limit, 1, THROTTLER_NAME);
+    } catch (error) {
+      // Failing open: an unreachable Redis must not take the whole API down with it.
+      this.warnStorageDown(error);
+      return { limit, remaining: limit, resetAt: nowSeconds + RATE_WINDOW_MS / 1000, retryAfterSeconds: 0 };
+    }
+    const secondsLeft = Math.max(1, record.timeToExpire);
+    return {
+      limit,
+      remaining: Math.max(0, limit - record.totalHits),
+      resetAt: nowSeconds + secondsLeft,
+      retryAfterSeconds: record.totalHits > limit ? secondsLeft : 0,
+    };
+  }
+
+  private warnStorageDown(error: unknown): void {
+    if (Date.now() - this.lastStorageWarning < 10_000) return;
+    this.lastStorageWarning = Date.now();
+    this.logger.warn(`Rate-limit storage unavailable, requests are not being limited: ${String(error)}`);
+  }
+}

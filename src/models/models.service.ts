@@ -1,0 +1,34 @@
+import { Injectable } from '@nestjs/common';
+import { ApiError } from '../common/errors/api-error';
+import type { AppConfig } from '../config/app-config';
+import { InjectConfig } from '../config/config.module';
+import { DEFAULT_CATALOG, loadCatalogFile, ModelDefinition } from './model-catalog';
+
+/** The curated model catalog, loaded once at start (a bad catalog file stops the start). */
+@Injectable()
+export class ModelsService {
+  private readonly models: readonly ModelDefinition[];
+  private readonly byId: ReadonlyMap<string, ModelDefinition>;
+
+  constructor(@InjectConfig() config: AppConfig) {
+    this.models = config.modelCatalogFile ? loadCatalogFile(config.modelCatalogFile) : DEFAULT_CATALOG;
+    this.byId = new Map(this.models.map((m) => [m.id, m]));
+  }
+
+  list(): readonly ModelDefinition[] {
+    return this.models;
+  }
+
+  find(id: string): ModelDefinition | undefined {
+    return this.byId.get(id);
+  }
+
+  /** @throws 404 `not_found` with code `model_not_found`, as OpenAI answers an unknown model. */
+  get(id: string, param = 'model'): ModelDefinition {
+    const found = this.byId.get(id);
+    if (!found) {
+      throw ApiError.notFound(`The model '${id}' does not exist. GET /v1/models lists the models available.`, 'model_not_found', param);
+    }
+    return found;
+  }
+}

@@ -1,0 +1,34 @@
+import { Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryGeneratedColumn } from 'typeorm';
+import { Workspace } from './workspace.entity';
+
+/** An API key. The secret itself is never stored: only its SHA-256 and a display prefix. */
+@Entity({ name: 'api_keys' })
+export class ApiKey {
+  @PrimaryGeneratedColumn('uuid')
+  id: string;
+
+  @Index()
+  @Column({ name: 'workspace_id', type: 'uuid' })
+  workspaceId: string;
+
+  @ManyToOne(() => Workspace, { onDelete: 'CASCADE' })
+  @JoinColumn({ name: 'workspace_id' })
+  workspace?: Workspace;
+
+  @Column({ type: 'text', nullable: true })
+  name: string | null;
+
+  /** Hex SHA-256 of the whole key; unique, the lookup path of every request. */
+  @Column({ name: 'key_hash', type: 'char', length: 64, unique: true })
+  keyHash: string;
+
+  /** The first characters of the key (`sk-AbCd1234`), so people can tell keys apart. */
+  @Column({ name: 'display_prefix', type: 'text' })
+  displayPrefix: string;
+
+  @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
+  createdAt: Date;
+
+  @Column({ name: 'revoked_at', type: 'timestamptz', nullable: true })
+  revokedAt: Date | null;
+}

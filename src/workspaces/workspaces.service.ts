@@ -1,0 +1,95 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import { ApiError } from '../common/errors/api-error';
+import { assertUuid } from '../common/validation/uuid';
+import { WalletService } from '../wallet/wallet.service';
+import { ApiKeysService } from './api-keys.service';
+import { Workspace } from './entities/workspace.entity';
+import { isTierName, TIER_NAMES, TierName } from './tiers';
+
+export interface CreateWorkspaceCommand {
+  name: string;
+  tier?: string;
+  /** Opening credit in millicents, booked as a `topup`. */
+  balanceMillicents?: number;
+}
+
+export interface CreatedWorkspace {
+  workspace: Workspace;
+  apiKey: string;
+  apiKeyId: string;
+}
+
+@Injectable()
+export class WorkspacesService {
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly apiKeys: ApiKeysService,
+    private readonly wallet: WalletService,
+  ) {}
+
+  /** A workspace with its wallet, an opening credit if asked, and a first API key. */
+  async create(command: CreateWorkspaceCommand): Promise<CreatedWorkspace> {
+    const name = command.name?.trim();
+    if (!name) throw ApiError.badRequest('A workspace needs a name.', 'name');
+    const tier = parseTier(command.tier ?? 'free');
+    const opening = command.balanceMillicents ?? 0;
+    if (!Number.isSafeInteger(opening) || opening < 0) {
+      throw ApiError.badRequest('balance must be a whole, non-negative number of millicents.', 'balance');
+    }
+
+    const workspace = await this.dataSource.transaction(async (manager) => {
+      const created = await manager.save(manager.create(Workspace, { name, tier, customRateLimitRpm: null }));
+      await this.wallet.open(manager, created.id);
+      return created;
+    });
+    if (opening > 0) {
+      await this.wallet.credit({
+        workspaceId: workspace.id,
+        amountMillicents: opening,
+        type: 'topup',
+        description: 'Opening balance',
+        idempotencyKey: `opening:${workspace.id}`,
+      });
+    }
+    const key = await this.apiKeys.create(workspace.id, 'default');
+    return { workspace, apiKey: key.apiKey, apiKeyId: key.id };
+  }
+
+  /**
+   * Moves a workspace to a tier. A custom rate is for enterprise only, and leaving
+   * enterprise drops it. Takes effect on running servers within the key cache's lifetime.
+   */
+  async setTier(workspaceId: string, tierName: string, customRateLimitRpm?: number): Promise<Workspace> {
+    const tier = parseTier(tierName);
+    if (customRateLimitRpm !== undefined) {
+      if (tier !== 'enterprise') {
+        throw ApiError.badRequest('A custom rate limit is available on the enterprise tier only.', 'rpm');
+      }
+      if (!Number.isSafeInteger(customRateLimitRpm) || (customRateLimitRpm < 1 && customRateLimitRpm !== -1)) {
+        throw ApiError.badRequest('rpm must be a positive whole number, or -1 for no limit.', 'rpm');
+      }
+    }
+    const workspace = await this.get(workspaceId);
+    workspace.tier = tier;
+    workspace.customRateLimitRpm = tier === 'enterprise' ? (customRateLimitRpm ?? null) : null;
+    return this.dataSource.getRepository(Workspace).save(workspace);
+  }
+
+  async get(workspaceId: string): Promise<Workspace> {
+    assertUuid(workspaceId, 'workspace');
+    const workspace = await this.dataSource.getRepository(Workspace).findOneBy({ id: workspaceId });
+    if (!workspace) throw ApiError.notFound(`No workspace with id ${workspaceId}.`, 'workspace_not_found');
+    return workspace;
+  }
+
+  async count(): Promise<number> {
+    return this.dataSource.getRepository(Workspace).count();
+  }
+}
+
+function parseTier(value: string): TierName {
+  if (!isTierName(value)) throw ApiError.badRequest(`tier must be one of ${TIER_NAMES.join(', ')}.`, 'tier');
+  return value;
+}
