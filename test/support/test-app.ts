@@ -1,0 +1,69 @@
+import type { NestExpressApplication } from '@nestjs/platform-express';
+import OpenAI from 'openai';
+import type { AddressInfo } from 'node:net';
+import { createApp } from '../../src/app.factory';
+import { AppConfig, loadConfig } from '../../src/config/app-config';
+import { WorkspacesService } from '../../src/workspaces/workspaces.service';
+import { createTestDatabase } from './test-database';
+
+export interface TestApp {
+  app: NestExpressApplication;
+  /** `http://127.0.0.1:<port>` */
+  baseUrl: string;
+  databaseUrl: string;
+  config: AppConfig;
+  createWorkspace(options?: { tier?: string; balanceMillicents?: number; name?: string }): Promise<TestWorkspace>;
+  close(): Promise<void>;
+}
+
+export interface TestWorkspace {
+  id: string;
+  apiKey: string;
+  apiKeyId: string;
+  /** The official OpenAI SDK pointed at the service, as a user would configure it. */
+  client: OpenAI;
+}
+
+/** Defaults as on a developer's machine, minus anything read from the real environment. */
+export function testConfig(overrides: Partial<AppConfig> = {}): AppConfig {
+  return { ...loadConfig({ LOG_LEVEL: 'error' }), ...overrides };
+}
+
+/**
+ * The whole application, wired by the same factory as production, on a fresh database
+ * and a free loopback port.
+ */
+export async function startTestApp(
+  options: { config?: Partial<AppConfig>; databaseUrl?: string } = {},
+): Promise<TestApp> {
+  const databaseUrl = options.databaseUrl ?? (await createTestDatabase());
+  const config = testConfig(options.config);
+  const app = await createApp(config, databaseUrl, { logger: false });
+  await app.listen(0, '127.0.0.1');
+  const { port } = app.getHttpServer().address() as AddressInfo;
+  const baseUrl = `http://127.0.0.1:${port}`;
+  return {
+    app,
+    baseUrl,
+    databaseUrl,
+    config,
+    createWorkspace: async (workspace = {}) => {
+      const created = await app.get(WorkspacesService).create({
+        name: workspace.name ?? 'Test workspace',
+        tier: workspace.tier ?? 'pro',
+        balanceMillicents: workspace.balanceMillicents ?? 1_000_000,
+      });
+      return {
+        id: created.workspace.id,
+        apiKey: created.apiKey,
+        apiKeyId: created.apiKeyId,
+        client: openAiClient(baseUrl, created.apiKey),
+      };
+    },
+    close: () => app.close(),
+  };
+}
+
+export function openAiClient(baseUrl: string, apiKey: string): OpenAI {
+  return new OpenAI({ baseURL: `${baseUrl}/v1`, apiKey, maxRetries: 0, timeout: 10_000 });
+}
