@@ -17,7 +17,8 @@ export function dataSourceOptions(url: string): DataSourceOptions {
     migrationsTableName: 'migrations',
     synchronize: false,
     migrationsRun: false,
-    logging: ['error', 'warn', 'migration'],
+    // Query errors surface as exceptions, logged once with their request id by the exception filter.
+    logging: ['warn', 'migration'],
     extra: { max: 20, application_name: 'assistant-chat-service' },
   };
 }

@@ -1,0 +1,57 @@
+import { ConfigError, loadConfig } from './app-config';
+
+describe('loadConfig', () => {
+  it('has working defaults for an empty environment', () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({
+      port: 3000,
+      host: '0.0.0.0',
+      databaseUrl: undefined,
+      llmSimulator: 'auto',
+      usageRetentionDays: 90,
+      production: false,
+    });
+    expect(config.dataDir).toMatch(/\.data$/);
+  });
+
+  it('reads the documented variables', () => {
+    const config = loadConfig({
+      PORT: '8080',
+      DATABASE_URL: 'postgres://u:p@db:5432/acs',
+      REDIS_URL: 'redis://cache:6379',
+      LLM_SIMULATOR: 'off',
+      WEB_SEARCH_PROVIDER: 'tavily',
+      NODE_ENV: 'production',
+    });
+    expect(config).toMatchObject({
+      port: 8080,
+      databaseUrl: 'postgres://u:p@db:5432/acs',
+      redisUrl: 'redis://cache:6379',
+      llmSimulator: 'off',
+      webSearch: { provider: 'tavily' },
+      production: true,
+    });
+  });
+
+  it('names every bad variable in one error', () => {
+    let error: unknown;
+    try {
+      loadConfig({ PORT: 'eighty', DATABASE_URL: 'mysql://x', LLM_SIMULATOR: 'maybe', USAGE_RETENTION_DAYS: '-1' });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    const problems = (error as ConfigError).problems;
+    expect(problems).toHaveLength(4);
+    expect((error as ConfigError).message).toMatch(/PORT[\s\S]*DATABASE_URL[\s\S]*LLM_SIMULATOR[\s\S]*USAGE_RETENTION_DAYS/);
+  });
+
+  it('does not echo a database URL (it may hold a password) when it is invalid', () => {
+    expect(() => loadConfig({ DATABASE_URL: 'ftp://user:secret@host/db' })).toThrow(/DATABASE_URL/);
+    expect(() => loadConfig({ DATABASE_URL: 'ftp://user:secret@host/db' })).not.toThrow(/secret/);
+  });
+
+  it('treats empty values as unset', () => {
+    expect(loadConfig({ PORT: '', REDIS_URL: ' ' })).toMatchObject({ port: 3000, redisUrl: undefined });
+  });
+});

@@ -1,0 +1,124 @@
+import OpenAI from 'openai';
+import { freePort } from '../src/database/embedded-postgres';
+import { describeWithRedisServer, RedisServer, startRedisServer } from './support/redis-server';
+import { createTestDatabase } from './support/test-database';
+import { openAiClient, startTestApp, TestApp } from './support/test-app';
+
+const FREE_RPM = 5;
+
+/** `GET /v1/models` through the SDK, returning the raw response for its headers. */
+async function listModels(client: OpenAI): Promise<Response> {
+  const { response } = await client.models.list().withResponse();
+  return response;
+}
+
+function rateHeaders(headers: Headers): { limit: string | null; remaining: string | null; reset: string | null } {
+  return {
+    limit: headers.get('x-ratelimit-limit'),
+    remaining: headers.get('x-ratelimit-remaining'),
+    reset: headers.get('x-ratelimit-reset'),
+  };
+}
+
+describeWithRedisServer('rate limits shared through Redis by two replicas', () => {
+  let redis: RedisServer;
+  let databaseUrl: string;
+  let replicas: TestApp[] = [];
+
+  beforeAll(async () => {
+    redis = await startRedisServer();
+    databaseUrl = await createTestDatabase();
+    replicas = await Promise.all([
+      startTestApp({ databaseUrl, config: { redisUrl: redis.url } }),
+      startTestApp({ databaseUrl, config: { redisUrl: redis.url } }),
+    ]);
+  });
+
+  afterAll(async () => {
+    await Promise.all(replicas.map((replica) => replica.close()));
+    await redis?.stop();
+  });
+
+  it('counts one free-tier workspace once across both replicas: 5 allowed, then 429 on either', async () => {
+    const [a, b] = replicas;
+    const workspace = await a.createWorkspace({ tier: 'free' });
+    const clients = [openAiClient(a.baseUrl, workspace.apiKey), openAiClient(b.baseUrl, workspace.apiKey)];
+
+    const remaining: string[] = [];
+    for (let i = 0; i < FREE_RPM; i++) {
+      const response = await listModels(clients[i % 2]);
+      expect(response.status).toBe(200);
+      const headers = rateHeaders(response.headers);
+      expect(headers.limit).toBe(String(FREE_RPM));
+      remaining.push(headers.remaining!);
+    }
+    expect(remaining).toEqual(['4', '3', '2', '1', '0']);
+
+    // The sixth request goes to replica B, the seventh to replica A: both refuse.
+    for (const client of [clients[1], clients[0]]) {
+      const error = await listModels(client).then(
+        () => {
+          throw new Error('expected a 429 once the shared limit is used up');
+        },
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(OpenAI.RateLimitError);
+      const rateError = error as InstanceType<typeof OpenAI.RateLimitError>;
+      expect(rateError.status).toBe(429);
+
+      const retryAfter = rateError.headers.get('retry-after');
+      expect(retryAfter).toMatch(/^\d+$/);
+      expect(Number(retryAfter)).toBeGreaterThan(0);
+      expect(Number(retryAfter)).toBeLessThanOrEqual(60);
+      expect(rateError.headers.get('x-ratelimit-limit')).toBe(String(FREE_RPM));
+      expect(rateError.headers.get('x-ratelimit-remaining')).toBe('0');
+
+      const nowSeconds = Date.now() / 1000;
+      const reset = Number(rateError.headers.get('x-ratelimit-reset'));
+      expect(Number.isInteger(reset)).toBe(true);
+      expect(reset).toBeGreaterThanOrEqual(Math.floor(nowSeconds));
+      expect(reset).toBeLessThanOrEqual(Math.ceil(nowSeconds) + 60);
+
+      expect(rateError.error).toEqual({
+        type: 'rate_limit_exceeded',
+        message: expect.any(String),
+        code: 'rate_limit_exceeded',
+        param: null,
+        retry_after_seconds: Number(retryAfter),
+      });
+      expect(Number.isInteger((rateError.error as { retry_after_seconds: number }).retry_after_seconds)).toBe(true);
+    }
+  });
+
+  it("gives another workspace its own counter, untouched by the first one's", async () => {
+    const [a, b] = replicas;
+    const other = await b.createWorkspace({ tier: 'free' });
+    const first = rateHeaders((await listModels(openAiClient(a.baseUrl, other.apiKey))).headers);
+    const second = rateHeaders((await listModels(openAiClient(b.baseUrl, other.apiKey))).headers);
+    expect(first).toMatchObject({ limit: String(FREE_RPM), remaining: '4' });
+    expect(second).toMatchObject({ limit: String(FREE_RPM), remaining: '3' });
+  });
+
+  it('keeps serving when Redis is unreachable (fails open), without long stalls', async () => {
+    // Nothing listens on a port freePort() just released.
+    const closedPort = await freePort();
+    const replica = await startTestApp({ databaseUrl, config: { redisUrl: `redis://127.0.0.1:${closedPort}` } });
+    try {
+      const workspace = await replica.createWorkspace({ tier: 'free' });
+      const client = openAiClient(replica.baseUrl, workspace.apiKey);
+      const durations: number[] = [];
+      // More than the free tier's 5: nothing is counted while the storage is down.
+      for (let i = 0; i < FREE_RPM + 2; i++) {
+        const started = Date.now();
+        const response = await listModels(client);
+        durations.push(Date.now() - started);
+        expect(response.status).toBe(200);
+        expect(rateHeaders(response.headers)).toMatchObject({ limit: String(FREE_RPM), remaining: String(FREE_RPM) });
+      }
+      console.log(`fail-open request durations (ms): ${durations.join(', ')}`);
+      for (const duration of durations) expect(duration).toBeLessThan(5_000);
+    } finally {
+      await replica.close();
+    }
+  }, 60_000);
+});
