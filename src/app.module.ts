@@ -1,6 +1,8 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { APP_FILTER, APP_GUARD } from '@nestjs/core';
+import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { ChatModule } from './chat/chat.module';
 import { ApiExceptionFilter } from './common/errors/api-exception.filter';
 import { UnknownRouteModule } from './common/http/unknown-route.module';
 import type { AppConfig } from './config/app-config';
@@ -28,11 +30,13 @@ export class AppModule {
       imports: [
         ConfigModule.forRoot(config),
         TypeOrmModule.forRoot(dataSourceOptions(databaseUrl)),
+        ScheduleModule.forRoot(),
         HealthModule,
         WorkspacesModule,
         LimitsModule,
         ModelsModule,
         WalletModule,
+        ChatModule,
         // Last, so that its catch-all route does not shadow the routes of the modules above.
         UnknownRouteModule,
       ],

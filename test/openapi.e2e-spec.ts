@@ -26,6 +26,7 @@ describe('OpenAPI document and Swagger UI', () => {
       [
         '/health',
         '/health/ready',
+        '/v1/chat/completions',
         '/v1/limits',
         '/v1/limits/tiers',
         '/v1/models',

@@ -21,6 +21,14 @@ export interface AppConfig {
   gemini: { apiKey?: string; baseUrl?: string };
   modelCatalogFile?: string;
   llmSimulator: SimulatorMode;
+  /** Pause between the simulator's streamed words, so streams look like streams. */
+  simulatorWordDelayMs: number;
+  /** Upper bound of one upstream call (a whole completion, or a stream's first chunk). */
+  upstreamTimeoutMs: number;
+  /** Extra attempts at an upstream call that failed before its first byte. */
+  upstreamMaxRetries: number;
+  /** How long a wallet hold lives before the sweeper gives its money back. */
+  holdTtlMs: number;
   webSearch: { provider?: string; apiKey?: string; baseUrl?: string };
   stripe: { secretKey?: string; webhookSecret?: string; apiBase?: string };
   usageRetentionDays: number;
@@ -64,6 +72,10 @@ export function loadConfig(env: Env = process.env): AppConfig {
     gemini: { apiKey: read.string('GEMINI_API_KEY'), baseUrl: read.url('GEMINI_BASE_URL', ['http:', 'https:']) },
     modelCatalogFile: read.string('MODEL_CATALOG_FILE'),
     llmSimulator: read.oneOf('LLM_SIMULATOR', ['auto', 'on', 'off'] as const) ?? 'auto',
+    simulatorWordDelayMs: read.integer('SIMULATOR_WORD_DELAY_MS', 15, 0, 10_000),
+    upstreamTimeoutMs: read.integer('UPSTREAM_TIMEOUT_MS', 120_000, 1_000, 3_600_000),
+    upstreamMaxRetries: read.integer('UPSTREAM_MAX_RETRIES', 2, 0, 10),
+    holdTtlMs: read.integer('HOLD_TTL_MS', 15 * 60_000, 10_000, 24 * 3_600_000),
     webSearch: {
       provider: read.oneOf('WEB_SEARCH_PROVIDER', ['searxng', 'tavily', 'brave'] as const),
       apiKey: read.string('WEB_SEARCH_API_KEY'),

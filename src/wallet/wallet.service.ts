@@ -3,7 +3,9 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { ApiError } from '../common/errors/api-error';
 import { assertUuid } from '../common/validation/uuid';
+import { queryRows } from '../common/database/query-rows';
 import { Page, toPage } from '../common/pagination';
+import { MicroMillicents, toDecimalString } from './cost';
 import { TransactionType, WalletTransaction } from './entities/wallet-transaction.entity';
 import { Wallet } from './entities/wallet.entity';
 
@@ -21,6 +23,27 @@ export interface CreditCommand {
   description?: string;
   /** Unique per movement of money (payment id, webhook event id, ...): a replay is a no-op. */
   idempotencyKey: string;
+}
+
+export interface Hold {
+  id: string;
+  workspaceId: string;
+  amountMillicents: number;
+}
+
+export interface Charge {
+  workspaceId: string;
+  /** The exact cost; the wallet is charged whole millicents and carries the fraction. */
+  costMicros: MicroMillicents;
+  description: string;
+}
+
+export interface Settlement {
+  /** Whole millicents taken from the balance (0 when the cost stayed within the carried fraction). */
+  chargedMillicents: number;
+  balanceAfterMillicents: number;
+  /** False when this hold had already been settled: nothing was charged again. */
+  applied: boolean;
 }
 
 export interface TransactionQuery {
@@ -100,6 +123,113 @@ export class WalletService {
       }
       throw error;
     }
+  }
+
+  /**
+   * Sets money aside for a request: one conditional statement that raises `reserved` only
+   * if `balance - reserved` covers the amount, and records the hold. Null when it does not.
+   */
+  async hold(workspaceId: string, requestId: string, amountMillicents: number, ttlMs: number): Promise<Hold | null> {
+    if (!Number.isSafeInteger(amountMillicents) || amountMillicents <= 0) {
+      throw new Error(`A hold must be a positive whole number of millicents (got ${amountMillicents})`);
+    }
+    const rows = await queryRows<{ id: string }>(
+      this.dataSource.manager,
+      `WITH reserved AS (
+         UPDATE wallets SET reserved_millicents = reserved_millicents + $2, updated_at = now()
+          WHERE workspace_id = $1 AND balance_millicents - reserved_millicents >= $2
+          RETURNING workspace_id)
+       INSERT INTO wallet_holds (workspace_id, request_id, amount_millicents, expires_at)
+       SELECT workspace_id, $3, $2, now() + make_interval(secs => $4::double precision / 1000) FROM reserved
+       RETURNING id`,
+      [workspaceId, amountMillicents, requestId, ttlMs],
+    );
+    return rows.length > 0 ? { id: rows[0].id, workspaceId, amountMillicents } : null;
+  }
+
+  /**
+   * Charges the actual cost and releases the hold in one transaction, together with
+   * whatever else must stand or fall with the charge (`alsoInTransaction`: the usage
+   * record, conversation messages). The ledger row is keyed by the hold, so settling the
+   * same hold twice charges once.
+   */
+  async settle(
+    hold: Hold,
+    charge: Charge,
+    alsoInTransaction: (manager: EntityManager, settlement: Settlement) => Promise<void> = async () => undefined,
+  ): Promise<Settlement> {
+    const idempotencyKey = `usage:${hold.id}`;
+    try {
+      return await this.dataSource.transaction(async (manager) => {
+        const [row] = await queryRows<{ balance_millicents: string; charged: string }>(
+          manager,
+          `WITH released AS (DELETE FROM wallet_holds WHERE id = $2 RETURNING amount_millicents),
+                current AS (SELECT carry_millicents FROM wallets WHERE workspace_id = $1 FOR UPDATE)
+           UPDATE wallets w SET
+             balance_millicents = w.balance_millicents - floor(c.carry_millicents + $3::numeric),
+             carry_millicents = (c.carry_millicents + $3::numeric) - floor(c.carry_millicents + $3::numeric),
+             reserved_millicents = w.reserved_millicents - coalesce((SELECT sum(amount_millicents) FROM released), 0),
+             updated_at = now()
+           FROM current c
+           WHERE w.workspace_id = $1
+           RETURNING w.balance_millicents, floor(c.carry_millicents + $3::numeric)::bigint AS charged`,
+          [charge.workspaceId, hold.id, toDecimalString(charge.costMicros)],
+        );
+        if (!row) throw new Error(`No wallet for workspace ${charge.workspaceId}`);
+        const settlement: Settlement = {
+          chargedMillicents: Number(row.charged),
+          balanceAfterMillicents: Number(row.balance_millicents),
+          applied: true,
+        };
+        if (settlement.chargedMillicents > 0) {
+          await manager.insert(WalletTransaction, {
+            workspaceId: charge.workspaceId,
+            type: 'usage',
+            amountMillicents: -settlement.chargedMillicents,
+            balanceAfterMillicents: settlement.balanceAfterMillicents,
+            description: charge.description,
+            idempotencyKey,
+          });
+        }
+        await alsoInTransaction(manager, settlement);
+        return settlement;
+      });
+    } catch (error) {
+      if ((error as { code?: string }).code === UNIQUE_VIOLATION) {
+        const existing = await this.findByIdempotencyKey(idempotencyKey);
+        if (existing) {
+          return { chargedMillicents: 0, balanceAfterMillicents: existing.balanceAfterMillicents, applied: false };
+        }
+      }
+      throw error;
+    }
+  }
+
+  /** Gives a hold back without charging (a request that failed before costing anything). */
+  async release(hold: Hold): Promise<void> {
+    await this.dataSource.query(
+      `WITH released AS (DELETE FROM wallet_holds WHERE id = $1 RETURNING workspace_id, amount_millicents)
+       UPDATE wallets w SET reserved_millicents = w.reserved_millicents - r.amount_millicents, updated_at = now()
+       FROM released r WHERE w.workspace_id = r.workspace_id`,
+      [hold.id],
+    );
+  }
+
+  /**
+   * Releases holds past their expiry: a process that died mid-request must never freeze
+   * money. Returns how many holds were released.
+   */
+  async releaseExpiredHolds(): Promise<number> {
+    const rows = await queryRows<{ released: string }>(
+      this.dataSource.manager,
+      `WITH expired AS (DELETE FROM wallet_holds WHERE expires_at < now() RETURNING workspace_id, amount_millicents),
+            totals AS (SELECT workspace_id, sum(amount_millicents) AS amount, count(*) AS holds FROM expired GROUP BY workspace_id)
+       UPDATE wallets w SET reserved_millicents = w.reserved_millicents - t.amount, updated_at = now()
+       FROM totals t WHERE w.workspace_id = t.workspace_id
+       RETURNING t.holds AS released`,
+      [],
+    );
+    return rows.reduce((sum, row) => sum + Number(row.released), 0);
   }
 
   /** Newest first, with `limit` and an OpenAI-style `starting_after` cursor. */

@@ -11,11 +11,14 @@ export function createValidationPipe(): ValidationPipe {
     whitelist: false,
     forbidUnknownValues: false,
     stopAtFirstError: true,
-    exceptionFactory: (errors) => {
-      const { param, message } = firstProblem(errors);
-      return ApiError.badRequest(message, param, 'invalid_value');
-    },
+    exceptionFactory: toValidationError,
   });
+}
+
+/** The first problem found, as OpenAI reports it: one message, and the field at fault in `param`. */
+export function toValidationError(errors: ValidationError[]): ApiError {
+  const { param, message } = firstProblem(errors);
+  return ApiError.badRequest(message, param, 'invalid_value');
 }
 
 function firstProblem(errors: ValidationError[], prefix = ''): { param: string; message: string } {

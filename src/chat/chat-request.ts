@@ -1,0 +1,110 @@
+import { plainToInstance } from 'class-transformer';
+import { validate } from 'class-validator';
+import { ApiError } from '../common/errors/api-error';
+import { toValidationError } from '../common/validation/validation.pipe';
+import type { ChatMessage, FunctionTool } from '../providers/provider-adapter';
+import { ChatCompletionRequestDto } from './dto/chat-completion-request.dto';
+
+/** Tools that run on the server; an assistant offers them, direct mode cannot. */
+export const SERVER_TOOL_NAMES = ['web_search', 'file_search'] as const;
+
+/** Fields the service handles itself; every other field is forwarded to the provider. */
+const OWN_FIELDS = new Set([
+  'model',
+  'assistant_id',
+  'messages',
+  'stream',
+  'stream_options',
+  'tools',
+  'temperature',
+  'max_tokens',
+  'max_completion_tokens',
+  'user_id',
+  'subscription_id',
+  'conversation_id',
+]);
+
+export interface ChatRequest {
+  dto: ChatCompletionRequestDto;
+  messages: ChatMessage[];
+  tools: FunctionTool[];
+  /** The smaller of max_tokens and max_completion_tokens, if either was given. */
+  maxTokens?: number;
+  maxTokensField?: 'max_tokens' | 'max_completion_tokens';
+  /** Number of choices asked for (`n`), which multiplies the output to hold for. */
+  choices: number;
+  extra: Record<string, unknown>;
+}
+
+/**
+ * Validates a chat request as OpenAI does, with `param` naming the field at fault. It runs
+ * inside the chat service rather than as a pipe, so that a request refused here still gets
+ * its usage record.
+ */
+export async function parseChatRequest(body: unknown): Promise<ChatRequest> {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw ApiError.badRequest('The request body must be a JSON object.', undefined, 'invalid_body');
+  }
+  const dto = plainToInstance(ChatCompletionRequestDto, body);
+  const errors = await validate(dto, { stopAtFirstError: true, forbidUnknownValues: false });
+  if (errors.length > 0) throw toValidationError(errors);
+
+  dto.messages.forEach(checkRoleRules);
+  const tools = (dto.tools ?? []).map((tool, index) => checkTool(tool, index));
+  const n = (body as { n?: unknown }).n;
+  if (n !== undefined && (!Number.isInteger(n) || (n as number) < 1 || (n as number) > 8)) {
+    throw ApiError.badRequest('n must be an integer from 1 to 8.', 'n');
+  }
+
+  const caps = [dto.max_tokens, dto.max_completion_tokens].filter((cap): cap is number => cap !== undefined);
+  const extra = Object.fromEntries(Object.entries(body).filter(([key]) => !OWN_FIELDS.has(key)));
+  return {
+    dto,
+    messages: dto.messages.map(toUpstreamMessage),
+    tools,
+    maxTokens: caps.length > 0 ? Math.min(...caps) : undefined,
+    maxTokensField: dto.max_tokens !== undefined ? 'max_tokens' : dto.max_completion_tokens !== undefined ? 'max_completion_tokens' : undefined,
+    choices: (n as number | undefined) ?? 1,
+    extra,
+  };
+}
+
+function checkRoleRules(message: ChatCompletionRequestDto['messages'][number], index: number): void {
+  const at = `messages.${index}`;
+  const hasContent = message.content !== undefined && message.content !== null;
+  switch (message.role) {
+    case 'tool':
+      if (!message.tool_call_id) throw ApiError.badRequest(`${at}.tool_call_id is required in a tool message.`, `${at}.tool_call_id`);
+      if (!hasContent) throw ApiError.badRequest(`${at}.content is required in a tool message.`, `${at}.content`);
+      break;
+    case 'assistant':
+      if (!hasContent && !message.tool_calls?.length) {
+        throw ApiError.badRequest(`${at} needs content or tool_calls.`, `${at}.content`);
+      }
+      break;
+    default:
+      if (!hasContent) throw ApiError.badRequest(`${at}.content is required in a ${message.role} message.`, `${at}.content`);
+      if (message.tool_calls) throw ApiError.badRequest(`Only assistant messages carry tool_calls.`, `${at}.tool_calls`);
+  }
+}
+
+function checkTool(tool: NonNullable<ChatCompletionRequestDto['tools']>[number], index: number): FunctionTool {
+  const at = `tools.${index}`;
+  const name = tool.type === 'function' ? tool.function?.name : tool.type;
+  if ((SERVER_TOOL_NAMES as readonly string[]).includes(name ?? '')) {
+    throw ApiError.badRequest(
+      `The ${name} tool runs on the server and needs an assistant: send assistant_id instead of model to use it.`,
+      at,
+      'tool_requires_assistant',
+    );
+  }
+  if (tool.type !== 'function' || !tool.function) {
+    throw ApiError.badRequest(`${at} must be {"type": "function", "function": {...}}.`, `${at}.type`);
+  }
+  return tool as FunctionTool;
+}
+
+/** Drops undefined fields so upstream requests carry only what the client sent. */
+function toUpstreamMessage(message: ChatCompletionRequestDto['messages'][number]): ChatMessage {
+  return Object.fromEntries(Object.entries(message).filter(([, value]) => value !== undefined)) as unknown as ChatMessage;
+}

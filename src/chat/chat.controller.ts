@@ -1,0 +1,57 @@
+import { Body, Controller, Logger, Post, Req, Res } from '@nestjs/common';
+import { ApiBody, ApiOperation, ApiProduces, ApiTags } from '@nestjs/swagger';
+import type { Response } from 'express';
+import { CurrentPrincipal } from '../common/auth/auth.decorators';
+import { ApiError } from '../common/errors/api-error';
+import type { ApiRequest, Principal } from '../common/http/request-context';
+import { ApiStandardResponses } from '../common/openapi/api-responses';
+import { ChatService } from './chat.service';
+import { ChatCompletionRequestDto } from './dto/chat-completion-request.dto';
+import { ChatCompletionResponseDto } from './dto/chat-completion-response.dto';
+import { writeEventStream } from './sse';
+
+@ApiTags('Chat')
+@Controller('v1/chat')
+export class ChatController {
+  private readonly logger = new Logger('Chat');
+
+  constructor(private readonly chat: ChatService) {}
+
+  @Post('completions')
+  @ApiOperation({
+    summary: 'Create a chat completion',
+    description:
+      'OpenAI Chat Completions, plain or streamed (`stream: true` answers Server-Sent Events ending with `data: [DONE]`). ' +
+      'Direct mode names a `model`. The response adds `x_service` (cost in millicents, iterations, tools used). ' +
+      'Money for the request is held from the wallet while it runs and the exact cost is charged when it ends.',
+  })
+  @ApiBody({ type: ChatCompletionRequestDto })
+  @ApiProduces('application/json', 'text/event-stream')
+  @ApiStandardResponses({ ok: ChatCompletionResponseDto, errors: [400, 402, 404, 413, 502, 503, 504] })
+  async create(
+    @CurrentPrincipal() principal: Principal,
+    // Validated by the chat service, so that refused requests get a usage record too.
+    @Body() body: unknown,
+    @Req() req: ApiRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    const clientGone = new AbortController();
+    res.on('close', () => {
+      if (!res.writableFinished) clientGone.abort();
+    });
+    const context = { principal, requestId: req.id, signal: clientGone.signal };
+
+    if ((body as { stream?: unknown } | null)?.stream === true) {
+      const events = await this.chat.stream(context, body);
+      writeEventStream(res, events, (error) => this.inStreamError(error, req));
+      return;
+    }
+    res.status(200).json(await this.chat.complete(context, body));
+  }
+
+  private inStreamError(error: unknown, req: ApiRequest): ApiError {
+    if (error instanceof ApiError) return error;
+    this.logger.error(`Stream failed [request ${req.id}]: ${error instanceof Error ? error.stack : String(error)}`);
+    return new ApiError('internal_error', `The server had an error while streaming (request ${req.id}).`);
+  }
+}

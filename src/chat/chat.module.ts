@@ -1,0 +1,14 @@
+import { Module } from '@nestjs/common';
+import { ModelsModule } from '../models/models.module';
+import { ProvidersModule } from '../providers/providers.module';
+import { UsageModule } from '../usage/usage.module';
+import { WalletModule } from '../wallet/wallet.module';
+import { ChatController } from './chat.controller';
+import { ChatService } from './chat.service';
+
+@Module({
+  imports: [ModelsModule, ProvidersModule, WalletModule, UsageModule],
+  controllers: [ChatController],
+  providers: [ChatService],
+})
+export class ChatModule {}

@@ -1,0 +1,209 @@
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { Type } from 'class-transformer';
+import {
+  ArrayNotEmpty,
+  IsArray,
+  IsBoolean,
+  IsIn,
+  IsInt,
+  IsNumber,
+  IsObject,
+  IsOptional,
+  IsString,
+  Matches,
+  Max,
+  MaxLength,
+  Min,
+  ValidateNested,
+} from 'class-validator';
+import { IsMessageContent } from './message-content.validator';
+
+export const MESSAGE_ROLES = ['system', 'developer', 'user', 'assistant', 'tool'] as const;
+export type MessageRole = (typeof MESSAGE_ROLES)[number];
+
+export class FunctionCallDto {
+  @ApiProperty({ example: 'get_weather' })
+  @IsString()
+  name: string;
+
+  @ApiProperty({ description: 'JSON-encoded arguments.', example: '{"city":"Paris"}' })
+  @IsString()
+  arguments: string;
+}
+
+export class ToolCallDto {
+  @ApiProperty({ example: 'call_abc123' })
+  @IsString()
+  id: string;
+
+  @ApiProperty({ enum: ['function'] })
+  @IsIn(['function'], { message: 'type must be "function"' })
+  type: 'function';
+
+  @ApiProperty({ type: FunctionCallDto })
+  @ValidateNested()
+  @Type(() => FunctionCallDto)
+  function: FunctionCallDto;
+}
+
+export type ContentPart =
+  | { type: 'text'; text: string }
+  | { type: 'image_url'; image_url: { url: string; detail?: 'auto' | 'low' | 'high' } };
+
+export class ChatMessageDto {
+  @ApiProperty({ enum: MESSAGE_ROLES, example: 'user' })
+  @IsIn(MESSAGE_ROLES as unknown as string[], { message: `role must be one of ${MESSAGE_ROLES.join(', ')}` })
+  role: MessageRole;
+
+  @ApiPropertyOptional({
+    description: 'A string, or an array of parts: `{type: "text", text}` and `{type: "image_url", image_url: {url}}`.',
+    oneOf: [{ type: 'string' }, { type: 'array', items: { type: 'object' } }],
+    example: 'What is the capital of France?',
+  })
+  @IsMessageContent()
+  content?: string | ContentPart[] | null;
+
+  @ApiPropertyOptional({ description: 'An optional name for the participant.' })
+  @IsOptional()
+  @IsString()
+  name?: string;
+
+  @ApiPropertyOptional({ type: [ToolCallDto], description: 'Assistant messages: the tool calls the model made.' })
+  @IsOptional()
+  @IsArray()
+  @ValidateNested({ each: true })
+  @Type(() => ToolCallDto)
+  tool_calls?: ToolCallDto[];
+
+  @ApiPropertyOptional({ description: 'Tool messages: the id of the call this message answers.' })
+  @IsOptional()
+  @IsString()
+  tool_call_id?: string;
+}
+
+export class FunctionDefinitionDto {
+  @ApiProperty({ example: 'get_weather' })
+  @IsString()
+  @Matches(/^[a-zA-Z0-9_-]{1,64}$/, { message: 'function.name must be 1 to 64 letters, digits, underscores or dashes' })
+  name: string;
+
+  @ApiPropertyOptional({ example: 'Current weather in a city' })
+  @IsOptional()
+  @IsString()
+  description?: string;
+
+  @ApiPropertyOptional({
+    description: 'JSON Schema of the arguments.',
+    example: { type: 'object', properties: { city: { type: 'string', description: 'City name' } }, required: ['city'] },
+  })
+  @IsOptional()
+  @IsObject()
+  parameters?: Record<string, unknown>;
+
+  @ApiPropertyOptional()
+  @IsOptional()
+  @IsBoolean()
+  strict?: boolean;
+}
+
+export class ToolDefinitionDto {
+  @ApiProperty({ enum: ['function'], example: 'function' })
+  @IsString()
+  type: string;
+
+  @ApiPropertyOptional({ type: FunctionDefinitionDto })
+  @IsOptional()
+  @ValidateNested()
+  @Type(() => FunctionDefinitionDto)
+  function?: FunctionDefinitionDto;
+}
+
+export class StreamOptionsDto {
+  @ApiPropertyOptional({ description: 'Send a final chunk with `usage` before `[DONE]`.' })
+  @IsOptional()
+  @IsBoolean()
+  include_usage?: boolean;
+}
+
+/**
+ * The OpenAI chat request, with our extensions (`assistant_id`, `user_id`,
+ * `subscription_id`, `conversation_id`). Fields not listed here are accepted and
+ * forwarded to providers that support them (`top_p`, `seed`, `stop`, `response_format`, ...).
+ */
+export class ChatCompletionRequestDto {
+  @ApiPropertyOptional({ description: 'Model id (direct mode). With assistant_id it overrides the assistant model.', example: 'gpt-4o-mini' })
+  @IsOptional()
+  @IsString()
+  @MaxLength(200)
+  model?: string;
+
+  @ApiPropertyOptional({ description: 'Assistant UUID or slug (assistant mode).' })
+  @IsOptional()
+  @IsString()
+  @MaxLength(200)
+  assistant_id?: string;
+
+  @ApiProperty({ type: [ChatMessageDto] })
+  @IsArray({ message: 'messages must be an array' })
+  @ArrayNotEmpty({ message: 'messages must contain at least one message' })
+  @ValidateNested({ each: true })
+  @Type(() => ChatMessageDto)
+  messages: ChatMessageDto[];
+
+  @ApiPropertyOptional({ default: false })
+  @IsOptional()
+  @IsBoolean({ message: 'stream must be a boolean' })
+  stream?: boolean;
+
+  @ApiPropertyOptional({ type: StreamOptionsDto })
+  @IsOptional()
+  @ValidateNested()
+  @Type(() => StreamOptionsDto)
+  stream_options?: StreamOptionsDto;
+
+  @ApiPropertyOptional({ type: [ToolDefinitionDto] })
+  @IsOptional()
+  @IsArray()
+  @ValidateNested({ each: true })
+  @Type(() => ToolDefinitionDto)
+  tools?: ToolDefinitionDto[];
+
+  @ApiPropertyOptional({ minimum: 0, maximum: 2, example: 0.7 })
+  @IsOptional()
+  @IsNumber({}, { message: 'temperature must be a number' })
+  @Min(0, { message: 'temperature must be at least 0' })
+  @Max(2, { message: 'temperature must be at most 2' })
+  temperature?: number;
+
+  @ApiPropertyOptional({ minimum: 1, description: "At most the model's output limit." })
+  @IsOptional()
+  @IsInt({ message: 'max_tokens must be an integer' })
+  @Min(1, { message: 'max_tokens must be at least 1' })
+  max_tokens?: number;
+
+  @ApiPropertyOptional({ minimum: 1, description: 'The newer name of max_tokens; the smaller of the two applies.' })
+  @IsOptional()
+  @IsInt({ message: 'max_completion_tokens must be an integer' })
+  @Min(1, { message: 'max_completion_tokens must be at least 1' })
+  max_completion_tokens?: number;
+
+  @ApiPropertyOptional({ description: 'End-user id, recorded in the usage record.', example: 'user-42' })
+  @IsOptional()
+  @IsString()
+  @MaxLength(256)
+  user_id?: string;
+
+  @ApiPropertyOptional({ description: 'Subscription id, recorded in the usage record.', example: 'sub_123' })
+  @IsOptional()
+  @IsString()
+  @MaxLength(256)
+  subscription_id?: string;
+
+  @ApiPropertyOptional({ description: 'Continue a stored conversation.' })
+  @IsOptional()
+  @IsString()
+  conversation_id?: string;
+
+  /** Any other field of the OpenAI request, kept for forwarding. */
+  [field: string]: unknown;
+}

@@ -1,0 +1,74 @@
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+
+export class XServiceDto {
+  @ApiProperty({ description: 'Exact cost of this request in millicents; may be fractional.', example: 12.75 })
+  cost_millicents: number;
+
+  @ApiProperty({ description: 'Model calls made for this request (1 in direct mode).', example: 1 })
+  iterations: number;
+
+  @ApiProperty({ type: [String], description: 'Server-side tools that ran, e.g. web_search.', example: [] })
+  tools_used: string[];
+
+  @ApiProperty({ type: [String], nullable: true, description: 'URLs of generated files; null when none.', example: null })
+  generated_files: string[] | null;
+}
+
+class ResponseMessageDto {
+  @ApiProperty({ example: 'assistant' })
+  role: string;
+
+  @ApiProperty({ type: String, nullable: true, example: 'Paris is the capital of France.' })
+  content: string | null;
+
+  @ApiPropertyOptional({
+    description: 'Calls of client function tools; then finish_reason is "tool_calls".',
+    example: [{ id: 'call_abc', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }],
+  })
+  tool_calls?: unknown[];
+}
+
+class ChoiceDto {
+  @ApiProperty({ example: 0 })
+  index: number;
+
+  @ApiProperty({ type: ResponseMessageDto })
+  message: ResponseMessageDto;
+
+  @ApiProperty({ example: 'stop', description: 'stop, length or tool_calls' })
+  finish_reason: string;
+}
+
+class UsageDto {
+  @ApiProperty({ example: 14 })
+  prompt_tokens: number;
+
+  @ApiProperty({ example: 8 })
+  completion_tokens: number;
+
+  @ApiProperty({ example: 22 })
+  total_tokens: number;
+}
+
+export class ChatCompletionResponseDto {
+  @ApiProperty({ example: 'chatcmpl-123' })
+  id: string;
+
+  @ApiProperty({ example: 'chat.completion' })
+  object: string;
+
+  @ApiProperty({ example: 1795000000 })
+  created: number;
+
+  @ApiProperty({ example: 'gpt-4o-mini' })
+  model: string;
+
+  @ApiProperty({ type: [ChoiceDto] })
+  choices: ChoiceDto[];
+
+  @ApiProperty({ type: UsageDto })
+  usage: UsageDto;
+
+  @ApiProperty({ type: XServiceDto })
+  x_service: XServiceDto;
+}

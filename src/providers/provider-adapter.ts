@@ -1,0 +1,37 @@
+import type OpenAI from 'openai';
+import type { ModelDefinition } from '../models/model-catalog';
+
+/**
+ * The lingua franca between the chat module and providers is OpenAI's wire format: the
+ * OpenAI adapter passes it through, the others translate to and from it.
+ */
+export type ChatMessage = OpenAI.Chat.ChatCompletionMessageParam;
+export type ChatCompletion = OpenAI.Chat.ChatCompletion;
+export type ChatCompletionChunk = OpenAI.Chat.ChatCompletionChunk;
+export type FunctionTool = OpenAI.Chat.ChatCompletionFunctionTool;
+export type CompletionUsage = OpenAI.CompletionUsage;
+
+export interface ProviderRequest {
+  model: ModelDefinition;
+  messages: ChatMessage[];
+  tools?: FunctionTool[];
+  temperature?: number;
+  /** Always set: the wallet hold covers exactly this many output tokens. */
+  maxTokens: number;
+  /** Which name the client gave the cap, if any; OpenAI-compatible servers differ in what they accept. */
+  maxTokensField?: 'max_tokens' | 'max_completion_tokens';
+  /** Other OpenAI parameters (`top_p`, `stop`, `seed`, `tool_choice`, ...), forwarded where the provider has them. */
+  extra: Record<string, unknown>;
+  /** Aborted when the client goes away or the request times out: the upstream call must stop. */
+  signal: AbortSignal;
+}
+
+/**
+ * One upstream provider. `stream` yields OpenAI chunks and, when the provider reports it,
+ * a last chunk with `usage` (cost is computed from it). Errors are thrown as they come
+ * (SDK errors, aborts); `upstream-errors.ts` maps them to our API errors.
+ */
+export interface ProviderAdapter {
+  complete(request: ProviderRequest): Promise<ChatCompletion>;
+  stream(request: ProviderRequest): AsyncIterable<ChatCompletionChunk>;
+}

@@ -1,0 +1,121 @@
+import { Injectable, Logger, OnModuleInit } from '@nestjs/common';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ApiError } from '../common/errors/api-error';
+import type { AppConfig } from '../config/app-config';
+import { InjectConfig } from '../config/config.module';
+import type { ModelDefinition, ProviderName } from '../models/model-catalog';
+import { ModelsService } from '../models/models.service';
+import type { ChatCompletion, ChatCompletionChunk, ProviderAdapter, ProviderRequest } from './provider-adapter';
+import { createConfiguredAdapters } from './provider-registry';
+import { SimulatorAdapter } from './simulator.adapter';
+import { isAbort, isRetryable, toUpstreamApiError } from './upstream-errors';
+
+/** A stream whose first chunk has arrived: from here on, failures can no longer be retried. */
+export interface OpenedStream {
+  first: ChatCompletionChunk;
+  rest: AsyncIterator<ChatCompletionChunk>;
+}
+
+const BASE_BACKOFF_MS = 200;
+
+/**
+ * Chooses the adapter of a model and makes upstream calls with bounded retries and
+ * timeouts, turning every upstream failure into an API error (502, 503, 504, or 400 for
+ * what the provider refused).
+ */
+@Injectable()
+export class ProvidersService implements OnModuleInit {
+  private readonly logger = new Logger('Providers');
+  private readonly adapters: Map<ProviderName, ProviderAdapter>;
+  private readonly simulator: SimulatorAdapter;
+
+  constructor(
+    @InjectConfig() private readonly config: AppConfig,
+    private readonly models: ModelsService,
+  ) {
+    this.adapters = createConfiguredAdapters(config);
+    this.simulator = new SimulatorAdapter({ wordDelayMs: config.simulatorWordDelayMs });
+  }
+
+  onModuleInit(): void {
+    const simulated = this.models.list().filter((model) => this.isSimulated(model));
+    if (simulated.length > 0) {
+      this.logger.warn(
+        `SIMULATOR: ${simulated.map((m) => m.id).join(', ')} answer from the built-in simulator, not a real model ` +
+          `(${this.config.llmSimulator === 'on' ? 'LLM_SIMULATOR=on' : 'no API key for their provider'}).`,
+      );
+    }
+  }
+
+  isSimulated(model: ModelDefinition): boolean {
+    if (model.provider === 'simulator' || this.config.llmSimulator === 'on') return true;
+    if (this.adapters.has(model.provider)) return false;
+    return this.config.llmSimulator === 'auto' && !this.config.production;
+  }
+
+  adapterFor(model: ModelDefinition): ProviderAdapter {
+    if (this.isSimulated(model)) return this.simulator;
+    const adapter = this.adapters.get(model.provider);
+    if (!adapter) {
+      throw new ApiError('service_unavailable', `The model ${model.id} is not available: its provider (${model.provider}) is not configured.`, {
+        code: 'provider_not_configured',
+      });
+    }
+    return adapter;
+  }
+
+  async complete(request: ProviderRequest): Promise<ChatCompletion> {
+    const adapter = this.adapterFor(request.model);
+    return this.withRetries(request, () => adapter.complete(this.withTimeout(request)));
+  }
+
+  /** Opens a stream and waits (bounded by the upstream timeout) for its first chunk, retrying failures until then. */
+  async openStream(request: ProviderRequest): Promise<OpenedStream> {
+    const adapter = this.adapterFor(request.model);
+    return this.withRetries(request, async () => {
+      const firstChunkTimeout = new AbortController();
+      const timer = setTimeout(() => firstChunkTimeout.abort(), this.config.upstreamTimeoutMs);
+      try {
+        const rest = adapter
+          .stream({ ...request, signal: AbortSignal.any([request.signal, firstChunkTimeout.signal]) })
+          [Symbol.asyncIterator]();
+        const first = await rest.next();
+        if (first.done) throw Object.assign(new Error('The upstream stream ended before its first chunk'), { status: 502 });
+        return { first: first.value, rest };
+      } catch (error) {
+        if (firstChunkTimeout.signal.aborted && !request.signal.aborted) {
+          throw new ApiError('upstream_timeout', `The ${request.model.provider} provider did not start answering in time.`);
+        }
+        throw error;
+      } finally {
+        clearTimeout(timer);
+      }
+    });
+  }
+
+  private async withRetries<T>(request: ProviderRequest, attempt: () => Promise<T>): Promise<T> {
+    for (let retry = 0; ; retry++) {
+      try {
+        return await attempt();
+      } catch (error) {
+        if (request.signal.aborted || isAbort(error)) throw error;
+        if (retry >= this.config.upstreamMaxRetries || !isRetryable(error)) {
+          throw toUpstreamApiError(error, request.model.provider);
+        }
+        const delay = BASE_BACKOFF_MS * 2 ** retry * (0.5 + Math.random());
+        this.logger.warn(`Upstream ${request.model.provider} failed (${describe(error)}); retry ${retry + 1} in ${Math.round(delay)} ms`);
+        await sleep(delay, undefined, { signal: request.signal });
+      }
+    }
+  }
+
+  /** The SDKs have their own timeouts; this bounds the simulator and any adapter without one. */
+  private withTimeout(request: ProviderRequest): ProviderRequest {
+    return { ...request, signal: AbortSignal.any([request.signal, AbortSignal.timeout(this.config.upstreamTimeoutMs)]) };
+  }
+}
+
+function describe(error: unknown): string {
+  const e = error as { status?: number; name?: string; message?: string };
+  return e.status ? `HTTP ${e.status}` : (e.name ?? e.message ?? 'error');
+}

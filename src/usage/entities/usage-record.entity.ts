@@ -1,0 +1,79 @@
+import { Column, CreateDateColumn, Entity, PrimaryGeneratedColumn } from 'typeorm';
+import { bigintToNumber, numericToNumber } from '../../common/database/transformers';
+
+export type UsageStatus = 'success' | 'error';
+
+/** One row per authenticated chat request, successful or not. Kept for USAGE_RETENTION_DAYS. */
+@Entity({ name: 'usage_records' })
+export class UsageRecord {
+  @PrimaryGeneratedColumn('uuid')
+  id: string;
+
+  @Column({ name: 'workspace_id', type: 'uuid' })
+  workspaceId: string;
+
+  /** The X-Request-Id of the request. */
+  @Column({ name: 'request_id', type: 'text' })
+  requestId: string;
+
+  @Column({ name: 'api_key_id', type: 'uuid', nullable: true })
+  apiKeyId: string | null;
+
+  @Column({ name: 'assistant_id', type: 'uuid', nullable: true })
+  assistantId: string | null;
+
+  @Column({ type: 'text' })
+  model: string;
+
+  @Column({ name: 'input_tokens', type: 'integer', default: 0 })
+  inputTokens: number;
+
+  @Column({ name: 'output_tokens', type: 'integer', default: 0 })
+  outputTokens: number;
+
+  @Column({ name: 'total_tokens', type: 'integer', default: 0 })
+  totalTokens: number;
+
+  @Column({ name: 'cached_tokens', type: 'integer', default: 0 })
+  cachedTokens: number;
+
+  @Column({ name: 'llm_cost_millicents', type: 'numeric', precision: 20, scale: 6, transformer: numericToNumber })
+  llmCostMillicents: number;
+
+  @Column({ name: 'tool_cost_millicents', type: 'numeric', precision: 20, scale: 6, transformer: numericToNumber })
+  toolCostMillicents: number;
+
+  @Column({ name: 'total_cost_millicents', type: 'numeric', precision: 20, scale: 6, transformer: numericToNumber })
+  totalCostMillicents: number;
+
+  /** Whole millicents taken from the wallet for this request (costs plus the carried fraction). */
+  @Column({ name: 'charged_millicents', type: 'bigint', default: 0, transformer: bigintToNumber })
+  chargedMillicents: number;
+
+  @Column({ name: 'latency_ms', type: 'integer', default: 0 })
+  latencyMs: number;
+
+  @Column({ type: 'text' })
+  status: UsageStatus;
+
+  @Column({ name: 'error_code', type: 'text', nullable: true })
+  errorCode: string | null;
+
+  @Column({ name: 'user_id', type: 'text', nullable: true })
+  userId: string | null;
+
+  @Column({ name: 'subscription_id', type: 'text', nullable: true })
+  subscriptionId: string | null;
+
+  @Column({ name: 'tools_used', type: 'text', array: true, default: () => "'{}'" })
+  toolsUsed: string[];
+
+  @Column({ type: 'boolean', default: false })
+  stream: boolean;
+
+  @Column({ type: 'integer', default: 1 })
+  iterations: number;
+
+  @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
+  createdAt: Date;
+}

@@ -1,0 +1,54 @@
+/**
+ * Exact costs. Prices are whole millicents per million tokens, so a cost is a whole number
+ * of micro-millicents (1e-6 millicent): `tokens x price`. Costs are added up in that unit
+ * (as bigint) and only turned into decimal millicents at the edges.
+ */
+export type MicroMillicents = bigint;
+
+export const MICROS_PER_MILLICENT = 1_000_000n;
+
+export interface TokenPrices {
+  inputPrice: number;
+  outputPrice: number;
+  cachedInputPrice: number;
+}
+
+export interface TokenCounts {
+  inputTokens: number;
+  outputTokens: number;
+  /** The part of the input tokens served from the provider's prompt cache. */
+  cachedTokens: number;
+}
+
+export function llmCost(prices: TokenPrices, tokens: TokenCounts): MicroMillicents {
+  const cached = Math.min(tokens.cachedTokens, tokens.inputTokens);
+  return (
+    BigInt(tokens.inputTokens - cached) * BigInt(prices.inputPrice) +
+    BigInt(cached) * BigInt(prices.cachedInputPrice) +
+    BigInt(tokens.outputTokens) * BigInt(prices.outputPrice)
+  );
+}
+
+/** Whole millicents of a per-call price (configured in millicents). */
+export function microsOf(millicents: number): MicroMillicents {
+  return BigInt(millicents) * MICROS_PER_MILLICENT;
+}
+
+/** `1234567n` -> `"1.234567"`: exact, for `numeric` columns. */
+export function toDecimalString(micros: MicroMillicents): string {
+  const sign = micros < 0n ? '-' : '';
+  const abs = micros < 0n ? -micros : micros;
+  const whole = abs / MICROS_PER_MILLICENT;
+  const fraction = (abs % MICROS_PER_MILLICENT).toString().padStart(6, '0');
+  return `${sign}${whole}.${fraction}`;
+}
+
+/** For JSON answers (`x_service.cost_millicents`): a number, exact to the 6 decimals it has. */
+export function toMillicentsNumber(micros: MicroMillicents): number {
+  return Number(toDecimalString(micros));
+}
+
+/** Whole millicents that cover a cost: what a hold must set aside. */
+export function ceilMillicents(micros: MicroMillicents): number {
+  return Number((micros + MICROS_PER_MILLICENT - 1n) / MICROS_PER_MILLICENT);
+}
