@@ -66,31 +66,20 @@ export class ProvidersService implements OnModuleInit {
 
   async complete(request: ProviderRequest): Promise<ChatCompletion> {
     const adapter = this.adapterFor(request.model);
-    return this.withRetries(request, () => adapter.complete(this.withTimeout(request)));
+    return this.withRetries(request, () => this.withTimeout(request, (signal) => adapter.complete({ ...request, signal })));
   }
 
   /** Opens a stream and waits (bounded by the upstream timeout) for its first chunk, retrying failures until then. */
   async openStream(request: ProviderRequest): Promise<OpenedStream> {
     const adapter = this.adapterFor(request.model);
-    return this.withRetries(request, async () => {
-      const firstChunkTimeout = new AbortController();
-      const timer = setTimeout(() => firstChunkTimeout.abort(), this.config.upstreamTimeoutMs);
-      try {
-        const rest = adapter
-          .stream({ ...request, signal: AbortSignal.any([request.signal, firstChunkTimeout.signal]) })
-          [Symbol.asyncIterator]();
+    return this.withRetries(request, () =>
+      this.withTimeout(request, async (signal) => {
+        const rest = adapter.stream({ ...request, signal })[Symbol.asyncIterator]();
         const first = await rest.next();
         if (first.done) throw Object.assign(new Error('The upstream stream ended before its first chunk'), { status: 502 });
         return { first: first.value, rest };
-      } catch (error) {
-        if (firstChunkTimeout.signal.aborted && !request.signal.aborted) {
-          throw new ApiError('upstream_timeout', `The ${request.model.provider} provider did not start answering in time.`);
-        }
-        throw error;
-      } finally {
-        clearTimeout(timer);
-      }
-    });
+      }),
+    );
   }
 
   private async withRetries<T>(request: ProviderRequest, attempt: () => Promise<T>): Promise<T> {
@@ -109,9 +98,23 @@ export class ProvidersService implements OnModuleInit {
     }
   }
 
-  /** The SDKs have their own timeouts; this bounds the simulator and any adapter without one. */
-  private withTimeout(request: ProviderRequest): ProviderRequest {
-    return { ...request, signal: AbortSignal.any([request.signal, AbortSignal.timeout(this.config.upstreamTimeoutMs)]) };
+  /**
+   * Bounds one attempt (a whole completion, or a stream's first chunk) by UPSTREAM_TIMEOUT_MS.
+   * The signal stays linked to the client's, so a disconnect still aborts a stream later on.
+   */
+  private async withTimeout<T>(request: ProviderRequest, attempt: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    const timeout = new AbortController();
+    const timer = setTimeout(() => timeout.abort(), this.config.upstreamTimeoutMs);
+    try {
+      return await attempt(AbortSignal.any([request.signal, timeout.signal]));
+    } catch (error) {
+      if (timeout.signal.aborted && !request.signal.aborted) {
+        throw new ApiError('upstream_timeout', `The ${request.model.provider} provider did not answer in time.`);
+      }
+      throw error;
+    } finally {
+      clearTimeout(timer);
+    }
   }
 }
 

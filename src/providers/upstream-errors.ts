@@ -32,6 +32,10 @@ export function toUpstreamApiError(error: unknown, provider: string): ApiError {
   if (status !== undefined) {
     return new ApiError('upstream_error', `The ${provider} provider failed (HTTP ${status}).`, { code: 'upstream_failed' });
   }
+  if ((error as { error?: unknown })?.error) {
+    // An error event inside a stream: the provider reported a failure mid-answer.
+    return new ApiError('upstream_error', `The ${provider} provider failed mid-answer: ${detail}`, { code: 'upstream_failed' });
+  }
   return new ApiError('upstream_error', `The ${provider} provider could not be reached or answered malformed data.`, {
     code: 'upstream_unreachable',
   });

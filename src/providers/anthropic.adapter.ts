@@ -1,0 +1,526 @@
+import Anthropic from '@anthropic-ai/sdk';
+import type {
+  ContentBlockParam,
+  ImageBlockParam,
+  Message,
+  MessageCreateParamsNonStreaming,
+  MessageParam,
+  RawMessageStreamEvent,
+  StopReason,
+  TextBlockParam,
+  Tool,
+  ToolChoice,
+  ToolResultBlockParam,
+} from '@anthropic-ai/sdk/resources/messages';
+import { Logger } from '@nestjs/common';
+import { ApiError } from '../common/errors/api-error';
+import type {
+  ChatCompletion,
+  ChatCompletionChunk,
+  ChatMessage,
+  CompletionUsage,
+  FunctionTool,
+  ProviderAdapter,
+  ProviderRequest,
+} from './provider-adapter';
+
+export interface AnthropicAdapterOptions {
+  apiKey: string;
+  /** Anthropic's API when unset (or ANTHROPIC_BASE_URL, which the SDK reads itself). */
+  baseUrl?: string;
+  timeoutMs: number;
+}
+
+type FinishReason = NonNullable<ChatCompletion['choices'][number]['finish_reason']>;
+type ChunkDelta = ChatCompletionChunk['choices'][number]['delta'];
+type ToolCall = NonNullable<ChatCompletion['choices'][number]['message']['tool_calls']>[number];
+
+/**
+ * Anthropic's Messages API behind the OpenAI wire format: requests are translated to
+ * Messages requests, answers and raw stream events back to chat completions and chunks.
+ */
+export class AnthropicAdapter implements ProviderAdapter {
+  private readonly client: Anthropic;
+
+  constructor(options: AnthropicAdapterOptions) {
+    const logger = new Logger('Anthropic');
+    const log = (level: 'error' | 'warn' | 'log' | 'debug') => (message: string, ...rest: unknown[]) =>
+      logger[level]([message, ...rest.map((part) => (typeof part === 'string' ? part : JSON.stringify(part)))].join(' '));
+    this.client = new Anthropic({
+      apiKey: options.apiKey,
+      // Only the key configured for this service authenticates, never a stray ANTHROPIC_AUTH_TOKEN.
+      authToken: null,
+      baseURL: options.baseUrl,
+      // Retries are ours (before the first byte only), so the SDK makes one attempt.
+      maxRetries: 0,
+      timeout: options.timeoutMs,
+      logger: { error: log('error'), warn: log('warn'), info: log('log'), debug: log('debug') },
+    });
+  }
+
+  async complete(request: ProviderRequest): Promise<ChatCompletion> {
+    const params = toAnthropicParams(request);
+    try {
+      const message = await this.client.messages.create({ ...params, stream: false }, { signal: request.signal });
+      return toChatCompletion(message, request.model.id);
+    } catch (error) {
+      throw normalizeError(error, request.signal);
+    }
+  }
+
+  async *stream(request: ProviderRequest): AsyncIterable<ChatCompletionChunk> {
+    const params = toAnthropicParams(request);
+    const translator = new StreamTranslator(request.model.id);
+    try {
+      const events = await this.client.messages.create({ ...params, stream: true }, { signal: request.signal });
+      for await (const event of events) {
+        for (const chunk of translator.push(event)) yield chunk;
+      }
+    } catch (error) {
+      throw normalizeError(error, request.signal);
+    }
+    // The SDK ends a stream quietly when its signal aborts: an abort must still be an error.
+    if (request.signal.aborted) throw abortReason(request.signal);
+    if (!translator.finished) {
+      throw new Error('The Anthropic stream ended before message_stop: the upstream answer is incomplete.');
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Request: OpenAI chat completion request -> Anthropic Messages request
+// ---------------------------------------------------------------------------------------
+
+/** The Messages request for a chat request (without `stream`, which the caller sets). */
+export function toAnthropicParams(request: ProviderRequest): MessageCreateParamsNonStreaming {
+  const extra = request.extra ?? {};
+  const n = extra.n;
+  if (typeof n === 'number' && n > 1) {
+    throw ApiError.badRequest(`${request.model.id} returns one choice per request: n must be 1.`, 'n');
+  }
+  const { system, messages } = toAnthropicMessages(request.messages);
+  const tools = toAnthropicTools(request.tools ?? [], extra.tool_choice);
+  const toolChoice = tools.length > 0 ? toAnthropicToolChoice(extra.tool_choice, extra.parallel_tool_calls) : undefined;
+  const stopSequences = toStopSequences(extra.stop);
+  const userId = firstString(extra.user, extra.safety_identifier, (extra.metadata as { user_id?: unknown } | undefined)?.user_id);
+  const temperature = request.temperature ?? undefined;
+  const topP = typeof extra.top_p === 'number' ? extra.top_p : undefined;
+
+  return {
+    model: request.model.upstreamModel,
+    max_tokens: request.maxTokens,
+    messages,
+    ...(system ? { system } : {}),
+    ...(tools.length > 0 ? { tools } : {}),
+    ...(toolChoice ? { tool_choice: toolChoice } : {}),
+    // OpenAI's range is 0..2, Anthropic's 0..1.
+    ...(typeof temperature === 'number' ? { temperature: Math.min(1, Math.max(0, temperature)) } : {}),
+    // Recent Claude models refuse temperature and top_p together; the temperature wins.
+    ...(topP !== undefined && typeof temperature !== 'number' ? { top_p: topP } : {}),
+    ...(typeof extra.top_k === 'number' ? { top_k: extra.top_k } : {}),
+    ...(stopSequences.length > 0 ? { stop_sequences: stopSequences } : {}),
+    ...(userId ? { metadata: { user_id: userId } } : {}),
+  };
+}
+
+interface Turn {
+  role: 'user' | 'assistant';
+  content: ContentBlockParam[];
+}
+
+/**
+ * System and developer messages become the system prompt (in order, wherever they stood);
+ * tool messages become user turns of tool_result blocks; consecutive turns of one role merge.
+ */
+export function toAnthropicMessages(messages: ChatMessage[]): { system?: string; messages: MessageParam[] } {
+  const system: string[] = [];
+  const turns: Turn[] = [];
+  const add = (role: Turn['role'], content: ContentBlockParam[]) => {
+    if (content.length === 0) return;
+    const last = turns[turns.length - 1];
+    if (last?.role === role) last.content.push(...content);
+    else turns.push({ role, content: [...content] });
+  };
+
+  messages.forEach((message, index) => {
+    const at = `messages.${index}`;
+    switch (message.role) {
+      case 'system':
+      case 'developer': {
+        const text = textOf(message.content, `${at}.content`);
+        if (text.trim()) system.push(text);
+        break;
+      }
+      case 'user':
+        add('user', userBlocks(message.content, `${at}.content`));
+        break;
+      case 'assistant':
+        add('assistant', assistantBlocks(message, at));
+        break;
+      case 'tool':
+        add('user', [toolResult(message.tool_call_id, message.content, `${at}.content`)]);
+        break;
+      default:
+        throw ApiError.badRequest(`${at}.role ${(message as { role: string }).role} is not supported; use tool messages.`, `${at}.role`);
+    }
+  });
+
+  for (const turn of turns) {
+    // Anthropic wants a user turn's tool results before anything else in it.
+    if (turn.role === 'user') turn.content.sort((a, b) => rank(a) - rank(b));
+  }
+  // A final assistant turn (a prefill) must not end with whitespace.
+  const last = turns[turns.length - 1];
+  if (last?.role === 'assistant') {
+    const block = last.content[last.content.length - 1];
+    if (block?.type === 'text') {
+      block.text = block.text.trimEnd();
+      if (!block.text) last.content.pop();
+      if (last.content.length === 0) turns.pop();
+    }
+  }
+
+  return {
+    system: system.length > 0 ? system.join('\n\n') : undefined,
+    messages: turns.map((turn) => ({
+      role: turn.role,
+      content: turn.content.length === 1 && turn.content[0].type === 'text' ? turn.content[0].text : turn.content,
+    })),
+  };
+}
+
+function rank(block: ContentBlockParam): number {
+  return block.type === 'tool_result' ? 0 : 1;
+}
+
+type OpenAiPart = { type?: string; text?: string; refusal?: string; image_url?: { url?: string } | string; file?: { file_data?: string } };
+
+function parts(content: unknown, at: string): OpenAiPart[] {
+  if (content === null || content === undefined) return [];
+  if (typeof content === 'string') return [{ type: 'text', text: content }];
+  if (Array.isArray(content)) return content as OpenAiPart[];
+  throw ApiError.badRequest(`${at} must be a string or an array of content parts.`, at);
+}
+
+/** The text of system, developer and tool messages: text parts only. */
+function textOf(content: unknown, at: string): string {
+  return parts(content, at)
+    .map((part, index) => {
+      if (part.type === 'text') return part.text ?? '';
+      throw ApiError.badRequest(`${at}.${index}: only text parts are accepted here.`, `${at}.${index}`);
+    })
+    .join('\n');
+}
+
+function textBlock(text: string | undefined): TextBlockParam[] {
+  // Anthropic rejects empty text blocks.
+  return text ? [{ type: 'text', text }] : [];
+}
+
+function userBlocks(content: unknown, at: string): ContentBlockParam[] {
+  return parts(content, at).flatMap((part, index): ContentBlockParam[] => {
+    switch (part.type) {
+      case 'text':
+        return textBlock(part.text);
+      case 'image_url': {
+        const url = typeof part.image_url === 'string' ? part.image_url : part.image_url?.url;
+        return [imageBlock(url, `${at}.${index}.image_url.url`)];
+      }
+      case 'file': {
+        const pdf = /^data:application\/pdf;base64,(.*)$/s.exec(part.file?.file_data ?? '');
+        if (pdf) return [{ type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: pdf[1] } }];
+        throw ApiError.badRequest(`${at}.${index}: Anthropic models accept files only as base64 PDF data URLs.`, `${at}.${index}`);
+      }
+      default:
+        throw ApiError.badRequest(`${at}.${index}: content parts of type ${part.type} are not supported by Anthropic models.`, `${at}.${index}.type`);
+    }
+  });
+}
+
+function imageBlock(url: string | undefined, at: string): ImageBlockParam {
+  if (url && /^https?:\/\//i.test(url)) return { type: 'image', source: { type: 'url', url } };
+  const data = /^data:([^;,]+)((?:;[^;,]*)*),(.*)$/s.exec(url ?? '');
+  if (data && data[2].split(';').includes('base64')) {
+    const mediaType = data[1].toLowerCase() === 'image/jpg' ? 'image/jpeg' : data[1].toLowerCase();
+    // The media type is checked by Anthropic, which names the ones it takes.
+    return { type: 'image', source: { type: 'base64', media_type: mediaType as 'image/png', data: data[3] } };
+  }
+  throw ApiError.badRequest(`${at} must be an http(s) URL or a base64 data: URL.`, at);
+}
+
+function assistantBlocks(message: Extract<ChatMessage, { role: 'assistant' }>, at: string): ContentBlockParam[] {
+  const blocks: ContentBlockParam[] = parts(message.content, `${at}.content`).flatMap((part, index) => {
+    if (part.type === 'text') return textBlock(part.text);
+    if (part.type === 'refusal') return textBlock(part.refusal);
+    throw ApiError.badRequest(`${at}.content.${index}: assistant messages carry text parts only.`, `${at}.content.${index}`);
+  });
+  for (const call of message.tool_calls ?? []) {
+    if (call.type !== 'function') continue;
+    blocks.push({ type: 'tool_use', id: call.id, name: call.function.name, input: parseArguments(call.function.arguments) });
+  }
+  return blocks;
+}
+
+/** Tool call arguments as Anthropic's `input`, which must be an object; what does not parse to one is `{}`. */
+function parseArguments(text: string | undefined): Record<string, unknown> {
+  try {
+    const value: unknown = JSON.parse(text ?? '');
+    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
+}
+
+function toolResult(toolCallId: string, content: unknown, at: string): ToolResultBlockParam {
+  const result = parts(content, at).flatMap((part, index) => {
+    if (part.type === 'text') return textBlock(part.text);
+    throw ApiError.badRequest(`${at}.${index}: tool messages carry text parts only.`, `${at}.${index}`);
+  });
+  if (result.length === 0) return { type: 'tool_result', tool_use_id: toolCallId };
+  return { type: 'tool_result', tool_use_id: toolCallId, content: typeof content === 'string' ? content : result };
+}
+
+function toAnthropicTools(tools: FunctionTool[], toolChoice: unknown): Tool[] {
+  // OpenAI's allowed_tools choice narrows the offered tools.
+  const allowed = (toolChoice as { type?: string; allowed_tools?: { tools?: Array<{ function?: { name?: string } }> } })?.type === 'allowed_tools'
+    ? new Set((toolChoice as { allowed_tools: { tools?: Array<{ function?: { name?: string } }> } }).allowed_tools.tools?.map((t) => t.function?.name))
+    : undefined;
+  return tools
+    .filter((tool) => tool.type === 'function' && (!allowed || allowed.has(tool.function.name)))
+    .map((tool) => {
+      const parameters = (tool.function.parameters ?? {}) as Record<string, unknown>;
+      return {
+        name: tool.function.name,
+        ...(tool.function.description ? { description: tool.function.description } : {}),
+        input_schema: { ...parameters, type: 'object' } as Tool.InputSchema,
+        ...(tool.function.strict ? { strict: true } : {}),
+      };
+    });
+}
+
+function toAnthropicToolChoice(choice: unknown, parallelToolCalls: unknown): ToolChoice | undefined {
+  const serial = parallelToolCalls === false ? { disable_parallel_tool_use: true } : {};
+  if (choice === 'none') return { type: 'none' };
+  if (choice === 'required') return { type: 'any', ...serial };
+  if (choice && typeof choice === 'object') {
+    const c = choice as { type?: string; function?: { name?: string }; custom?: { name?: string }; allowed_tools?: { mode?: string } };
+    const name = c.function?.name ?? c.custom?.name;
+    if ((c.type === 'function' || c.type === 'custom') && name) return { type: 'tool', name, ...serial };
+    if (c.type === 'allowed_tools') return { type: c.allowed_tools?.mode === 'required' ? 'any' : 'auto', ...serial };
+  }
+  if (choice === 'auto' || parallelToolCalls === false) return { type: 'auto', ...serial };
+  return undefined;
+}
+
+function toStopSequences(stop: unknown): string[] {
+  const list = typeof stop === 'string' ? [stop] : Array.isArray(stop) ? stop : [];
+  return list.filter((s): s is string => typeof s === 'string' && s.length > 0);
+}
+
+function firstString(...values: unknown[]): string | undefined {
+  return values.find((v): v is string => typeof v === 'string' && v.length > 0);
+}
+
+// ---------------------------------------------------------------------------------------
+// Response: Anthropic Message -> OpenAI ChatCompletion
+// ---------------------------------------------------------------------------------------
+
+export function toChatCompletion(message: Message, modelId: string, created = nowSeconds()): ChatCompletion {
+  const text = message.content.map((block) => (block.type === 'text' ? block.text : '')).join('');
+  const toolCalls: ToolCall[] = message.content.flatMap((block) =>
+    block.type === 'tool_use'
+      ? [{ id: block.id, type: 'function' as const, function: { name: block.name, arguments: JSON.stringify(block.input ?? {}) } }]
+      : [],
+  );
+  return {
+    id: message.id,
+    object: 'chat.completion',
+    created,
+    model: modelId,
+    choices: [
+      {
+        index: 0,
+        message: {
+          role: 'assistant',
+          content: text === '' && toolCalls.length > 0 ? null : text,
+          refusal: null,
+          ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
+        },
+        finish_reason: toFinishReason(message.stop_reason, toolCalls.length > 0),
+        logprobs: null,
+      },
+    ],
+    usage: toUsage(message.usage),
+  };
+}
+
+export function toFinishReason(stopReason: StopReason | null | undefined, hasToolCalls: boolean): FinishReason {
+  switch (stopReason) {
+    case 'max_tokens':
+    case 'model_context_window_exceeded':
+      return 'length';
+    case 'tool_use':
+      // Only tools Anthropic ran itself would leave no call for the client to make.
+      return hasToolCalls ? 'tool_calls' : 'stop';
+    case 'refusal':
+      return 'content_filter';
+    default:
+      return 'stop'; // end_turn, stop_sequence, pause_turn
+  }
+}
+
+interface AnthropicUsage {
+  input_tokens?: number | null;
+  output_tokens?: number | null;
+  cache_read_input_tokens?: number | null;
+  cache_creation_input_tokens?: number | null;
+}
+
+/** Anthropic counts cache reads and writes apart from input_tokens; OpenAI's prompt_tokens include them. */
+export function toUsage(usage: AnthropicUsage): CompletionUsage {
+  const cached = usage.cache_read_input_tokens ?? 0;
+  const prompt = (usage.input_tokens ?? 0) + cached + (usage.cache_creation_input_tokens ?? 0);
+  const completion = usage.output_tokens ?? 0;
+  return {
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    total_tokens: prompt + completion,
+    prompt_tokens_details: { cached_tokens: cached },
+  };
+}
+
+// ---------------------------------------------------------------------------------------
+// Stream: Anthropic raw events -> OpenAI chunks
+// ---------------------------------------------------------------------------------------
+
+/**
+ * Turns raw Messages stream events into chat completion chunks: the role chunk at
+ * message_start, content and tool call deltas, the finishing chunk, and at message_stop a
+ * last chunk with no choices and the usage.
+ */
+export class StreamTranslator {
+  /** True once message_stop arrived: the answer is complete. */
+  finished = false;
+  private id = '';
+  private readonly created = nowSeconds();
+  /** Content block index -> the tool call's ordinal among tool calls, and whether it got arguments. */
+  private readonly tools = new Map<number, { index: number; hasArguments: boolean }>();
+  private usage: AnthropicUsage = {};
+  private finishReason: FinishReason | undefined;
+
+  constructor(private readonly modelId: string) {}
+
+  push(event: RawMessageStreamEvent): ChatCompletionChunk[] {
+    switch (event.type) {
+      case 'message_start':
+        this.id = event.message.id;
+        this.usage = { ...event.message.usage };
+        return [this.chunk({ role: 'assistant', content: '' })];
+      case 'content_block_start': {
+        const block = event.content_block;
+        if (block.type === 'text') return block.text ? [this.chunk({ content: block.text })] : [];
+        if (block.type !== 'tool_use') return []; // thinking, and tools Anthropic runs itself
+        const tool = { index: this.tools.size, hasArguments: false };
+        this.tools.set(event.index, tool);
+        const input = block.input as Record<string, unknown> | undefined;
+        const initial = input && Object.keys(input).length > 0 ? JSON.stringify(input) : '';
+        tool.hasArguments = initial !== '';
+        return [
+          this.chunk({ tool_calls: [{ index: tool.index, id: block.id, type: 'function', function: { name: block.name, arguments: initial } }] }),
+        ];
+      }
+      case 'content_block_delta': {
+        const delta = event.delta;
+        if (delta.type === 'text_delta') return delta.text ? [this.chunk({ content: delta.text })] : [];
+        const tool = this.tools.get(event.index);
+        if (delta.type !== 'input_json_delta' || !tool || !delta.partial_json) return [];
+        tool.hasArguments = true;
+        return [this.chunk({ tool_calls: [{ index: tool.index, function: { arguments: delta.partial_json } }] })];
+      }
+      case 'content_block_stop': {
+        // A call without parameters streams no JSON at all; OpenAI clients expect "{}".
+        const tool = this.tools.get(event.index);
+        if (!tool || tool.hasArguments) return [];
+        tool.hasArguments = true;
+        return [this.chunk({ tool_calls: [{ index: tool.index, function: { arguments: '{}' } }] })];
+      }
+      case 'message_delta': {
+        // Counts in message_delta are cumulative; input counts come with message_start and, lately, here too.
+        const u = event.usage;
+        this.usage = {
+          input_tokens: u.input_tokens ?? this.usage.input_tokens,
+          output_tokens: u.output_tokens ?? this.usage.output_tokens,
+          cache_read_input_tokens: u.cache_read_input_tokens ?? this.usage.cache_read_input_tokens,
+          cache_creation_input_tokens: u.cache_creation_input_tokens ?? this.usage.cache_creation_input_tokens,
+        };
+        if (!event.delta.stop_reason || this.finishReason) return [];
+        this.finishReason = toFinishReason(event.delta.stop_reason, this.tools.size > 0);
+        return [this.chunk({}, this.finishReason)];
+      }
+      case 'message_stop': {
+        this.finished = true;
+        const chunks: ChatCompletionChunk[] = [];
+        if (!this.finishReason) {
+          this.finishReason = 'stop';
+          chunks.push(this.chunk({}, 'stop'));
+        }
+        chunks.push({ id: this.id, object: 'chat.completion.chunk', created: this.created, model: this.modelId, choices: [], usage: toUsage(this.usage) });
+        return chunks;
+      }
+      default:
+        return [];
+    }
+  }
+
+  private chunk(delta: ChunkDelta, finishReason: FinishReason | null = null): ChatCompletionChunk {
+    return {
+      id: this.id,
+      object: 'chat.completion.chunk',
+      created: this.created,
+      model: this.modelId,
+      choices: [{ index: 0, delta, finish_reason: finishReason, logprobs: null }],
+    };
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------
+
+/** HTTP statuses of Anthropic's error types, for errors that arrive as `event: error` in a stream. */
+const STATUS_OF_ERROR_TYPE: Record<string, number> = {
+  invalid_request_error: 400,
+  authentication_error: 401,
+  billing_error: 402,
+  permission_error: 403,
+  not_found_error: 404,
+  request_too_large: 413,
+  rate_limit_error: 429,
+  api_error: 500,
+  timeout_error: 504,
+  overloaded_error: 529,
+};
+
+/**
+ * Aborts become the signal's reason (an AbortError, or the TimeoutError of a timeout
+ * signal), which `upstream-errors.ts` recognizes by name; the SDK's own abort error has
+ * no distinctive name. An `event: error` in a stream, which the SDK throws without a
+ * status, gets the status its error type stands for, so it maps like the HTTP error would.
+ */
+function normalizeError(error: unknown, signal: AbortSignal): unknown {
+  if (signal.aborted) return abortReason(signal);
+  if (error instanceof Anthropic.APIError && error.status === undefined && error.type && error.constructor === Anthropic.APIError) {
+    const status = STATUS_OF_ERROR_TYPE[error.type] ?? 500;
+    return Anthropic.APIError.generate(status, error.error as object, undefined, error.headers ?? new Headers());
+  }
+  return error;
+}
+
+function abortReason(signal: AbortSignal): Error {
+  const reason: unknown = signal.reason;
+  return reason instanceof Error ? reason : new DOMException('The upstream request was aborted.', 'AbortError');
+}
+
+function nowSeconds(): number {
+  return Math.floor(Date.now() / 1000);
+}

@@ -1,0 +1,179 @@
+import { createServer, IncomingMessage, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/** What the fake answers to the next chat request. */
+export type OpenAiScenario =
+  | { kind: 'text'; text: string; usage?: Usage | null; finishReason?: string; chunkDelayMs?: number }
+  | { kind: 'tool_calls'; calls: Array<{ id: string; name: string; arguments: string }>; usage?: Usage }
+  | { kind: 'http_error'; status: number; body?: unknown; headers?: Record<string, string> }
+  /** Streams some words, then breaks: an in-band error event, or the socket cut. */
+  | { kind: 'stream_failure'; words: string[]; failure: 'error_event' | 'socket' | 'malformed' }
+  /** Never answers (for timeouts). */
+  | { kind: 'hang' };
+
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  cached_tokens?: number;
+}
+
+export interface RecordedRequest {
+  path: string;
+  headers: IncomingMessage['headers'];
+  body: Record<string, unknown>;
+  /** Set when the client (our service) closed the connection before the answer ended. */
+  closedEarly: boolean;
+}
+
+export interface FakeOpenAi {
+  /** Base URL for OPENAI_BASE_URL, with the /v1 suffix the SDK expects. */
+  url: string;
+  requests: RecordedRequest[];
+  /** Queues answers for the next requests; when the queue is empty, the default answer is used. */
+  script(...scenarios: OpenAiScenario[]): void;
+  setDefault(scenario: OpenAiScenario): void;
+  close(): Promise<void>;
+}
+
+/**
+ * A local server speaking OpenAI's Chat Completions wire format (JSON and SSE), so the
+ * service's real OpenAI adapter and SDK run unmodified against it.
+ */
+export async function startFakeOpenAi(): Promise<FakeOpenAi> {
+  const queue: OpenAiScenario[] = [];
+  let fallback: OpenAiScenario = { kind: 'text', text: 'Hello from the fake upstream.' };
+  const requests: RecordedRequest[] = [];
+  const open = new Set<ServerResponse>();
+
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const body = chunks.length ? (JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>) : {};
+      const recorded: RecordedRequest = { path: req.url ?? '', headers: req.headers, body, closedEarly: false };
+      requests.push(recorded);
+      res.on('close', () => {
+        if (!res.writableFinished) recorded.closedEarly = true;
+      });
+      open.add(res);
+      res.on('close', () => open.delete(res));
+      if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions')) {
+        res.writeHead(404).end();
+        return;
+      }
+      void answer(queue.shift() ?? fallback, body, res);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+
+  return {
+    url: `http://127.0.0.1:${port}/v1`,
+    requests,
+    script: (...scenarios) => queue.push(...scenarios),
+    setDefault: (scenario) => {
+      fallback = scenario;
+    },
+    close: async () => {
+      for (const res of open) res.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+async function answer(scenario: OpenAiScenario, body: Record<string, unknown>, res: ServerResponse): Promise<void> {
+  const model = String(body.model);
+  const stream = body.stream === true;
+  const base = { id: 'chatcmpl-fake123', created: 1_795_000_000, model, system_fingerprint: 'fp_fake' };
+
+  if (scenario.kind === 'hang') return;
+  if (scenario.kind === 'http_error') {
+    res.writeHead(scenario.status, { 'Content-Type': 'application/json', ...scenario.headers });
+    res.end(JSON.stringify(scenario.body ?? { error: { message: `fake upstream error ${scenario.status}`, type: 'server_error' } }));
+    return;
+  }
+
+  if (!stream) {
+    const message =
+      scenario.kind === 'tool_calls'
+        ? {
+            role: 'assistant',
+            content: null,
+            tool_calls: scenario.calls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } })),
+          }
+        : { role: 'assistant', content: scenario.kind === 'text' ? scenario.text : scenario.words.join('') };
+    const usage = scenario.kind === 'stream_failure' ? undefined : scenario.usage;
+    res.writeHead(200, { 'Content-Type': 'application/json' });
+    res.end(
+      JSON.stringify({
+        ...base,
+        object: 'chat.completion',
+        choices: [
+          {
+            index: 0,
+            message,
+            finish_reason: scenario.kind === 'tool_calls' ? 'tool_calls' : scenario.kind === 'text' ? (scenario.finishReason ?? 'stop') : 'stop',
+            logprobs: null,
+          },
+        ],
+        ...(usage === null ? {} : { usage: toWireUsage(usage ?? { prompt_tokens: 10, completion_tokens: 5 }) }),
+      }),
+    );
+    return;
+  }
+
+  res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache' });
+  const send = (data: unknown) => res.write(`data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
+  const chunk = (delta: unknown, finish: string | null = null) => ({
+    ...base,
+    object: 'chat.completion.chunk',
+    choices: [{ index: 0, delta, finish_reason: finish, logprobs: null }],
+  });
+  const includeUsage = (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true;
+  send(chunk({ role: 'assistant', content: '' }));
+
+  if (scenario.kind === 'stream_failure') {
+    for (const word of scenario.words) send(chunk({ content: word }));
+    if (scenario.failure === 'error_event') send({ error: { message: 'The upstream model crashed', type: 'server_error' } });
+    if (scenario.failure === 'malformed') send('{"choices": [ this is not json');
+    if (scenario.failure === 'socket') {
+      // Let the words reach the service first: a cut before the first chunk would be retried.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      res.destroy();
+      return;
+    }
+    res.end();
+    return;
+  }
+
+  if (scenario.kind === 'tool_calls') {
+    scenario.calls.forEach((call, index) => {
+      send(chunk({ tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.name, arguments: '' } }] }));
+      // Arguments arrive in pieces, as they do from OpenAI.
+      const half = Math.ceil(call.arguments.length / 2);
+      send(chunk({ tool_calls: [{ index, function: { arguments: call.arguments.slice(0, half) } }] }));
+      send(chunk({ tool_calls: [{ index, function: { arguments: call.arguments.slice(half) } }] }));
+    });
+    send(chunk({}, 'tool_calls'));
+  } else {
+    for (const word of scenario.text.split(/(?<= )/)) {
+      if (scenario.chunkDelayMs) await new Promise((resolve) => setTimeout(resolve, scenario.chunkDelayMs));
+      if (res.destroyed) return;
+      send(chunk({ content: word }));
+    }
+    send(chunk({}, scenario.finishReason ?? 'stop'));
+  }
+  const usage = scenario.usage === null ? undefined : (scenario.usage ?? { prompt_tokens: 10, completion_tokens: 5 });
+  if (includeUsage && usage) send({ ...base, object: 'chat.completion.chunk', choices: [], usage: toWireUsage(usage) });
+  send('[DONE]');
+  res.end();
+}
+
+function toWireUsage(usage: Usage) {
+  return {
+    prompt_tokens: usage.prompt_tokens,
+    completion_tokens: usage.completion_tokens,
+    total_tokens: usage.prompt_tokens + usage.completion_tokens,
+    prompt_tokens_details: { cached_tokens: usage.cached_tokens ?? 0 },
+  };
+}
