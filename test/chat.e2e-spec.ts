@@ -492,6 +492,69 @@ describe('chat completions in direct mode (OpenAI provider, through the OpenAI S
     });
   });
 
+  describe('Idempotency-Key', () => {
+    const ask = (workspace: TestWorkspace, key: string, content = 'once please') =>
+      workspace.client.chat.completions
+        .create({ model: 'gpt-4o', messages: [{ role: 'user', content }] }, { headers: { 'Idempotency-Key': key } })
+        .withResponse();
+
+    it('returns the stored response to a retry within 24 hours, without calling or charging again', async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 10_000 });
+      upstream.script({ kind: 'text', text: 'first and only', usage: { prompt_tokens: 100, completion_tokens: 10 } });
+      const before = upstream.requests.length;
+      const first = await ask(workspace, 'retry-me-1');
+      const balanceAfterFirst = (await wallet(workspace)).balanceMillicents;
+      const second = await ask(workspace, 'retry-me-1');
+
+      expect(second.data).toEqual(first.data);
+      expect(second.response.headers.get('idempotent-replayed')).toBe('true');
+      expect(first.response.headers.get('idempotent-replayed')).toBeNull();
+      expect(upstream.requests.length - before).toBe(1);
+      expect((await wallet(workspace)).balanceMillicents).toBe(balanceAfterFirst);
+      expect(balanceAfterFirst).toBe(10_000 - 35);
+      await expectWalletConsistent(workspace);
+    });
+
+    it('refuses the same key with another body with 409, and keeps keys apart per workspace', async () => {
+      const workspace = await t.createWorkspace();
+      await ask(workspace, 'shared-key');
+      const error = await ask(workspace, 'shared-key', 'something else').catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(OpenAI.ConflictError);
+      expect((error as InstanceType<typeof OpenAI.ConflictError>).error).toMatchObject({ type: 'conflict', code: 'idempotency_key_reused' });
+      const other = await t.createWorkspace();
+      const theirs = await ask(other, 'shared-key', 'something else');
+      expect(theirs.response.headers.get('idempotent-replayed')).toBeNull();
+    });
+
+    it('runs a retry for real when the first attempt failed (nothing was charged)', async () => {
+      const workspace = await t.createWorkspace();
+      upstream.script({ kind: 'http_error', status: 400 });
+      await expect(ask(workspace, 'after-failure')).rejects.toBeInstanceOf(OpenAI.BadRequestError);
+      upstream.script({ kind: 'text', text: 'second time lucky' });
+      const retry = await ask(workspace, 'after-failure');
+      expect(retry.data.choices[0].message.content).toBe('second time lucky');
+    });
+
+    it('lets only one of two concurrent requests with the same key run', async () => {
+      const workspace = await t.createWorkspace();
+      upstream.script({ kind: 'text', text: 'slow answer', chunkDelayMs: 0 });
+      const before = upstream.requests.length;
+      const results = await Promise.allSettled([ask(workspace, 'race'), ask(workspace, 'race')]);
+      expect(upstream.requests.length - before).toBe(1);
+      const fulfilled = results.filter((r) => r.status === 'fulfilled');
+      expect(fulfilled.length).toBeGreaterThanOrEqual(1);
+      for (const r of results) {
+        if (r.status === 'rejected') expect((r.reason as { error?: { code?: string } }).error?.code).toBe('idempotent_request_in_progress');
+      }
+    });
+
+    it('refuses a malformed key', async () => {
+      const workspace = await t.createWorkspace();
+      const error = await ask(workspace, 'x'.repeat(300)).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(OpenAI.BadRequestError);
+    });
+  });
+
   describe('money under concurrency', () => {
     it('never holds more than the wallet has, and settles every request exactly once', async () => {
       const workspace = await t.createWorkspace({ balanceMillicents: 2_000 });

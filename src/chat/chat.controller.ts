@@ -1,5 +1,5 @@
 import { Body, Controller, Logger, Post, Req, Res } from '@nestjs/common';
-import { ApiBody, ApiOperation, ApiProduces, ApiTags } from '@nestjs/swagger';
+import { ApiBody, ApiHeader, ApiOperation, ApiProduces, ApiTags } from '@nestjs/swagger';
 import type { Response } from 'express';
 import { CurrentPrincipal } from '../common/auth/auth.decorators';
 import { ApiError } from '../common/errors/api-error';
@@ -8,6 +8,7 @@ import { ApiStandardResponses } from '../common/openapi/api-responses';
 import { ChatService } from './chat.service';
 import { ChatCompletionRequestDto } from './dto/chat-completion-request.dto';
 import { ChatCompletionResponseDto } from './dto/chat-completion-response.dto';
+import { IdempotencyService } from './idempotency.service';
 import { writeEventStream } from './sse';
 
 @ApiTags('Chat')
@@ -15,7 +16,10 @@ import { writeEventStream } from './sse';
 export class ChatController {
   private readonly logger = new Logger('Chat');
 
-  constructor(private readonly chat: ChatService) {}
+  constructor(
+    private readonly chat: ChatService,
+    private readonly idempotency: IdempotencyService,
+  ) {}
 
   @Post('completions')
   @ApiOperation({
@@ -26,8 +30,15 @@ export class ChatController {
       'Money for the request is held from the wallet while it runs and the exact cost is charged when it ends.',
   })
   @ApiBody({ type: ChatCompletionRequestDto })
+  @ApiHeader({
+    name: 'Idempotency-Key',
+    required: false,
+    description:
+      'Non-streaming requests: a retry with the same key and body within 24 hours returns the stored response ' +
+      '(with `Idempotent-Replayed: true`) and is not charged again. The same key with another body: 409.',
+  })
   @ApiProduces('application/json', 'text/event-stream')
-  @ApiStandardResponses({ ok: ChatCompletionResponseDto, errors: [400, 402, 404, 413, 502, 503, 504] })
+  @ApiStandardResponses({ ok: ChatCompletionResponseDto, errors: [400, 402, 404, 409, 413, 502, 503, 504] })
   async create(
     @CurrentPrincipal() principal: Principal,
     // Validated by the chat service, so that refused requests get a usage record too.
@@ -46,7 +57,16 @@ export class ChatController {
       writeEventStream(res, events, (error) => this.inStreamError(error, req));
       return;
     }
-    res.status(200).json(await this.chat.complete(context, body));
+    const idempotencyKey = req.header('Idempotency-Key');
+    if (idempotencyKey === undefined) {
+      res.status(200).json(await this.chat.complete(context, body));
+      return;
+    }
+    const { response, replayed } = await this.idempotency.run(principal.workspaceId, idempotencyKey, body, () =>
+      this.chat.complete(context, body),
+    );
+    if (replayed) res.setHeader('Idempotent-Replayed', 'true');
+    res.status(200).json(response);
   }
 
   private inStreamError(error: unknown, req: ApiRequest): ApiError {

@@ -5,10 +5,11 @@ import { UsageModule } from '../usage/usage.module';
 import { WalletModule } from '../wallet/wallet.module';
 import { ChatController } from './chat.controller';
 import { ChatService } from './chat.service';
+import { IdempotencyService } from './idempotency.service';
 
 @Module({
   imports: [ModelsModule, ProvidersModule, WalletModule, UsageModule],
   controllers: [ChatController],
-  providers: [ChatService],
+  providers: [ChatService, IdempotencyService],
 })
 export class ChatModule {}
