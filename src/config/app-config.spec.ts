@@ -55,3 +55,10 @@ describe('loadConfig', () => {
     expect(loadConfig({ PORT: '', REDIS_URL: ' ' })).toMatchObject({ port: 3000, redisUrl: undefined });
   });
 });
+
+describe('loadConfig in production', () => {
+  it('requires DATABASE_URL: the embedded database is for development', () => {
+    expect(() => loadConfig({ NODE_ENV: 'production' })).toThrow(/DATABASE_URL is required/);
+    expect(loadConfig({ NODE_ENV: 'production', DATABASE_URL: 'postgres://db/acs' }).production).toBe(true);
+  });
+});

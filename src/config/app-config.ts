@@ -91,6 +91,11 @@ export function loadConfig(env: Env = process.env): AppConfig {
     logLevel: read.oneOf('LOG_LEVEL', ['error', 'warn', 'log', 'debug', 'verbose'] as const) ?? 'log',
   };
 
+  if (config.production && !config.databaseUrl) {
+    problems.push(
+      'DATABASE_URL is required when NODE_ENV=production: the embedded PostgreSQL is for development and keeps its data in DATA_DIR',
+    );
+  }
   if (config.sessionSecret !== undefined && config.sessionSecret.length < 32) {
     problems.push('SESSION_SECRET must be at least 32 characters long');
   }

@@ -30,6 +30,8 @@ export interface CreatedApiKey {
 export class ApiKeysService {
   /** SHA-256 of a key -> who it belongs to (null: unknown or revoked), with an expiry. */
   private readonly cache = new Map<string, { principal: Principal | null; expiresAt: number }>();
+  /** Lookups under way: concurrent requests with the same key share one query. */
+  private readonly lookups = new Map<string, Promise<Principal | null>>();
 
   constructor(
     @InjectRepository(ApiKey) private readonly keys: Repository<ApiKey>,
@@ -61,6 +63,7 @@ export class ApiKeysService {
     const revokedAt = key.revokedAt ?? new Date();
     if (!key.revokedAt) await this.keys.update({ id: keyId }, { revokedAt });
     this.cache.delete(key.keyHash);
+    this.lookups.delete(key.keyHash);
     return { id: keyId, revoked_at: revokedAt.toISOString() };
   }
 
@@ -72,6 +75,15 @@ export class ApiKeysService {
     const cached = this.cache.get(hash);
     if (cached && cached.expiresAt > now) return cached.principal;
 
+    let lookup = this.lookups.get(hash);
+    if (!lookup) {
+      lookup = this.lookUp(hash).finally(() => this.lookups.delete(hash));
+      this.lookups.set(hash, lookup);
+    }
+    return lookup;
+  }
+
+  private async lookUp(hash: string): Promise<Principal | null> {
     const key = await this.keys.findOne({ where: { keyHash: hash }, relations: { workspace: true } });
     const principal: Principal | null =
       key && !key.revokedAt && key.workspace
@@ -82,7 +94,7 @@ export class ApiKeysService {
             rateLimitRpm: effectiveRateLimitRpm(key.workspace.tier, key.workspace.customRateLimitRpm),
           }
         : null;
-    this.remember(hash, principal, now);
+    this.remember(hash, principal, Date.now());
     return principal;
   }
 
