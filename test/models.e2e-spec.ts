@@ -29,8 +29,8 @@ describe('models through the OpenAI SDK', () => {
   });
 
   it('retrieves one model by id', async () => {
-    const model = await workspace.client.models.retrieve('claude-sonnet-4-5');
-    expect(model).toMatchObject({ id: 'claude-sonnet-4-5', object: 'model', owned_by: 'anthropic', context_length: 200_000 });
+    const model = await workspace.client.models.retrieve('claude-sonnet-4-6');
+    expect(model).toMatchObject({ id: 'claude-sonnet-4-6', object: 'model', owned_by: 'anthropic', context_length: 200_000 });
   });
 
   it('answers an unknown model with NotFoundError and code model_not_found', async () => {

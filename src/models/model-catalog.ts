@@ -29,7 +29,8 @@ export const DEFAULT_CATALOG: readonly ModelDefinition[] = [
   model('gpt-4o-mini', 'openai', 1721172741, 128_000, 16_384, 15_000, 60_000, 7_500),
   model('gpt-4-turbo', 'openai', 1712361441, 128_000, 4_096, 1_000_000, 3_000_000, 1_000_000),
   model('o4-mini', 'openai', 1744225351, 200_000, 100_000, 110_000, 440_000, 27_500),
-  model('claude-sonnet-4-5', 'anthropic', 1759104000, 200_000, 64_000, 300_000, 1_500_000, 30_000),
+  // Sonnet 4.5 reaches its end of life on 2026-11-30; 4.6 replaces it at the same prices.
+  model('claude-sonnet-4-6', 'anthropic', 1795305600, 200_000, 64_000, 300_000, 1_500_000, 30_000),
   model('claude-haiku-4-5', 'anthropic', 1760486400, 200_000, 64_000, 100_000, 500_000, 10_000),
   model('gemini-2.5-pro', 'google', 1750118400, 1_000_000, 65_536, 125_000, 1_000_000, 31_250),
   model('gemini-2.5-flash', 'google', 1750118400, 1_000_000, 65_536, 30_000, 250_000, 7_500),

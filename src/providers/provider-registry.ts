@@ -1,5 +1,6 @@
 import type { AppConfig } from '../config/app-config';
 import type { ProviderName } from '../models/model-catalog';
+import { AnthropicAdapter } from './anthropic.adapter';
 import { OpenAiAdapter } from './openai.adapter';
 import type { ProviderAdapter } from './provider-adapter';
 
@@ -13,6 +14,12 @@ export function createConfiguredAdapters(config: AppConfig): Map<ProviderName, P
   const timeoutMs = config.upstreamTimeoutMs;
   if (config.openai.apiKey) {
     adapters.set('openai', new OpenAiAdapter({ apiKey: config.openai.apiKey, baseUrl: config.openai.baseUrl, timeoutMs }));
+  }
+  if (config.anthropic.apiKey) {
+    adapters.set(
+      'anthropic',
+      new AnthropicAdapter({ apiKey: config.anthropic.apiKey, baseUrl: config.anthropic.baseUrl, timeoutMs }),
+    );
   }
   return adapters;
 }
