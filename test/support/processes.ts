@@ -164,7 +164,11 @@ export class ServerProcess {
   ): Promise<{ code: number | null; signal: NodeJS.Signals | null; durationMs: number }> {
     const started = Date.now();
     if (this.running && this.pid !== undefined) killQuietly(this.pid, signal);
-    const result = await Promise.race([this.exited, sleep(timeoutMs).then(() => null)]);
+    let timer: NodeJS.Timeout | undefined;
+    const result = await Promise.race([
+      this.exited,
+      new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), timeoutMs))),
+    ]).finally(() => clearTimeout(timer));
     if (!result) {
       this.kill();
       throw new Error(`The server did not exit within ${timeoutMs} ms of ${signal}\n${this.output()}`);

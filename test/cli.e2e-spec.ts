@@ -1,0 +1,345 @@
+import OpenAI from 'openai';
+import { availableParallelism } from 'node:os';
+import { freePort } from '../src/database/embedded-postgres';
+import { describeResult, ProcessResult, runCli } from './support/processes';
+import { openAiClient, startTestApp, TestApp } from './support/test-app';
+
+/**
+ * The operator CLI as an operator runs it: the compiled `dist/src/cli.js` in a process of
+ * its own, against the database of a running app. Its contract: a command prints exactly
+ * one JSON object on stdout and exits 0; a failure prints nothing on stdout, explains
+ * itself on stderr and exits 1 (2 for wrong usage, with the usage text).
+ */
+
+// Every step spawns processes; on a busy machine a test of several CLI runs needs more than 30 s.
+jest.setTimeout(90_000);
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+interface Wallet {
+  balanceMillicents: number;
+  reservedMillicents: number;
+  availableMillicents: number;
+}
+interface TransactionPage {
+  data: Array<{ id: string; type: string; amountMillicents: number; balanceAfterMillicents: number; description: string }>;
+}
+interface Limits {
+  data: { tier: string; rateLimitRpm: number };
+}
+
+/** A well-formed id that names nothing. */
+const MISSING = '00000000-0000-4000-8000-000000000000';
+/** Wrong usage: exit 2, the problem and the usage text on stderr. */
+const USAGE_CASES: Array<[string[], RegExp]> = [
+  [['workspace', 'delete'], /Unknown command "workspace delete"/],
+  [[], /No command given/],
+  [['workspace', 'create', 'extra'], /Unknown command "workspace create"/],
+  [['workspace', 'create', '--bogus', 'x'], /Unknown option '--bogus'/],
+  [['workspace', 'create'], /--name is required/],
+  [['workspace', 'set-tier', '--tier', 'pro'], /--workspace is required/],
+  [['key', 'create'], /--workspace is required/],
+  [['wallet', 'topup', '--workspace', MISSING], /--amount is required/],
+  [['wallet', 'adjust', '--workspace', MISSING, '--amount', '1.5'], /--amount must be a whole number \(got "1.5"\)/],
+  [['workspace', 'create', '--name', 'X', '--balance', 'lots'], /--balance must be a whole number \(got "lots"\)/],
+];
+/** Malformed ids: exit 1, a clear message. */
+const BAD_ID_CASES: Array<[string[], string]> = [
+  [['key', 'create', '--workspace', 'not-a-uuid'], 'workspace must be a UUID (got "not-a-uuid").'],
+  [['key', 'revoke', '--key', '123'], 'key must be a UUID (got "123").'],
+  [['workspace', 'set-tier', '--workspace', 'nope', '--tier', 'pro'], 'workspace must be a UUID (got "nope").'],
+  [['wallet', 'topup', '--workspace', 'xyz', '--amount', '5'], 'workspace must be a UUID (got "xyz").'],
+];
+/** Well-formed commands the service refuses: exit 1, the reason on stderr. */
+const REFUSED_CASES: Array<[string[], string]> = [
+  [['key', 'revoke', '--key', MISSING], `No API key with id ${MISSING}.`],
+  [['key', 'create', '--workspace', MISSING], `No workspace with id ${MISSING}.`],
+  [['wallet', 'topup', '--workspace', MISSING, '--amount', '5'], `No wallet for workspace ${MISSING}.`],
+  [['workspace', 'create', '--name', 'X', '--tier', 'platinum'], 'tier must be one of free, hobby, pro, team, enterprise.'],
+  [['workspace', 'create', '--name', 'X', '--balance', '-5'], 'balance must be a whole, non-negative number of millicents.'],
+  [['workspace', 'set-tier', '--workspace', MISSING, '--tier', 'enterprise', '--rpm', '0'], 'rpm must be a positive whole number, or -1 for no limit.'],
+  [['wallet', 'topup', '--workspace', MISSING, '--amount', '-5'], 'A topup must be positive; use an adjustment to take money out.'],
+  [['wallet', 'adjust', '--workspace', MISSING, '--amount', '0'], 'amount must be a non-zero whole number of millicents.'],
+];
+
+describe('operator CLI (dist/src/cli.js)', () => {
+  let t: TestApp;
+  let env: Record<string, string>;
+
+  /** The refusals' results, by command line. */
+  const refusals = new Map<string, ProcessResult>();
+  /** Settles (with the error, if any) once every refusal has run. */
+  let refusalsDone: Promise<unknown>;
+
+  beforeAll(async () => {
+    t = await startTestApp();
+    env = { DATABASE_URL: t.databaseUrl, LOG_LEVEL: 'error' };
+    // Each CLI run costs about a second, mostly loading modules. The refusals need no state,
+    // so they run in the background on the cores the tests below (in order) leave free.
+    const commands = [...USAGE_CASES, ...BAD_ID_CASES, ...REFUSED_CASES].map(([args]) => args);
+    const concurrency = Math.min(4, Math.max(1, availableParallelism() - 1));
+    refusalsDone = mapWithConcurrency(commands, concurrency, async (args) => {
+      refusals.set(JSON.stringify(args), await runCli(args, env, { timeoutMs: 60_000 }));
+    }).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+  });
+  afterAll(async () => {
+    await refusalsDone;
+    await t?.close();
+  });
+
+  /** Runs a command that must succeed; returns the one JSON object it printed. */
+  async function cli(...args: string[]): Promise<Record<string, unknown>> {
+    const result = await runCli(args, env);
+    const lines = result.stdout.split('\n');
+    if (result.code !== 0 || lines.length !== 2 || lines[1] !== '' || result.stderr !== '') {
+      throw new Error(`Expected exit 0, one line of JSON and nothing on stderr.\n${describeResult(args, result)}`);
+    }
+    const parsed: unknown = JSON.parse(lines[0]);
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+      throw new Error(`Expected a JSON object.\n${describeResult(args, result)}`);
+    }
+    return parsed as Record<string, unknown>;
+  }
+
+  /** Runs a command that must fail with `code`, nothing on stdout and a message on stderr. */
+  async function cliFails(code: number, ...args: string[]): Promise<string> {
+    const result: ProcessResult = await runCli(args, env);
+    if (result.code !== code || result.stdout !== '' || result.stderr.trim() === '') {
+      throw new Error(`Expected exit ${code}, empty stdout and a message on stderr.\n${describeResult(args, result)}`);
+    }
+    return result.stderr;
+  }
+
+  /** A workspace made by the CLI, as an operator makes one for a customer. */
+  async function createWorkspace(tier: string, balance: number) {
+    const created = await cli('workspace', 'create', '--name', `CLI ${tier}`, '--tier', tier, '--balance', String(balance));
+    return { id: created.workspace_id as string, client: openAiClient(t.baseUrl, created.api_key as string) };
+  }
+
+  /** A key never used yet, so the app has no cache entry for it. */
+  async function freshClient(workspaceId: string): Promise<OpenAI> {
+    const key = await cli('key', 'create', '--workspace', workspaceId);
+    return openAiClient(t.baseUrl, key.api_key as string);
+  }
+
+  describe('workspace create', () => {
+    it('prints the workspace id and a key that works on the running app', async () => {
+      const created = await cli('workspace', 'create', '--name', 'Acme', '--tier', 'free', '--balance', '5000');
+      expect(created).toEqual({
+        workspace_id: expect.stringMatching(UUID),
+        api_key: expect.stringMatching(/^sk-[A-Za-z0-9_-]+$/),
+        api_key_id: expect.stringMatching(UUID),
+        tier: 'free',
+      });
+      expect((created.api_key as string).length).toBeGreaterThanOrEqual(35);
+
+      const client = openAiClient(t.baseUrl, created.api_key as string);
+      expect(await client.get<Wallet>('/wallet')).toEqual({
+        balanceMillicents: 5000,
+        reservedMillicents: 0,
+        availableMillicents: 5000,
+      });
+      const ledger = await client.get<TransactionPage>('/wallet/transactions');
+      expect(ledger.data).toEqual([
+        expect.objectContaining({ type: 'topup', amountMillicents: 5000, balanceAfterMillicents: 5000 }),
+      ]);
+    });
+
+    it('defaults to the free tier and an empty wallet', async () => {
+      const created = await cli('workspace', 'create', '--name', 'Defaults');
+      expect(created.tier).toBe('free');
+      const client = openAiClient(t.baseUrl, created.api_key as string);
+      expect(await client.get<Wallet>('/wallet')).toMatchObject({ balanceMillicents: 0 });
+      expect(await client.get<Limits>('/limits')).toMatchObject({ data: { tier: 'free', rateLimitRpm: 5 } });
+    });
+  });
+
+  describe('workspace set-tier', () => {
+    it('moves a workspace to pro, refuses --rpm below enterprise, and sets a custom rate on enterprise', async () => {
+      const workspace = await createWorkspace('free', 0);
+
+      expect(await cli('workspace', 'set-tier', '--workspace', workspace.id, '--tier', 'pro')).toEqual({
+        workspace_id: workspace.id,
+        tier: 'pro',
+        custom_rate_limit_rpm: null,
+      });
+      // The app caches a key's workspace for 5 s: a key never used shows the change at once.
+      expect(await (await freshClient(workspace.id)).get('/limits')).toMatchObject({
+        data: { tier: 'pro', rateLimitRpm: 60 },
+      });
+
+      const refused = await cliFails(1, 'workspace', 'set-tier', '--workspace', workspace.id, '--tier', 'pro', '--rpm', '1000');
+      expect(refused).toMatch(/enterprise tier only/);
+
+      expect(
+        await cli('workspace', 'set-tier', '--workspace', workspace.id, '--tier', 'enterprise', '--rpm', '1000'),
+      ).toEqual({ workspace_id: workspace.id, tier: 'enterprise', custom_rate_limit_rpm: 1000 });
+      expect(await (await freshClient(workspace.id)).get('/limits')).toMatchObject({
+        data: { tier: 'enterprise', rateLimitRpm: 1000 },
+      });
+
+      // Leaving enterprise drops the custom rate.
+      expect(await cli('workspace', 'set-tier', '--workspace', workspace.id, '--tier', 'team')).toMatchObject({
+        tier: 'team',
+        custom_rate_limit_rpm: null,
+      });
+    });
+  });
+
+  describe('keys', () => {
+    it('creates a working key for a workspace', async () => {
+      const workspace = await createWorkspace('pro', 1234);
+      const key = await cli('key', 'create', '--workspace', workspace.id, '--name', 'ci');
+      expect(key).toEqual({ id: expect.stringMatching(UUID), api_key: expect.stringMatching(/^sk-[A-Za-z0-9_-]{32,}$/) });
+      const client = openAiClient(t.baseUrl, key.api_key as string);
+      expect(await client.get('/wallet')).toMatchObject({ balanceMillicents: 1234 });
+    });
+
+    it('revokes a key: the app refuses it with 401, and revoking again is not an error', async () => {
+      const workspace = await createWorkspace('pro', 0);
+      const key = await cli('key', 'create', '--workspace', workspace.id);
+
+      const revoked = await cli('key', 'revoke', '--key', key.id as string);
+      expect(revoked).toEqual({ id: key.id, revoked_at: expect.any(String) });
+      expect(new Date(revoked.revoked_at as string).toISOString()).toBe(revoked.revoked_at);
+
+      // Never used before the revocation, so the app has nothing cached for it.
+      const error = await openAiClient(t.baseUrl, key.api_key as string)
+        .get('/wallet')
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(OpenAI.AuthenticationError);
+      expect((error as InstanceType<typeof OpenAI.AuthenticationError>).status).toBe(401);
+
+      // The workspace's other key is untouched.
+      expect(await workspace.client.get('/wallet')).toMatchObject({ balanceMillicents: 0 });
+
+      expect(await cli('key', 'revoke', '--key', key.id as string)).toEqual(revoked);
+    });
+  });
+
+  describe('wallet', () => {
+    it('books a top-up and a negative adjustment as ledger rows the API shows', async () => {
+      const workspace = await createWorkspace('pro', 5000);
+
+      const topup = await cli('wallet', 'topup', '--workspace', workspace.id, '--amount', '2500', '--description', 'Invoice 42');
+      expect(topup).toEqual({
+        transaction_id: expect.stringMatching(UUID),
+        type: 'topup',
+        amount_millicents: 2500,
+        balance_after_millicents: 7500,
+      });
+      // A negative amount as a separate argument, as an operator types it.
+      const adjustment = await cli('wallet', 'adjust', '--workspace', workspace.id, '--amount', '-100');
+      expect(adjustment).toEqual({
+        transaction_id: expect.stringMatching(UUID),
+        type: 'adjustment',
+        amount_millicents: -100,
+        balance_after_millicents: 7400,
+      });
+
+      expect(await workspace.client.get('/wallet')).toMatchObject({ balanceMillicents: 7400, availableMillicents: 7400 });
+      const ledger = await workspace.client.get<TransactionPage>('/wallet/transactions');
+      expect(ledger.data.map((row) => [row.id, row.type, row.amountMillicents, row.balanceAfterMillicents])).toEqual([
+        [adjustment.transaction_id, 'adjustment', -100, 7400],
+        [topup.transaction_id, 'topup', 2500, 7500],
+        [expect.any(String), 'topup', 5000, 5000],
+      ]);
+      expect(ledger.data[1].description).toBe('Invoice 42');
+      expect(ledger.data[0].description).toBe('Manual adjustment');
+    });
+
+    it('credits once for a repeated idempotency key', async () => {
+      const workspace = await createWorkspace('pro', 0);
+      const args = ['wallet', 'topup', '--workspace', workspace.id, '--amount', '700', '--idempotency-key', 'k'];
+      const first = await cli(...args);
+      const second = await cli(...args);
+      expect(second).toEqual(first);
+      expect(await workspace.client.get('/wallet')).toMatchObject({ balanceMillicents: 700 });
+      const ledger = await workspace.client.get<TransactionPage>('/wallet/transactions');
+      expect(ledger.data).toHaveLength(1);
+    });
+
+    it('refuses an adjustment below zero and changes nothing', async () => {
+      const workspace = await createWorkspace('pro', 300);
+      const stderr = await cliFails(1, 'wallet', 'adjust', '--workspace', workspace.id, '--amount', '-301');
+      expect(stderr.trim()).toBe(
+        'The adjustment would take the balance (300) below the amount reserved for requests in flight (0).',
+      );
+      expect(await workspace.client.get('/wallet')).toMatchObject({ balanceMillicents: 300 });
+      expect((await workspace.client.get<TransactionPage>('/wallet/transactions')).data).toHaveLength(1);
+
+      // Down to exactly zero is allowed.
+      expect(await cli('wallet', 'adjust', '--workspace', workspace.id, '--amount', '-300')).toMatchObject({
+        balance_after_millicents: 0,
+      });
+    });
+  });
+
+  /**
+   * Refusals that need no workspace of their own: run in the background from the first
+   * beforeAll, then each case is checked in a test of its own.
+   */
+  describe('refusals', () => {
+    beforeAll(async () => {
+      const error = await refusalsDone;
+      if (error) throw error;
+    });
+
+    /** The recorded result of a case, checked against the failure contract. */
+    function failure(code: number, args: string[]): string {
+      const result = refusals.get(JSON.stringify(args))!;
+      if (result.code !== code || result.stdout !== '' || result.stderr.trim() === '') {
+        throw new Error(`Expected exit ${code}, empty stdout and a message on stderr.\n${describeResult(args, result)}`);
+      }
+      return result.stderr;
+    }
+
+    it.each(USAGE_CASES)('wrong usage %j exits 2 with the usage text on stderr', (args, message) => {
+      const stderr = failure(2, args);
+      expect(stderr).toMatch(message);
+      expect(stderr).toMatch(/Usage: npm run cli -- <command>/);
+    });
+
+    it.each(BAD_ID_CASES)('a bad id in %j exits 1 with a clear message', (args, message) => {
+      expect(failure(1, args).trim()).toBe(message);
+    });
+
+    it.each(REFUSED_CASES)('%j exits 1 with the reason', (args, message) => {
+      expect(failure(1, args).trim()).toBe(message);
+    });
+  });
+
+  describe('configuration and database problems: exit 1', () => {
+    it('reports an invalid DATABASE_URL before touching anything', async () => {
+      const result = await runCli(['key', 'revoke', '--key', '00000000-0000-4000-8000-000000000000'], {
+        DATABASE_URL: 'mysql://nope',
+        LOG_LEVEL: 'error',
+      });
+      expect(result).toMatchObject({ code: 1, stdout: '' });
+      expect(result.stderr).toMatch(/Invalid configuration:\n {2}- DATABASE_URL must be a URL starting with postgres:\/\//);
+    });
+
+    it('fails fast when the database does not answer', async () => {
+      const port = await freePort();
+      const result = await runCli(['key', 'revoke', '--key', '00000000-0000-4000-8000-000000000000'], {
+        DATABASE_URL: `postgres://nobody:nothing@127.0.0.1:${port}/nowhere`,
+        LOG_LEVEL: 'error',
+      });
+      expect(result).toMatchObject({ code: 1, stdout: '' });
+      expect(result.stderr).toMatch(/ECONNREFUSED/);
+      expect(result.durationMs).toBeLessThan(15_000);
+    });
+  });
+});
+
+async function mapWithConcurrency<T>(items: T[], concurrency: number, run: (item: T) => Promise<unknown>): Promise<void> {
+  const queue = [...items];
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      for (let item = queue.shift(); item !== undefined; item = queue.shift()) await run(item);
+    }),
+  );
+}
