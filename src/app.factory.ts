@@ -13,6 +13,11 @@ import type { AppConfig } from './config/app-config';
 
 const LOG_LEVELS: LogLevel[] = ['fatal', 'error', 'warn', 'log', 'debug', 'verbose'];
 
+/** LOG_LEVEL and everything more severe. */
+export function logLevelsFor(level: AppConfig['logLevel']): LogLevel[] {
+  return LOG_LEVELS.slice(0, LOG_LEVELS.indexOf(level) + 1);
+}
+
 /**
  * Builds the HTTP application exactly as it runs in production. main.ts, the tests and
  * the benchmarks all go through here, so none of them runs a differently wired app.
@@ -24,7 +29,7 @@ export async function createApp(
 ): Promise<NestExpressApplication> {
   const app = await NestFactory.create<NestExpressApplication>(AppModule.register({ config, databaseUrl }), {
     bodyParser: false,
-    logger: options.logger ?? LOG_LEVELS.slice(0, LOG_LEVELS.indexOf(config.logLevel) + 1),
+    logger: options.logger ?? logLevelsFor(config.logLevel),
   });
   app.disable('x-powered-by');
   // Behind a load balancer the client address (per-address rate limits) is in X-Forwarded-For.

@@ -68,7 +68,8 @@ async function moveMoney(app: INestApplicationContext, o: Options, type: 'topup'
     amountMillicents: integer(o, 'amount'),
     type,
     description: o.description,
-    idempotencyKey: o['idempotency-key'] ?? `cli:${type}:${randomUUID()}`,
+    // Scoped to the workspace, so two workspaces' scripts cannot collide on a key.
+    idempotencyKey: `cli:${required(o, 'workspace')}:${o['idempotency-key'] ?? randomUUID()}`,
   });
   return {
     transaction_id: row.id,

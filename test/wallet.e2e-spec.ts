@@ -120,6 +120,16 @@ describe('wallet', () => {
     expect(count).toBe(1);
   });
 
+  it('refuses a used idempotency key for a different movement of money, even in another workspace', async () => {
+    const a = await t.createWorkspace({ balanceMillicents: 0 });
+    const b = await t.createWorkspace({ balanceMillicents: 0 });
+    await topup(a, 500, `shared:${a.id}`);
+    await expect(topup(b, 500, `shared:${a.id}`)).rejects.toMatchObject({ type: 'conflict', code: 'idempotency_key_reused' });
+    await expect(topup(a, 900, `shared:${a.id}`)).rejects.toMatchObject({ type: 'conflict' });
+    expect((await wallet.balance(b.id)).balanceMillicents).toBe(0);
+    expect((await wallet.balance(a.id)).balanceMillicents).toBe(500);
+  });
+
   it('keeps balance equal to the sum of the ledger under concurrent credits', async () => {
     const workspace = await t.createWorkspace({ balanceMillicents: 0 });
     await Promise.all(Array.from({ length: 30 }, (_, i) => topup(workspace, i + 1)));

@@ -90,7 +90,7 @@ export class WalletService {
     }
 
     const existing = await this.findByIdempotencyKey(idempotencyKey);
-    if (existing) return existing;
+    if (existing) return sameMovementOrConflict(existing, command);
     try {
       return await this.dataSource.transaction(async (manager) => {
         const updated = await manager
@@ -119,7 +119,7 @@ export class WalletService {
       if ((error as { code?: string }).code === UNIQUE_VIOLATION) {
         // A concurrent replay won the race: the transaction rolled back, the winner's row stands.
         const winner = await this.findByIdempotencyKey(idempotencyKey);
-        if (winner) return winner;
+        if (winner) return sameMovementOrConflict(winner, command);
       }
       throw error;
     }
@@ -268,6 +268,17 @@ export class WalletService {
       'insufficient_balance',
     );
   }
+}
+
+/** A replayed key must be the same movement of money; anything else is a mistake, not a replay. */
+function sameMovementOrConflict(row: WalletTransaction, command: CreditCommand): WalletTransaction {
+  if (row.workspaceId !== command.workspaceId || row.type !== command.type || row.amountMillicents !== command.amountMillicents) {
+    throw ApiError.conflict(
+      'This idempotency key was already used for a different movement of money.',
+      'idempotency_key_reused',
+    );
+  }
+  return row;
 }
 
 function defaultDescription(type: TransactionType): string {
