@@ -32,8 +32,9 @@ export async function createApp(
     logger: options.logger ?? logLevelsFor(config.logLevel),
   });
   app.disable('x-powered-by');
-  // Behind a load balancer the client address (per-address rate limits) is in X-Forwarded-For.
-  app.set('trust proxy', 'loopback, linklocal, uniquelocal');
+  // Behind a load balancer the client address (per-address rate limits) is in X-Forwarded-For,
+  // to be believed only from the proxies named in TRUST_PROXY.
+  app.set('trust proxy', config.trustProxy);
   app.use(requestIdMiddleware);
   app.useBodyParser('json', { limit: config.bodyLimit });
   // Body-parser errors (malformed JSON, body too large) happen before Nest's routing, so

@@ -14,6 +14,11 @@ export interface AppConfig {
   redisUrl?: string;
   /** Maximum JSON body size, in the `bytes` package's notation (`10mb`). */
   bodyLimit: string;
+  /**
+   * Express's `trust proxy`: which proxies may tell the client address (X-Forwarded-For),
+   * which the per-address rate limit counts by. `false`, `true`, a hop count, or addresses.
+   */
+  trustProxy: boolean | number | string;
   /** Requests per minute for callers without a valid key, counted per client address. */
   anonymousRateLimitRpm: number;
   openai: { apiKey?: string; baseUrl?: string };
@@ -63,6 +68,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     dataDir: path.resolve(read.string('DATA_DIR') ?? './.data'),
     redisUrl: read.url('REDIS_URL', ['redis:', 'rediss:']),
     bodyLimit: read.pattern('BODY_LIMIT', /^\d+(b|kb|mb)$/i, '"<n>kb" or "<n>mb"') ?? '10mb',
+    trustProxy: parseTrustProxy(read.string('TRUST_PROXY') ?? 'loopback'),
     anonymousRateLimitRpm: read.integer('RATE_LIMIT_ANONYMOUS_RPM', 60, 1, 1_000_000),
     openai: { apiKey: read.string('OPENAI_API_KEY'), baseUrl: read.url('OPENAI_BASE_URL', ['http:', 'https:']) },
     anthropic: {
@@ -101,6 +107,11 @@ export function loadConfig(env: Env = process.env): AppConfig {
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return config;
+}
+
+function parseTrustProxy(value: string): boolean | number | string {
+  if (value === 'true' || value === 'false') return value === 'true';
+  return /^\d+$/.test(value) ? Number(value) : value;
 }
 
 class EnvReader {
