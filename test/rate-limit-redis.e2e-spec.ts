@@ -1,3 +1,4 @@
+import { ThrottlerStorage } from '@nestjs/throttler';
 import OpenAI from 'openai';
 import { freePort } from '../src/database/embedded-postgres';
 import { describeWithRedisServer, RedisServer, startRedisServer } from './support/redis-server';
@@ -5,6 +6,8 @@ import { createTestDatabase } from './support/test-database';
 import { openAiClient, startTestApp, TestApp } from './support/test-app';
 
 const FREE_RPM = 5;
+/** ioredis's default `disconnectTimeout`. */
+const IOREDIS_DISCONNECT_TIMEOUT_MS = 2_000;
 
 /** `GET /v1/models` through the SDK, returning the raw response for its headers. */
 async function listModels(client: OpenAI): Promise<Response> {
@@ -99,6 +102,22 @@ describeWithRedisServer('rate limits shared through Redis by two replicas', () =
     expect(second).toMatchObject({ limit: String(FREE_RPM), remaining: '3' });
   });
 
+  // KNOWN BUG (src/limits): under concurrent load the Redis storage lets far more than the
+  // limit through. RateLimitService passes a block of 1 ms to @nest-lab/throttler-storage-redis,
+  // whose script resets the window (hits := 1) when it sees a block key with PTTL 0, which
+  // happens to every request landing in the millisecond after a refusal. Measured: 25 to 47 of
+  // 60 concurrent requests allowed for a limit of 5. `it.failing` passes while the bug is
+  // there and turns red once it is fixed: then drop `.failing`.
+  it.failing('holds the shared limit under a concurrent burst across both replicas', async () => {
+    const [a, b] = replicas;
+    const workspace = await a.createWorkspace({ tier: 'free' });
+    const clients = [openAiClient(a.baseUrl, workspace.apiKey), openAiClient(b.baseUrl, workspace.apiKey)];
+    const settled = await Promise.allSettled(Array.from({ length: 60 }, (_, i) => listModels(clients[i % 2])));
+    const allowed = settled.filter((s) => s.status === 'fulfilled').length;
+    const refused = settled.filter((s) => s.status === 'rejected' && s.reason instanceof OpenAI.RateLimitError).length;
+    expect({ allowed, refused }).toEqual({ allowed: FREE_RPM, refused: 60 - FREE_RPM });
+  });
+
   it('keeps serving when Redis is unreachable (fails open), without long stalls', async () => {
     // Nothing listens on a port freePort() just released.
     const closedPort = await freePort();
@@ -118,7 +137,14 @@ describeWithRedisServer('rate limits shared through Redis by two replicas', () =
       console.log(`fail-open request durations (ms): ${durations.join(', ')}`);
       for (const duration of durations) expect(duration).toBeLessThan(5_000);
     } finally {
+      // ioredis, told to disconnect while it waits to reconnect, arms a timer of
+      // `disconnectTimeout` on its already closed socket that nothing clears: it would hold
+      // the process up to 2 s after the run ("Jest did not exit"). Let it run out here.
+      const redisClient = (replica.app.get(ThrottlerStorage) as { redis?: { options?: { disconnectTimeout?: number } } })
+        .redis;
       await replica.close();
+      const timeout = redisClient?.options?.disconnectTimeout ?? IOREDIS_DISCONNECT_TIMEOUT_MS;
+      await new Promise((resolve) => setTimeout(resolve, timeout + 100));
     }
   }, 60_000);
 });
