@@ -63,8 +63,8 @@ export class RateLimitService {
     if (limit === UNLIMITED) {
       return { limit: UNLIMITED, remaining: UNLIMITED, resetAt: nowSeconds + RATE_WINDOW_MS / 1000, retryAfterSeconds: 0 };
     }
-    // A block of 1 ms makes the Redis script re-check `hits > limit` on every request, so a
-    // caller is blocked exactly until its window ends, as with the memory storage.
+    // Both storages count fixed windows and block while hits exceed the limit; the block
+    // duration argument of ThrottlerStorage is unused by them.
     let record: Awaited<ReturnType<ThrottlerStorage['increment']>>;
     try {
       record = await this.storage.increment(tracker, RATE_WINDOW_MS, limit, 1, THROTTLER_NAME);
