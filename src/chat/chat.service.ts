@@ -302,14 +302,7 @@ export class ChatService {
         (manager) =>
           this.usage.record(manager, {
             ...this.usageBase(context, call.request, call.model.id, call.startedAt),
-            inputTokens: counted?.inputTokens ?? 0,
-            outputTokens: counted?.outputTokens ?? 0,
-            totalTokens: (counted?.inputTokens ?? 0) + (counted?.outputTokens ?? 0),
-            cachedTokens: counted?.cachedTokens ?? 0,
-            llmCostMillicents: 0,
-            toolCostMillicents: 0,
-            totalCostMillicents: 0,
-            chargedMillicents: 0,
+            ...uncharged(counted),
             status: 'error',
             errorCode: code,
           }),
@@ -334,14 +327,7 @@ export class ChatService {
     await this.usage
       .insert({
         ...this.usageBase(context, request, model?.id ?? (rawModel || 'unknown'), startedAt),
-        inputTokens: 0,
-        outputTokens: 0,
-        totalTokens: 0,
-        cachedTokens: 0,
-        llmCostMillicents: 0,
-        toolCostMillicents: 0,
-        totalCostMillicents: 0,
-        chargedMillicents: 0,
+        ...uncharged(),
         status: 'error',
         errorCode: code,
       })
@@ -369,6 +355,18 @@ export class ChatService {
     const completion = countTextTokens(generatedText);
     return { prompt_tokens: call.promptTokens, completion_tokens: completion, total_tokens: call.promptTokens + completion };
   }
+}
+
+/** The token and cost fields of a usage record for a request that was not charged. */
+function uncharged(counted: Outcome['usage'] = { inputTokens: 0, outputTokens: 0, cachedTokens: 0 }) {
+  return {
+    ...counted,
+    totalTokens: counted.inputTokens + counted.outputTokens,
+    llmCostMillicents: 0,
+    toolCostMillicents: 0,
+    totalCostMillicents: 0,
+    chargedMillicents: 0,
+  };
 }
 
 function holdAmount(micros: MicroMillicents): number {
