@@ -417,6 +417,21 @@ describe('chat completions in direct mode (OpenAI provider, through the OpenAI S
       );
     });
 
+    it.each([
+      [{ assistant_id: 'support-bot' }, 'assistant_id', 'assistant_not_found'],
+      [{ model: 'gpt-4o', conversation_id: 'conv_123' }, 'conversation_id', 'conversation_not_found'],
+    ])('answers an unknown assistant or conversation (%j) with NotFoundError', async (fields, param, code) => {
+      const workspace = await t.createWorkspace();
+      await expectError(
+        workspace.client.chat.completions.create({
+          messages: [{ role: 'user', content: 'x' }],
+          ...fields,
+        } as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming),
+        OpenAI.NotFoundError,
+        { type: 'not_found', code, param },
+      );
+    });
+
     it('answers 402 insufficient_balance without calling the upstream when the wallet is empty', async () => {
       const workspace = await t.createWorkspace({ balanceMillicents: 0 });
       const before = upstream.requests.length;

@@ -207,6 +207,17 @@ export class ChatService {
   }
 
   private resolveModel(request: ChatRequest): ModelDefinition {
+    // No workspace has assistants or conversations yet: any id names one that does not exist.
+    if (request.dto.assistant_id !== undefined) {
+      throw ApiError.notFound(`No assistant '${request.dto.assistant_id}' in this workspace.`, 'assistant_not_found', 'assistant_id');
+    }
+    if (request.dto.conversation_id !== undefined) {
+      throw ApiError.notFound(
+        `No conversation '${request.dto.conversation_id}' in this workspace.`,
+        'conversation_not_found',
+        'conversation_id',
+      );
+    }
     if (!request.dto.model) {
       throw ApiError.badRequest('You must provide a model parameter (or an assistant_id).', 'model');
     }
