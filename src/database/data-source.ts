@@ -1,5 +1,6 @@
 import { DataSource, DataSourceOptions } from 'typeorm';
 import { MIGRATIONS } from '../../migrations';
+import { Assistant } from '../assistants/entities/assistant.entity';
 import { ApiKey } from '../workspaces/entities/api-key.entity';
 import { Workspace } from '../workspaces/entities/workspace.entity';
 import { UsageRecord } from '../usage/entities/usage-record.entity';
@@ -7,7 +8,15 @@ import { WalletHold } from '../wallet/entities/wallet-hold.entity';
 import { WalletTransaction } from '../wallet/entities/wallet-transaction.entity';
 import { Wallet } from '../wallet/entities/wallet.entity';
 
-export const ENTITIES = [Workspace, ApiKey, Wallet, WalletTransaction, WalletHold, UsageRecord];
+export const ENTITIES = [
+  Workspace,
+  ApiKey,
+  Wallet,
+  WalletTransaction,
+  WalletHold,
+  UsageRecord,
+  Assistant,
+];
 
 /** The one data source definition, shared by the app, the operator CLI, migrations and tests. */
 export function dataSourceOptions(url: string): DataSourceOptions {

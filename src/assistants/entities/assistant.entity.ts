@@ -1,0 +1,56 @@
+import { Column, CreateDateColumn, Entity, PrimaryGeneratedColumn, UpdateDateColumn } from 'typeorm';
+
+export const SERVER_TOOL_TYPES = ['web_search', 'file_search'] as const;
+export type ServerToolType = (typeof SERVER_TOOL_TYPES)[number];
+
+/** A server tool an assistant offers the model, with its own settings. */
+export interface AssistantTool {
+  type: ServerToolType;
+  /** How many results (web pages or document chunks) a call returns. */
+  max_results?: number;
+}
+
+/** A stored agent: system prompt, model settings and server tools. Addressed by id or slug. */
+@Entity({ name: 'assistants' })
+export class Assistant {
+  @PrimaryGeneratedColumn('uuid')
+  id: string;
+
+  @Column({ name: 'workspace_id', type: 'uuid' })
+  workspaceId: string;
+
+  @Column({ type: 'text' })
+  name: string;
+
+  /** Unique in the workspace: lowercase letters, digits and single hyphens. */
+  @Column({ type: 'text' })
+  slug: string;
+
+  @Column({ type: 'text', default: '' })
+  description: string;
+
+  @Column({ name: 'system_prompt', type: 'text', default: '' })
+  systemPrompt: string;
+
+  /** A model id of the catalog. */
+  @Column({ type: 'text' })
+  model: string;
+
+  @Column({ type: 'real', nullable: true })
+  temperature: number | null;
+
+  @Column({ name: 'max_tokens', type: 'integer', nullable: true })
+  maxTokens: number | null;
+
+  @Column({ type: 'jsonb', default: () => "'[]'" })
+  tools: AssistantTool[];
+
+  @Column({ name: 'max_tool_iterations', type: 'integer', default: 5 })
+  maxToolIterations: number;
+
+  @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
+  createdAt: Date;
+
+  @UpdateDateColumn({ name: 'updated_at', type: 'timestamptz' })
+  updatedAt: Date;
+}
