@@ -4,6 +4,9 @@ import { NestFactory } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
+import { AssistantsModule } from './assistants/assistants.module';
+import { AssistantFields, AssistantsService } from './assistants/assistants.service';
+import { Assistant, ServerToolType } from './assistants/entities/assistant.entity';
 import { ApiError } from './common/errors/api-error';
 import { ConfigError, loadConfig, type AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
@@ -23,6 +26,12 @@ const USAGE = `Usage: npm run cli -- <command> [options]
   key revoke --key <id>
   wallet topup  --workspace <id> --amount <millicents> [--description <text>] [--idempotency-key <k>]
   wallet adjust --workspace <id> --amount <signed millicents> [--description <text>] [--idempotency-key <k>]
+  assistant create --workspace <id> --name <n> --model <model id> [--slug <s>] [--system-prompt <text>]
+      [--temperature <t>] [--max-tokens <n>] [--tools web_search,file_search] [--max-tool-iterations <n>]
+      [--description <text>]
+  assistant list --workspace <id>
+  assistant update --assistant <id> [the fields of create]
+  assistant delete --assistant <id>
 
 Each command prints one JSON object. It uses DATABASE_URL, or the embedded database in
 DATA_DIR (the running server's, if it is up).`;
@@ -58,6 +67,16 @@ const COMMANDS: Record<string, Command> = {
     return { id: key.id, api_key: key.apiKey };
   },
   'key revoke': async (app, o) => app.get(ApiKeysService).revoke(required(o, 'key')),
+  'assistant create': async (app, o) => {
+    const assistant = await app.get(AssistantsService).create(required(o, 'workspace'), assistantFields(o));
+    return { id: assistant.id, slug: assistant.slug };
+  },
+  'assistant list': async (app, o) => ({
+    data: (await app.get(AssistantsService).list(required(o, 'workspace'))).map(describeAssistant),
+  }),
+  'assistant update': async (app, o) =>
+    describeAssistant(await app.get(AssistantsService).update(required(o, 'assistant'), assistantFields(o))),
+  'assistant delete': async (app, o) => app.get(AssistantsService).delete(required(o, 'assistant')),
   'wallet topup': (app, o) => moveMoney(app, o, 'topup'),
   'wallet adjust': (app, o) => moveMoney(app, o, 'adjustment'),
 };
@@ -77,6 +96,45 @@ async function moveMoney(app: INestApplicationContext, o: Options, type: 'topup'
     amount_millicents: row.amountMillicents,
     balance_after_millicents: row.balanceAfterMillicents,
   };
+}
+
+function assistantFields(o: Options): AssistantFields {
+  return {
+    name: o.name,
+    slug: o.slug,
+    description: o.description,
+    systemPrompt: o['system-prompt'],
+    model: o.model,
+    temperature: o.temperature === undefined ? undefined : decimal(o, 'temperature'),
+    maxTokens: o['max-tokens'] === undefined ? undefined : integer(o, 'max-tokens'),
+    tools: o.tools === undefined ? undefined : (o.tools.split(',').map((tool) => tool.trim()).filter(Boolean) as ServerToolType[]),
+    maxToolIterations: o['max-tool-iterations'] === undefined ? undefined : integer(o, 'max-tool-iterations'),
+  };
+}
+
+function describeAssistant(a: Assistant) {
+  return {
+    id: a.id,
+    workspace_id: a.workspaceId,
+    name: a.name,
+    slug: a.slug,
+    description: a.description,
+    system_prompt: a.systemPrompt,
+    model: a.model,
+    temperature: a.temperature,
+    max_tokens: a.maxTokens,
+    tools: a.tools,
+    max_tool_iterations: a.maxToolIterations,
+    created_at: a.createdAt.toISOString(),
+    updated_at: a.updatedAt.toISOString(),
+  };
+}
+
+function decimal(options: Options, name: string): number {
+  const raw = required(options, name);
+  const value = Number(raw);
+  if (!/^-?\d+(\.\d+)?$/.test(raw) || !Number.isFinite(value)) throw new UsageError(`--${name} must be a number (got "${raw}")`);
+  return value;
 }
 
 function required(options: Options, name: string): string {
@@ -100,6 +158,7 @@ function cliModule(config: AppConfig, databaseUrl: string) {
       TypeOrmModule.forRoot({ ...dataSourceOptions(databaseUrl), logging: ['error'] }),
       WorkspacesModule,
       WalletModule,
+      AssistantsModule,
     ],
   })
   class CliModule {}
@@ -125,7 +184,25 @@ async function main(argv: string[]): Promise<number> {
     allowPositionals: true,
     strict: true,
     options: Object.fromEntries(
-      ['name', 'tier', 'balance', 'workspace', 'rpm', 'key', 'amount', 'description', 'idempotency-key'].map((name) => [
+      [
+        'name',
+        'tier',
+        'balance',
+        'workspace',
+        'rpm',
+        'key',
+        'amount',
+        'description',
+        'idempotency-key',
+        'assistant',
+        'model',
+        'slug',
+        'system-prompt',
+        'temperature',
+        'max-tokens',
+        'tools',
+        'max-tool-iterations',
+      ].map((name) => [
         name,
         { type: 'string' as const },
       ]),

@@ -1,0 +1,201 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { isUUID } from 'class-validator';
+import { DataSource, EntityManager } from 'typeorm';
+import { ApiError } from '../common/errors/api-error';
+import { assertUuid } from '../common/validation/uuid';
+import { ModelsService } from '../models/models.service';
+import { Workspace } from '../workspaces/entities/workspace.entity';
+import { TIERS, UNLIMITED } from '../workspaces/tiers';
+import { Assistant, AssistantTool, SERVER_TOOL_TYPES, ServerToolType } from './entities/assistant.entity';
+
+export interface AssistantFields {
+  name?: string;
+  slug?: string;
+  description?: string;
+  systemPrompt?: string;
+  model?: string;
+  temperature?: number | null;
+  maxTokens?: number | null;
+  /** Tool names (`web_search`) or tools with settings (`{type: 'file_search', max_results: 8}`). */
+  tools?: Array<ServerToolType | AssistantTool>;
+  maxToolIterations?: number;
+}
+
+const SLUG = /^[a-z0-9]+(-[a-z0-9]+)*$/;
+const MAX_SLUG_LENGTH = 64;
+const UNIQUE_VIOLATION = '23505';
+
+/**
+ * Assistants of a workspace. Used by the CLI now and the dashboard later, and by the chat
+ * service to resolve `assistant_id` (a UUID or a slug). Every command validates itself, so
+ * each caller gets the same rules.
+ */
+@Injectable()
+export class AssistantsService {
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly models: ModelsService,
+  ) {}
+
+  /** Enforces the tier's maxAssistants under a lock on the workspace, so concurrent creates cannot pass it. */
+  async create(workspaceId: string, fields: AssistantFields): Promise<Assistant> {
+    assertUuid(workspaceId, 'workspace');
+    const name = fields.name?.trim();
+    if (!name) throw ApiError.badRequest('An assistant needs a name.', 'name');
+    if (!fields.model) throw ApiError.badRequest('An assistant needs a model.', 'model');
+    const values = this.validated({ ...fields, name });
+
+    return this.dataSource.transaction(async (manager) => {
+      const workspace = await manager.findOne(Workspace, { where: { id: workspaceId }, lock: { mode: 'pessimistic_write' } });
+      if (!workspace) throw ApiError.notFound(`No workspace with id ${workspaceId}.`, 'workspace_not_found');
+      const limit = TIERS[workspace.tier].maxAssistants;
+      const count = await manager.count(Assistant, { where: { workspaceId } });
+      if (limit !== UNLIMITED && count >= limit) {
+        throw ApiError.permissionDenied(
+          `The ${workspace.tier} tier allows ${limit} assistant${limit === 1 ? '' : 's'} per workspace, and this workspace has ${count}. ` +
+            'Upgrade the tier or delete an assistant.',
+          'assistant_limit_reached',
+        );
+      }
+      const slug = fields.slug !== undefined ? values.slug! : await this.freeSlug(manager, workspaceId, slugify(name));
+      return this.saveUnique(manager, manager.create(Assistant, { ...values, slug, workspaceId }));
+    });
+  }
+
+  async list(workspaceId: string): Promise<Assistant[]> {
+    assertUuid(workspaceId, 'workspace');
+    return this.dataSource.getRepository(Assistant).find({ where: { workspaceId }, order: { createdAt: 'ASC' } });
+  }
+
+  /** An assistant of the workspace by UUID or slug; another workspace's is as unknown as a missing one. */
+  async resolve(workspaceId: string, idOrSlug: string, param = 'assistant_id'): Promise<Assistant> {
+    const where = isUUID(idOrSlug) ? { workspaceId, id: idOrSlug } : { workspaceId, slug: idOrSlug };
+    const assistant = await this.dataSource.getRepository(Assistant).findOneBy(where);
+    if (!assistant) throw ApiError.notFound(`No assistant '${idOrSlug}' in this workspace.`, 'assistant_not_found', param);
+    return assistant;
+  }
+
+  /** For operators: an assistant by id, whatever its workspace. */
+  async get(assistantId: string): Promise<Assistant> {
+    assertUuid(assistantId, 'assistant');
+    const assistant = await this.dataSource.getRepository(Assistant).findOneBy({ id: assistantId });
+    if (!assistant) throw ApiError.notFound(`No assistant with id ${assistantId}.`, 'assistant_not_found');
+    return assistant;
+  }
+
+  async update(assistantId: string, fields: AssistantFields): Promise<Assistant> {
+    const assistant = await this.get(assistantId);
+    if (fields.name !== undefined && !fields.name.trim()) throw ApiError.badRequest('The name cannot be empty.', 'name');
+    Object.assign(assistant, this.validated(fields));
+    return this.saveUnique(this.dataSource.manager, assistant);
+  }
+
+  async delete(assistantId: string): Promise<{ id: string; deleted: true }> {
+    const assistant = await this.get(assistantId);
+    await this.dataSource.getRepository(Assistant).delete({ id: assistant.id });
+    return { id: assistant.id, deleted: true };
+  }
+
+  /** Checks the given fields and returns them as entity values; absent fields stay absent. */
+  private validated(fields: AssistantFields): Partial<Assistant> {
+    const values: Partial<Assistant> = {};
+    if (fields.name !== undefined) values.name = fields.name.trim();
+    if (fields.slug !== undefined) {
+      if (!SLUG.test(fields.slug) || fields.slug.length > MAX_SLUG_LENGTH) {
+        throw ApiError.badRequest(
+          `slug must be lowercase letters and digits in words joined by single hyphens, at most ${MAX_SLUG_LENGTH} characters.`,
+          'slug',
+        );
+      }
+      if (isUUID(fields.slug)) throw ApiError.badRequest('slug cannot have the form of a UUID.', 'slug');
+      values.slug = fields.slug;
+    }
+    if (fields.description !== undefined) values.description = fields.description;
+    if (fields.systemPrompt !== undefined) values.systemPrompt = fields.systemPrompt;
+    if (fields.model !== undefined) values.model = this.models.get(fields.model).id;
+    if (fields.temperature !== undefined && fields.temperature !== null) {
+      if (!Number.isFinite(fields.temperature) || fields.temperature < 0 || fields.temperature > 2) {
+        throw ApiError.badRequest('temperature must be a number from 0 to 2.', 'temperature');
+      }
+    }
+    if (fields.temperature !== undefined) values.temperature = fields.temperature;
+    if (fields.maxTokens !== undefined && fields.maxTokens !== null) {
+      if (!Number.isInteger(fields.maxTokens) || fields.maxTokens < 1) {
+        throw ApiError.badRequest('max_tokens must be a positive integer.', 'max_tokens');
+      }
+    }
+    if (fields.maxTokens !== undefined) values.maxTokens = fields.maxTokens;
+    if (fields.tools !== undefined) values.tools = parseTools(fields.tools);
+    if (fields.maxToolIterations !== undefined) {
+      if (!Number.isInteger(fields.maxToolIterations) || fields.maxToolIterations < 1 || fields.maxToolIterations > 20) {
+        throw ApiError.badRequest('max_tool_iterations must be an integer from 1 to 20.', 'max_tool_iterations');
+      }
+      values.maxToolIterations = fields.maxToolIterations;
+    }
+    return values;
+  }
+
+  /** The derived slug, or the first of `slug-2`, `slug-3`, ... that is free in the workspace. */
+  private async freeSlug(manager: EntityManager, workspaceId: string, base: string): Promise<string> {
+    const taken = new Set(
+      (
+        await manager
+          .createQueryBuilder(Assistant, 'a')
+          .select('a.slug', 'slug')
+          .where('a.workspace_id = :workspaceId AND (a.slug = :base OR a.slug LIKE :pattern)', {
+            workspaceId,
+            base,
+            pattern: `${base}-%`,
+          })
+          .getRawMany<{ slug: string }>()
+      ).map((row) => row.slug),
+    );
+    if (!taken.has(base)) return base;
+    for (let n = 2; ; n++) {
+      const candidate = `${base.slice(0, MAX_SLUG_LENGTH - String(n).length - 1)}-${n}`;
+      if (!taken.has(candidate)) return candidate;
+    }
+  }
+
+  private async saveUnique(manager: EntityManager, assistant: Assistant): Promise<Assistant> {
+    try {
+      return await manager.save(assistant);
+    } catch (error) {
+      if ((error as { code?: string }).code === UNIQUE_VIOLATION) {
+        throw ApiError.conflict(`The slug '${assistant.slug}' is already used by another assistant of this workspace.`, 'slug_taken');
+      }
+      throw error;
+    }
+  }
+}
+
+/** "Support Bot (EU)!" -> "support-bot-eu"; a name with no letters or digits gives "assistant". */
+export function slugify(name: string): string {
+  const slug = name
+    .normalize('NFKD')
+    .replace(/[\u0300-\u036f]/g, '')
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, MAX_SLUG_LENGTH)
+    .replace(/-+$/g, '');
+  return slug && !isUUID(slug) ? slug : 'assistant';
+}
+
+function parseTools(tools: Array<ServerToolType | AssistantTool>): AssistantTool[] {
+  const parsed = tools.map((tool, index) => {
+    const value: AssistantTool = typeof tool === 'string' ? { type: tool } : { ...tool };
+    if (!(SERVER_TOOL_TYPES as readonly string[]).includes(value.type)) {
+      throw ApiError.badRequest(`tools.${index} must be one of ${SERVER_TOOL_TYPES.join(', ')} (got "${value.type}").`, `tools.${index}`);
+    }
+    if (value.max_results !== undefined && (!Number.isInteger(value.max_results) || value.max_results < 1 || value.max_results > 20)) {
+      throw ApiError.badRequest('max_results must be an integer from 1 to 20.', `tools.${index}.max_results`);
+    }
+    return value;
+  });
+  if (new Set(parsed.map((tool) => tool.type)).size !== parsed.length) {
+    throw ApiError.badRequest('Each tool may appear once.', 'tools');
+  }
+  return parsed;
+}
