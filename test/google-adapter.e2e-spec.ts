@@ -522,7 +522,7 @@ describe('GoogleAdapter HTTP errors', () => {
     [400, 'bad_request', 'upstream_bad_request', 400],
     [401, 'upstream_error', 'upstream_auth_failed', 502],
     [403, 'upstream_error', 'upstream_auth_failed', 502],
-    [404, 'bad_request', 'upstream_bad_request', 400],
+    [404, 'upstream_error', 'upstream_model_not_found', 502],
     [429, 'service_unavailable', 'upstream_rate_limited', 503],
     [500, 'upstream_error', 'upstream_failed', 502],
     [503, 'upstream_error', 'upstream_failed', 502],

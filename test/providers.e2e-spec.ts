@@ -1,6 +1,7 @@
 import OpenAI from 'openai';
 import { DataSource } from 'typeorm';
 import { FakeAnthropic, startFakeAnthropic, textReply, toolUseReply } from './fakes/fake-anthropic';
+import { FakeGemini, startFakeGemini } from './fakes/fake-gemini';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
 
 /**
@@ -98,5 +99,75 @@ describe('chat completions through the Anthropic provider', () => {
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.BadRequestError);
     expect((error as Error).message).toContain('text content blocks must be non-empty');
+  });
+});
+
+describe('chat completions through the Google provider', () => {
+  let gemini: FakeGemini;
+  let t: TestApp;
+  let workspace: TestWorkspace;
+
+  beforeAll(async () => {
+    gemini = await startFakeGemini({ apiKey: 'gemini-test-key' });
+    t = await startTestApp({
+      config: { gemini: { apiKey: 'gemini-test-key', baseUrl: gemini.url }, llmSimulator: 'off', upstreamMaxRetries: 0 },
+    });
+    workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+  });
+  afterAll(async () => {
+    await t.close();
+    await gemini.close();
+  });
+
+  const last = () => gemini.requests[gemini.requests.length - 1];
+
+  it('translates the request, answers in the OpenAI shape and bills thinking tokens as output', async () => {
+    gemini.script({
+      answer: {
+        text: 'Hallo!',
+        usage: { promptTokenCount: 40, candidatesTokenCount: 2, thoughtsTokenCount: 8, cachedContentTokenCount: 10 },
+      },
+    });
+    const completion = await workspace.client.chat.completions.create({
+      model: 'gemini-2.5-flash',
+      messages: [
+        { role: 'system', content: 'Answer in German.' },
+        { role: 'user', content: 'Hello' },
+      ],
+      max_tokens: 100,
+    });
+    expect(last().body).toMatchObject({
+      systemInstruction: { parts: [{ text: 'Answer in German.' }] },
+      contents: [{ role: 'user', parts: [{ text: 'Hello' }] }],
+      generationConfig: { maxOutputTokens: 100 },
+    });
+    expect(completion.choices[0]).toMatchObject({ message: { content: 'Hallo!' }, finish_reason: 'stop' });
+    expect(completion.usage).toMatchObject({ prompt_tokens: 40, completion_tokens: 10 });
+    // gemini-2.5-flash: 30 x 30000 + 10 cached x 7500 + 10 x 250000, in millionths of a millicent.
+    const cost = (30 * 30_000 + 10 * 7_500 + 10 * 250_000) / 1e6;
+    expect((completion as unknown as { x_service: { cost_millicents: number } }).x_service.cost_millicents).toBe(cost);
+  });
+
+  it('streams Gemini text and function calls as OpenAI chunks', async () => {
+    gemini.script({ answer: { text: 'alpha beta', usage: { promptTokenCount: 5, candidatesTokenCount: 2 } } });
+    const stream = await workspace.client.chat.completions.create({
+      model: 'gemini-2.5-flash',
+      messages: [{ role: 'user', content: 'go' }],
+      stream: true,
+    });
+    let text = '';
+    for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
+    expect(text).toBe('alpha beta');
+
+    gemini.script({ answer: { functionCalls: [{ name: 'get_weather', args: { city: 'Rome' } }] } });
+    const final = await workspace.client.chat.completions
+      .stream({
+        model: 'gemini-2.5-flash',
+        messages: [{ role: 'user', content: 'Weather in Rome?' }],
+        tools: [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }],
+      })
+      .finalChatCompletion();
+    expect(final.choices[0].finish_reason).toBe('tool_calls');
+    expect(JSON.parse(final.choices[0].message.tool_calls![0].function.arguments)).toEqual({ city: 'Rome' });
   });
 });

@@ -1,6 +1,7 @@
 import type { AppConfig } from '../config/app-config';
 import type { ProviderName } from '../models/model-catalog';
 import { AnthropicAdapter } from './anthropic.adapter';
+import { GoogleAdapter } from './google.adapter';
 import { OpenAiAdapter } from './openai.adapter';
 import type { ProviderAdapter } from './provider-adapter';
 
@@ -20,6 +21,9 @@ export function createConfiguredAdapters(config: AppConfig): Map<ProviderName, P
       'anthropic',
       new AnthropicAdapter({ apiKey: config.anthropic.apiKey, baseUrl: config.anthropic.baseUrl, timeoutMs }),
     );
+  }
+  if (config.gemini.apiKey) {
+    adapters.set('google', new GoogleAdapter({ apiKey: config.gemini.apiKey, baseUrl: config.gemini.baseUrl, timeoutMs }));
   }
   return adapters;
 }

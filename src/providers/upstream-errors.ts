@@ -14,7 +14,13 @@ export function toUpstreamApiError(error: unknown, provider: string): ApiError {
   if (isTimeout(error)) {
     return new ApiError('upstream_timeout', `The ${provider} provider did not answer in time.`);
   }
-  if (status === 400 || status === 404 || status === 413 || status === 422) {
+  if (status === 404) {
+    // The provider does not know the model: the catalog's upstream_model is wrong, not the request.
+    return new ApiError('upstream_error', `The ${provider} provider does not serve this model (check the catalog's upstream_model).`, {
+      code: 'upstream_model_not_found',
+    });
+  }
+  if (status === 400 || status === 413 || status === 422) {
     return ApiError.badRequest(`The ${provider} provider rejected the request: ${detail}`, undefined, 'upstream_bad_request');
   }
   if (status === 429) {
