@@ -41,7 +41,7 @@ export interface ChatRequest {
  * inside the chat service rather than as a pipe, so that a request refused here still gets
  * its usage record.
  */
-export async function parseChatRequest(body: unknown): Promise<ChatRequest> {
+export async function parseChatRequest(body: unknown, mode: { assistantMode: boolean }): Promise<ChatRequest> {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw ApiError.badRequest('The request body must be a JSON object.', undefined, 'invalid_body');
   }
@@ -50,7 +50,7 @@ export async function parseChatRequest(body: unknown): Promise<ChatRequest> {
   if (errors.length > 0) throw toValidationError(errors);
 
   dto.messages.forEach(checkRoleRules);
-  const tools = (dto.tools ?? []).map((tool, index) => checkTool(tool, index));
+  const tools = (dto.tools ?? []).map((tool, index) => checkTool(tool, index, mode.assistantMode));
   const n = (body as { n?: unknown }).n;
   if (n !== undefined && (!Number.isInteger(n) || (n as number) < 1 || (n as number) > 8)) {
     throw ApiError.badRequest('n must be an integer from 1 to 8.', 'n');
@@ -88,15 +88,21 @@ function checkRoleRules(message: ChatCompletionRequestDto['messages'][number], i
   }
 }
 
-function checkTool(tool: NonNullable<ChatCompletionRequestDto['tools']>[number], index: number): FunctionTool {
+function checkTool(tool: NonNullable<ChatCompletionRequestDto['tools']>[number], index: number, assistantMode: boolean): FunctionTool {
   const at = `tools.${index}`;
   const name = tool.type === 'function' ? tool.function?.name : tool.type;
   if ((SERVER_TOOL_NAMES as readonly string[]).includes(name ?? '')) {
-    throw ApiError.badRequest(
-      `The ${name} tool runs on the server and needs an assistant: send assistant_id instead of model to use it.`,
-      at,
-      'tool_requires_assistant',
-    );
+    throw assistantMode
+      ? ApiError.badRequest(
+          `${name} is a server tool: it comes from the assistant's settings and cannot be declared in the request.`,
+          at,
+          'server_tool_in_request',
+        )
+      : ApiError.badRequest(
+          `The ${name} tool runs on the server and needs an assistant: send assistant_id instead of model to use it.`,
+          at,
+          'tool_requires_assistant',
+        );
   }
   if (tool.type !== 'function' || !tool.function) {
     throw ApiError.badRequest(`${at} must be {"type": "function", "function": {...}}.`, `${at}.type`);

@@ -1,6 +1,8 @@
 import { Module } from '@nestjs/common';
+import { AssistantsModule } from '../assistants/assistants.module';
 import { ModelsModule } from '../models/models.module';
 import { ProvidersModule } from '../providers/providers.module';
+import { ToolsModule } from '../tools/tools.module';
 import { UsageModule } from '../usage/usage.module';
 import { WalletModule } from '../wallet/wallet.module';
 import { ChatController } from './chat.controller';
@@ -8,7 +10,7 @@ import { ChatService } from './chat.service';
 import { IdempotencyService } from './idempotency.service';
 
 @Module({
-  imports: [ModelsModule, ProvidersModule, WalletModule, UsageModule],
+  imports: [ModelsModule, ProvidersModule, WalletModule, UsageModule, AssistantsModule, ToolsModule],
   controllers: [ChatController],
   providers: [ChatService, IdempotencyService],
 })

@@ -1,19 +1,31 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { Observable } from 'rxjs';
+import { AssistantsService } from '../assistants/assistants.service';
+import type { Assistant, AssistantTool } from '../assistants/entities/assistant.entity';
 import { ApiError } from '../common/errors/api-error';
 import type { Principal } from '../common/http/request-context';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 import type { ModelDefinition } from '../models/model-catalog';
 import { ModelsService } from '../models/models.service';
-import type { ChatCompletion, ChatCompletionChunk, CompletionUsage, ProviderRequest } from '../providers/provider-adapter';
+import type {
+  ChatCompletion,
+  ChatCompletionChunk,
+  ChatMessage,
+  CompletionUsage,
+  FunctionTool,
+  ProviderRequest,
+} from '../providers/provider-adapter';
 import { ProvidersService } from '../providers/providers.service';
 import { countPromptTokens, countTextTokens } from '../providers/tokens';
 import { isAbort, toUpstreamApiError } from '../providers/upstream-errors';
+import { ServerToolCall, ToolsService } from '../tools/tools.service';
 import { UsageService } from '../usage/usage.service';
 import { ceilMillicents, llmCost, MICROS_PER_MILLICENT, MicroMillicents, toMillicentsNumber } from '../wallet/cost';
 import { Hold, WalletService } from '../wallet/wallet.service';
 import { ChatRequest, parseChatRequest } from './chat-request';
+import { Spend } from './spend';
+import { KeepAlive, StreamedIteration, StreamRelay } from './stream-relay';
 
 /** The extension object of every completion (spec: "x_service"). */
 export interface XService {
@@ -35,27 +47,41 @@ export interface ChatCallContext {
 
 /** Below this many affordable output tokens a request is refused rather than cut short. */
 const MIN_USEFUL_OUTPUT_TOKENS = 16;
+/** Room held for each tool result that the next iteration's prompt will carry. */
+const TOKENS_PER_TOOL_RESULT = 1_500;
 
 /** A request that passed validation and has money held for it. */
 interface PreparedCall {
   request: ChatRequest;
   model: ModelDefinition;
+  /** Null in direct mode. */
+  assistant: Assistant | null;
   hold: Hold;
-  providerRequest: ProviderRequest;
-  promptTokens: number;
   startedAt: number;
+  /** The conversation sent upstream: the assistant's system prompt first, then the request's messages. */
+  messages: ChatMessage[];
+  clientTools: FunctionTool[];
+  serverTools: AssistantTool[];
+  temperature?: number;
+  /** The output cap of each model call (lowered when the wallet could not cover the asked one). */
+  maxTokens: number;
+  /** 1 without server tools; the assistant's limit with them. */
+  maxIterations: number;
 }
 
-interface Outcome {
-  usage: { inputTokens: number; outputTokens: number; cachedTokens: number };
+/** How a request ended, for its usage record. */
+interface Ending {
   status: 'success' | 'error';
   errorCode: string | null;
 }
 
 /**
- * `POST /v1/chat/completions`: validate, hold the estimate, call the provider, settle the
- * exact cost in one transaction with the usage record. Every path out of a call (success,
- * upstream failure, client disconnect) ends in exactly one settle or release.
+ * `POST /v1/chat/completions`. Resolves the assistant (assistant mode) or model (direct
+ * mode), holds the estimate, then runs the tool loop: each model call is one iteration;
+ * server tools (web_search, file_search) run here and their results go back to the model;
+ * the loop ends when the model answers, calls a client tool, or reaches the iteration limit.
+ * Every path out (success, upstream failure, client disconnect) ends in exactly one
+ * settlement: the exact cost charged with the usage record in one transaction.
  */
 @Injectable()
 export class ChatService {
@@ -67,94 +93,101 @@ export class ChatService {
     private readonly providers: ProvidersService,
     private readonly wallet: WalletService,
     private readonly usage: UsageService,
+    private readonly assistants: AssistantsService,
+    private readonly tools: ToolsService,
   ) {}
 
   async complete(context: ChatCallContext, body: unknown): Promise<ChatCompletionResponse> {
     const call = await this.prepare(context, body);
-    let completion: ChatCompletion;
+    const spend = new Spend();
+    let messages = call.messages;
     try {
-      completion = await this.providers.complete(call.providerRequest);
+      for (;;) {
+        const completion = await this.providers.complete(this.providerRequest(context, call, messages, spend));
+        spend.addModelCall(call.model, completion.usage ?? this.countUsage(messages, call, textOf(completion)));
+        const message = completion.choices[0]?.message;
+        const serverCalls = this.serverCallsOf(call, message?.tool_calls);
+        const clientCalls = (message?.tool_calls?.length ?? 0) - serverCalls.length;
+        if (serverCalls.length === 0 || clientCalls > 0 || this.isLastIteration(call, spend)) {
+          return await this.answer(context, call, spend, completion);
+        }
+        if (!(await this.holdNextIteration(call, messages, serverCalls, spend))) {
+          return await this.answer(context, call, spend, outOfFunds(completion));
+        }
+        messages = [...messages, assistantTurn(message!.content, serverCalls), ...(await this.runTools(call, serverCalls, spend, context.signal))];
+      }
     } catch (error) {
-      throw await this.fail(context, call, error);
+      throw await this.fail(context, call, spend, error);
     }
-    const usage = completion.usage ?? this.countUsage(call, textOfCompletion(completion));
-    const cost = await this.settle(context, call, {
-      usage: toTokenCounts(usage),
-      status: 'success',
-      errorCode: null,
-    });
-    return {
-      ...completion,
-      model: call.model.id,
-      usage: withTotals(usage),
-      x_service: xService(cost),
-    };
   }
 
   /**
    * Validates, holds and opens the upstream stream before returning, so that every failure
    * up to the first chunk is still an ordinary HTTP error. The observable then emits the
-   * chunks; `x_service` rides on the last one.
+   * chunks of all iterations as one completion, keep-alives while tools run, and
+   * `x_service` on the last chunk.
    */
-  async stream(context: ChatCallContext, body: unknown): Promise<Observable<ChatCompletionChunkResponse>> {
+  async stream(context: ChatCallContext, body: unknown): Promise<Observable<ChatCompletionChunkResponse | KeepAlive>> {
     const call = await this.prepare(context, body);
+    const spend = new Spend();
     let opened: Awaited<ReturnType<ProvidersService['openStream']>>;
     try {
-      opened = await this.providers.openStream(call.providerRequest);
+      opened = await this.providers.openStream(this.providerRequest(context, call, call.messages, spend));
     } catch (error) {
-      throw await this.fail(context, call, error);
+      throw await this.fail(context, call, spend, error);
     }
     const includeUsage = call.request.dto.stream_options?.include_usage === true;
 
-    return new Observable<ChatCompletionChunkResponse>((subscriber) => {
-      const generated: string[] = [];
-      let usage: CompletionUsage | undefined;
-      let finishChunk: ChatCompletionChunk | undefined;
-      let failure: unknown;
-
-      const relay = (chunk: ChatCompletionChunk) => {
-        if (chunk.usage) usage = chunk.usage;
-        if (chunk.choices.length === 0) return; // the usage chunk: re-sent at the end if asked for
-        for (const choice of chunk.choices) {
-          if (choice.delta?.content) generated.push(choice.delta.content);
-          for (const toolCall of choice.delta?.tool_calls ?? []) generated.push(toolCall.function?.arguments ?? '');
-        }
-        if (finishChunk) subscriber.next(finishChunk);
-        const out: ChatCompletionChunk = { ...chunk, model: call.model.id };
-        delete out.usage;
-        // The last finishing chunk waits for the usage that follows it, to carry x_service.
-        finishChunk = chunk.choices.some((choice) => choice.finish_reason) ? out : undefined;
-        if (!finishChunk) subscriber.next(out);
-      };
-
+    return new Observable<ChatCompletionChunkResponse | KeepAlive>((subscriber) => {
+      const relay = new StreamRelay(subscriber, call.model.id, (name) => this.tools.isServerTool(name, call.serverTools));
       (async () => {
-        try {
-          relay(opened.first);
-          for (let next = await opened.rest.next(); !next.done; next = await opened.rest.next()) relay(next.value);
-        } catch (error) {
-          failure = error;
+        let messages = call.messages;
+        let chunks: AsyncIterable<ChatCompletionChunk> = prepend(opened.first, opened.rest);
+        let failure: unknown;
+        let finishReason: 'length' | undefined;
+        for (;;) {
+          const iteration: StreamedIteration = { generated: '', content: '', serverCalls: [], clientCallCount: 0 };
+          try {
+            await relay.relay(chunks, iteration);
+          } catch (error) {
+            failure = error;
+          }
+          // Counted even when the stream broke: a client that went away pays for what was generated.
+          spend.addModelCall(call.model, iteration.usage ?? this.countUsage(messages, call, iteration.generated));
+          if (failure || iteration.serverCalls.length === 0 || iteration.clientCallCount > 0 || this.isLastIteration(call, spend)) break;
+          try {
+            if (!(await this.holdNextIteration(call, messages, iteration.serverCalls, spend))) {
+              finishReason = 'length';
+              break;
+            }
+            relay.continueLoop();
+            const keepAlive = setInterval(() => relay.keepAlive(), 5_000);
+            try {
+              messages = [
+                ...messages,
+                assistantTurn(iteration.content || null, iteration.serverCalls),
+                ...(await this.runTools(call, iteration.serverCalls, spend, context.signal)),
+              ];
+            } finally {
+              clearInterval(keepAlive);
+            }
+            const next = await this.providers.openStream(this.providerRequest(context, call, messages, spend));
+            chunks = prepend(next.first, next.rest);
+          } catch (error) {
+            failure = error;
+            break;
+          }
         }
+
         const disconnected = context.signal.aborted;
-        const counted = usage ? toTokenCounts(usage) : toTokenCounts(this.countUsage(call, generated.join('')));
         if (failure && !disconnected) {
-          await this.fail(context, call, failure, counted).then((apiError) => subscriber.error(apiError));
+          subscriber.error(await this.fail(context, call, spend, failure));
           return;
         }
-        // A client that went away pays for what was generated until then.
-        const cost = await this.settle(context, call, {
-          usage: counted,
-          status: disconnected ? 'error' : 'success',
-          errorCode: disconnected ? 'client_disconnected' : null,
-        });
+        const ending: Ending = disconnected ? { status: 'error', errorCode: 'client_disconnected' } : { status: 'success', errorCode: null };
+        await this.settle(context, call, spend, ending);
         if (disconnected) return;
-        const final: ChatCompletionChunkResponse[] = [];
-        if (finishChunk) final.push(finishChunk);
-        if (includeUsage) {
-          final.push({ ...opened.first, model: call.model.id, choices: [], usage: withTotals(usage ?? this.countUsage(call, generated.join(''))) });
-        }
-        if (final.length === 0) final.push({ ...opened.first, model: call.model.id, choices: [] });
-        final[final.length - 1] = { ...final[final.length - 1], x_service: xService(cost) };
-        final.forEach((chunk) => subscriber.next(chunk));
+        relay.finish(this.xService(spend), includeUsage ? spend.usage() : undefined, finishReason);
         subscriber.complete();
       })().catch((error: unknown) => subscriber.error(error));
     });
@@ -164,17 +197,42 @@ export class ChatService {
     const startedAt = Date.now();
     let request: ChatRequest | undefined;
     let model: ModelDefinition | undefined;
+    let assistant: Assistant | null = null;
     try {
-      request = await parseChatRequest(body);
-      model = this.resolveModel(request);
-      const promptTokens = countPromptTokens(request.messages, request.tools);
-      const requestedCap = request.maxTokens ?? model.maxOutputTokens;
-      if (request.maxTokens !== undefined && request.maxTokens > model.maxOutputTokens) {
+      const assistantMode = (body as { assistant_id?: unknown } | null)?.assistant_id !== undefined;
+      request = await parseChatRequest(body, { assistantMode });
+      if (request.dto.conversation_id !== undefined) {
+        // Conversations are not stored yet: any id names one that does not exist.
+        throw ApiError.notFound(
+          `No conversation '${request.dto.conversation_id}' in this workspace.`,
+          'conversation_not_found',
+          'conversation_id',
+        );
+      }
+      if (request.dto.assistant_id !== undefined) {
+        assistant = await this.assistants.resolve(context.principal.workspaceId, request.dto.assistant_id);
+      }
+      const modelId = request.dto.model ?? assistant?.model;
+      if (!modelId) throw ApiError.badRequest('You must provide a model parameter (or an assistant_id).', 'model');
+      model = this.models.get(modelId);
+
+      const serverTools = assistant?.tools ?? [];
+      if (serverTools.length > 0 && request.choices > 1) {
+        throw ApiError.badRequest('n must be 1 with an assistant that has server tools.', 'n');
+      }
+      const messages: ChatMessage[] = assistant?.systemPrompt
+        ? [{ role: 'system', content: assistant.systemPrompt }, ...request.messages]
+        : request.messages;
+      const requestedCap = request.maxTokens ?? assistant?.maxTokens ?? model.maxOutputTokens;
+      if (requestedCap > model.maxOutputTokens) {
+        const param = request.maxTokensField ?? 'max_tokens';
         throw ApiError.badRequest(
-          `${request.maxTokensField} is too large: ${model.id} can produce at most ${model.maxOutputTokens} output tokens.`,
+          `${param} is too large: ${model.id} can produce at most ${model.maxOutputTokens} output tokens.`,
           request.maxTokensField,
         );
       }
+      const tools = [...request.tools, ...this.tools.definitions(serverTools)];
+      const promptTokens = countPromptTokens(messages, tools);
       if (promptTokens + Math.min(requestedCap, MIN_USEFUL_OUTPUT_TOKENS) > model.contextLength) {
         throw ApiError.badRequest(
           `The messages (about ${promptTokens} tokens) exceed the context window of ${model.id} (${model.contextLength} tokens).`,
@@ -186,42 +244,74 @@ export class ChatService {
       return {
         request,
         model,
+        assistant,
         hold,
-        promptTokens,
         startedAt,
-        providerRequest: {
-          model,
-          messages: request.messages,
-          tools: request.tools.length > 0 ? request.tools : undefined,
-          temperature: request.dto.temperature,
-          maxTokens,
-          maxTokensField: request.maxTokensField,
-          extra: request.extra,
-          signal: context.signal,
-        },
+        messages,
+        clientTools: request.tools,
+        serverTools,
+        temperature: request.dto.temperature ?? assistant?.temperature ?? undefined,
+        maxTokens,
+        maxIterations: serverTools.length > 0 ? assistant!.maxToolIterations : 1,
       };
     } catch (error) {
-      await this.recordRefused(context, request, model, startedAt, error);
+      await this.recordRefused(context, request, model, assistant, startedAt, error);
       throw error;
     }
   }
 
-  private resolveModel(request: ChatRequest): ModelDefinition {
-    // No workspace has assistants or conversations yet: any id names one that does not exist.
-    if (request.dto.assistant_id !== undefined) {
-      throw ApiError.notFound(`No assistant '${request.dto.assistant_id}' in this workspace.`, 'assistant_not_found', 'assistant_id');
-    }
-    if (request.dto.conversation_id !== undefined) {
-      throw ApiError.notFound(
-        `No conversation '${request.dto.conversation_id}' in this workspace.`,
-        'conversation_not_found',
-        'conversation_id',
-      );
-    }
-    if (!request.dto.model) {
-      throw ApiError.badRequest('You must provide a model parameter (or an assistant_id).', 'model');
-    }
-    return this.models.get(request.dto.model);
+  /**
+   * The provider request of the next iteration. Server tools are offered as functions; on
+   * the last allowed iteration the model is told not to call tools, so that it answers.
+   */
+  private providerRequest(context: ChatCallContext, call: PreparedCall, messages: ChatMessage[], spend: Spend): ProviderRequest {
+    const tools = [...call.clientTools, ...this.tools.definitions(call.serverTools)];
+    const lastWithTools = call.serverTools.length > 0 && spend.iterations + 1 >= call.maxIterations;
+    return {
+      model: call.model,
+      messages,
+      tools: tools.length > 0 ? tools : undefined,
+      temperature: call.temperature,
+      maxTokens: call.maxTokens,
+      maxTokensField: call.request.maxTokensField,
+      extra: lastWithTools ? { ...call.request.extra, tool_choice: 'none' } : call.request.extra,
+      signal: context.signal,
+    };
+  }
+
+  private isLastIteration(call: PreparedCall, spend: Spend): boolean {
+    return spend.iterations >= call.maxIterations;
+  }
+
+  private serverCallsOf(call: PreparedCall, toolCalls: NonNullable<ChatCompletion['choices'][number]['message']>['tool_calls']): ServerToolCall[] {
+    return (toolCalls ?? [])
+      .filter((toolCall) => toolCall.type === 'function' && this.tools.isServerTool(toolCall.function.name, call.serverTools))
+      .map((toolCall) => {
+        const fn = (toolCall as { function: { name: string; arguments: string } }).function;
+        return { id: toolCall.id, name: fn.name as ServerToolCall['name'], arguments: fn.arguments };
+      });
+  }
+
+  /** Runs the server tool calls of one iteration side by side; returns their tool messages. */
+  private async runTools(call: PreparedCall, calls: ServerToolCall[], spend: Spend, signal: AbortSignal): Promise<ChatMessage[]> {
+    const outcomes = await Promise.all(calls.map((toolCall) => this.tools.run(toolCall, call.assistant!, signal)));
+    return outcomes.map((outcome, index) => {
+      if (outcome.ran) spend.addToolCall(calls[index].name, outcome.costMicros);
+      return { role: 'tool', tool_call_id: calls[index].id, content: outcome.content };
+    });
+  }
+
+  /**
+   * Before running tools and calling the model again, makes sure the hold covers what is
+   * spent, these tool calls, and the next call's estimate. False when the wallet cannot:
+   * the request then ends cleanly with what it has.
+   */
+  private async holdNextIteration(call: PreparedCall, messages: ChatMessage[], calls: ServerToolCall[], spend: Spend): Promise<boolean> {
+    const nextPromptTokens = countPromptTokens(messages) + calls.length * TOKENS_PER_TOOL_RESULT;
+    const next = llmCost(call.model, { inputTokens: nextPromptTokens, outputTokens: call.maxTokens, cachedTokens: 0 });
+    const needed = spend.totalMicros + BigInt(calls.length) * this.tools.maxPriceMicros(call.serverTools) + next;
+    const extra = ceilMillicents(needed) - call.hold.amountMillicents;
+    return this.wallet.extendHold(call.hold, extra, this.config.holdTtlMs);
   }
 
   /**
@@ -260,67 +350,67 @@ export class ChatService {
     );
   }
 
+  /** Settles, then shapes the last completion as the answer: usage and cost of the whole request. */
+  private async answer(context: ChatCallContext, call: PreparedCall, spend: Spend, completion: ChatCompletion): Promise<ChatCompletionResponse> {
+    await this.settle(context, call, spend, { status: 'success', errorCode: null });
+    return {
+      ...completion,
+      model: call.model.id,
+      choices: completion.choices.map((choice) => withoutServerCalls(choice, (name) => this.tools.isServerTool(name, call.serverTools))),
+      usage: spend.usage(),
+      x_service: this.xService(spend),
+    };
+  }
+
   /** Charges the exact cost, releases the hold and writes the usage record, in one transaction. */
-  private async settle(context: ChatCallContext, call: PreparedCall, outcome: Outcome): Promise<MicroMillicents> {
-    const cost = llmCost(call.model, outcome.usage);
-    const { inputTokens, outputTokens, cachedTokens } = outcome.usage;
+  private async settle(context: ChatCallContext, call: PreparedCall, spend: Spend, ending: Ending, refund = false): Promise<void> {
+    const { inputTokens, outputTokens, cachedTokens } = spend.tokens;
     await this.wallet.settle(
       call.hold,
       {
         workspaceId: context.principal.workspaceId,
-        costMicros: cost,
-        description: `${call.model.id}: ${inputTokens} input + ${outputTokens} output tokens`,
+        costMicros: spend.totalMicros,
+        description: `${call.model.id}: ${inputTokens} input + ${outputTokens} output tokens${
+          spend.toolsUsed.length ? `, ${spend.toolsUsed.join(' and ')}` : ''
+        }${spend.iterations > 1 ? ` over ${spend.iterations} calls` : ''}`,
       },
       (manager, settlement) =>
         this.usage.record(manager, {
-          ...this.usageBase(context, call.request, call.model.id, call.startedAt),
+          ...this.usageBase(context, call.request, call.model.id, call.assistant, call.startedAt),
           inputTokens,
           outputTokens,
           totalTokens: inputTokens + outputTokens,
           cachedTokens,
-          llmCostMillicents: toMillicentsNumber(cost),
-          toolCostMillicents: 0,
-          totalCostMillicents: toMillicentsNumber(cost),
-          chargedMillicents: settlement.chargedMillicents,
-          status: outcome.status,
-          errorCode: outcome.errorCode,
+          llmCostMillicents: toMillicentsNumber(spend.llmMicros),
+          toolCostMillicents: toMillicentsNumber(spend.toolMicros),
+          totalCostMillicents: toMillicentsNumber(spend.totalMicros),
+          chargedMillicents: refund ? 0 : settlement.chargedMillicents,
+          toolsUsed: spend.toolsUsed,
+          iterations: Math.max(spend.iterations, 1),
+          status: ending.status,
+          errorCode: ending.errorCode,
         }),
+      { refund },
     );
-    return cost;
   }
 
   /**
-   * A call that failed after its hold: nothing is charged (the failure is ours or the
-   * provider's, not the caller's), the hold is released and the failure recorded.
+   * A request that failed after its hold. What it had already used (earlier iterations of a
+   * tool loop) is charged and refunded in the same transaction, so the ledger shows both
+   * and the caller pays nothing; the hold is released and the failure recorded.
    */
-  private async fail(
-    context: ChatCallContext,
-    call: PreparedCall,
-    error: unknown,
-    counted?: Outcome['usage'],
-  ): Promise<ApiError> {
+  private async fail(context: ChatCallContext, call: PreparedCall, spend: Spend, error: unknown): Promise<ApiError> {
     const apiError =
       error instanceof ApiError
         ? error
         : isAbort(error) && context.signal.aborted
           ? new ApiError('bad_request', 'The client closed the request.', { code: 'client_disconnected' })
           : toUpstreamApiError(error, call.model.provider);
-    const code = apiError.code;
     try {
-      await this.wallet.settle(
-        call.hold,
-        { workspaceId: context.principal.workspaceId, costMicros: 0n, description: `${call.model.id}: failed request` },
-        (manager) =>
-          this.usage.record(manager, {
-            ...this.usageBase(context, call.request, call.model.id, call.startedAt),
-            ...uncharged(counted),
-            status: 'error',
-            errorCode: code,
-          }),
-      );
+      await this.settle(context, call, spend, { status: 'error', errorCode: apiError.code }, true);
     } catch (settleError) {
       // The hold expires and the sweeper frees it; the caller still gets the real error.
-      this.logger.error(`Could not release hold ${call.hold.id} [request ${context.requestId}]: ${String(settleError)}`);
+      this.logger.error(`Could not settle failed request ${context.requestId} (hold ${call.hold.id}): ${String(settleError)}`);
     }
     return apiError;
   }
@@ -330,78 +420,108 @@ export class ChatService {
     context: ChatCallContext,
     request: ChatRequest | undefined,
     model: ModelDefinition | undefined,
+    assistant: Assistant | null,
     startedAt: number,
     error: unknown,
   ): Promise<void> {
     const code = error instanceof ApiError ? error.code : 'internal_error';
-    const rawModel = (request?.dto.model ?? '').slice(0, 200);
+    const modelId = model?.id ?? (request?.dto.model ?? '').slice(0, 200) ?? assistant?.model;
     await this.usage
       .insert({
-        ...this.usageBase(context, request, model?.id ?? (rawModel || 'unknown'), startedAt),
-        ...uncharged(),
+        ...this.usageBase(context, request, modelId || assistant?.model || 'unknown', assistant, startedAt),
+        inputTokens: 0,
+        outputTokens: 0,
+        totalTokens: 0,
+        cachedTokens: 0,
+        llmCostMillicents: 0,
+        toolCostMillicents: 0,
+        totalCostMillicents: 0,
+        chargedMillicents: 0,
+        toolsUsed: [],
+        iterations: 0,
         status: 'error',
         errorCode: code,
       })
       .catch((recordError) => this.logger.error(`Could not record a refused request: ${String(recordError)}`));
   }
 
-  private usageBase(context: ChatCallContext, request: ChatRequest | undefined, model: string, startedAt: number) {
+  private usageBase(context: ChatCallContext, request: ChatRequest | undefined, model: string, assistant: Assistant | null, startedAt: number) {
     return {
       workspaceId: context.principal.workspaceId,
       requestId: context.requestId,
       apiKeyId: context.principal.apiKeyId,
-      assistantId: null,
+      assistantId: assistant?.id ?? null,
       model,
       latencyMs: Date.now() - startedAt,
       userId: request?.dto.user_id ?? null,
       subscriptionId: request?.dto.subscription_id ?? null,
-      toolsUsed: [],
       stream: request?.dto.stream === true,
-      iterations: 1,
+    };
+  }
+
+  private xService(spend: Spend): XService {
+    return {
+      cost_millicents: toMillicentsNumber(spend.totalMicros),
+      iterations: spend.iterations,
+      tools_used: [...spend.toolsUsed],
+      generated_files: null,
     };
   }
 
   /** When the provider reports no usage, the tokenizer counts it. */
-  private countUsage(call: PreparedCall, generatedText: string): CompletionUsage {
+  private countUsage(messages: ChatMessage[], call: PreparedCall, generatedText: string): CompletionUsage {
+    const prompt = countPromptTokens(messages, [...call.clientTools, ...this.tools.definitions(call.serverTools)]);
     const completion = countTextTokens(generatedText);
-    return { prompt_tokens: call.promptTokens, completion_tokens: completion, total_tokens: call.promptTokens + completion };
+    return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
   }
-}
-
-/** The token and cost fields of a usage record for a request that was not charged. */
-function uncharged(counted: Outcome['usage'] = { inputTokens: 0, outputTokens: 0, cachedTokens: 0 }) {
-  return {
-    ...counted,
-    totalTokens: counted.inputTokens + counted.outputTokens,
-    llmCostMillicents: 0,
-    toolCostMillicents: 0,
-    totalCostMillicents: 0,
-    chargedMillicents: 0,
-  };
 }
 
 function holdAmount(micros: MicroMillicents): number {
   return Math.max(1, ceilMillicents(micros));
 }
 
-function toTokenCounts(usage: CompletionUsage): Outcome['usage'] {
+/** The assistant message of an iteration that called server tools, as the next call's history. */
+function assistantTurn(content: string | null, calls: ServerToolCall[]): ChatMessage {
   return {
-    inputTokens: usage.prompt_tokens ?? 0,
-    outputTokens: usage.completion_tokens ?? 0,
-    cachedTokens: usage.prompt_tokens_details?.cached_tokens ?? 0,
+    role: 'assistant',
+    content,
+    tool_calls: calls.map((call) => ({ id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } })),
   };
 }
 
-function withTotals(usage: CompletionUsage): CompletionUsage {
-  return { ...usage, total_tokens: (usage.prompt_tokens ?? 0) + (usage.completion_tokens ?? 0) };
+/** The caller only sees its own tool calls; server tool calls never leave the service. */
+function withoutServerCalls(choice: ChatCompletion['choices'][number], isServer: (name: string) => boolean): ChatCompletion['choices'][number] {
+  const calls = choice.message?.tool_calls;
+  if (!calls?.length) return choice;
+  const kept = calls.filter((call) => call.type !== 'function' || !isServer(call.function.name));
+  if (kept.length === calls.length) return choice;
+  return {
+    ...choice,
+    message: { ...choice.message, content: choice.message.content ?? '', tool_calls: kept.length ? kept : undefined },
+    finish_reason: kept.length ? 'tool_calls' : 'stop',
+  };
 }
 
-function xService(cost: MicroMillicents): XService {
-  return { cost_millicents: toMillicentsNumber(cost), iterations: 1, tools_used: [], generated_files: null };
+/** The answer when the wallet cannot cover another iteration: what the model said so far, cut short. */
+function outOfFunds(completion: ChatCompletion): ChatCompletion {
+  const note = 'I could not finish: the wallet balance does not cover another step.';
+  return {
+    ...completion,
+    choices: completion.choices.map((choice) => ({
+      ...choice,
+      message: { ...choice.message, content: choice.message?.content ? `${choice.message.content}\n\n${note}` : note, tool_calls: undefined },
+      finish_reason: 'length',
+    })),
+  };
 }
 
-function textOfCompletion(completion: ChatCompletion): string {
+function textOf(completion: ChatCompletion): string {
   return completion.choices
     .map((choice) => (choice.message?.content ?? '') + JSON.stringify(choice.message?.tool_calls ?? ''))
     .join('');
+}
+
+async function* prepend<T>(first: T, rest: AsyncIterator<T>): AsyncIterable<T> {
+  yield first;
+  for (let next = await rest.next(); !next.done; next = await rest.next()) yield next.value;
 }

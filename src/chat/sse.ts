@@ -1,6 +1,7 @@
 import type { Response } from 'express';
 import type { Observable } from 'rxjs';
 import { ApiError } from '../common/errors/api-error';
+import { isKeepAlive } from './stream-relay';
 
 /**
  * Writes an observable as Server-Sent Events in OpenAI's format: `data: <json>` frames,
@@ -24,7 +25,8 @@ export function writeEventStream(res: Response, events: Observable<unknown>, onE
     if (!res.writableEnded) res.end();
   };
   const subscription = events.subscribe({
-    next: (event) => send(JSON.stringify(event)),
+    // A keep-alive is an SSE comment: clients ignore it, proxies see traffic.
+    next: (event) => (isKeepAlive(event) ? !res.writableEnded && res.write(': keep-alive\n\n') : send(JSON.stringify(event))),
     error: (error: unknown) => {
       send(JSON.stringify(onError(error).toBody()));
       end();

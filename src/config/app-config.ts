@@ -1,4 +1,5 @@
 import * as path from 'node:path';
+import { webSearchConfigProblems } from '../tools/web-search/web-search-config';
 
 export type SimulatorMode = 'auto' | 'on' | 'off';
 
@@ -35,6 +36,8 @@ export interface AppConfig {
   /** How long a wallet hold lives before the sweeper gives its money back. */
   holdTtlMs: number;
   webSearch: { provider?: string; apiKey?: string; baseUrl?: string };
+  /** What one call of a server tool costs the caller, in millicents. */
+  toolPrices: { web_search: number; file_search: number };
   stripe: { secretKey?: string; webhookSecret?: string; apiBase?: string };
   usageRetentionDays: number;
   sessionSecret?: string;
@@ -87,6 +90,10 @@ export function loadConfig(env: Env = process.env): AppConfig {
       apiKey: read.string('WEB_SEARCH_API_KEY'),
       baseUrl: read.url('WEB_SEARCH_BASE_URL', ['http:', 'https:']),
     },
+    toolPrices: {
+      web_search: read.integer('WEB_SEARCH_PRICE_MILLICENTS', 1_000, 0, 1_000_000),
+      file_search: read.integer('FILE_SEARCH_PRICE_MILLICENTS', 100, 0, 1_000_000),
+    },
     stripe: {
       secretKey: read.string('STRIPE_SECRET_KEY'),
       webhookSecret: read.string('STRIPE_WEBHOOK_SECRET'),
@@ -97,6 +104,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     logLevel: read.oneOf('LOG_LEVEL', ['error', 'warn', 'log', 'debug', 'verbose'] as const) ?? 'log',
   };
 
+  problems.push(...webSearchConfigProblems(config.webSearch));
   if (config.production && !config.databaseUrl) {
     problems.push(
       'DATABASE_URL is required when NODE_ENV=production: the embedded PostgreSQL is for development and keeps its data in DATA_DIR',

@@ -157,6 +157,7 @@ export class WalletService {
     hold: Hold,
     charge: Charge,
     alsoInTransaction: (manager: EntityManager, settlement: Settlement) => Promise<void> = async () => undefined,
+    options: { refund?: boolean } = {},
   ): Promise<Settlement> {
     const idempotencyKey = `usage:${hold.id}`;
     try {
@@ -191,6 +192,9 @@ export class WalletService {
             idempotencyKey,
           });
         }
+        if (options.refund && settlement.chargedMillicents > 0) {
+          settlement.balanceAfterMillicents = await this.refund(manager, hold, charge, settlement.chargedMillicents);
+        }
         await alsoInTransaction(manager, settlement);
         return settlement;
       });
@@ -203,6 +207,59 @@ export class WalletService {
       }
       throw error;
     }
+  }
+
+  /**
+   * Raises a hold by `extraMillicents` with the same conditional statement as `hold()`, for
+   * a request that needs more (the next iteration of a tool loop). False when the wallet
+   * cannot cover it; the hold is unchanged then.
+   */
+  async extendHold(hold: Hold, extraMillicents: number, ttlMs: number): Promise<boolean> {
+    if (extraMillicents <= 0) return true;
+    const rows = await queryRows<{ amount_millicents: string }>(
+      this.dataSource.manager,
+      `WITH reserved AS (
+         UPDATE wallets SET reserved_millicents = reserved_millicents + $2, updated_at = now()
+          WHERE workspace_id = $1 AND balance_millicents - reserved_millicents >= $2
+            AND EXISTS (SELECT 1 FROM wallet_holds WHERE id = $3)
+          RETURNING workspace_id)
+       UPDATE wallet_holds h
+          SET amount_millicents = h.amount_millicents + $2,
+              expires_at = now() + make_interval(secs => $4::double precision / 1000)
+         FROM reserved WHERE h.id = $3
+       RETURNING h.amount_millicents`,
+      [hold.workspaceId, extraMillicents, hold.id, ttlMs],
+    );
+    if (rows.length === 0) return false;
+    hold.amountMillicents = Number(rows[0].amount_millicents);
+    return true;
+  }
+
+  /**
+   * Gives back what a failed request was charged, and winds the carry back by the same
+   * cost, so the wallet ends exactly where it was. Runs in the settlement's transaction.
+   */
+  private async refund(manager: EntityManager, hold: Hold, charge: Charge, chargedMillicents: number): Promise<number> {
+    const [row] = await queryRows<{ balance_millicents: string }>(
+      manager,
+      `UPDATE wallets SET
+         balance_millicents = balance_millicents + $2,
+         carry_millicents = carry_millicents + $2 - $3::numeric,
+         updated_at = now()
+       WHERE workspace_id = $1
+       RETURNING balance_millicents`,
+      [charge.workspaceId, chargedMillicents, toDecimalString(charge.costMicros)],
+    );
+    const balanceAfter = Number(row.balance_millicents);
+    await manager.insert(WalletTransaction, {
+      workspaceId: charge.workspaceId,
+      type: 'refund',
+      amountMillicents: chargedMillicents,
+      balanceAfterMillicents: balanceAfter,
+      description: `Refund: ${charge.description}`,
+      idempotencyKey: `refund:${hold.id}`,
+    });
+    return balanceAfter;
   }
 
   /** Gives a hold back without charging (a request that failed before costing anything). */

@@ -4,7 +4,10 @@ import { InjectConfig } from '../../config/config.module';
 import { BraveProvider, DEFAULT_BASE_URLS, PROVIDER_MAX_RESULTS, SearxngProvider, TavilyProvider } from './providers';
 import { normalizeResults } from './results';
 import { WEB_SEARCH_PROVIDERS, type SearchProvider, type SearchResult, type WebSearchProviderName } from './search-provider';
+import { webSearchConfigProblems } from './web-search-config';
 import { WebSearchError } from './web-search-error';
+
+export { webSearchConfigProblems } from './web-search-config';
 
 export const DEFAULT_WEB_SEARCH_TIMEOUT_MS = 10_000;
 /** Brave refuses queries over 400 characters; no useful search query is longer. */
@@ -18,29 +21,6 @@ export interface WebSearchOptions {
   timeoutMs?: number;
 }
 
-/**
- * What is wrong with a web search configuration that was started but not finished
- * (a provider without its key or URL, a key without a provider). Empty when the
- * configuration is complete, or entirely absent (web search off).
- */
-export function webSearchConfigProblems(webSearch: AppConfig['webSearch']): string[] {
-  const { provider, apiKey, baseUrl } = webSearch;
-  if (!provider) {
-    return apiKey || baseUrl
-      ? [`WEB_SEARCH_PROVIDER is not set, so ${apiKey ? 'WEB_SEARCH_API_KEY' : 'WEB_SEARCH_BASE_URL'} is unused: set it to ${WEB_SEARCH_PROVIDERS.join(', ')}`]
-      : [];
-  }
-  if (!(WEB_SEARCH_PROVIDERS as readonly string[]).includes(provider)) {
-    return [`WEB_SEARCH_PROVIDER must be one of ${WEB_SEARCH_PROVIDERS.join(', ')} (got "${provider}")`];
-  }
-  if (provider === 'searxng' && !baseUrl) {
-    return ['WEB_SEARCH_PROVIDER=searxng needs WEB_SEARCH_BASE_URL, the URL of your SearXNG instance'];
-  }
-  if ((provider === 'tavily' || provider === 'brave') && !apiKey) {
-    return [`WEB_SEARCH_PROVIDER=${provider} needs WEB_SEARCH_API_KEY`];
-  }
-  return [];
-}
 
 /**
  * The `web_search` tool's backend: one provider chosen by WEB_SEARCH_PROVIDER, requests

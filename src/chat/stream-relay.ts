@@ -1,0 +1,131 @@
+import type { Subscriber } from 'rxjs';
+import type { ChatCompletionChunk, CompletionUsage } from '../providers/provider-adapter';
+import type { ServerToolCall } from '../tools/tools.service';
+import type { ChatCompletionChunkResponse, XService } from './chat.service';
+
+type Choice = ChatCompletionChunk['choices'][number];
+type FinishReason = Choice['finish_reason'];
+
+/** What one streamed model call produced, as far as it got. */
+export interface StreamedIteration {
+  usage?: CompletionUsage;
+  /** Text and tool-call arguments generated, for counting tokens when no usage came. */
+  generated: string;
+  content: string;
+  serverCalls: ServerToolCall[];
+  clientCallCount: number;
+}
+
+/**
+ * Forwards upstream chunks to the client across the iterations of a tool loop, so that the
+ * client sees one ordinary completion: the role once, text as it comes, its own function
+ * calls, and one finish. Server tool calls stay on the server. The last finishing chunk is
+ * held back until the request is settled, to carry `x_service`.
+ */
+export class StreamRelay {
+  private readonly rolesSent = new Set<number>();
+  private heldFinish?: ChatCompletionChunkResponse;
+  private template?: ChatCompletionChunk;
+
+  constructor(
+    private readonly subscriber: Subscriber<ChatCompletionChunkResponse | KeepAlive>,
+    private readonly modelId: string,
+    private readonly isServerTool: (name: string | undefined) => boolean,
+  ) {}
+
+  /**
+   * Relays one model call's chunks into `sink` (which keeps what was produced even if the
+   * stream breaks). Server tools only exist on the first choice: with several choices
+   * (`n` > 1) there is no tool loop and every choice passes through.
+   */
+  async relay(chunks: AsyncIterable<ChatCompletionChunk>, sink: StreamedIteration): Promise<void> {
+    // Tool calls by upstream index, for the first choice: the call being assembled, and whether the server runs it.
+    const calls = new Map<number, { server: boolean; call: ServerToolCall }>();
+    for await (const chunk of chunks) {
+      this.template ??= chunk;
+      if (chunk.usage) sink.usage = chunk.usage;
+      const out: Choice[] = [];
+      const finishing: Choice[] = [];
+      for (const choice of chunk.choices) {
+        const delta = { ...choice.delta };
+        if (delta.role) {
+          if (this.rolesSent.has(choice.index)) delete delta.role;
+          this.rolesSent.add(choice.index);
+        }
+        if (delta.content) {
+          if (choice.index === 0) sink.content += delta.content;
+          sink.generated += delta.content;
+        }
+        if (delta.tool_calls) {
+          const forwarded = [];
+          for (const part of delta.tool_calls) {
+            sink.generated += part.function?.arguments ?? '';
+            if (choice.index !== 0) {
+              forwarded.push(part);
+              continue;
+            }
+            let entry = calls.get(part.index);
+            if (!entry) {
+              const server = this.isServerTool(part.function?.name);
+              entry = { server, call: { id: part.id ?? '', name: part.function?.name as ServerToolCall['name'], arguments: '' } };
+              calls.set(part.index, entry);
+              if (server) sink.serverCalls.push(entry.call);
+              else sink.clientCallCount += 1;
+            }
+            entry.call.arguments += part.function?.arguments ?? '';
+            if (!entry.server) forwarded.push(part);
+          }
+          if (forwarded.length > 0) delta.tool_calls = forwarded;
+          else delete delta.tool_calls;
+        }
+        if (delta.role !== undefined || delta.content || delta.tool_calls || delta.refusal) {
+          out.push({ ...choice, delta, finish_reason: null });
+        }
+        if (choice.finish_reason) finishing.push({ ...choice, delta: {}, finish_reason: choice.finish_reason });
+      }
+      if (out.length > 0) this.subscriber.next(this.chunkOf(chunk, out));
+      if (finishing.length > 0) {
+        if (this.heldFinish) this.subscriber.next(this.heldFinish);
+        this.heldFinish = this.chunkOf(chunk, finishing);
+      }
+    }
+  }
+
+  /** The model called server tools and the loop goes on: its finish is not the answer's. */
+  continueLoop(): void {
+    this.heldFinish = undefined;
+    this.subscriber.next(KEEP_ALIVE);
+  }
+
+  keepAlive(): void {
+    this.subscriber.next(KEEP_ALIVE);
+  }
+
+  /** Sends the final finish (and usage, if asked for) with `x_service` on the last chunk. */
+  finish(xService: XService, usage: CompletionUsage | undefined, finishReason?: FinishReason): void {
+    const base = this.template;
+    if (!base) return;
+    const final: ChatCompletionChunkResponse[] = [];
+    const finish = this.heldFinish ?? this.chunkOf(base, [{ index: 0, delta: {}, finish_reason: 'stop', logprobs: null }]);
+    if (finishReason) finish.choices = finish.choices.map((choice) => ({ ...choice, finish_reason: finishReason }));
+    final.push(finish);
+    if (usage) final.push({ ...this.chunkOf(base, []), usage });
+    final[final.length - 1] = { ...final[final.length - 1], x_service: xService };
+    for (const chunk of final) this.subscriber.next(chunk);
+  }
+
+  private chunkOf(chunk: ChatCompletionChunk, choices: Choice[]): ChatCompletionChunkResponse {
+    const { usage: _usage, ...rest } = chunk;
+    return { ...rest, model: this.modelId, choices };
+  }
+}
+
+/** Sent as an SSE comment while server tools run, so proxies do not close an idle stream. */
+export interface KeepAlive {
+  keepAlive: true;
+}
+export const KEEP_ALIVE: KeepAlive = { keepAlive: true };
+
+export function isKeepAlive(event: unknown): event is KeepAlive {
+  return (event as KeepAlive)?.keepAlive === true;
+}

@@ -1,0 +1,11 @@
+import { Module } from '@nestjs/common';
+import { ToolsService } from './tools.service';
+import { WebSearchModule } from './web-search';
+
+/** The server-side tools of assistants: web_search and file_search. */
+@Module({
+  imports: [WebSearchModule],
+  providers: [ToolsService],
+  exports: [ToolsService],
+})
+export class ToolsModule {}
