@@ -32,8 +32,17 @@ beforeEach(() => {
 });
 afterEach(() => jest.restoreAllMocks());
 
+/**
+ * The service's view of these variables. loadConfig refuses an incomplete web search
+ * configuration at start, so the web search part is read apart from the rest here, to see
+ * what the service itself does with one (a process started another way, a test).
+ */
 function configFor(env: Record<string, string>): AppConfig {
-  return loadConfig(env);
+  const { WEB_SEARCH_PROVIDER, WEB_SEARCH_API_KEY, WEB_SEARCH_BASE_URL, ...rest } = env;
+  return {
+    ...loadConfig(rest),
+    webSearch: { provider: WEB_SEARCH_PROVIDER, apiKey: WEB_SEARCH_API_KEY, baseUrl: WEB_SEARCH_BASE_URL },
+  };
 }
 
 function serviceFor(env: Record<string, string>, timeoutMs = 5_000): WebSearchService {

@@ -21,6 +21,7 @@ describe('loadConfig', () => {
       REDIS_URL: 'redis://cache:6379',
       LLM_SIMULATOR: 'off',
       WEB_SEARCH_PROVIDER: 'tavily',
+      WEB_SEARCH_API_KEY: 'tvly-key',
       NODE_ENV: 'production',
     });
     expect(config).toMatchObject({
@@ -49,6 +50,12 @@ describe('loadConfig', () => {
   it('does not echo a database URL (it may hold a password) when it is invalid', () => {
     expect(() => loadConfig({ DATABASE_URL: 'ftp://user:secret@host/db' })).toThrow(/DATABASE_URL/);
     expect(() => loadConfig({ DATABASE_URL: 'ftp://user:secret@host/db' })).not.toThrow(/secret/);
+  });
+
+  it('refuses an unfinished web search configuration, naming the missing variable', () => {
+    expect(() => loadConfig({ WEB_SEARCH_PROVIDER: 'brave' })).toThrow(/WEB_SEARCH_PROVIDER=brave needs WEB_SEARCH_API_KEY/);
+    expect(() => loadConfig({ WEB_SEARCH_PROVIDER: 'searxng' })).toThrow(/needs WEB_SEARCH_BASE_URL/);
+    expect(loadConfig({ WEB_SEARCH_PROVIDER: 'searxng', WEB_SEARCH_BASE_URL: 'http://searx.local' }).webSearch.provider).toBe('searxng');
   });
 
   it('treats empty values as unset', () => {
