@@ -4,6 +4,7 @@ import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { ChatModule } from './chat/chat.module';
 import { ApiExceptionFilter } from './common/errors/api-exception.filter';
+import { ConversationsModule } from './conversations/conversations.module';
 import { UnknownRouteModule } from './common/http/unknown-route.module';
 import type { AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
@@ -37,6 +38,7 @@ export class AppModule {
         ModelsModule,
         WalletModule,
         ChatModule,
+        ConversationsModule,
         // Last, so that its catch-all route does not shadow the routes of the modules above.
         UnknownRouteModule,
       ],

@@ -1,6 +1,8 @@
 import { DataSource, DataSourceOptions } from 'typeorm';
 import { MIGRATIONS } from '../../migrations';
 import { Assistant } from '../assistants/entities/assistant.entity';
+import { ConversationMessage } from '../conversations/entities/conversation-message.entity';
+import { Conversation } from '../conversations/entities/conversation.entity';
 import { ApiKey } from '../workspaces/entities/api-key.entity';
 import { Workspace } from '../workspaces/entities/workspace.entity';
 import { UsageRecord } from '../usage/entities/usage-record.entity';
@@ -16,6 +18,8 @@ export const ENTITIES = [
   WalletHold,
   UsageRecord,
   Assistant,
+  Conversation,
+  ConversationMessage,
 ];
 
 /** The one data source definition, shared by the app, the operator CLI, migrations and tests. */
