@@ -5,7 +5,7 @@ import { createApp, logLevelsFor } from './app.factory';
 import { ConfigError, loadConfig } from './config/app-config';
 import { DatabaseHandle, openDatabase } from './database/database';
 import { runMigrations } from './database/data-source';
-import { createDemoWorkspaceOnFirstStart } from './workspaces/first-start';
+import { createDemoWorkspaceOnFirstStart } from './first-start';
 
 const logger = new Logger('Bootstrap');
 let database: Promise<DatabaseHandle> | undefined;

@@ -1,0 +1,47 @@
+import type { INestApplication } from '@nestjs/common';
+import { AssistantsService } from './assistants/assistants.service';
+import { WorkspacesService } from './workspaces/workspaces.service';
+
+/** $10.00: enough to try every model a few times. */
+const DEMO_CREDIT_MILLICENTS = 1_000_000;
+
+/**
+ * On an empty embedded database, creates a demo workspace with credit, a key and a demo
+ * assistant, and prints the key once: `npm install && npm start` is all it takes to make a
+ * first call.
+ */
+export async function createDemoWorkspaceOnFirstStart(app: INestApplication, baseUrl: string): Promise<void> {
+  const workspaces = app.get(WorkspacesService);
+  if ((await workspaces.count()) > 0) return;
+  const demo = await workspaces.create({ name: 'Demo', tier: 'pro', balanceMillicents: DEMO_CREDIT_MILLICENTS });
+  const assistant = await app.get(AssistantsService).create(demo.workspace.id, {
+    name: 'Demo',
+    slug: 'demo',
+    model: 'gpt-4o-mini',
+    description: 'A general assistant that can search the documents you attach to it.',
+    systemPrompt: 'You are a helpful, concise assistant. When the user asks about their documents, use file_search.',
+    tools: ['file_search'],
+  });
+  const line = '='.repeat(78);
+  process.stdout.write(
+    [
+      '',
+      line,
+      ' First start: created the workspace "Demo" (tier pro, $10.00 of credit) and the assistant "demo".',
+      ' Its API key is shown only this once:',
+      '',
+      `   ${demo.apiKey}`,
+      '',
+      ` Base URL for OpenAI clients: ${baseUrl}/v1`,
+      ' Try it:',
+      `   curl ${baseUrl}/v1/models -H "Authorization: Bearer ${demo.apiKey}"`,
+      `   curl ${baseUrl}/v1/chat/completions -H "Authorization: Bearer ${demo.apiKey}" \\`,
+      `     -H "Content-Type: application/json" -d '{"assistant_id": "demo", "messages": [{"role": "user", "content": "Hello!"}]}'`,
+      '',
+      ` API docs: ${baseUrl}/docs     More keys: npm run cli -- key create --workspace ${demo.workspace.id}`,
+      ` Documents for the assistant: npm run cli -- document add --assistant ${assistant.id} --file <path>`,
+      line,
+      '',
+    ].join('\n') + '\n',
+  );
+}
