@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { AssistantsModule } from '../assistants/assistants.module';
+import { ConversationsModule } from '../conversations/conversations.module';
 import { ModelsModule } from '../models/models.module';
 import { ProvidersModule } from '../providers/providers.module';
 import { ToolsModule } from '../tools/tools.module';
@@ -10,7 +11,7 @@ import { ChatService } from './chat.service';
 import { IdempotencyService } from './idempotency.service';
 
 @Module({
-  imports: [ModelsModule, ProvidersModule, WalletModule, UsageModule, AssistantsModule, ToolsModule],
+  imports: [ModelsModule, ProvidersModule, WalletModule, UsageModule, AssistantsModule, ToolsModule, ConversationsModule],
   controllers: [ChatController],
   providers: [ChatService, IdempotencyService],
 })

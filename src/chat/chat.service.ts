@@ -3,6 +3,7 @@ import { Observable } from 'rxjs';
 import { AssistantsService } from '../assistants/assistants.service';
 import type { Assistant, AssistantTool } from '../assistants/entities/assistant.entity';
 import { ApiError } from '../common/errors/api-error';
+import { ConversationsService } from '../conversations/conversations.service';
 import type { Principal } from '../common/http/request-context';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
@@ -21,7 +22,7 @@ import { countPromptTokens, countTextTokens } from '../providers/tokens';
 import { isAbort, toUpstreamApiError } from '../providers/upstream-errors';
 import { ServerToolCall, ToolsService } from '../tools/tools.service';
 import { UsageService } from '../usage/usage.service';
-import { ceilMillicents, llmCost, MICROS_PER_MILLICENT, MicroMillicents, toMillicentsNumber } from '../wallet/cost';
+import { ceilMillicents, llmCost, MICROS_PER_MILLICENT, MicroMillicents, toDecimalString, toMillicentsNumber } from '../wallet/cost';
 import { Hold, WalletService } from '../wallet/wallet.service';
 import { ChatRequest, parseChatRequest } from './chat-request';
 import { Spend } from './spend';
@@ -67,6 +68,8 @@ interface PreparedCall {
   maxTokens: number;
   /** 1 without server tools; the assistant's limit with them. */
   maxIterations: number;
+  /** With `conversation_id`: where the request's messages and the answer are stored. */
+  conversationId: string | null;
 }
 
 /** How a request ended, for its usage record. */
@@ -95,6 +98,7 @@ export class ChatService {
     private readonly usage: UsageService,
     private readonly assistants: AssistantsService,
     private readonly tools: ToolsService,
+    private readonly conversations: ConversationsService,
   ) {}
 
   async complete(context: ChatCallContext, body: unknown): Promise<ChatCompletionResponse> {
@@ -145,8 +149,9 @@ export class ChatService {
         let chunks: AsyncIterable<ChatCompletionChunk> = prepend(opened.first, opened.rest);
         let failure: unknown;
         let finishReason: 'length' | undefined;
+        let iteration: StreamedIteration;
         for (;;) {
-          const iteration: StreamedIteration = { generated: '', content: '', serverCalls: [], clientCallCount: 0 };
+          iteration = { generated: '', content: '', serverCalls: [], clientCalls: [] };
           try {
             await relay.relay(chunks, iteration);
           } catch (error) {
@@ -154,7 +159,7 @@ export class ChatService {
           }
           // Counted even when the stream broke: a client that went away pays for what was generated.
           spend.addModelCall(call.model, iteration.usage ?? this.countUsage(messages, call, iteration.generated));
-          if (failure || iteration.serverCalls.length === 0 || iteration.clientCallCount > 0 || this.isLastIteration(call, spend)) break;
+          if (failure || iteration.serverCalls.length === 0 || iteration.clientCalls.length > 0 || this.isLastIteration(call, spend)) break;
           try {
             if (!(await this.holdNextIteration(call, messages, iteration.serverCalls, spend))) {
               finishReason = 'length';
@@ -185,7 +190,7 @@ export class ChatService {
           return;
         }
         const ending: Ending = disconnected ? { status: 'error', errorCode: 'client_disconnected' } : { status: 'success', errorCode: null };
-        await this.settle(context, call, spend, ending);
+        await this.settle(context, call, spend, ending, { reply: replyOf(iteration) });
         if (disconnected) return;
         relay.finish(this.xService(spend), includeUsage ? spend.usage() : undefined, finishReason);
         subscriber.complete();
@@ -201,16 +206,13 @@ export class ChatService {
     try {
       const assistantMode = (body as { assistant_id?: unknown } | null)?.assistant_id !== undefined;
       request = await parseChatRequest(body, { assistantMode });
-      if (request.dto.conversation_id !== undefined) {
-        // Conversations are not stored yet: any id names one that does not exist.
-        throw ApiError.notFound(
-          `No conversation '${request.dto.conversation_id}' in this workspace.`,
-          'conversation_not_found',
-          'conversation_id',
-        );
-      }
+      const { workspaceId } = context.principal;
+      const stored = request.dto.conversation_id === undefined ? null : await this.conversations.getForChat(workspaceId, request.dto.conversation_id);
       if (request.dto.assistant_id !== undefined) {
-        assistant = await this.assistants.resolve(context.principal.workspaceId, request.dto.assistant_id);
+        assistant = await this.assistants.resolve(workspaceId, request.dto.assistant_id);
+      } else if (stored?.conversation.assistantId && request.dto.model === undefined) {
+        // A conversation started with an assistant goes on with it unless the request says otherwise.
+        assistant = await this.assistants.resolve(workspaceId, stored.conversation.assistantId);
       }
       const modelId = request.dto.model ?? assistant?.model;
       if (!modelId) throw ApiError.badRequest('You must provide a model parameter (or an assistant_id).', 'model');
@@ -220,9 +222,7 @@ export class ChatService {
       if (serverTools.length > 0 && request.choices > 1) {
         throw ApiError.badRequest('n must be 1 with an assistant that has server tools.', 'n');
       }
-      const messages: ChatMessage[] = assistant?.systemPrompt
-        ? [{ role: 'system', content: assistant.systemPrompt }, ...request.messages]
-        : request.messages;
+      const systemPrompt: ChatMessage[] = assistant?.systemPrompt ? [{ role: 'system', content: assistant.systemPrompt }] : [];
       const requestedCap = request.maxTokens ?? assistant?.maxTokens ?? model.maxOutputTokens;
       if (requestedCap > model.maxOutputTokens) {
         const param = request.maxTokensField ?? 'max_tokens';
@@ -232,6 +232,10 @@ export class ChatService {
         );
       }
       const tools = [...request.tools, ...this.tools.definitions(serverTools)];
+      const history = stored
+        ? fitHistory(stored.messages as ChatMessage[], model.contextLength - requestedCap - countPromptTokens([...systemPrompt, ...request.messages], tools))
+        : [];
+      const messages = [...systemPrompt, ...history, ...request.messages];
       const promptTokens = countPromptTokens(messages, tools);
       if (promptTokens + Math.min(requestedCap, MIN_USEFUL_OUTPUT_TOKENS) > model.contextLength) {
         throw ApiError.badRequest(
@@ -253,6 +257,7 @@ export class ChatService {
         temperature: request.dto.temperature ?? assistant?.temperature ?? undefined,
         maxTokens,
         maxIterations: serverTools.length > 0 ? assistant!.maxToolIterations : 1,
+        conversationId: stored?.conversation.id ?? null,
       };
     } catch (error) {
       await this.recordRefused(context, request, model, assistant, startedAt, error);
@@ -352,18 +357,30 @@ export class ChatService {
 
   /** Settles, then shapes the last completion as the answer: usage and cost of the whole request. */
   private async answer(context: ChatCallContext, call: PreparedCall, spend: Spend, completion: ChatCompletion): Promise<ChatCompletionResponse> {
-    await this.settle(context, call, spend, { status: 'success', errorCode: null });
+    const choices = completion.choices.map((choice) => withoutServerCalls(choice, (name) => this.tools.isServerTool(name, call.serverTools)));
+    await this.settle(context, call, spend, { status: 'success', errorCode: null }, { reply: choices[0]?.message as ChatMessage | undefined });
     return {
       ...completion,
       model: call.model.id,
-      choices: completion.choices.map((choice) => withoutServerCalls(choice, (name) => this.tools.isServerTool(name, call.serverTools))),
+      choices,
       usage: spend.usage(),
       x_service: this.xService(spend),
     };
   }
 
-  /** Charges the exact cost, releases the hold and writes the usage record, in one transaction. */
-  private async settle(context: ChatCallContext, call: PreparedCall, spend: Spend, ending: Ending, refund = false): Promise<void> {
+  /**
+   * Charges the exact cost, releases the hold and writes the usage record, in one
+   * transaction; with a conversation, a successful turn (the request's messages and the
+   * reply) is stored in the same transaction.
+   */
+  private async settle(
+    context: ChatCallContext,
+    call: PreparedCall,
+    spend: Spend,
+    ending: Ending,
+    options: { refund?: boolean; reply?: ChatMessage } = {},
+  ): Promise<void> {
+    const refund = options.refund === true;
     const { inputTokens, outputTokens, cachedTokens } = spend.tokens;
     await this.wallet.settle(
       call.hold,
@@ -374,8 +391,21 @@ export class ChatService {
           spend.toolsUsed.length ? `, ${spend.toolsUsed.join(' and ')}` : ''
         }${spend.iterations > 1 ? ` over ${spend.iterations} calls` : ''}`,
       },
-      (manager, settlement) =>
-        this.usage.record(manager, {
+      async (manager, settlement) => {
+        if (call.conversationId && ending.status === 'success' && options.reply) {
+          await this.conversations.appendTurn(manager, {
+            workspaceId: context.principal.workspaceId,
+            conversationId: call.conversationId,
+            messages: [...call.request.messages, options.reply].map((message) => ({
+              ...(message as object),
+              tokens: countPromptTokens([message]),
+            })) as Parameters<ConversationsService['appendTurn']>[1]['messages'],
+            inputTokens,
+            outputTokens,
+            costMillicents: toDecimalString(spend.totalMicros),
+          });
+        }
+        await this.usage.record(manager, {
           ...this.usageBase(context, call.request, call.model.id, call.assistant, call.startedAt),
           inputTokens,
           outputTokens,
@@ -389,7 +419,8 @@ export class ChatService {
           iterations: Math.max(spend.iterations, 1),
           status: ending.status,
           errorCode: ending.errorCode,
-        }),
+        });
+      },
       { refund },
     );
   }
@@ -407,7 +438,7 @@ export class ChatService {
           ? new ApiError('bad_request', 'The client closed the request.', { code: 'client_disconnected' })
           : toUpstreamApiError(error, call.model.provider);
     try {
-      await this.settle(context, call, spend, { status: 'error', errorCode: apiError.code }, true);
+      await this.settle(context, call, spend, { status: 'error', errorCode: apiError.code }, { refund: true });
     } catch (settleError) {
       // The hold expires and the sweeper frees it; the caller still gets the real error.
       this.logger.error(`Could not settle failed request ${context.requestId} (hold ${call.hold.id}): ${String(settleError)}`);
@@ -476,8 +507,27 @@ export class ChatService {
   }
 }
 
+/**
+ * The most recent stored messages that fit in `budget` tokens, oldest dropped first. A
+ * kept history never starts with tool results whose call was dropped.
+ */
+function fitHistory(history: ChatMessage[], budget: number): ChatMessage[] {
+  const sizes = history.map((message) => countPromptTokens([message]));
+  let total = sizes.reduce((sum, size) => sum + size, 0);
+  let start = 0;
+  while (start < history.length && total > budget) total -= sizes[start++];
+  while (start < history.length && history[start].role === 'tool') start++;
+  return history.slice(start);
+}
+
 function holdAmount(micros: MicroMillicents): number {
   return Math.max(1, ceilMillicents(micros));
+}
+
+/** The answer a stream gave the client, to store in its conversation. */
+function replyOf(iteration: StreamedIteration): ChatMessage {
+  const toolCalls = iteration.clientCalls.map((call) => ({ id: call.id, type: 'function' as const, function: { name: call.name, arguments: call.arguments } }));
+  return { role: 'assistant', content: iteration.content || null, ...(toolCalls.length ? { tool_calls: toolCalls } : {}) };
 }
 
 /** The assistant message of an iteration that called server tools, as the next call's history. */

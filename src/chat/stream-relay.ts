@@ -13,7 +13,8 @@ export interface StreamedIteration {
   generated: string;
   content: string;
   serverCalls: ServerToolCall[];
-  clientCallCount: number;
+  /** The caller's own function calls, forwarded as they came. */
+  clientCalls: Array<{ id: string; name: string; arguments: string }>;
 }
 
 /**
@@ -70,7 +71,7 @@ export class StreamRelay {
               entry = { server, call: { id: part.id ?? '', name: part.function?.name as ServerToolCall['name'], arguments: '' } };
               calls.set(part.index, entry);
               if (server) sink.serverCalls.push(entry.call);
-              else sink.clientCallCount += 1;
+              else sink.clientCalls.push(entry.call);
             }
             entry.call.arguments += part.function?.arguments ?? '';
             if (!entry.server) forwarded.push(part);
