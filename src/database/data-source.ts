@@ -6,6 +6,8 @@ import { Conversation } from '../conversations/entities/conversation.entity';
 import { ApiKey } from '../workspaces/entities/api-key.entity';
 import { Workspace } from '../workspaces/entities/workspace.entity';
 import { UsageRecord } from '../usage/entities/usage-record.entity';
+import { AutoTopupAttempt } from '../wallet/entities/auto-topup-attempt.entity';
+import { AutoTopupSettings } from '../wallet/entities/auto-topup-settings.entity';
 import { WalletHold } from '../wallet/entities/wallet-hold.entity';
 import { WalletTransaction } from '../wallet/entities/wallet-transaction.entity';
 import { Wallet } from '../wallet/entities/wallet.entity';
@@ -16,6 +18,8 @@ export const ENTITIES = [
   Wallet,
   WalletTransaction,
   WalletHold,
+  AutoTopupSettings,
+  AutoTopupAttempt,
   UsageRecord,
   Assistant,
   Conversation,
