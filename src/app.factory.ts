@@ -29,6 +29,8 @@ export async function createApp(
 ): Promise<NestExpressApplication> {
   const app = await NestFactory.create<NestExpressApplication>(AppModule.register({ config, databaseUrl }), {
     bodyParser: false,
+    // JSON bodies also keep their exact bytes (req.rawBody): Stripe signs its webhook events over them.
+    rawBody: true,
     logger: options.logger ?? logLevelsFor(config.logLevel),
   });
   app.disable('x-powered-by');

@@ -13,6 +13,7 @@ import { HealthModule } from './health/health.module';
 import { LimitsModule } from './limits/limits.module';
 import { RateLimitGuard } from './limits/rate-limit.guard';
 import { ModelsModule } from './models/models.module';
+import { PaymentsModule } from './payments/payments.module';
 import { WalletModule } from './wallet/wallet.module';
 import { ApiKeyGuard } from './workspaces/api-key.guard';
 import { WorkspacesModule } from './workspaces/workspaces.module';
@@ -39,6 +40,7 @@ export class AppModule {
         WalletModule,
         ChatModule,
         ConversationsModule,
+        PaymentsModule,
         // Last, so that its catch-all route does not shadow the routes of the modules above.
         UnknownRouteModule,
       ],

@@ -12,6 +12,8 @@ import { ConfigError, loadConfig, type AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
 import { openDatabase } from './database/database';
 import { dataSourceOptions, runMigrations } from './database/data-source';
+import { PaymentsModule } from './payments/payments.module';
+import { AutoTopupService, autoTopupSettingsJson } from './wallet/auto-topup.service';
 import { WalletService } from './wallet/wallet.service';
 import { WalletModule } from './wallet/wallet.module';
 import { ApiKeysService } from './workspaces/api-keys.service';
@@ -26,6 +28,8 @@ const USAGE = `Usage: npm run cli -- <command> [options]
   key revoke --key <id>
   wallet topup  --workspace <id> --amount <millicents> [--description <text>] [--idempotency-key <k>]
   wallet adjust --workspace <id> --amount <signed millicents> [--description <text>] [--idempotency-key <k>]
+  wallet auto-topup --workspace <id> --enabled true|false [--threshold <millicents>] [--amount <millicents>]
+      [--monthly-cap <millicents>|none] [--stripe-customer <cus_...>] [--stripe-payment-method <pm_...>]
   assistant create --workspace <id> --name <n> --model <model id> [--slug <s>] [--system-prompt <text>]
       [--temperature <t>] [--max-tokens <n>] [--tools web_search,file_search] [--max-tool-iterations <n>]
       [--description <text>]
@@ -79,6 +83,20 @@ const COMMANDS: Record<string, Command> = {
   'assistant delete': async (app, o) => app.get(AssistantsService).delete(required(o, 'assistant')),
   'wallet topup': (app, o) => moveMoney(app, o, 'topup'),
   'wallet adjust': (app, o) => moveMoney(app, o, 'adjustment'),
+  'wallet auto-topup': async (app, o) => {
+    const autoTopup = app.get(AutoTopupService);
+    const settings = await autoTopup.configure({
+      workspaceId: required(o, 'workspace'),
+      enabled: boolean(o, 'enabled'),
+      thresholdMillicents: o.threshold === undefined ? undefined : integer(o, 'threshold'),
+      amountMillicents: o.amount === undefined ? undefined : integer(o, 'amount'),
+      monthlyCapMillicents:
+        o['monthly-cap'] === undefined ? undefined : o['monthly-cap'] === 'none' ? null : integer(o, 'monthly-cap'),
+      stripeCustomerId: o['stripe-customer'],
+      stripePaymentMethodId: o['stripe-payment-method'],
+    });
+    return autoTopupSettingsJson(settings, autoTopup.providerName);
+  },
 };
 
 async function moveMoney(app: INestApplicationContext, o: Options, type: 'topup' | 'adjustment'): Promise<object> {
@@ -150,6 +168,12 @@ function integer(options: Options, name: string): number {
   return value;
 }
 
+function boolean(options: Options, name: string): boolean {
+  const raw = required(options, name);
+  if (raw !== 'true' && raw !== 'false') throw new UsageError(`--${name} must be true or false (got "${raw}")`);
+  return raw === 'true';
+}
+
 /** Only what the commands need: no HTTP, no rate limiting, no controllers' routes. */
 function cliModule(config: AppConfig, databaseUrl: string) {
   @Module({
@@ -159,6 +183,7 @@ function cliModule(config: AppConfig, databaseUrl: string) {
       WorkspacesModule,
       WalletModule,
       AssistantsModule,
+      PaymentsModule,
     ],
   })
   class CliModule {}
@@ -202,6 +227,11 @@ async function main(argv: string[]): Promise<number> {
         'max-tokens',
         'tools',
         'max-tool-iterations',
+        'enabled',
+        'threshold',
+        'monthly-cap',
+        'stripe-customer',
+        'stripe-payment-method',
       ].map((name) => [
         name,
         { type: 'string' as const },

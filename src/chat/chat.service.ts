@@ -23,6 +23,7 @@ import { isAbort, toUpstreamApiError } from '../providers/upstream-errors';
 import { ServerToolCall, ToolsService } from '../tools/tools.service';
 import { UsageService } from '../usage/usage.service';
 import { ceilMillicents, llmCost, MICROS_PER_MILLICENT, MicroMillicents, toDecimalString, toMillicentsNumber } from '../wallet/cost';
+import { AutoTopupService } from '../wallet/auto-topup.service';
 import { Hold, WalletService } from '../wallet/wallet.service';
 import { ChatRequest, parseChatRequest } from './chat-request';
 import { Spend } from './spend';
@@ -99,6 +100,7 @@ export class ChatService {
     private readonly assistants: AssistantsService,
     private readonly tools: ToolsService,
     private readonly conversations: ConversationsService,
+    private readonly autoTopup: AutoTopupService,
   ) {}
 
   async complete(context: ChatCallContext, body: unknown): Promise<ChatCompletionResponse> {
@@ -423,6 +425,8 @@ export class ChatService {
       },
       { refund },
     );
+    // Committed: a balance left below the auto top-up threshold buys a top-up, in the background.
+    this.autoTopup.afterCharge(context.principal.workspaceId);
   }
 
   /**

@@ -1,0 +1,25 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { Interval } from '@nestjs/schedule';
+import { AutoTopupService } from '../wallet/auto-topup.service';
+
+/** Every minute: retries failed auto top-up payments that are due, and resumes interrupted ones. */
+@Injectable()
+export class AutoTopupRetryJob {
+  private readonly logger = new Logger('AutoTopupRetryJob');
+  private running = false;
+
+  constructor(private readonly autoTopup: AutoTopupService) {}
+
+  @Interval(60_000)
+  async run(): Promise<void> {
+    if (this.running) return; // A slow payment provider must not pile up runs.
+    this.running = true;
+    try {
+      await this.autoTopup.runDueRetries();
+    } catch (error) {
+      this.logger.error(`Auto top-up retries failed: ${error instanceof Error ? error.message : String(error)}`);
+    } finally {
+      this.running = false;
+    }
+  }
+}

@@ -1,0 +1,38 @@
+import { Logger } from '@nestjs/common';
+import type { PaymentOutcome, PaymentProvider, PaymentRequest } from './payment-provider';
+
+/**
+ * Stands in for a card processor when Stripe is not configured (never in production):
+ * every payment succeeds at once, and no money moves. Stripe's test payment method names
+ * decline here as they do there (`pm_card_chargeDeclined...`), so failures can be tried.
+ */
+export class SimulatedPaymentProvider implements PaymentProvider {
+  readonly name = 'simulated' as const;
+  readonly needsPaymentMethod = false;
+  private readonly logger = new Logger('SimulatedPayments');
+
+  describe(): string {
+    return 'Automatic top-up (simulated payment)';
+  }
+
+  async charge(request: PaymentRequest): Promise<PaymentOutcome> {
+    const paymentId = `simpay_${request.attemptId.replace(/-/g, '')}_${request.chargeSeq}`;
+    const decline = DECLINING_TEST_METHODS[request.paymentMethodId ?? ''];
+    if (decline) {
+      this.logger.warn(`SIMULATED payment ${paymentId} declined (${decline.code}); no card was involved`);
+      return { status: 'failed', paymentId, ...decline, resend: false };
+    }
+    this.logger.warn(
+      `SIMULATED payment ${paymentId}: $${(request.amountCents / 100).toFixed(2)} for workspace ${request.workspaceId}; ` +
+        'no card was charged (set STRIPE_SECRET_KEY for real payments)',
+    );
+    return { status: 'succeeded', paymentId, amountCents: request.amountCents };
+  }
+}
+
+/** Stripe's test payment methods that decline, with Stripe's codes and messages. */
+const DECLINING_TEST_METHODS: Record<string, { code: string; reason: string }> = {
+  pm_card_chargeDeclined: { code: 'card_declined', reason: 'Your card was declined. (simulated)' },
+  pm_card_chargeDeclinedInsufficientFunds: { code: 'card_declined', reason: 'Your card has insufficient funds. (simulated)' },
+  pm_card_chargeDeclinedExpiredCard: { code: 'expired_card', reason: 'Your card has expired. (simulated)' },
+};
