@@ -1,0 +1,237 @@
+import { randomBytes } from 'node:crypto';
+import { createServer, IncomingMessage, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import Stripe from 'stripe';
+
+/** What the fake answers to the next `POST /v1/payment_intents`. */
+export type StripeScenario =
+  | { kind: 'succeed' }
+  /** Accepted, not final (`status: processing`): the outcome comes by webhook. */
+  | { kind: 'processing' }
+  /** A card error, 402, with Stripe's error body (`card_declined` by default). */
+  | { kind: 'decline'; code?: string; declineCode?: string; message?: string }
+  /** Any other HTTP error, with a Stripe error body; `Stripe-Should-Retry: false` keeps the SDK from retrying. */
+  | { kind: 'http_error'; status: number; type: string; code?: string; message?: string }
+  /** The connection is cut before any answer (the SDK retries it itself, with the same key). */
+  | { kind: 'disconnect' };
+
+export interface RecordedStripeRequest {
+  method: string;
+  path: string;
+  headers: IncomingMessage['headers'];
+  idempotencyKey: string | undefined;
+  /** The form-encoded body, flattened as sent (`metadata[attempt_id]`). */
+  params: Record<string, string>;
+  /** True when answered from the idempotency cache, as Stripe does for a repeated key. */
+  replayed: boolean;
+}
+
+export type FakePaymentIntent = Stripe.PaymentIntent;
+
+export interface FakeStripe {
+  /** For STRIPE_API_BASE: scheme, host and port; the SDK adds `/v1/...`. */
+  url: string;
+  requests: RecordedStripeRequest[];
+  /** The payment intents created, by id; tests may change their status (for webhooks). */
+  paymentIntents: Map<string, FakePaymentIntent>;
+  /** Queues answers for the next payment intents; when the queue is empty, the default answers. */
+  script(...scenarios: StripeScenario[]): void;
+  setDefault(scenario: StripeScenario): void;
+  /** Delay before each answer, to widen race windows. */
+  setDelay(ms: number): void;
+  /** Holds every answer until the returned function is called. */
+  pause(): () => void;
+  /** Only the requests that created payment intents (replays excluded). */
+  created(): RecordedStripeRequest[];
+  close(): Promise<void>;
+}
+
+/**
+ * A local server speaking Stripe's wire format for payment intents (form-encoded requests,
+ * JSON answers, Stripe's error bodies, idempotency keys replayed for 24 hours as Stripe
+ * does), so the service's real Stripe provider and the official SDK run unmodified.
+ */
+export async function startFakeStripe(): Promise<FakeStripe> {
+  const queue: StripeScenario[] = [];
+  let fallback: StripeScenario = { kind: 'succeed' };
+  let delayMs = 0;
+  let paused: Promise<void> | null = null;
+  const requests: RecordedStripeRequest[] = [];
+  const paymentIntents = new Map<string, FakePaymentIntent>();
+  const idempotent = new Map<string, { status: number; body: unknown }>();
+
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const params = Object.fromEntries(new URLSearchParams(Buffer.concat(chunks).toString('utf8')));
+      const idempotencyKey = header(req, 'idempotency-key');
+      const recorded: RecordedStripeRequest = {
+        method: req.method ?? '',
+        path: req.url ?? '',
+        headers: req.headers,
+        idempotencyKey,
+        params,
+        replayed: false,
+      };
+      requests.push(recorded);
+      const answer = () => setTimeout(() => route(req, res, recorded), delayMs);
+      if (paused) void paused.then(answer);
+      else answer();
+    });
+  });
+
+  function route(req: IncomingMessage, res: ServerResponse, recorded: RecordedStripeRequest): void {
+    if (!/^Bearer sk_/.test(header(req, 'authorization') ?? '')) {
+      return send(res, 401, stripeError('invalid_request_error', undefined, 'Invalid API Key provided.'));
+    }
+    const retrieve = /^\/v1\/payment_intents\/([\w]+)$/.exec(recorded.path);
+    if (req.method === 'GET' && retrieve) {
+      const intent = paymentIntents.get(retrieve[1]);
+      return intent
+        ? send(res, 200, intent)
+        : send(res, 404, stripeError('invalid_request_error', 'resource_missing', `No such payment_intent: '${retrieve[1]}'`));
+    }
+    if (req.method !== 'POST' || recorded.path !== '/v1/payment_intents') {
+      return send(res, 404, stripeError('invalid_request_error', undefined, `Unrecognized request URL (${req.method}: ${recorded.path}).`));
+    }
+    const key = recorded.idempotencyKey;
+    const cached = key ? idempotent.get(key) : undefined;
+    if (cached) {
+      recorded.replayed = true;
+      return send(res, cached.status, cached.body, { 'Idempotent-Replayed': 'true' });
+    }
+    const scenario = queue.shift() ?? fallback;
+    if (scenario.kind === 'disconnect') {
+      req.socket.destroy();
+      return;
+    }
+    const { status, body } = createPaymentIntent(recorded.params, scenario);
+    // Stripe saves every answer of a request that began to run, 500s included.
+    if (key && status !== 429) idempotent.set(key, { status, body });
+    send(res, status, body, status >= 500 ? { 'Stripe-Should-Retry': 'false' } : {});
+  }
+
+  function createPaymentIntent(
+    params: Record<string, string>,
+    scenario: Exclude<StripeScenario, { kind: 'disconnect' }>,
+  ): { status: number; body: unknown } {
+    if (scenario.kind === 'http_error') {
+      return { status: scenario.status, body: stripeError(scenario.type, scenario.code, scenario.message ?? 'Something went wrong.') };
+    }
+    if (!params.amount || !params.currency || params.confirm !== 'true') {
+      return { status: 400, body: stripeError('invalid_request_error', 'parameter_missing', 'Missing required param: amount.') };
+    }
+    const amount = Number(params.amount);
+    const metadata = Object.fromEntries(
+      Object.entries(params)
+        .filter(([name]) => name.startsWith('metadata['))
+        .map(([name, value]) => [name.slice('metadata['.length, -1), value]),
+    );
+    const intent = {
+      id: `pi_${randomBytes(12).toString('hex')}`,
+      object: 'payment_intent',
+      amount,
+      amount_received: scenario.kind === 'succeed' ? amount : 0,
+      currency: params.currency,
+      customer: params.customer ?? null,
+      payment_method: params.payment_method ?? null,
+      description: params.description ?? null,
+      metadata,
+      status: scenario.kind === 'succeed' ? 'succeeded' : scenario.kind === 'processing' ? 'processing' : 'requires_payment_method',
+      confirmation_method: 'automatic',
+      capture_method: 'automatic',
+      created: Math.floor(Date.now() / 1000),
+      livemode: false,
+      last_payment_error: null,
+    } as unknown as FakePaymentIntent;
+    paymentIntents.set(intent.id, intent);
+    if (scenario.kind !== 'decline') return { status: 200, body: intent };
+
+    const code = scenario.code ?? 'card_declined';
+    const declineCode = scenario.declineCode ?? 'generic_decline';
+    const message = scenario.message ?? 'Your card was declined.';
+    const lastError = { type: 'card_error', code, decline_code: declineCode, message };
+    Object.assign(intent, { last_payment_error: lastError });
+    return {
+      status: 402,
+      body: {
+        error: {
+          ...lastError,
+          charge: `ch_${randomBytes(12).toString('hex')}`,
+          doc_url: `https://stripe.com/docs/error-codes/${code.replace(/_/g, '-')}`,
+          payment_intent: intent,
+          request_log_url: 'https://dashboard.stripe.com/test/logs/req_fake',
+        },
+      },
+    };
+  }
+
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    paymentIntents,
+    script: (...scenarios) => queue.push(...scenarios),
+    setDefault: (scenario) => {
+      fallback = scenario;
+    },
+    setDelay: (ms) => {
+      delayMs = ms;
+    },
+    pause: () => {
+      let resume!: () => void;
+      paused = new Promise<void>((resolve) => (resume = resolve));
+      return () => {
+        paused = null;
+        resume();
+      };
+    },
+    created: () => requests.filter((r) => r.method === 'POST' && r.path === '/v1/payment_intents' && !r.replayed),
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+/**
+ * A webhook delivery as Stripe makes it: the event JSON and its `Stripe-Signature`,
+ * signed with the SDK's own test helper.
+ */
+export function signedStripeEvent(
+  type: 'payment_intent.succeeded' | 'payment_intent.payment_failed',
+  intent: FakePaymentIntent,
+  secret: string,
+  eventId = `evt_${randomBytes(12).toString('hex')}`,
+): { payload: string; signature: string } {
+  const payload = JSON.stringify({
+    id: eventId,
+    object: 'event',
+    api_version: '2025-01-01',
+    created: Math.floor(Date.now() / 1000),
+    livemode: false,
+    pending_webhooks: 1,
+    request: { id: null, idempotency_key: null },
+    type,
+    data: { object: intent },
+  });
+  const signature = new Stripe('sk_test_signing').webhooks.generateTestHeaderString({ payload, secret });
+  return { payload, signature };
+}
+
+function stripeError(type: string, code: string | undefined, message: string) {
+  return { error: { type, ...(code ? { code } : {}), message } };
+}
+
+function header(req: IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  res.writeHead(status, {
+    'Content-Type': 'application/json',
+    'Request-Id': `req_${randomBytes(7).toString('hex')}`,
+    ...headers,
+  });
+  res.end(JSON.stringify(body));
+}
