@@ -558,13 +558,23 @@ describe('auto top-up without Stripe (simulated payments)', () => {
     await h.expectConsistent(workspace);
   });
 
-  it('leaves GET /v1/wallet as the spec has it', async () => {
+  it('shows the settings beside the spec fields of GET /v1/wallet once configured', async () => {
+    const plain = await h.workspace(5_000);
+    expect(await plain.client.get('/wallet')).toEqual({ balanceMillicents: 5_000, reservedMillicents: 0, availableMillicents: 5_000 });
     const workspace = await h.workspace(123_456);
     await enable(workspace);
     expect(await workspace.client.get('/wallet')).toEqual({
       balanceMillicents: 123_456,
       reservedMillicents: 0,
       availableMillicents: 123_456,
+      autoTopup: {
+        enabled: true,
+        thresholdMillicents: expect.any(Number),
+        amountMillicents: expect.any(Number),
+        monthlyCapMillicents: null,
+        monthToDateMillicents: 0,
+        paymentMethodSaved: expect.any(Boolean),
+      },
     });
   });
 });

@@ -59,7 +59,7 @@ describe('chat completions with conversation_id', () => {
     (await workspace.client.post('/conversations', { body: { title: 'Test chat', ...fields } })) as Conversation;
   const getConversation = async (id: string) => (await workspace.client.get(`/conversations/${id}`)) as Conversation;
   const chat = (body: Record<string, unknown>) =>
-    workspace.client.chat.completions.create(body as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming) as Promise<Completion>;
+    workspace.client.chat.completions.create(body as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming) as unknown as Promise<Completion>;
 
   it('sends the stored history before the new messages, stores each turn, and adds up the counters', async () => {
     const conversation = await newConversation();

@@ -4,18 +4,29 @@ import { CurrentPrincipal } from '../common/auth/auth.decorators';
 import type { Principal } from '../common/http/request-context';
 import { ApiStandardResponses } from '../common/openapi/api-responses';
 import { TransactionQueryDto, WalletDto, WalletTransactionDto, WalletTransactionPageDto } from './dto/wallet.dto';
+import { AutoTopupService } from './auto-topup.service';
 import { WalletService } from './wallet.service';
 
 @ApiTags('Wallet')
 @Controller('v1/wallet')
 export class WalletController {
-  constructor(private readonly wallet: WalletService) {}
+  constructor(
+    private readonly wallet: WalletService,
+    private readonly autoTopup: AutoTopupService,
+  ) {}
 
   @Get()
   @ApiStandardResponses({ ok: WalletDto })
-  @ApiOperation({ summary: 'Wallet balance', description: 'Field names in camelCase, no `data` wrapper.' })
-  balance(@CurrentPrincipal() principal: Principal): Promise<WalletDto> {
-    return this.wallet.balance(principal.workspaceId);
+  @ApiOperation({
+    summary: 'Wallet balance',
+    description: 'Field names in camelCase, no `data` wrapper. `autoTopup` appears once auto top-up was configured.',
+  })
+  async balance(@CurrentPrincipal() principal: Principal): Promise<WalletDto> {
+    const [balance, autoTopup] = await Promise.all([
+      this.wallet.balance(principal.workspaceId),
+      this.autoTopup.summary(principal.workspaceId),
+    ]);
+    return autoTopup ? { ...balance, autoTopup } : balance;
   }
 
   @Get('transactions')

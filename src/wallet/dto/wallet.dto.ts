@@ -1,7 +1,27 @@
-import { ApiProperty } from '@nestjs/swagger';
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { PageMetaDto, PageQueryDto } from '../../common/pagination';
 import { OptionalEnum } from '../../common/validation/decorators';
 import { TRANSACTION_TYPES, TransactionType, WalletTransaction } from '../entities/wallet-transaction.entity';
+
+export class AutoTopupDto {
+  @ApiProperty({ example: true })
+  enabled: boolean;
+
+  @ApiProperty({ description: 'A charge leaving the balance below this buys a top-up.', example: 500_000 })
+  thresholdMillicents: number;
+
+  @ApiProperty({ description: 'Added by each top-up.', example: 2_000_000 })
+  amountMillicents: number;
+
+  @ApiProperty({ type: Number, nullable: true, description: 'Most auto top-ups per calendar month (UTC); null: no cap.', example: 10_000_000 })
+  monthlyCapMillicents: number | null;
+
+  @ApiProperty({ description: 'Auto top-ups this calendar month, counted against the cap.', example: 2_000_000 })
+  monthToDateMillicents: number;
+
+  @ApiProperty({ description: 'Whether a card is on file (its ids are never shown).', example: true })
+  paymentMethodSaved: boolean;
+}
 
 export class WalletDto {
   @ApiProperty({ description: 'Current balance in millicents (1/1000 of a cent).', example: 1_000_000 })
@@ -12,6 +32,9 @@ export class WalletDto {
 
   @ApiProperty({ description: 'Balance minus reserved: what new requests can spend.', example: 998_750 })
   availableMillicents: number;
+
+  @ApiPropertyOptional({ type: AutoTopupDto, description: 'The auto top-up settings, once configured.' })
+  autoTopup?: AutoTopupDto;
 }
 
 export class TransactionQueryDto extends PageQueryDto {
