@@ -14,6 +14,7 @@ import { LimitsModule } from './limits/limits.module';
 import { RateLimitGuard } from './limits/rate-limit.guard';
 import { ModelsModule } from './models/models.module';
 import { PaymentsModule } from './payments/payments.module';
+import { UsageModule } from './usage/usage.module';
 import { WalletModule } from './wallet/wallet.module';
 import { ApiKeyGuard } from './workspaces/api-key.guard';
 import { WorkspacesModule } from './workspaces/workspaces.module';
@@ -39,6 +40,7 @@ export class AppModule {
         ModelsModule,
         WalletModule,
         ChatModule,
+        UsageModule,
         ConversationsModule,
         PaymentsModule,
         // Last, so that its catch-all route does not shadow the routes of the modules above.

@@ -1,8 +1,12 @@
 import { Module } from '@nestjs/common';
+import { UsageController } from './usage.controller';
+import { UsageRetention } from './usage-retention';
+import { UsageStatsService } from './usage-stats.service';
 import { UsageService } from './usage.service';
 
 @Module({
-  providers: [UsageService],
+  controllers: [UsageController],
+  providers: [UsageService, UsageStatsService, UsageRetention],
   exports: [UsageService],
 })
 export class UsageModule {}

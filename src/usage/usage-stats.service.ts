@@ -1,0 +1,205 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import { ApiError } from '../common/errors/api-error';
+import { Page, toPage } from '../common/pagination';
+import type { AppConfig } from '../config/app-config';
+import { InjectConfig } from '../config/config.module';
+import type { DailyUsageDto, UsageRecordDto, UsageSummaryDto } from './dto/usage.dto';
+import type { UsageStatus } from './entities/usage-record.entity';
+import { resolvePeriod, UsagePeriod } from './usage-period';
+
+export interface RecentUsageQuery {
+  limit: number;
+  startingAfter?: string;
+  model?: string;
+  assistantId?: string;
+  userId?: string;
+  status?: UsageStatus;
+}
+
+/*
+ * The statements are exported so that bench/usage-summary.ts explains exactly these.
+ *
+ * The summary and the daily series read usage_daily_totals (see the UsageIndexes migration):
+ * per workspace, UTC day and model, the request count and the exact sums of tokens, cost and
+ * latency, kept equal to the records by triggers. A range is whole UTC days, so its totals
+ * are the sum of at most (days x models) rows, whatever the number of requests.
+ */
+
+/**
+ * Grouped by model; the totals are window sums over the per-model groups, so they stay
+ * exact numerics (no float addition) and cost no second pass.
+ * $1 workspace, $2 first day, $3 last day (both included, `YYYY-MM-DD`).
+ */
+export const SUMMARY_SQL = `
+  SELECT model,
+         sum(requests) AS requests,
+         sum(cost_millicents) AS cost,
+         sum(sum(requests)) OVER () AS total_requests,
+         sum(sum(tokens)) OVER () AS total_tokens,
+         sum(sum(cost_millicents)) OVER () AS total_cost,
+         round(sum(sum(latency_ms)) OVER () / sum(sum(requests)) OVER (), 2) AS average_latency
+    FROM usage_daily_totals
+   WHERE workspace_id = $1 AND day >= $2::date AND day <= $3::date
+   GROUP BY model
+  HAVING sum(requests) > 0
+   ORDER BY cost DESC, requests DESC, model`;
+
+/**
+ * Every UTC day of the range, newest first, days without requests as zeros.
+ * $1 workspace, $2 first day, $3 last day (both included, `YYYY-MM-DD`).
+ */
+export const DAILY_SQL = `
+  SELECT to_char(days.day, 'YYYY-MM-DD') AS date,
+         coalesce(sum(t.requests), 0) AS requests,
+         coalesce(sum(t.tokens), 0) AS tokens,
+         coalesce(sum(t.cost_millicents), 0) AS cost
+    FROM generate_series($2::timestamp, $3::timestamp, interval '1 day') AS days(day)
+    LEFT JOIN usage_daily_totals AS t
+           ON t.workspace_id = $1 AND t.day = days.day::date AND t.day >= $2::date AND t.day <= $3::date
+   GROUP BY days.day
+   ORDER BY days.day DESC`;
+
+const RECORD_COLUMNS = `id, request_id, assistant_id, model, input_tokens, output_tokens, total_tokens,
+  llm_cost_millicents, tool_cost_millicents, total_cost_millicents, latency_ms, status, error_code,
+  user_id, subscription_id, tools_used, created_at`;
+
+/** The newest `query.limit + 1` records (the extra one tells whether more follow) after an optional cursor, filtered. */
+export function recentSql(workspaceId: string, query: RecentUsageQuery): { sql: string; parameters: unknown[] } {
+  const parameters: unknown[] = [workspaceId];
+  const add = (value: unknown) => `$${parameters.push(value)}`;
+  const where = ['workspace_id = $1'];
+  if (query.startingAfter) {
+    // The cursor's position is read in SQL: created_at has microseconds, a JS Date only milliseconds.
+    where.push(
+      `(created_at, id) < (SELECT c.created_at, c.id FROM usage_records c WHERE c.id = ${add(query.startingAfter)} AND c.workspace_id = $1)`,
+    );
+  }
+  if (query.model !== undefined) where.push(`model = ${add(query.model)}`);
+  if (query.assistantId !== undefined) where.push(`assistant_id = ${add(query.assistantId)}`);
+  if (query.userId !== undefined) where.push(`user_id = ${add(query.userId)}`);
+  if (query.status !== undefined) where.push(`status = ${add(query.status)}`);
+  const limit = add(query.limit + 1);
+  return {
+    sql: `SELECT ${RECORD_COLUMNS} FROM usage_records WHERE ${where.join(' AND ')} ORDER BY created_at DESC, id DESC LIMIT ${limit}`,
+    parameters,
+  };
+}
+
+interface SummaryRow {
+  model: string;
+  requests: string;
+  cost: string;
+  total_requests: string;
+  total_tokens: string;
+  total_cost: string;
+  average_latency: string;
+}
+
+interface DailyRow {
+  date: string;
+  requests: string;
+  tokens: string;
+  cost: string;
+}
+
+interface RecordRow {
+  id: string;
+  request_id: string;
+  assistant_id: string | null;
+  model: string;
+  input_tokens: number;
+  output_tokens: number;
+  total_tokens: number;
+  llm_cost_millicents: string;
+  tool_cost_millicents: string;
+  total_cost_millicents: string;
+  latency_ms: number;
+  status: UsageStatus;
+  error_code: string | null;
+  user_id: string | null;
+  subscription_id: string | null;
+  tools_used: string[];
+  created_at: Date;
+}
+
+/** Statistics over a workspace's usage records. Every query is scoped to one workspace. */
+@Injectable()
+export class UsageStatsService {
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    @InjectConfig() private readonly config: AppConfig,
+  ) {}
+
+  /** The range of a query, defaults applied, or a 400 naming the parameter at fault. */
+  period(query: { start_date?: string; end_date?: string }, now = new Date()): UsagePeriod {
+    return resolvePeriod(query, { now, retentionDays: this.config.usageRetentionDays });
+  }
+
+  async summary(workspaceId: string, period: UsagePeriod): Promise<UsageSummaryDto> {
+    const rows = (await this.dataSource.query(SUMMARY_SQL, [workspaceId, period.startDate, period.endDate])) as SummaryRow[];
+    const totals = rows[0];
+    return {
+      period: { start: period.start, end: period.end },
+      summary: {
+        total_requests: totals ? Number(totals.total_requests) : 0,
+        total_tokens: totals ? Number(totals.total_tokens) : 0,
+        total_cost_millicents: totals ? Number(totals.total_cost) : 0,
+        average_latency_ms: totals ? Number(totals.average_latency) : 0,
+      },
+      by_model: rows.map((row) => ({ model: row.model, requests: Number(row.requests), cost_millicents: Number(row.cost) })),
+    };
+  }
+
+  async daily(workspaceId: string, period: UsagePeriod): Promise<DailyUsageDto[]> {
+    const rows = (await this.dataSource.query(DAILY_SQL, [workspaceId, period.startDate, period.endDate])) as DailyRow[];
+    return rows.map((row) => ({
+      date: row.date,
+      requests: Number(row.requests),
+      tokens: Number(row.tokens),
+      cost_millicents: Number(row.cost),
+    }));
+  }
+
+  async recent(workspaceId: string, query: RecentUsageQuery): Promise<Page<UsageRecordDto>> {
+    if (query.startingAfter) {
+      const [cursor] = (await this.dataSource.query(
+        'SELECT 1 FROM usage_records WHERE id = $1 AND workspace_id = $2',
+        [query.startingAfter, workspaceId],
+      )) as unknown[];
+      if (!cursor) {
+        throw ApiError.badRequest(
+          'starting_after does not name a usage record of this workspace (records older than the retention window are deleted).',
+          'starting_after',
+          'invalid_cursor',
+        );
+      }
+    }
+    const { sql, parameters } = recentSql(workspaceId, query);
+    const rows = (await this.dataSource.query(sql, parameters)) as RecordRow[];
+    return toPage(rows.map(toRecordDto), query.limit);
+  }
+}
+
+function toRecordDto(row: RecordRow): UsageRecordDto {
+  return {
+    id: row.id,
+    request_id: row.request_id,
+    assistant_id: row.assistant_id,
+    model: row.model,
+    input_tokens: row.input_tokens,
+    output_tokens: row.output_tokens,
+    total_tokens: row.total_tokens,
+    llm_cost_millicents: Number(row.llm_cost_millicents),
+    tool_cost_millicents: Number(row.tool_cost_millicents),
+    total_cost_millicents: Number(row.total_cost_millicents),
+    latency_ms: row.latency_ms,
+    status: row.status,
+    error_code: row.error_code,
+    user_id: row.user_id,
+    subscription_id: row.subscription_id,
+    tools_used: row.tools_used,
+    created_at: row.created_at.toISOString(),
+  };
+}
