@@ -82,6 +82,26 @@ describe('wallet', () => {
     expect(((await workspace.client.get('/wallet')) as { balanceMillicents: number }).balanceMillicents).toBe(running);
   });
 
+  it('pages through rows written in the same millisecond without skipping any', async () => {
+    const workspace = await t.createWorkspace({ balanceMillicents: 0 });
+    // One statement: every row gets the same created_at, down to the microsecond.
+    await t.app.get(DataSource).query(
+      `INSERT INTO wallet_transactions (workspace_id, type, amount_millicents, balance_after_millicents, idempotency_key, created_at)
+       SELECT $1::uuid, 'adjustment', 0, 0, 'same-ms-' || n || '-' || $1::text, now() FROM generate_series(1, 7) n`,
+      [workspace.id],
+    );
+    const seen: string[] = [];
+    let cursor: string | null | undefined;
+    do {
+      const page = (await workspace.client.get('/wallet/transactions', {
+        query: { limit: 2, ...(cursor ? { starting_after: cursor } : {}) },
+      })) as TransactionPage;
+      seen.push(...page.data.map((row) => row.id));
+      cursor = page.next_cursor;
+    } while (cursor);
+    expect(new Set(seen).size).toBe(7);
+  });
+
   it('filters the ledger by type', async () => {
     const workspace = await t.createWorkspace({ balanceMillicents: 500 });
     await wallet.credit({ workspaceId: workspace.id, amountMillicents: 7, type: 'adjustment', idempotencyKey: `a:${workspace.id}` });

@@ -302,11 +302,14 @@ export class WalletService {
     if (query.startingAfter) {
       const cursor = await this.dataSource
         .getRepository(WalletTransaction)
-        .findOneBy({ id: query.startingAfter, workspaceId });
+        .existsBy({ id: query.startingAfter, workspaceId });
       if (!cursor) {
         throw ApiError.badRequest('starting_after does not name a transaction of this wallet.', 'starting_after');
       }
-      builder.andWhere('(t.created_at, t.id) < (:createdAt, :id)', { createdAt: cursor.createdAt, id: cursor.id });
+      // Compared in SQL: created_at has microseconds, a JS Date only milliseconds.
+      builder.andWhere('(t.created_at, t.id) < (SELECT c.created_at, c.id FROM wallet_transactions c WHERE c.id = :cursor)', {
+        cursor: query.startingAfter,
+      });
     }
     return toPage(await builder.getMany(), query.limit);
   }
