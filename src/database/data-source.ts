@@ -1,6 +1,8 @@
 import { DataSource, DataSourceOptions } from 'typeorm';
 import { MIGRATIONS } from '../../migrations';
 import { Assistant } from '../assistants/entities/assistant.entity';
+import { DocumentChunk } from '../assistants/documents/entities/document-chunk.entity';
+import { Document } from '../assistants/documents/entities/document.entity';
 import { ConversationMessage } from '../conversations/entities/conversation-message.entity';
 import { Conversation } from '../conversations/entities/conversation.entity';
 import { ApiKey } from '../workspaces/entities/api-key.entity';
@@ -22,6 +24,8 @@ export const ENTITIES = [
   AutoTopupAttempt,
   UsageRecord,
   Assistant,
+  Document,
+  DocumentChunk,
   Conversation,
   ConversationMessage,
 ];

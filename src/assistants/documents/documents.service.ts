@@ -1,0 +1,316 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import * as path from 'node:path';
+import { DataSource, EntityManager } from 'typeorm';
+import { ApiError } from '../../common/errors/api-error';
+import { assertUuid } from '../../common/validation/uuid';
+import { Workspace } from '../../workspaces/entities/workspace.entity';
+import { UNLIMITED } from '../../workspaces/tiers';
+import { Assistant } from '../entities/assistant.entity';
+import { chunkText, DEFAULT_CHUNKING, normalizeText, TextChunk } from './chunking';
+import { DOCUMENT_LIMITS, formatBytes, MAX_FILE_BYTES } from './document-limits';
+import { Document } from './entities/document.entity';
+import { detectFormat, extractText, mimeTypeOf } from './extract-text';
+
+export interface AddDocumentCommand {
+  workspaceId: string;
+  assistantId: string;
+  /** The uploaded file's name; directories are dropped. Its extension decides the type. */
+  fileName: string;
+  data: Buffer;
+  /** Used when the file name has no extension we know. */
+  mimeType?: string;
+  /** Stages of a long ingestion, for a progress display. */
+  onProgress?: (progress: IngestionProgress) => void;
+}
+
+export interface IngestionProgress {
+  stage: 'extracting' | 'chunking' | 'storing' | 'stored';
+  message: string;
+}
+
+/** One passage found by `search`, best first. */
+export interface FileSearchResult {
+  document_id: string;
+  document_name: string;
+  /** The chunk's order in its document, from 0. */
+  position: number;
+  content: string;
+  /**
+   * From 1 to 2 when the passage has every term of the query (higher when they are closer
+   * together and more frequent); from 0 to 1 when it has only some, scaled by their share.
+   */
+  score: number;
+}
+
+/** A document as the CLI (and later the API) shows it. */
+export interface DocumentView {
+  id: string;
+  assistant_id: string;
+  name: string;
+  mime_type: string;
+  size_bytes: number;
+  chunks: number;
+  created_at: string;
+}
+
+export function documentView(document: Document): DocumentView {
+  return {
+    id: document.id,
+    assistant_id: document.assistantId,
+    name: document.name,
+    mime_type: document.mimeType,
+    size_bytes: document.sizeBytes,
+    chunks: document.chunkCount,
+    created_at: document.createdAt.toISOString(),
+  };
+}
+
+export const MAX_SEARCH_RESULTS = 50;
+const MAX_FILE_NAME_LENGTH = 255;
+/** Chunks per INSERT statement. */
+const INSERT_BATCH = 500;
+
+/** 413 for one file over the size every tier shares. */
+export function fileTooLarge(fileName: string, sizeBytes: number): ApiError {
+  return new ApiError(
+    'bad_request',
+    `${fileName} is ${formatBytes(sizeBytes)}; a document may be at most ${formatBytes(MAX_FILE_BYTES)}.`,
+    { status: 413, code: 'file_too_large', param: 'file' },
+  );
+}
+
+/**
+ * Documents of assistants, for `file_search`: ingestion (text extraction, chunking, tier
+ * limits), listing, removal and full-text search over the chunks.
+ */
+@Injectable()
+export class DocumentsService {
+  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+
+  /**
+   * Extracts the file's text, splits it into overlapping chunks and stores the document
+   * and its chunks in one transaction. The workspace's tier limits (documents and total
+   * size) are checked before the work and again, under a per-workspace lock, when storing,
+   * so concurrent uploads cannot pass them together.
+   */
+  async add(command: AddDocumentCommand): Promise<Document> {
+    assertUuid(command.workspaceId, 'workspace');
+    assertUuid(command.assistantId, 'assistant');
+    const name = path.basename(command.fileName.replace(/\\/g, '/')).trim();
+    if (!name) throw ApiError.badRequest('A document needs a file name.', 'file');
+    if (name.length > MAX_FILE_NAME_LENGTH) {
+      throw ApiError.badRequest(`The file name is longer than ${MAX_FILE_NAME_LENGTH} characters.`, 'file');
+    }
+    const sizeBytes = command.data.length;
+    if (sizeBytes > MAX_FILE_BYTES) throw fileTooLarge(name, sizeBytes);
+    if (sizeBytes === 0) throw ApiError.badRequest(`${name} is empty.`, 'file', 'empty_file');
+    const format = detectFormat(name, command.mimeType);
+
+    const assistant = await this.dataSource
+      .getRepository(Assistant)
+      .findOneBy({ id: command.assistantId, workspaceId: command.workspaceId });
+    if (!assistant) throw assistantNotFound(command.assistantId);
+    // Fail fast, before the expensive part; checked again when storing.
+    await this.checkLimits(this.dataSource.manager, command.workspaceId, name, sizeBytes);
+
+    const progress = command.onProgress ?? (() => undefined);
+    progress({ stage: 'extracting', message: `Reading ${name}` });
+    const raw = await extractText(format, command.data, name, {
+      onPage: (done, pages) => progress({ stage: 'extracting', message: `Read page ${done} of ${pages} of ${name}` }),
+    });
+    const text = normalizeText(raw);
+    if (!text) {
+      throw ApiError.badRequest(
+        `No text could be extracted from ${name}${format === 'pdf' ? ' (a scanned PDF without a text layer has none)' : ''}.`,
+        'file',
+        'no_text',
+      );
+    }
+    progress({ stage: 'chunking', message: `Splitting ${text.length} characters into chunks` });
+    const chunks = chunkText(text, DEFAULT_CHUNKING);
+
+    progress({ stage: 'storing', message: `Storing ${chunks.length} chunks` });
+    const document = await this.dataSource.transaction(async (manager) => {
+      await manager.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`documents:${command.workspaceId}`]);
+      await this.checkLimits(manager, command.workspaceId, name, sizeBytes);
+      const created = await manager.save(
+        manager.create(Document, {
+          workspaceId: command.workspaceId,
+          assistantId: command.assistantId,
+          name,
+          mimeType: mimeTypeOf(format),
+          sizeBytes,
+          chunkCount: chunks.length,
+        }),
+      );
+      await insertChunks(manager, created, chunks);
+      return created;
+    }).catch((error: unknown) => {
+      // The assistant was deleted while the file was being read.
+      if ((error as { code?: string }).code === '23503') throw assistantNotFound(command.assistantId);
+      throw error;
+    });
+    progress({ stage: 'stored', message: `Stored ${name}: ${chunks.length} chunks` });
+    return document;
+  }
+
+  /** The assistant's documents, oldest first. */
+  async list(assistantId: string): Promise<Document[]> {
+    assertUuid(assistantId, 'assistant');
+    return this.dataSource.getRepository(Document).find({ where: { assistantId }, order: { createdAt: 'ASC', id: 'ASC' } });
+  }
+
+  /** For operators: a document by id, whatever its workspace. */
+  async get(documentId: string): Promise<Document> {
+    assertUuid(documentId, 'document');
+    const document = await this.dataSource.getRepository(Document).findOneBy({ id: documentId });
+    if (!document) throw documentNotFound(documentId);
+    return document;
+  }
+
+  /** For operators: an assistant by id (404 if there is none), to know its workspace. */
+  async getAssistant(assistantId: string): Promise<Assistant> {
+    assertUuid(assistantId, 'assistant');
+    const assistant = await this.dataSource.getRepository(Assistant).findOneBy({ id: assistantId });
+    if (!assistant) throw assistantNotFound(assistantId);
+    return assistant;
+  }
+
+  /** Deletes a document of the workspace and (by cascade) its chunks; another workspace's is unknown. */
+  async remove(workspaceId: string, documentId: string): Promise<{ id: string; deleted: true }> {
+    assertUuid(workspaceId, 'workspace');
+    assertUuid(documentId, 'document');
+    const result = await this.dataSource.getRepository(Document).delete({ id: documentId, workspaceId });
+    if (!result.affected) throw documentNotFound(documentId);
+    return { id: documentId, deleted: true };
+  }
+
+  /** Documents and bytes stored by a workspace, with its tier's limits (-1: none). */
+  async usage(workspaceId: string): Promise<{ documents: number; bytes: number; maxDocuments: number; maxTotalBytes: number }> {
+    assertUuid(workspaceId, 'workspace');
+    const workspace = await this.dataSource.getRepository(Workspace).findOneBy({ id: workspaceId });
+    if (!workspace) throw ApiError.notFound(`No workspace with id ${workspaceId}.`, 'workspace_not_found');
+    const used = await stored(this.dataSource.manager, workspaceId);
+    return { ...used, ...DOCUMENT_LIMITS[workspace.tier] };
+  }
+
+  /**
+   * The assistant's chunks that best match `query`, best first. The query has web-search
+   * syntax (`websearch_to_tsquery`: words, "quoted phrases", `or`, `-excluded`) and English
+   * stemming. Passages with every term rank first, by `ts_rank_cd` (cover density: the terms
+   * close together, and often). A question rarely has all its words in one passage, so
+   * passages with only some of the terms follow, ranked by `ts_rank` times the share of the
+   * terms they have. An empty or stop-word-only query finds nothing.
+   */
+  async search(assistantId: string, query: string, maxResults = 5): Promise<FileSearchResult[]> {
+    assertUuid(assistantId, 'assistant');
+    const text = query.trim();
+    if (!text) return [];
+    const limit = Math.min(MAX_SEARCH_RESULTS, Math.max(1, Math.floor(maxResults) || 1));
+    const rows = await this.dataSource.query<Array<FileSearchResult & { score: number | string }>>(FILE_SEARCH_SQL, [
+      assistantId,
+      text,
+      limit,
+    ]);
+    return rows.map((row) => ({ ...row, score: Math.round(Number(row.score) * 10_000) / 10_000 }));
+  }
+
+  /** Results as the content of a `file_search` tool message: each passage with its document and position. */
+  formatResultsForModel(results: FileSearchResult[]): string {
+    return formatResultsForModel(results);
+  }
+
+  private async checkLimits(manager: EntityManager, workspaceId: string, name: string, sizeBytes: number): Promise<void> {
+    const workspace = await manager.findOneBy(Workspace, { id: workspaceId });
+    if (!workspace) throw ApiError.notFound(`No workspace with id ${workspaceId}.`, 'workspace_not_found');
+    const limits = DOCUMENT_LIMITS[workspace.tier];
+    const used = await stored(manager, workspaceId);
+    if (limits.maxDocuments !== UNLIMITED && used.documents >= limits.maxDocuments) {
+      throw ApiError.permissionDenied(
+        `The ${workspace.tier} tier allows ${limits.maxDocuments} document${limits.maxDocuments === 1 ? '' : 's'} per workspace, ` +
+          `and this workspace has ${used.documents}. Remove a document or upgrade the tier.`,
+        'document_limit_reached',
+      );
+    }
+    if (limits.maxTotalBytes !== UNLIMITED && used.bytes + sizeBytes > limits.maxTotalBytes) {
+      throw ApiError.permissionDenied(
+        `The ${workspace.tier} tier allows ${formatBytes(limits.maxTotalBytes)} of documents per workspace; ` +
+          `this workspace stores ${formatBytes(used.bytes)} and ${name} is ${formatBytes(sizeBytes)}. ` +
+          'Remove documents or upgrade the tier.',
+        'document_storage_limit_reached',
+      );
+    }
+  }
+}
+
+/**
+ * `strict` is the query as written; `loose` the same terms joined by OR (unless the query
+ * excludes a term, whose meaning OR would turn around). Candidates match `loose` (GIN
+ * index), filtered by assistant. `ts_rank_cd` is only computed for the passages with every
+ * term: over thousands of partial matches of a long question it costs several times
+ * `ts_rank`. `ts_delete` takes the query's lexemes out of a chunk's vector, so the
+ * difference in length is how many of them the chunk has.
+ */
+export const FILE_SEARCH_SQL = `
+  WITH q AS (
+    SELECT strict,
+           CASE WHEN strict::text LIKE '%!%' THEN strict ELSE replace(strict::text, ' & ', ' | ')::tsquery END AS loose,
+           ARRAY(SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', $2)) AS v) AS lexemes
+    FROM websearch_to_tsquery('english', $2) AS strict
+    WHERE numnode(strict) > 0
+  ),
+  scored AS (
+    SELECT c.document_id, c.position, c.content,
+           CASE WHEN c.content_tsv @@ q.strict THEN 1 + ts_rank_cd(c.content_tsv, q.strict, 32)
+                ELSE ts_rank(c.content_tsv, q.loose, 32)
+                     * (length(c.content_tsv) - length(ts_delete(c.content_tsv, q.lexemes)))
+                     / greatest(cardinality(q.lexemes), 1)
+           END AS score
+    FROM q JOIN document_chunks c ON c.assistant_id = $1 AND c.content_tsv @@ q.loose
+  )
+  SELECT s.document_id, d.name AS document_name, s.position, s.content, s.score
+  FROM scored s JOIN documents d ON d.id = s.document_id
+  ORDER BY s.score DESC, d.created_at, d.id, s.position
+  LIMIT $3`;
+
+export function formatResultsForModel(results: FileSearchResult[]): string {
+  if (results.length === 0) return 'No passage of the documents matches.';
+  return results
+    .map((result, i) => `[${i + 1}] ${result.document_name}, passage ${result.position + 1}\n${result.content}`)
+    .join('\n\n---\n\n');
+}
+
+async function insertChunks(manager: EntityManager, document: Document, chunks: TextChunk[]): Promise<void> {
+  for (let start = 0; start < chunks.length; start += INSERT_BATCH) {
+    const batch = chunks.slice(start, start + INSERT_BATCH);
+    await manager.query(
+      `INSERT INTO document_chunks (document_id, assistant_id, position, content, tokens)
+       SELECT $1, $2, p.position, p.content, p.tokens
+       FROM unnest($3::int[], $4::text[], $5::int[]) AS p(position, content, tokens)`,
+      [
+        document.id,
+        document.assistantId,
+        batch.map((_, i) => start + i),
+        batch.map((chunk) => chunk.content),
+        batch.map((chunk) => chunk.tokens),
+      ],
+    );
+  }
+}
+
+async function stored(manager: EntityManager, workspaceId: string): Promise<{ documents: number; bytes: number }> {
+  const [row] = await manager.query<Array<{ documents: number; bytes: string }>>(
+    'SELECT count(*)::int AS documents, coalesce(sum(size_bytes), 0)::bigint AS bytes FROM documents WHERE workspace_id = $1',
+    [workspaceId],
+  );
+  return { documents: row.documents, bytes: Number(row.bytes) };
+}
+
+function assistantNotFound(assistantId: string): ApiError {
+  return ApiError.notFound(`No assistant with id ${assistantId}.`, 'assistant_not_found', 'assistant');
+}
+
+function documentNotFound(documentId: string): ApiError {
+  return ApiError.notFound(`No document with id ${documentId}.`, 'document_not_found', 'document');
+}

@@ -1,0 +1,33 @@
+import { Column, CreateDateColumn, Entity, PrimaryGeneratedColumn } from 'typeorm';
+import { bigintToNumber } from '../../../common/database/transformers';
+
+/** A file attached to an assistant for `file_search`: its text lives in `document_chunks`. */
+@Entity({ name: 'documents' })
+export class Document {
+  @PrimaryGeneratedColumn('uuid')
+  id: string;
+
+  @Column({ name: 'workspace_id', type: 'uuid' })
+  workspaceId: string;
+
+  @Column({ name: 'assistant_id', type: 'uuid' })
+  assistantId: string;
+
+  /** The file name as uploaded (without directories). */
+  @Column({ type: 'text' })
+  name: string;
+
+  /** The detected type: text/plain, text/markdown, text/html, application/pdf or the DOCX type. */
+  @Column({ name: 'mime_type', type: 'text' })
+  mimeType: string;
+
+  /** Size of the uploaded file, which is what the tier's storage limit counts. */
+  @Column({ name: 'size_bytes', type: 'bigint', transformer: bigintToNumber })
+  sizeBytes: number;
+
+  @Column({ name: 'chunk_count', type: 'integer' })
+  chunkCount: number;
+
+  @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
+  createdAt: Date;
+}
