@@ -3,8 +3,13 @@ import { Module, type INestApplicationContext } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { randomUUID } from 'node:crypto';
+import { readFile, stat } from 'node:fs/promises';
+import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { AssistantsModule } from './assistants/assistants.module';
+import { MAX_FILE_BYTES } from './assistants/documents/document-limits';
+import { DocumentsModule } from './assistants/documents/documents.module';
+import { documentView, DocumentsService, fileTooLarge } from './assistants/documents/documents.service';
 import { AssistantFields, AssistantsService } from './assistants/assistants.service';
 import { Assistant, ServerToolType } from './assistants/entities/assistant.entity';
 import { ApiError } from './common/errors/api-error';
@@ -36,6 +41,9 @@ const USAGE = `Usage: npm run cli -- <command> [options]
   assistant list --workspace <id>
   assistant update --assistant <id> [the fields of create]
   assistant delete --assistant <id>
+  document add --assistant <id> --file <path>        (.txt .md .html .htm .pdf .docx; progress on stderr)
+  document list --assistant <id>
+  document remove --document <id>
 
 Each command prints one JSON object. It uses DATABASE_URL, or the embedded database in
 DATA_DIR (the running server's, if it is up).`;
@@ -81,6 +89,17 @@ const COMMANDS: Record<string, Command> = {
   'assistant update': async (app, o) =>
     describeAssistant(await app.get(AssistantsService).update(required(o, 'assistant'), assistantFields(o))),
   'assistant delete': async (app, o) => app.get(AssistantsService).delete(required(o, 'assistant')),
+  'document add': (app, o) => addDocument(app, o),
+  'document list': async (app, o) => {
+    const documents = app.get(DocumentsService);
+    const assistant = await documents.getAssistant(required(o, 'assistant'));
+    return { data: (await documents.list(assistant.id)).map(documentView) };
+  },
+  'document remove': async (app, o) => {
+    const documents = app.get(DocumentsService);
+    const document = await documents.get(required(o, 'document'));
+    return documents.remove(document.workspaceId, document.id);
+  },
   'wallet topup': (app, o) => moveMoney(app, o, 'topup'),
   'wallet adjust': (app, o) => moveMoney(app, o, 'adjustment'),
   'wallet auto-topup': async (app, o) => {
@@ -174,6 +193,40 @@ function boolean(options: Options, name: string): boolean {
   return raw === 'true';
 }
 
+/**
+ * Ingests a file into an assistant's documents. A file over the size limit is refused before
+ * it is read. Progress goes to stderr, and only once ingestion has taken a second: stdout
+ * carries nothing but the JSON result.
+ */
+async function addDocument(app: INestApplicationContext, o: Options): Promise<object> {
+  const documents = app.get(DocumentsService);
+  const assistant = await documents.getAssistant(required(o, 'assistant'));
+  const file = required(o, 'file');
+  const fileName = path.basename(file);
+  const size = await stat(file).then(
+    (stats) => stats.size,
+    (error: NodeJS.ErrnoException) => {
+      throw ApiError.badRequest(`Cannot read ${file}: ${error.code === 'ENOENT' ? 'no such file' : error.message}.`, 'file');
+    },
+  );
+  if (size > MAX_FILE_BYTES) throw fileTooLarge(fileName, size);
+  const started = Date.now();
+  let printed = 0;
+  const document = await documents.add({
+    workspaceId: assistant.workspaceId,
+    assistantId: assistant.id,
+    fileName,
+    data: await readFile(file),
+    onProgress: (progress) => {
+      const now = Date.now();
+      if (now - started < 1_000 || (now - printed < 1_000 && progress.stage !== 'stored')) return;
+      printed = now;
+      process.stderr.write(`${progress.message} (${((now - started) / 1000).toFixed(1)} s)\n`);
+    },
+  });
+  return { id: document.id, name: document.name, chunks: document.chunkCount, size_bytes: document.sizeBytes };
+}
+
 /** Only what the commands need: no HTTP, no rate limiting, no controllers' routes. */
 function cliModule(config: AppConfig, databaseUrl: string) {
   @Module({
@@ -183,6 +236,7 @@ function cliModule(config: AppConfig, databaseUrl: string) {
       WorkspacesModule,
       WalletModule,
       AssistantsModule,
+      DocumentsModule,
       PaymentsModule,
     ],
   })
@@ -227,6 +281,8 @@ async function main(argv: string[]): Promise<number> {
         'max-tokens',
         'tools',
         'max-tool-iterations',
+        'file',
+        'document',
         'enabled',
         'threshold',
         'monthly-cap',
