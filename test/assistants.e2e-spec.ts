@@ -1,6 +1,7 @@
 import OpenAI from 'openai';
 import { DataSource } from 'typeorm';
 import { AssistantsService } from '../src/assistants/assistants.service';
+import { DocumentsService } from '../src/assistants/documents/documents.service';
 import { WalletService } from '../src/wallet/wallet.service';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
 import { FakeSearch, resultsScenario, startFakeSearch } from './fakes/fake-search';
@@ -9,6 +10,7 @@ import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
 /** gpt-4o-mini prices, millicents per million tokens. */
 const MINI = { input: 15_000, output: 60_000 };
 const WEB_SEARCH_PRICE = 1_000;
+const FILE_SEARCH_PRICE = 100;
 
 type Completion = OpenAI.Chat.ChatCompletion & {
   x_service: { cost_millicents: number; iterations: number; tools_used: string[]; generated_files: null };
@@ -30,7 +32,7 @@ describe('assistants and the server-side tool loop (through the OpenAI SDK)', ()
         llmSimulator: 'off',
         upstreamMaxRetries: 0,
         webSearch: { provider: 'tavily', apiKey: 'tvly-test', baseUrl: search.url },
-        toolPrices: { web_search: WEB_SEARCH_PRICE, file_search: 100 },
+        toolPrices: { web_search: WEB_SEARCH_PRICE, file_search: FILE_SEARCH_PRICE },
       },
     });
     db = t.app.get(DataSource);
@@ -323,6 +325,88 @@ describe('assistants and the server-side tool loop (through the OpenAI SDK)', ()
       expect(await t.app.get(WalletService).balance(workspace.id)).toMatchObject({ balanceMillicents: 100_000, reservedMillicents: 0 });
       const [record] = await db.query('SELECT status, error_code, charged_millicents FROM usage_records WHERE workspace_id = $1', [workspace.id]);
       expect(record).toMatchObject({ status: 'error', error_code: 'upstream_failed', charged_millicents: '0' });
+    });
+  });
+
+  describe('file_search', () => {
+    const refundPolicy = [
+      '# Refund policy',
+      '',
+      'Customers may return any item within 30 days of delivery for a full refund.',
+      'Damaged goods are replaced free of charge; send a photo of the damage to support.',
+      '',
+      '# Shipping',
+      '',
+      'Orders ship within two business days from our warehouse in Rotterdam.',
+    ].join('\n');
+
+    it('runs a two-iteration retrieval: the model calls file_search, the service finds the passage, the model answers', async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 100_000 });
+      const bot = await create(workspace, { name: 'Policy bot', model: 'gpt-4o-mini', tools: ['file_search'] });
+      await t.app.get(DocumentsService).add({
+        workspaceId: workspace.id,
+        assistantId: bot.id,
+        fileName: 'policy.md',
+        data: Buffer.from(refundPolicy),
+      });
+      upstream.script(
+        { kind: 'tool_calls', calls: [{ id: 'call_fs1', name: 'file_search', arguments: '{"query":"damaged goods"}' }], usage: { prompt_tokens: 150, completion_tokens: 12 } },
+        { kind: 'text', text: 'Damaged goods are replaced for free.', usage: { prompt_tokens: 350, completion_tokens: 8 } },
+      );
+      const completion = (await workspace.client.chat.completions.create({
+        assistant_id: bot.slug,
+        messages: [{ role: 'user', content: 'What happens with damaged goods?' }],
+      } as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming)) as Completion;
+
+      expect(completion.choices[0].message.content).toBe('Damaged goods are replaced for free.');
+      expect(completion.x_service).toEqual({
+        cost_millicents: (500 * MINI.input + 20 * MINI.output) / 1e6 + FILE_SEARCH_PRICE,
+        iterations: 2,
+        tools_used: ['file_search'],
+        generated_files: null,
+      });
+      const toolMessage = (lastUpstream().body.messages as Array<{ role: string; content: string }>).at(-1)!;
+      expect(toolMessage.role).toBe('tool');
+      expect(toolMessage.content).toContain('policy.md');
+      expect(toolMessage.content).toContain('Damaged goods are replaced free of charge');
+      const [record] = await db.query('SELECT tool_cost_millicents, tools_used FROM usage_records WHERE workspace_id = $1', [workspace.id]);
+      expect(record).toEqual({ tool_cost_millicents: FILE_SEARCH_PRICE.toFixed(6), tools_used: ['file_search'] });
+      await expectWalletConsistent(workspace);
+    });
+
+    it('streams a retrieval answer', async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 100_000 });
+      const bot = await create(workspace, { name: 'Streaming policy bot', model: 'gpt-4o-mini', tools: ['file_search'] });
+      await t.app.get(DocumentsService).add({ workspaceId: workspace.id, assistantId: bot.id, fileName: 'policy.md', data: Buffer.from(refundPolicy) });
+      upstream.script(
+        { kind: 'tool_calls', calls: [{ id: 'call_fs2', name: 'file_search', arguments: '{"query":"shipping warehouse"}' }] },
+        { kind: 'text', text: 'From Rotterdam within two days.' },
+      );
+      const stream = await workspace.client.chat.completions.create({
+        assistant_id: bot.id,
+        messages: [{ role: 'user', content: 'Where do orders ship from?' }],
+        stream: true,
+      } as unknown as OpenAI.Chat.ChatCompletionCreateParamsStreaming);
+      let text = '';
+      let last: (OpenAI.Chat.ChatCompletionChunk & { x_service?: Completion['x_service'] }) | undefined;
+      for await (const chunk of stream) {
+        text += chunk.choices[0]?.delta?.content ?? '';
+        last = chunk;
+      }
+      expect(text).toBe('From Rotterdam within two days.');
+      expect(last?.x_service).toMatchObject({ iterations: 2, tools_used: ['file_search'] });
+      expect((lastUpstream().body.messages as Array<{ content: string }>).at(-1)!.content).toContain('Rotterdam');
+    });
+
+    it("searches only the assistant's own documents", async () => {
+      const workspace = await t.createWorkspace({ tier: 'team' });
+      const mine = await create(workspace, { name: 'Mine', model: 'gpt-4o-mini', tools: ['file_search'] });
+      const other = await create(workspace, { name: 'Other', model: 'gpt-4o-mini', tools: ['file_search'] });
+      await t.app.get(DocumentsService).add({ workspaceId: workspace.id, assistantId: other.id, fileName: 'secret.txt', data: Buffer.from('The launch code is pelican.') });
+      upstream.script({ kind: 'tool_calls', calls: [{ id: 'c', name: 'file_search', arguments: '{"query":"launch code"}' }] }, { kind: 'text', text: 'No idea.' });
+      await workspace.client.chat.completions.create({ assistant_id: mine.id, messages: [{ role: 'user', content: 'launch code?' }] } as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming);
+      const toolMessage = (lastUpstream().body.messages as Array<{ content: string }>).at(-1)!;
+      expect(toolMessage.content).not.toContain('pelican');
     });
   });
 

@@ -1,4 +1,4 @@
-import { Injectable, Logger, Optional } from '@nestjs/common';
+import { Injectable, Logger } from '@nestjs/common';
 import type { Assistant, AssistantTool, ServerToolType } from '../assistants/entities/assistant.entity';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
@@ -69,7 +69,7 @@ export class ToolsService {
   constructor(
     @InjectConfig() private readonly config: AppConfig,
     private readonly webSearch: WebSearchService,
-    @Optional() private readonly documents?: DocumentSearch,
+    private readonly documents: DocumentSearch,
   ) {}
 
   definitions(tools: AssistantTool[]): FunctionTool[] {
@@ -105,7 +105,6 @@ export class ToolsService {
         const results = await this.webSearch.search(query, { maxResults, signal });
         return { content: results.length ? formatWebResults(results) : 'No web results.', costMicros: price, ran: true };
       }
-      if (!this.documents) throw new Error('document search is not available in this process');
       const results = await this.documents.search(assistant.id, query, maxResults);
       return {
         content: results.length ? this.documents.formatResultsForModel(results) : 'No passage of the documents matches.',
