@@ -282,6 +282,43 @@ describe('operator CLI (dist/src/cli.js)', () => {
    * Refusals that need no workspace of their own: run in the background from the first
    * beforeAll, then each case is checked in a test of its own.
    */
+  describe('assistants', () => {
+    it('creates, lists, updates and deletes assistants, within the tier limit', async () => {
+      const { id: workspaceId } = await createWorkspace('hobby', 100_000);
+      const created = await cli(
+        'assistant', 'create', '--workspace', workspaceId, '--name', 'Docs Helper', '--model', 'gpt-4o-mini',
+        '--system-prompt', 'You answer from the docs.', '--temperature', '0.4', '--tools', 'web_search,file_search',
+        '--max-tool-iterations', '3',
+      );
+      expect(created).toEqual({ id: expect.stringMatching(/^[0-9a-f-]{36}$/), slug: 'docs-helper' });
+
+      const listed = (await cli('assistant', 'list', '--workspace', workspaceId)) as { data: Array<Record<string, unknown>> };
+      expect(listed.data).toEqual([
+        expect.objectContaining({
+          id: created.id,
+          slug: 'docs-helper',
+          model: 'gpt-4o-mini',
+          system_prompt: 'You answer from the docs.',
+          temperature: 0.4,
+          tools: [{ type: 'web_search' }, { type: 'file_search' }],
+          max_tool_iterations: 3,
+        }),
+      ]);
+
+      const updated = await cli('assistant', 'update', '--assistant', created.id as string, '--model', 'gpt-4o', '--tools', 'file_search');
+      expect(updated).toMatchObject({ model: 'gpt-4o', tools: [{ type: 'file_search' }], slug: 'docs-helper' });
+
+      // The hobby tier allows two assistants.
+      await cli('assistant', 'create', '--workspace', workspaceId, '--name', 'Second', '--model', 'gpt-4o-mini');
+      const refused = await cliFails(1, 'assistant', 'create', '--workspace', workspaceId, '--name', 'Third', '--model', 'gpt-4o-mini');
+      expect(refused).toContain('hobby tier allows 2 assistants');
+
+      expect(await cli('assistant', 'delete', '--assistant', created.id as string)).toEqual({ id: created.id, deleted: true });
+      expect(((await cli('assistant', 'list', '--workspace', workspaceId)) as { data: unknown[] }).data).toHaveLength(1);
+      expect(await cliFails(1, 'assistant', 'create', '--workspace', workspaceId, '--name', 'X', '--model', 'gpt-9')).toContain('gpt-9');
+    });
+  });
+
   describe('refusals', () => {
     beforeAll(async () => {
       const error = await refusalsDone;

@@ -30,6 +30,8 @@ describe('first start (dist/src/main.js on an empty DATA_DIR)', () => {
 
   /** Learned along the way. */
   let demoKey: string;
+  /** The demo wallet at the end of the first run, which the second run must show again. */
+  let balanceBeforeRestart = -1;
   let demoWorkspaceId: string;
   let cliKey: string;
 
@@ -115,9 +117,24 @@ describe('first start (dist/src/main.js on an empty DATA_DIR)', () => {
       expect(((await response.json()) as { data: unknown[] }).data).toHaveLength(8);
     });
 
+    it('creates the demo assistant, which answers (from the simulator, no keys being set) as the banner shows', async () => {
+      expect(banner).toContain('"assistant_id": "demo"');
+      const completion = await client(demoKey).chat.completions.create({
+        assistant_id: 'demo',
+        messages: [{ role: 'user', content: 'Hello!' }],
+      } as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming);
+      expect(completion.model).toBe('gpt-4o-mini');
+      expect(completion.choices[0].message.content).toContain('simulator');
+      expect((completion as unknown as { x_service: { cost_millicents: number } }).x_service.cost_millicents).toBeGreaterThan(0);
+    });
+
     it('gives the demo workspace the announced tier and credit', async () => {
       const demo = client(demoKey);
-      expect(await demo.get('/wallet')).toMatchObject({ balanceMillicents: 1_000_000 });
+      const { balanceMillicents } = (await demo.get('/wallet')) as { balanceMillicents: number };
+      // The opening credit, less the demo assistant's answer above.
+      expect(balanceMillicents).toBeLessThanOrEqual(1_000_000);
+      expect(balanceMillicents).toBeGreaterThan(999_000);
+      balanceBeforeRestart = balanceMillicents;
       expect(await demo.get('/limits')).toMatchObject({ data: { tier: 'pro' } });
     });
 
@@ -152,7 +169,8 @@ describe('first start (dist/src/main.js on an empty DATA_DIR)', () => {
       await server.waitForHealth(baseUrl, 60_000);
 
       expect((await client(demoKey).models.list()).data).toHaveLength(8);
-      expect(await client(demoKey).get('/wallet')).toMatchObject({ balanceMillicents: 1_000_000 });
+      // The balance survived the restart: the credit, less the demo assistant's answer in the first run.
+      expect(await client(demoKey).get('/wallet')).toMatchObject({ balanceMillicents: balanceBeforeRestart });
       expect(await client(cliKey).get('/wallet')).toMatchObject({ balanceMillicents: 4200 });
     }, 70_000);
 
