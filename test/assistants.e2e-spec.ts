@@ -265,6 +265,17 @@ describe('assistants and the server-side tool loop (through the OpenAI SDK)', ()
       expect(stubborn.x_service.iterations).toBe(2);
       expect(stubborn.choices[0].message.tool_calls).toBeUndefined();
       expect(stubborn.choices[0].finish_reason).toBe('stop');
+
+      // The same, streamed.
+      upstream.script(webSearchCall('four', 'c4'), webSearchCall('five', 'c5'));
+      const stream = await workspace.client.chat.completions.create({
+        assistant_id: bot.id,
+        messages: [{ role: 'user', content: 'Search forever' }],
+        stream: true,
+      } as unknown as OpenAI.Chat.ChatCompletionCreateParamsStreaming);
+      const finishes: string[] = [];
+      for await (const chunk of stream) if (chunk.choices[0]?.finish_reason) finishes.push(chunk.choices[0].finish_reason);
+      expect(finishes).toEqual(['stop']);
     });
 
     it("returns a client tool call to the caller, offered alongside the assistant's server tools", async () => {

@@ -150,7 +150,7 @@ export class ChatService {
         let messages = call.messages;
         let chunks: AsyncIterable<ChatCompletionChunk> = prepend(opened.first, opened.rest);
         let failure: unknown;
-        let finishReason: 'length' | undefined;
+        let finishReason: 'length' | 'stop' | undefined;
         let iteration: StreamedIteration;
         for (;;) {
           iteration = { generated: '', content: '', serverCalls: [], clientCalls: [] };
@@ -186,6 +186,8 @@ export class ChatService {
           }
         }
 
+        // Stopped at the iteration limit with server calls only: the client sees an answer, not tool calls.
+        if (!finishReason && iteration.serverCalls.length > 0 && iteration.clientCalls.length === 0) finishReason = 'stop';
         const disconnected = context.signal.aborted;
         if (failure && !disconnected) {
           subscriber.error(await this.fail(context, call, spend, failure));
