@@ -462,10 +462,11 @@ export class ChatService {
     error: unknown,
   ): Promise<void> {
     const code = error instanceof ApiError ? error.code : 'internal_error';
-    const modelId = model?.id ?? (request?.dto.model ?? '').slice(0, 200) ?? assistant?.model;
+    // The model the request would have used, as far as it got; an unknown model id is kept (cut) to show what was asked.
+    const modelId = model?.id || request?.dto.model?.slice(0, 200) || assistant?.model || 'unknown';
     await this.usage
       .insert({
-        ...this.usageBase(context, request, modelId || assistant?.model || 'unknown', assistant, startedAt),
+        ...this.usageBase(context, request, modelId, assistant, startedAt),
         inputTokens: 0,
         outputTokens: 0,
         totalTokens: 0,
