@@ -62,6 +62,14 @@ function setUpSwagger(app: NestExpressApplication): void {
       )
       .setVersion('1')
       .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'An API key: `sk-...`' })
+      // The order people look for things in: the API first, operations last.
+      .addTag('Chat', 'OpenAI chat completions, plain and streamed, in direct or assistant mode')
+      .addTag('Models', 'The curated model list')
+      .addTag('Conversations', 'Stored chats, full-text search and statistics')
+      .addTag('Usage', 'Usage records and statistics')
+      .addTag('Wallet', 'Balance, reservations and the ledger, in millicents')
+      .addTag('Limits', 'Tiers and rate limits')
+      .addTag('Health', 'Liveness and readiness probes, without a key')
       .build(),
   );
   document.components = { ...document.components, headers: API_RESPONSE_HEADERS };
