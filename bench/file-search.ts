@@ -17,16 +17,13 @@ import 'reflect-metadata';
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { execFileSync } from 'node:child_process';
-import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import * as os from 'node:os';
-import * as path from 'node:path';
 import PDFDocument from 'pdfkit';
 import { DataSource } from 'typeorm';
 import { DocumentsModule } from '../src/assistants/documents/documents.module';
 import { DocumentsService, FILE_SEARCH_SQL, IngestionProgress } from '../src/assistants/documents/documents.service';
-import { dataSourceOptions, runMigrations } from '../src/database/data-source';
-import { openEmbeddedPostgres } from '../src/database/embedded-postgres';
+import { dataSourceOptions } from '../src/database/data-source';
+import { type BenchContext, closeApp, runBench, summarize, table, writeResults } from './harness';
 
 const SETTINGS = {
   pdfPages: 100,
@@ -138,33 +135,10 @@ function makePdf(pages: number, seed: number): Promise<Buffer> {
 // ---------------------------------------------------------------------------------------
 // Statistics.
 // ---------------------------------------------------------------------------------------
-interface Summary {
-  n: number;
-  meanMs: number;
-  p50Ms: number;
-  p95Ms: number;
-  p99Ms: number;
-  maxMs: number;
-}
-
-function summarize(ms: number[]): Summary {
-  const sorted = [...ms].sort((a, b) => a - b);
-  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)];
+function summarizeMs(ms: number[]) {
+  const s = summarize(ms);
   const round = (v: number) => Math.round(v * 100) / 100;
-  return {
-    n: sorted.length,
-    meanMs: round(sorted.reduce((sum, v) => sum + v, 0) / sorted.length),
-    p50Ms: round(at(0.5)),
-    p95Ms: round(at(0.95)),
-    p99Ms: round(at(0.99)),
-    maxMs: round(sorted[sorted.length - 1]),
-  };
-}
-
-function table(header: string[], rows: unknown[][]): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i]).length)));
-  const line = (cells: unknown[]) => cells.map((c, i) => (i === 0 ? String(c).padEnd(widths[i]) : String(c).padStart(widths[i]))).join('  ');
-  return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
+  return { n: s.n, meanMs: round(s.mean), p50Ms: round(s.p50), p95Ms: round(s.p95), p99Ms: round(s.p99), maxMs: round(s.max) };
 }
 
 const elapsedMs = (start: bigint) => Number(process.hrtime.bigint() - start) / 1e6;
@@ -172,269 +146,214 @@ const elapsedMs = (start: bigint) => Number(process.hrtime.bigint() - start) / 1
 // ---------------------------------------------------------------------------------------
 // The run.
 // ---------------------------------------------------------------------------------------
-async function main(): Promise<number> {
-  const cleanups: (() => Promise<unknown>)[] = [];
-  let cleaned = false;
-  const cleanUp = async () => {
-    if (cleaned) return;
-    cleaned = true;
-    for (const cleanup of cleanups.reverse()) await cleanup().catch((e) => console.error(`cleanup: ${String(e)}`));
+async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: BenchContext): Promise<number> {
+  // Only the documents module, not the whole app: what is measured is DocumentsService.
+  @Module({ imports: [TypeOrmModule.forRoot({ ...dataSourceOptions(databaseUrl), logging: ['error'] }), DocumentsModule] })
+  class BenchModule {}
+  const app = await NestFactory.createApplicationContext(BenchModule, { logger: ['error'] });
+  onCleanup(() => closeApp(app));
+  const documents = app.get(DocumentsService);
+  const dataSource = app.get(DataSource);
+  const [workspace] = await dataSource.query<Array<{ id: string }>>(`INSERT INTO workspaces (name, tier) VALUES ('Bench', 'enterprise') RETURNING id`);
+  let assistants = 0;
+  const newAssistant = async () => {
+    const [row] = await dataSource.query<Array<{ id: string }>>(
+      `INSERT INTO assistants (workspace_id, name, slug, model) VALUES ($1, 'Bench', $2, 'gpt-4o-mini') RETURNING id`,
+      [workspace.id, `bench-${++assistants}`],
+    );
+    return row.id;
   };
-  const abort = (reason: string) => {
-    console.error(`\n${reason}: stopping`);
-    void cleanUp().finally(() => process.exit(1));
-  };
-  process.once('SIGINT', () => abort('SIGINT'));
-  process.once('SIGTERM', () => abort('SIGTERM'));
-  const hardTimeout = setTimeout(() => abort(`Not finished after ${SETTINGS.hardTimeoutMs / 1000} s`), SETTINGS.hardTimeoutMs);
-  hardTimeout.unref();
 
-  const log = (message: string) => process.stdout.write(`${message}\n`);
-  const startedAt = Date.now();
-  const startLoad = os.loadavg().map((v) => Math.round(v * 10) / 10);
-  if (startLoad[0] > 0.5) log(`Note: the machine is not idle (1-min load average ${startLoad[0]} on ${os.cpus().length} CPUs).`);
-
-  try {
-    const dataDir = await mkdtemp(path.join(os.tmpdir(), 'acs-bench-files-'));
-    cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
-    await chmod(dataDir, 0o755); // postgres runs as an unprivileged user when we are root
-    const database = await openEmbeddedPostgres({ dataDir, database: 'acs_bench' });
-    cleanups.push(() => database.stop());
-    await runMigrations(database.url);
-
-    @Module({ imports: [TypeOrmModule.forRoot({ ...dataSourceOptions(database.url), logging: ['error'] }), DocumentsModule] })
-    class BenchModule {}
-    const app = await NestFactory.createApplicationContext(BenchModule, { logger: ['error'] });
-    cleanups.push(async () => {
-      await app.close();
-      await new Promise((resolve) => setTimeout(resolve, 200));
+  // --- 1. A 100-page PDF ----------------------------------------------------------------
+  log(`Generating a ${SETTINGS.pdfPages}-page PDF with pdfkit...`);
+  const pdf = await makePdf(SETTINGS.pdfPages, 2024);
+  interface PdfRun {
+    run: number;
+    totalMs: number;
+    extractMs: number;
+    chunkMs: number;
+    storeMs: number;
+    pages: number;
+    chunks: number;
+    tokens: number;
+    characters: number;
+  }
+  const pdfRuns: PdfRun[] = [];
+  for (let run = 1; run <= SETTINGS.pdfRuns; run++) {
+    const assistantId = await newAssistant();
+    const marks: Partial<Record<IngestionProgress['stage'], number>> = {};
+    let pages = 0;
+    const start = process.hrtime.bigint();
+    const document = await documents.add({
+      workspaceId: workspace.id,
+      assistantId,
+      fileName: 'report.pdf',
+      data: pdf,
+      onProgress: (p) => {
+        marks[p.stage] ??= elapsedMs(start);
+        const match = /page \d+ of (\d+)/.exec(p.message);
+        if (match) pages = Number(match[1]);
+      },
     });
-    const documents = app.get(DocumentsService);
-    const dataSource = app.get(DataSource);
-    const [workspace] = await dataSource.query<Array<{ id: string }>>(`INSERT INTO workspaces (name, tier) VALUES ('Bench', 'enterprise') RETURNING id`);
-    let assistants = 0;
-    const newAssistant = async () => {
-      const [row] = await dataSource.query<Array<{ id: string }>>(
-        `INSERT INTO assistants (workspace_id, name, slug, model) VALUES ($1, 'Bench', $2, 'gpt-4o-mini') RETURNING id`,
-        [workspace.id, `bench-${++assistants}`],
-      );
-      return row.id;
-    };
-
-    // --- 1. A 100-page PDF ----------------------------------------------------------------
-    log(`Generating a ${SETTINGS.pdfPages}-page PDF with pdfkit...`);
-    const pdf = await makePdf(SETTINGS.pdfPages, 2024);
-    interface PdfRun {
-      run: number;
-      totalMs: number;
-      extractMs: number;
-      chunkMs: number;
-      storeMs: number;
-      pages: number;
-      chunks: number;
-      tokens: number;
-      characters: number;
-    }
-    const pdfRuns: PdfRun[] = [];
-    for (let run = 1; run <= SETTINGS.pdfRuns; run++) {
-      const assistantId = await newAssistant();
-      const marks: Partial<Record<IngestionProgress['stage'], number>> = {};
-      let pages = 0;
-      const start = process.hrtime.bigint();
-      const document = await documents.add({
-        workspaceId: workspace.id,
-        assistantId,
-        fileName: 'report.pdf',
-        data: pdf,
-        onProgress: (p) => {
-          marks[p.stage] ??= elapsedMs(start);
-          const match = /page \d+ of (\d+)/.exec(p.message);
-          if (match) pages = Number(match[1]);
-        },
-      });
-      const totalMs = elapsedMs(start);
-      const [stats] = await dataSource.query<Array<{ tokens: number; characters: number }>>(
-        'SELECT sum(tokens)::int AS tokens, sum(length(content))::int AS characters FROM document_chunks WHERE document_id = $1',
-        [document.id],
-      );
-      pdfRuns.push({
-        run,
-        totalMs: Math.round(totalMs),
-        extractMs: Math.round(marks.chunking! - (marks.extracting ?? 0)),
-        chunkMs: Math.round(marks.storing! - marks.chunking!),
-        storeMs: Math.round(marks.stored! - marks.storing!),
-        pages,
-        chunks: document.chunkCount,
-        tokens: stats.tokens,
-        characters: stats.characters,
-      });
-      log(`PDF run ${run}: ${Math.round(totalMs)} ms, ${pages} pages, ${document.chunkCount} chunks`);
-    }
-    const medianRun = [...pdfRuns].sort((a, b) => a.totalMs - b.totalMs)[Math.floor(pdfRuns.length / 2)];
-
-    // --- 2. 10,000 chunks in one assistant ------------------------------------------------
-    const searchAssistant = await newAssistant();
-    let chunks = 0;
-    let textDocuments = 0;
-    let textBytes = 0;
-    const loadStart = process.hrtime.bigint();
-    while (chunks < SETTINGS.searchChunks) {
-      const random = rng(1000 + textDocuments);
-      const paragraphs: string[] = [];
-      for (let sentences = 0; sentences < SETTINGS.sentencesPerTextDocument; ) {
-        const p = paragraph(random);
-        paragraphs.push(p);
-        sentences += p.split('. ').length;
-      }
-      const data = Buffer.from(paragraphs.join('\n\n'));
-      const document = await documents.add({ workspaceId: workspace.id, assistantId: searchAssistant, fileName: `notes-${textDocuments}.txt`, data });
-      chunks += document.chunkCount;
-      textDocuments++;
-      textBytes += data.length;
-    }
-    // Trim to exactly the target: delete chunks from the last document's end.
-    const excess = chunks - SETTINGS.searchChunks;
-    if (excess > 0) {
-      await dataSource.query(
-        `DELETE FROM document_chunks WHERE id IN (
-           SELECT id FROM document_chunks WHERE assistant_id = $1 ORDER BY id DESC LIMIT $2)`,
-        [searchAssistant, excess],
-      );
-    }
-    const loadMs = elapsedMs(loadStart);
-    await dataSource.query('VACUUM ANALYZE document_chunks');
-    await dataSource.query('VACUUM ANALYZE documents');
-    const [{ total }] = await dataSource.query<Array<{ total: number }>>(
-      'SELECT count(*)::int AS total FROM document_chunks WHERE assistant_id = $1',
-      [searchAssistant],
+    const totalMs = elapsedMs(start);
+    const [stats] = await dataSource.query<Array<{ tokens: number; characters: number }>>(
+      'SELECT sum(tokens)::int AS tokens, sum(length(content))::int AS characters FROM document_chunks WHERE document_id = $1',
+      [document.id],
     );
-    const [{ allChunks }] = await dataSource.query<Array<{ allChunks: number }>>('SELECT count(*)::int AS "allChunks" FROM document_chunks');
-    log(
-      `Loaded ${total} chunks into one assistant from ${textDocuments} text documents (${(textBytes / 1024 / 1024).toFixed(1)} MB) ` +
-        `in ${(loadMs / 1000).toFixed(1)} s; ${allChunks} chunks in the table`,
-    );
+    pdfRuns.push({
+      run,
+      totalMs: Math.round(totalMs),
+      extractMs: Math.round(marks.chunking! - (marks.extracting ?? 0)),
+      chunkMs: Math.round(marks.storing! - marks.chunking!),
+      storeMs: Math.round(marks.stored! - marks.storing!),
+      pages,
+      chunks: document.chunkCount,
+      tokens: stats.tokens,
+      characters: stats.characters,
+    });
+    log(`PDF run ${run}: ${Math.round(totalMs)} ms, ${pages} pages, ${document.chunkCount} chunks`);
+  }
+  const medianRun = [...pdfRuns].sort((a, b) => a.totalMs - b.totalMs)[Math.floor(pdfRuns.length / 2)];
 
-    // Queries: the kinds a model sends.
-    const random = rng(7);
-    const contentWord = (fromRank: number, toRank: number) => VOCABULARY.words[fromRank + Math.floor(random() * (toRank - fromRank))];
-    const sampleChunks = await dataSource.query<Array<{ content: string }>>(
-      'SELECT content FROM document_chunks WHERE assistant_id = $1 ORDER BY random() LIMIT $2',
-      [searchAssistant, SETTINGS.queriesPerKind],
+  // --- 2. 10,000 chunks in one assistant ------------------------------------------------
+  const searchAssistant = await newAssistant();
+  let chunks = 0;
+  let textDocuments = 0;
+  let textBytes = 0;
+  const loadStart = process.hrtime.bigint();
+  while (chunks < SETTINGS.searchChunks) {
+    const random = rng(1000 + textDocuments);
+    const paragraphs: string[] = [];
+    for (let sentences = 0; sentences < SETTINGS.sentencesPerTextDocument; ) {
+      const p = paragraph(random);
+      paragraphs.push(p);
+      sentences += p.split('. ').length;
+    }
+    const data = Buffer.from(paragraphs.join('\n\n'));
+    const document = await documents.add({ workspaceId: workspace.id, assistantId: searchAssistant, fileName: `notes-${textDocuments}.txt`, data });
+    chunks += document.chunkCount;
+    textDocuments++;
+    textBytes += data.length;
+  }
+  // Trim to exactly the target: delete chunks from the last document's end.
+  const excess = chunks - SETTINGS.searchChunks;
+  if (excess > 0) {
+    await dataSource.query(
+      `DELETE FROM document_chunks WHERE id IN (
+         SELECT id FROM document_chunks WHERE assistant_id = $1 ORDER BY id DESC LIMIT $2)`,
+      [searchAssistant, excess],
     );
-    const kinds: Record<string, string[]> = {
-      'common word (matches most chunks)': Array.from({ length: SETTINGS.queriesPerKind }, () => contentWord(0, 10)),
-      'question, 3-5 words by frequency': Array.from({ length: SETTINGS.queriesPerKind }, () => {
-        const words = Array.from({ length: 3 + Math.floor(random() * 3) }, () => VOCABULARY.draw(random));
-        return `how does the ${words.join(' ')} work`;
-      }),
-      'two rare words': Array.from({ length: SETTINGS.queriesPerKind }, () => `${contentWord(500, 8000)} ${contentWord(500, 8000)}`),
-      'quoted phrase from a chunk': sampleChunks.map((row) => {
-        const words = row.content.replace(/[^\w\s]/g, '').split(/\s+/);
-        const at = Math.floor(random() * (words.length - 3));
-        return `"${words.slice(at, at + 3).join(' ')}"`;
-      }),
-    };
+  }
+  const loadMs = elapsedMs(loadStart);
+  await dataSource.query('VACUUM ANALYZE document_chunks');
+  await dataSource.query('VACUUM ANALYZE documents');
+  const [{ total }] = await dataSource.query<Array<{ total: number }>>(
+    'SELECT count(*)::int AS total FROM document_chunks WHERE assistant_id = $1',
+    [searchAssistant],
+  );
+  const [{ allChunks }] = await dataSource.query<Array<{ allChunks: number }>>('SELECT count(*)::int AS "allChunks" FROM document_chunks');
+  log(
+    `Loaded ${total} chunks into one assistant from ${textDocuments} text documents (${(textBytes / 1024 / 1024).toFixed(1)} MB) ` +
+      `in ${(loadMs / 1000).toFixed(1)} s; ${allChunks} chunks in the table`,
+  );
 
-    for (let i = 0; i < SETTINGS.warmupQueries; i++) {
-      await documents.search(searchAssistant, `${VOCABULARY.draw(random)} ${VOCABULARY.draw(random)}`, SETTINGS.maxResults);
-    }
-    // Interleave the kinds so drift hits them alike.
-    const samples: Record<string, number[]> = Object.fromEntries(Object.keys(kinds).map((kind) => [kind, []]));
-    const found: Record<string, number> = Object.fromEntries(Object.keys(kinds).map((kind) => [kind, 0]));
-    for (let i = 0; i < SETTINGS.queriesPerKind; i++) {
-      for (const [kind, queries] of Object.entries(kinds)) {
-        const start = process.hrtime.bigint();
-        const results = await documents.search(searchAssistant, queries[i], SETTINGS.maxResults);
-        samples[kind].push(elapsedMs(start));
-        if (results.length > 0) found[kind]++;
-      }
-    }
-    // How many chunks each kind of query has to rank (the OR of its terms), on a sample.
-    const candidates: Record<string, number> = {};
+  // Queries: the kinds a model sends.
+  const random = rng(7);
+  const contentWord = (fromRank: number, toRank: number) => VOCABULARY.words[fromRank + Math.floor(random() * (toRank - fromRank))];
+  const sampleChunks = await dataSource.query<Array<{ content: string }>>(
+    'SELECT content FROM document_chunks WHERE assistant_id = $1 ORDER BY random() LIMIT $2',
+    [searchAssistant, SETTINGS.queriesPerKind],
+  );
+  const kinds: Record<string, string[]> = {
+    'common word (matches most chunks)': Array.from({ length: SETTINGS.queriesPerKind }, () => contentWord(0, 10)),
+    'question, 3-5 words by frequency': Array.from({ length: SETTINGS.queriesPerKind }, () => {
+      const words = Array.from({ length: 3 + Math.floor(random() * 3) }, () => VOCABULARY.draw(random));
+      return `how does the ${words.join(' ')} work`;
+    }),
+    'two rare words': Array.from({ length: SETTINGS.queriesPerKind }, () => `${contentWord(500, 8000)} ${contentWord(500, 8000)}`),
+    'quoted phrase from a chunk': sampleChunks.map((row) => {
+      const words = row.content.replace(/[^\w\s]/g, '').split(/\s+/);
+      const at = Math.floor(random() * (words.length - 3));
+      return `"${words.slice(at, at + 3).join(' ')}"`;
+    }),
+  };
+
+  for (let i = 0; i < SETTINGS.warmupQueries; i++) {
+    await documents.search(searchAssistant, `${VOCABULARY.draw(random)} ${VOCABULARY.draw(random)}`, SETTINGS.maxResults);
+  }
+  // Interleave the kinds so drift hits them alike.
+  const samples: Record<string, number[]> = Object.fromEntries(Object.keys(kinds).map((kind) => [kind, []]));
+  const found: Record<string, number> = Object.fromEntries(Object.keys(kinds).map((kind) => [kind, 0]));
+  for (let i = 0; i < SETTINGS.queriesPerKind; i++) {
     for (const [kind, queries] of Object.entries(kinds)) {
-      let sum = 0;
-      for (const query of queries.slice(0, 50)) {
-        const [{ n }] = await dataSource.query<Array<{ n: number }>>(
-          `SELECT count(*)::int AS n FROM document_chunks c, websearch_to_tsquery('english', $2) AS q
-           WHERE numnode(q) > 0 AND c.assistant_id = $1
-             AND c.content_tsv @@ (CASE WHEN q::text LIKE '%!%' THEN q ELSE replace(q::text, ' & ', ' | ')::tsquery END)`,
-          [searchAssistant, query],
-        );
-        sum += n;
-      }
-      candidates[kind] = Math.round(sum / Math.min(50, queries.length));
+      const start = process.hrtime.bigint();
+      const results = await documents.search(searchAssistant, queries[i], SETTINGS.maxResults);
+      samples[kind].push(elapsedMs(start));
+      if (results.length > 0) found[kind]++;
     }
-    const all = summarize(Object.values(samples).flat());
-    const byKind = Object.entries(samples).map(([kind, ms]) => ({ kind, ...summarize(ms), withResults: found[kind], meanCandidates: candidates[kind] }));
-
-    const planQuery = kinds['question, 3-5 words by frequency'][0];
-    const plan = await dataSource.query<Array<{ 'QUERY PLAN': string }>>(`EXPLAIN (ANALYZE, COSTS OFF, SUMMARY ON) ${FILE_SEARCH_SQL}`, [
-      searchAssistant,
-      planQuery,
-      SETTINGS.maxResults,
-    ]);
-
-    // --- Report -----------------------------------------------------------------------------
-    log('');
-    log(`PDF ingestion: ${SETTINGS.pdfPages} pages, ${(pdf.length / 1024).toFixed(0)} KB, through DocumentsService.add`);
-    log(
-      table(
-        ['run', 'total ms', 'extract ms', 'chunk ms', 'store ms', 'pages', 'chunks', 'tokens', 'characters'],
-        pdfRuns.map((r) => [r.run, r.totalMs, r.extractMs, r.chunkMs, r.storeMs, r.pages, r.chunks, r.tokens, r.characters]),
-      ),
-    );
-    log(`Median: ${medianRun.totalMs} ms for ${medianRun.pages} pages (${(medianRun.totalMs / medianRun.pages).toFixed(1)} ms per page)`);
-    log('');
-    log(`search(): one assistant with ${total} chunks, maxResults ${SETTINGS.maxResults}, one query at a time, ${SETTINGS.warmupQueries} warm-up queries`);
-    log(
-      table(
-        ['query kind', 'n', 'with results', 'chunks ranked', 'mean ms', 'p50 ms', 'p95 ms', 'p99 ms', 'max ms'],
-        [
-          ...byKind.map((k) => [k.kind, k.n, k.withResults, k.meanCandidates, k.meanMs, k.p50Ms, k.p95Ms, k.p99Ms, k.maxMs]),
-          ['all', all.n, Object.values(found).reduce((a, b) => a + b, 0), '', all.meanMs, all.p50Ms, all.p95Ms, all.p99Ms, all.maxMs],
-        ],
-      ),
-    );
-    log('');
-    log(`Plan of search() for "${planQuery}":`);
-    log(plan.map((row) => `  ${row['QUERY PLAN']}`).join('\n'));
-
-    const results = {
-      generatedAt: new Date().toISOString(),
-      commit: gitCommit(),
-      machine: { cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model, node: process.version, platform: `${os.platform()} ${os.release()}` },
-      settings: SETTINGS,
-      pdf: { bytes: pdf.length, runs: pdfRuns, medianTotalMs: medianRun.totalMs },
-      searchCorpus: { chunks: total, textDocuments, textBytes, loadSeconds: Math.round(loadMs / 100) / 10 },
-      search: { all, byKind },
-      loadAverage: { start: startLoad, end: os.loadavg().map((v) => Math.round(v * 10) / 10) },
-      wallSeconds: Math.round((Date.now() - startedAt) / 100) / 10,
-    };
-    const resultsDir = path.join(__dirname, '..', '..', 'bench', 'results');
-    await mkdir(resultsDir, { recursive: true });
-    const file = path.join(resultsDir, 'file-search-latest.json');
-    await writeFile(file, `${JSON.stringify(results, null, 2)}\n`);
-    log('');
-    log(`Results written to ${path.relative(process.cwd(), file)} (${results.wallSeconds} s)`);
-    return 0;
-  } finally {
-    clearTimeout(hardTimeout);
-    await cleanUp();
   }
+  // How many chunks each kind of query has to rank (the OR of its terms), on a sample.
+  const candidates: Record<string, number> = {};
+  for (const [kind, queries] of Object.entries(kinds)) {
+    let sum = 0;
+    for (const query of queries.slice(0, 50)) {
+      const [{ n }] = await dataSource.query<Array<{ n: number }>>(
+        `SELECT count(*)::int AS n FROM document_chunks c, websearch_to_tsquery('english', $2) AS q
+         WHERE numnode(q) > 0 AND c.assistant_id = $1
+           AND c.content_tsv @@ (CASE WHEN q::text LIKE '%!%' THEN q ELSE replace(q::text, ' & ', ' | ')::tsquery END)`,
+        [searchAssistant, query],
+      );
+      sum += n;
+    }
+    candidates[kind] = Math.round(sum / Math.min(50, queries.length));
+  }
+  const all = summarizeMs(Object.values(samples).flat());
+  const byKind = Object.entries(samples).map(([kind, ms]) => ({ kind, ...summarizeMs(ms), withResults: found[kind], meanCandidates: candidates[kind] }));
+
+  const planQuery = kinds['question, 3-5 words by frequency'][0];
+  const plan = await dataSource.query<Array<{ 'QUERY PLAN': string }>>(`EXPLAIN (ANALYZE, COSTS OFF, SUMMARY ON) ${FILE_SEARCH_SQL}`, [
+    searchAssistant,
+    planQuery,
+    SETTINGS.maxResults,
+  ]);
+
+  // --- Report -----------------------------------------------------------------------------
+  log('');
+  log(`PDF ingestion: ${SETTINGS.pdfPages} pages, ${(pdf.length / 1024).toFixed(0)} KB, through DocumentsService.add`);
+  log(
+    table(
+      ['run', 'total ms', 'extract ms', 'chunk ms', 'store ms', 'pages', 'chunks', 'tokens', 'characters'],
+      pdfRuns.map((r) => [r.run, r.totalMs, r.extractMs, r.chunkMs, r.storeMs, r.pages, r.chunks, r.tokens, r.characters]),
+    ),
+  );
+  log(`Median: ${medianRun.totalMs} ms for ${medianRun.pages} pages (${(medianRun.totalMs / medianRun.pages).toFixed(1)} ms per page)`);
+  log('');
+  log(`search(): one assistant with ${total} chunks, maxResults ${SETTINGS.maxResults}, one query at a time, ${SETTINGS.warmupQueries} warm-up queries`);
+  log(
+    table(
+      ['query kind', 'n', 'with results', 'chunks ranked', 'mean ms', 'p50 ms', 'p95 ms', 'p99 ms', 'max ms'],
+      [
+        ...byKind.map((k) => [k.kind, k.n, k.withResults, k.meanCandidates, k.meanMs, k.p50Ms, k.p95Ms, k.p99Ms, k.maxMs]),
+        ['all', all.n, Object.values(found).reduce((a, b) => a + b, 0), '', all.meanMs, all.p50Ms, all.p95Ms, all.p99Ms, all.maxMs],
+      ],
+    ),
+  );
+  log('');
+  log(`Plan of search() for "${planQuery}":`);
+  log(plan.map((row) => `  ${row['QUERY PLAN']}`).join('\n'));
+
+  const results = {
+    settings: SETTINGS,
+    pdf: { bytes: pdf.length, runs: pdfRuns, medianTotalMs: medianRun.totalMs },
+    searchCorpus: { chunks: total, textDocuments, textBytes, loadSeconds: Math.round(loadMs / 100) / 10 },
+    search: { all, byKind },
+    loadAverage: { start: startLoad, end: os.loadavg().map((v) => Math.round(v * 10) / 10) },
+    wallSeconds: Math.round((Date.now() - startedAt) / 100) / 10,
+  };
+  const file = await writeResults('file-search', results);
+  log('');
+  log(`Results written to ${file} (${results.wallSeconds} s)`);
+  return 0;
 }
 
-function gitCommit(): string | undefined {
-  try {
-    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: __dirname, encoding: 'utf8' }).trim();
-  } catch {
-    return undefined;
-  }
-}
-
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    console.error(`Benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
-    process.exit(1);
-  },
-);
+runBench('file-search', { hardTimeoutMs: SETTINGS.hardTimeoutMs }, main);

@@ -12,13 +12,10 @@
  * do not share an event loop.
  */
 import 'reflect-metadata';
-import { execFileSync } from 'node:child_process';
-import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import * as http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import * as os from 'node:os';
-import * as path from 'node:path';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+import { type BenchContext, runBench, summarize, table, writeResults } from './harness';
 
 // ---------------------------------------------------------------------------------------
 // Settings: one place, recorded in the JSON output.
@@ -161,41 +158,20 @@ function runSequentialClient(job: SequentialJob): Promise<SequentialSamples> {
 // ---------------------------------------------------------------------------------------
 // Statistics and formatting.
 // ---------------------------------------------------------------------------------------
-interface Summary {
-  n: number;
-  meanUs: number;
-  medianUs: number;
-  p90Us: number;
-  p99Us: number;
-  minUs: number;
-}
-
-function summarize(nanoseconds: number[]): Summary {
-  const sorted = [...nanoseconds].sort((a, b) => a - b);
-  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] / 1_000;
-  const mean = sorted.reduce((sum, v) => sum + v, 0) / sorted.length / 1_000;
-  return { n: sorted.length, meanUs: mean, medianUs: at(0.5), p90Us: at(0.9), p99Us: at(0.99), minUs: sorted[0] / 1_000 };
+/** Latencies measured in nanoseconds, reported in microseconds. */
+function summarizeUs(nanoseconds: number[]) {
+  const s = summarize(nanoseconds);
+  return { n: s.n, meanUs: s.mean / 1_000, medianUs: s.p50 / 1_000, p90Us: s.p90 / 1_000, p99Us: s.p99 / 1_000, minUs: s.min / 1_000 };
 }
 
 const round1 = (v: number) => Math.round(v * 10) / 10;
 const round3 = (v: number) => Math.round(v * 1000) / 1000;
-const pad = (v: unknown, width: number) => String(v).padStart(width);
-
-function table(header: string[], rows: unknown[][]): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i]).length)));
-  const line = (cells: unknown[]) => cells.map((c, i) => (i === 0 ? String(c).padEnd(widths[i]) : pad(c, widths[i]))).join('  ');
-  return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
-}
 
 // ---------------------------------------------------------------------------------------
 // The run.
 // ---------------------------------------------------------------------------------------
-async function main(): Promise<number> {
+async function main({ log, startApp, startedAt, startLoad }: BenchContext): Promise<number> {
   // Loaded here rather than at the top, so that the sequential client's worker (this same file) does not load the app.
-  const { createApp } = await import('../src/app.factory');
-  const { loadConfig } = await import('../src/config/app-config');
-  const { runMigrations } = await import('../src/database/data-source');
-  const { openEmbeddedPostgres } = await import('../src/database/embedded-postgres');
   const { WorkspacesService } = await import('../src/workspaces/workspaces.service');
   const { DEFAULT_CATALOG } = await import('../src/models/model-catalog');
   const { ModelDto } = await import('../src/models/dto/model.dto');
@@ -204,297 +180,229 @@ async function main(): Promise<number> {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const autocannon = require('autocannon') as Autocannon;
 
-  const cleanups: (() => Promise<unknown>)[] = [];
-  let cleaned = false;
-  const cleanUp = async () => {
-    if (cleaned) return;
-    cleaned = true;
-    // Reverse order: app (pool) first, then PostgreSQL, then its directory.
-    for (const cleanup of cleanups.reverse()) await cleanup().catch((e) => console.error(`cleanup: ${String(e)}`));
-  };
-  const abort = (reason: string) => {
-    console.error(`\n${reason}: stopping`);
-    void cleanUp().finally(() => process.exit(1));
-  };
-  process.once('SIGINT', () => abort('SIGINT'));
-  process.once('SIGTERM', () => abort('SIGTERM'));
-  const hardTimeout = setTimeout(() => abort(`Not finished after ${SETTINGS.hardTimeoutMs / 1000} s`), SETTINGS.hardTimeoutMs);
-  hardTimeout.unref();
+  const { app, baseUrl, port } = await startApp();
+  const workspaces = app.get(WorkspacesService);
+  const created = await workspaces.create({ name: 'Benchmark', tier: 'enterprise' });
+  await workspaces.setTier(created.workspace.id, 'enterprise', SETTINGS.customRateLimitRpm);
+  const apiKey = created.apiKey;
+  log(`App on ${baseUrl}, PostgreSQL ready (${Date.now() - startedAt} ms)`);
 
-  const log = (message: string) => process.stdout.write(`${message}\n`);
-  const startedAt = Date.now();
-  const startLoad = os.loadavg().map(round1);
-  if (startLoad[0] > 0.5) {
-    log(`Note: the machine is not idle (1-min load average ${startLoad[0]} on ${os.cpus().length} CPUs); expect noisier numbers.`);
+  // --- Sanity: the limiter really counts, and does not block -----------------------------
+  const probe = async () => {
+    const res = await fetch(`${baseUrl}${MODELS}`, { headers: { authorization: `Bearer ${apiKey}` } });
+    await res.arrayBuffer();
+    return { status: res.status, limit: res.headers.get('x-ratelimit-limit'), remaining: Number(res.headers.get('x-ratelimit-remaining')) };
+  };
+  const [a, b] = [await probe(), await probe()];
+  if (a.status !== 200 || b.status !== 200 || a.limit !== String(SETTINGS.customRateLimitRpm) || b.remaining !== a.remaining - 1) {
+    throw new Error(`Rate-limit sanity check failed: ${JSON.stringify({ a, b })}`);
   }
-  try {
-    // --- Database and app --------------------------------------------------------------
-    const dataDir = await mkdtemp(path.join(os.tmpdir(), 'acs-bench-'));
-    cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
-    await chmod(dataDir, 0o755); // postgres runs as an unprivileged user when we are root
-    const database = await openEmbeddedPostgres({ dataDir, database: 'acs_bench' });
-    cleanups.push(() => database.stop());
-    await runMigrations(database.url);
+  const health = await fetch(`${baseUrl}${HEALTH}`);
+  const healthHasRateHeaders = health.headers.has('x-ratelimit-limit');
+  await health.arrayBuffer();
+  if (health.status !== 200 || healthHasRateHeaders) throw new Error('/health is not a plain public 200');
 
-    const config = loadConfig({ LOG_LEVEL: 'error' });
-    const app = await createApp(config, database.url, { logger: false });
-    cleanups.push(async () => {
-      await app.close();
-      // pg-pool's end() resolves before its clients' connections are really closed; stopping
-      // PostgreSQL at once would make them report "terminating connection due to administrator command".
-      await new Promise((resolve) => setTimeout(resolve, 200));
+  // --- autocannon: throughput and latency under load -----------------------------------
+  const cannon = async (urlPath: string, seconds: number): Promise<AutocannonResult> =>
+    autocannon({
+      url: `${baseUrl}${urlPath}`,
+      headers: urlPath === MODELS ? { authorization: `Bearer ${apiKey}` } : {},
+      connections: SETTINGS.connections,
+      duration: seconds,
+      timeout: 5,
+      workers: 1, // the client on its own thread, off the server's event loop
     });
-    await app.listen(0, '127.0.0.1');
-    const { port } = app.getHttpServer().address() as AddressInfo;
-    const baseUrl = `http://127.0.0.1:${port}`;
+  log(`Warm-up: ${SETTINGS.warmupSeconds} s per endpoint (discarded)`);
+  await cannon(HEALTH, SETTINGS.warmupSeconds);
+  await cannon(MODELS, SETTINGS.warmupSeconds);
 
-    const workspaces = app.get(WorkspacesService);
-    const created = await workspaces.create({ name: 'Benchmark', tier: 'enterprise' });
-    await workspaces.setTier(created.workspace.id, 'enterprise', SETTINGS.customRateLimitRpm);
-    const apiKey = created.apiKey;
-    log(`App on ${baseUrl}, PostgreSQL ready (${Date.now() - startedAt} ms)`);
-
-    // --- Sanity: the limiter really counts, and does not block -----------------------------
-    const probe = async () => {
-      const res = await fetch(`${baseUrl}${MODELS}`, { headers: { authorization: `Bearer ${apiKey}` } });
-      await res.arrayBuffer();
-      return { status: res.status, limit: res.headers.get('x-ratelimit-limit'), remaining: Number(res.headers.get('x-ratelimit-remaining')) };
-    };
-    const [a, b] = [await probe(), await probe()];
-    if (a.status !== 200 || b.status !== 200 || a.limit !== String(SETTINGS.customRateLimitRpm) || b.remaining !== a.remaining - 1) {
-      throw new Error(`Rate-limit sanity check failed: ${JSON.stringify({ a, b })}`);
-    }
-    const health = await fetch(`${baseUrl}${HEALTH}`);
-    const healthHasRateHeaders = health.headers.has('x-ratelimit-limit');
-    await health.arrayBuffer();
-    if (health.status !== 200 || healthHasRateHeaders) throw new Error('/health is not a plain public 200');
-
-    // --- autocannon: throughput and latency under load -----------------------------------
-    const cannon = async (urlPath: string, seconds: number): Promise<AutocannonResult> =>
-      autocannon({
-        url: `${baseUrl}${urlPath}`,
-        headers: urlPath === MODELS ? { authorization: `Bearer ${apiKey}` } : {},
-        connections: SETTINGS.connections,
-        duration: seconds,
-        timeout: 5,
-        workers: 1, // the client on its own thread, off the server's event loop
+  interface CannonRow {
+    endpoint: string;
+    round: number;
+    reqPerSec: number;
+    totalRequests: number;
+    latencyMeanMs: number;
+    p50Ms: number;
+    p90Ms: number;
+    p99Ms: number;
+    maxMs: number;
+    serverUsPerRequest: number;
+    non2xx: number;
+    errors: number;
+    timeouts: number;
+    statusCodes: Record<string, number>;
+    /** 1-minute load average of the machine right after the run (other processes skew results). */
+    loadAverage1m: number;
+  }
+  const cannonRows: CannonRow[] = [];
+  for (let round = 1; round <= SETTINGS.rounds; round += 1) {
+    for (const endpoint of [HEALTH, MODELS]) {
+      log(`autocannon ${endpoint}, round ${round}: ${SETTINGS.connections} connections, ${SETTINGS.durationSeconds} s`);
+      const r = await cannon(endpoint, SETTINGS.durationSeconds);
+      const reqPerSec = r.requests.total / r.duration;
+      cannonRows.push({
+        endpoint,
+        round,
+        reqPerSec: round1(reqPerSec),
+        totalRequests: r.requests.total,
+        latencyMeanMs: round3(r.latency.average),
+        p50Ms: r.latency.p50,
+        p90Ms: r.latency.p90,
+        p99Ms: r.latency.p99,
+        maxMs: r.latency.max,
+        // The server thread is saturated at a fixed concurrency: its time per request is 1/throughput.
+        serverUsPerRequest: round1(1e6 / reqPerSec),
+        non2xx: r.non2xx,
+        errors: r.errors,
+        timeouts: r.timeouts,
+        statusCodes: Object.fromEntries(Object.entries(r.statusCodeStats).map(([code, s]) => [code, s.count])),
+        loadAverage1m: round1(os.loadavg()[0]),
       });
-    log(`Warm-up: ${SETTINGS.warmupSeconds} s per endpoint (discarded)`);
-    await cannon(HEALTH, SETTINGS.warmupSeconds);
-    await cannon(MODELS, SETTINGS.warmupSeconds);
-
-    interface CannonRow {
-      endpoint: string;
-      round: number;
-      reqPerSec: number;
-      totalRequests: number;
-      latencyMeanMs: number;
-      p50Ms: number;
-      p90Ms: number;
-      p99Ms: number;
-      maxMs: number;
-      serverUsPerRequest: number;
-      non2xx: number;
-      errors: number;
-      timeouts: number;
-      statusCodes: Record<string, number>;
-      /** 1-minute load average of the machine right after the run (other processes skew results). */
-      loadAverage1m: number;
     }
-    const cannonRows: CannonRow[] = [];
-    for (let round = 1; round <= SETTINGS.rounds; round += 1) {
-      for (const endpoint of [HEALTH, MODELS]) {
-        log(`autocannon ${endpoint}, round ${round}: ${SETTINGS.connections} connections, ${SETTINGS.durationSeconds} s`);
-        const r = await cannon(endpoint, SETTINGS.durationSeconds);
-        const reqPerSec = r.requests.total / r.duration;
-        cannonRows.push({
-          endpoint,
-          round,
-          reqPerSec: round1(reqPerSec),
-          totalRequests: r.requests.total,
-          latencyMeanMs: round3(r.latency.average),
-          p50Ms: r.latency.p50,
-          p90Ms: r.latency.p90,
-          p99Ms: r.latency.p99,
-          maxMs: r.latency.max,
-          // The server thread is saturated at a fixed concurrency: its time per request is 1/throughput.
-          serverUsPerRequest: round1(1e6 / reqPerSec),
-          non2xx: r.non2xx,
-          errors: r.errors,
-          timeouts: r.timeouts,
-          statusCodes: Object.fromEntries(Object.entries(r.statusCodeStats).map(([code, s]) => [code, s.count])),
-          loadAverage1m: round1(os.loadavg()[0]),
-        });
-      }
-    }
-
-    // --- Sequential: one request in flight, microsecond timing ---------------------------
-    log('Sequential keep-alive client: one request at a time, endpoints interleaved');
-    const sequential = await runSequentialClient({ port, apiKey, ...SETTINGS.sequential });
-
-    const remainingAfter = (await probe()).remaining;
-
-    // --- How much of the difference is just the bigger body of /v1/models? --------------
-    const bodyCost = (build: () => unknown, iterations = 200_000) => {
-      for (let i = 0; i < 20_000; i += 1) JSON.stringify(build());
-      const t0 = process.hrtime.bigint();
-      for (let i = 0; i < iterations; i += 1) JSON.stringify(build());
-      return Number(process.hrtime.bigint() - t0) / iterations / 1_000;
-    };
-    const modelsBodyUs = bodyCost(() => ({ object: 'list', data: DEFAULT_CATALOG.map(ModelDto.from) }));
-    const healthBodyUs = bodyCost(() => ({ status: 'ok' }));
-    const modelsBodyBytes = JSON.stringify({ object: 'list', data: DEFAULT_CATALOG.map(ModelDto.from) }).length;
-
-    // --- The two services the guards call, without HTTP or Nest around them ------------
-    const asyncCost = async (call: () => Promise<unknown>, iterations = 100_000) => {
-      for (let i = 0; i < 10_000; i += 1) await call();
-      const t0 = process.hrtime.bigint();
-      for (let i = 0; i < iterations; i += 1) await call();
-      return Number(process.hrtime.bigint() - t0) / iterations / 1_000;
-    };
-    const apiKeys = app.get(ApiKeysService);
-    const rateLimits = app.get(RateLimitService);
-    // A cached key (the state of nearly every request); a separate tracker, so the workspace's count is untouched.
-    const authenticateUs = await asyncCost(() => apiKeys.authenticate(apiKey));
-    const consumeUs = await asyncCost(() => rateLimits.consume('bench:micro', SETTINGS.customRateLimitRpm));
-
-    // --- Report --------------------------------------------------------------------------
-    const mean = (rows: CannonRow[], pick: (r: CannonRow) => number) => rows.reduce((s, r) => s + pick(r), 0) / rows.length;
-    const healthRows = cannonRows.filter((r) => r.endpoint === HEALTH);
-    const modelRows = cannonRows.filter((r) => r.endpoint === MODELS);
-    const cannonOverhead = {
-      p50DifferenceMs: round3(mean(modelRows, (r) => r.p50Ms) - mean(healthRows, (r) => r.p50Ms)),
-      meanLatencyDifferenceMs: round3(mean(modelRows, (r) => r.latencyMeanMs) - mean(healthRows, (r) => r.latencyMeanMs)),
-      serverUsPerRequestDifference: round1(mean(modelRows, (r) => r.serverUsPerRequest) - mean(healthRows, (r) => r.serverUsPerRequest)),
-    };
-
-    const seqRounds = sequential.rounds.map((r, i) => ({ round: i + 1, health: summarize(r.health), models: summarize(r.models) }));
-    const seqAll = {
-      health: summarize(sequential.rounds.flatMap((r) => r.health)),
-      models: summarize(sequential.rounds.flatMap((r) => r.models)),
-    };
-    const seqOverhead = {
-      medianDifferenceUs: round1(seqAll.models.medianUs - seqAll.health.medianUs),
-      meanDifferenceUs: round1(seqAll.models.meanUs - seqAll.health.meanUs),
-      perRoundMedianDifferenceUs: seqRounds.map((r) => round1(r.models.medianUs - r.health.medianUs)),
-    };
-    const modelsNon2xx = modelRows.reduce((s, r) => s + r.non2xx, 0) + sequential.non2xx.models;
-    const healthNon2xx = healthRows.reduce((s, r) => s + r.non2xx, 0) + sequential.non2xx.health;
-    const connectionErrors = cannonRows.reduce((s, r) => s + r.errors + r.timeouts, 0);
-    const valid = modelsNon2xx === 0 && healthNon2xx === 0 && connectionErrors === 0;
-    const modelsRequestsCounted =
-      modelRows.reduce((s, r) => s + r.totalRequests, 0) + sequential.rounds.reduce((s, r) => s + r.models.length, 0);
-    const targetMet = seqOverhead.medianDifferenceUs / 1000 < TARGET_P50_OVERHEAD_MS;
-
-    log('');
-    log(`autocannon: ${SETTINGS.connections} connections, ${SETTINGS.durationSeconds} s per run, rounds alternate /health and /v1/models`);
-    log('(latencies are autocannon histogram values: whole milliseconds; "server us/req" = 1e6 / req/s)');
-    log(
-      table(
-        ['endpoint', 'round', 'req/s', 'mean ms', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms', 'server us/req', 'non-2xx', 'errors', 'load 1m'],
-        cannonRows.map((r) => [r.endpoint, r.round, r.reqPerSec, r.latencyMeanMs, r.p50Ms, r.p90Ms, r.p99Ms, r.maxMs, r.serverUsPerRequest, r.non2xx, r.errors + r.timeouts, r.loadAverage1m]),
-      ),
-    );
-    log(
-      `/v1/models minus /health: p50 ${cannonOverhead.p50DifferenceMs} ms (integer-ms histogram), ` +
-        `mean latency ${cannonOverhead.meanLatencyDifferenceMs} ms, server time per request ${cannonOverhead.serverUsPerRequestDifference} us`,
-    );
-    log('');
-    log('Sequential: one keep-alive connection, one request in flight, timed in microseconds (client on a worker thread)');
-    log(
-      table(
-        ['endpoint', 'round', 'n', 'mean us', 'median us', 'p90 us', 'p99 us', 'min us'],
-        [
-          ...seqRounds.flatMap((r) => [
-            [HEALTH, r.round, r.health.n, round1(r.health.meanUs), round1(r.health.medianUs), round1(r.health.p90Us), round1(r.health.p99Us), round1(r.health.minUs)],
-            [MODELS, r.round, r.models.n, round1(r.models.meanUs), round1(r.models.medianUs), round1(r.models.p90Us), round1(r.models.p99Us), round1(r.models.minUs)],
-          ]),
-          [HEALTH, 'all', seqAll.health.n, round1(seqAll.health.meanUs), round1(seqAll.health.medianUs), round1(seqAll.health.p90Us), round1(seqAll.health.p99Us), round1(seqAll.health.minUs)],
-          [MODELS, 'all', seqAll.models.n, round1(seqAll.models.meanUs), round1(seqAll.models.medianUs), round1(seqAll.models.p90Us), round1(seqAll.models.p99Us), round1(seqAll.models.minUs)],
-        ],
-      ),
-    );
-    log(
-      `/v1/models minus /health: median ${seqOverhead.medianDifferenceUs} us (per round: ${seqOverhead.perRoundMedianDifferenceUs.join(', ')}), ` +
-        `mean ${seqOverhead.meanDifferenceUs} us`,
-    );
-    log(
-      `Of which building + serializing the bigger body (${modelsBodyBytes} bytes vs 15): ~${round1(modelsBodyUs - healthBodyUs)} us ` +
-        `(in-process JSON.stringify, ${round1(modelsBodyUs)} vs ${round1(healthBodyUs)} us)`,
-    );
-    log(
-      `In-process, no HTTP: ApiKeysService.authenticate (cached key) ${round3(authenticateUs)} us, ` +
-        `RateLimitService.consume (memory storage) ${round3(consumeUs)} us per call`,
-    );
-    log('');
-    // Between the first warm-up response and the last measured one, every /v1/models request must have been counted
-    // (unless the 60 s window happened to roll over in between, which makes Remaining jump back up).
-    const expectedDecrement = SETTINGS.sequential.warmupRequests - 1 + SETTINGS.sequential.rounds * SETTINGS.sequential.requestsPerRound;
-    const observedDecrement = sequential.rateLimitRemaining.first - sequential.rateLimitRemaining.last;
-    log(
-      `Rate limiter: limit ${SETTINGS.customRateLimitRpm}/min; during the sequential run X-RateLimit-Remaining went down by ` +
-        `${observedDecrement} for ${expectedDecrement} requests ` +
-        `(${observedDecrement === expectedDecrement ? 'every request counted' : 'the 60 s window rolled over in between'}); ` +
-        `${remainingAfter} remaining at the end`,
-    );
-    log(`/v1/models requests measured: ${modelsRequestsCounted}; non-2xx: ${modelsNon2xx}; /health non-2xx: ${healthNon2xx}; connection errors: ${connectionErrors}`);
-    log(valid ? 'Benchmark VALID (every response 2xx)' : 'Benchmark INVALID: some responses were not 2xx or failed');
-    log(
-      `Target: auth + rate limiting add < ${TARGET_P50_OVERHEAD_MS} ms at p50 -> measured ${round3(seqOverhead.medianDifferenceUs / 1000)} ms ` +
-        `(sequential median difference): ${targetMet ? 'MET' : 'NOT MET'}`,
-    );
-
-    const results = {
-      generatedAt: new Date().toISOString(),
-      commit: gitCommit(),
-      machine: { cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model, node: process.version, platform: `${os.platform()} ${os.release()}` },
-      settings: SETTINGS,
-      valid,
-      target: { p50OverheadMs: TARGET_P50_OVERHEAD_MS, measuredMs: round3(seqOverhead.medianDifferenceUs / 1000), met: targetMet },
-      autocannon: { runs: cannonRows, overhead: cannonOverhead },
-      sequential: {
-        rounds: seqRounds,
-        all: seqAll,
-        overhead: seqOverhead,
-        non2xx: sequential.non2xx,
-      },
-      bodySerialization: { modelsUs: round3(modelsBodyUs), healthUs: round3(healthBodyUs), modelsBytes: modelsBodyBytes },
-      inProcessUs: { authenticateCachedKey: round3(authenticateUs), rateLimitConsume: round3(consumeUs) },
-      loadAverage: { start: startLoad, end: os.loadavg().map(round1) },
-      rateLimiter: {
-        limitRpm: SETTINGS.customRateLimitRpm,
-        remaining: { ...sequential.rateLimitRemaining, end: remainingAfter },
-        sequentialRun: { expectedDecrement, observedDecrement },
-      },
-      counts: { modelsRequests: modelsRequestsCounted, modelsNon2xx, healthNon2xx, connectionErrors },
-      wallSeconds: round1((Date.now() - startedAt) / 1000),
-    };
-    const resultsDir = path.join(__dirname, '..', '..', 'bench', 'results');
-    await mkdir(resultsDir, { recursive: true });
-    const file = path.join(resultsDir, 'overhead-latest.json');
-    await writeFile(file, `${JSON.stringify(results, null, 2)}\n`);
-    log(`Results written to ${path.relative(process.cwd(), file)} (${results.wallSeconds} s)`);
-    return valid ? 0 : 2;
-  } finally {
-    clearTimeout(hardTimeout);
-    await cleanUp();
   }
-}
 
-function gitCommit(): string | undefined {
-  try {
-    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: __dirname, encoding: 'utf8' }).trim();
-  } catch {
-    return undefined;
-  }
-}
+  // --- Sequential: one request in flight, microsecond timing ---------------------------
+  log('Sequential keep-alive client: one request at a time, endpoints interleaved');
+  const sequential = await runSequentialClient({ port, apiKey, ...SETTINGS.sequential });
 
-if (isMainThread) {
-  main().then(
-    (code) => process.exit(code),
-    (error: unknown) => {
-      console.error(`Benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
-      process.exit(1);
-    },
+  const remainingAfter = (await probe()).remaining;
+
+  // --- How much of the difference is just the bigger body of /v1/models? --------------
+  const bodyCost = (build: () => unknown, iterations = 200_000) => {
+    for (let i = 0; i < 20_000; i += 1) JSON.stringify(build());
+    const t0 = process.hrtime.bigint();
+    for (let i = 0; i < iterations; i += 1) JSON.stringify(build());
+    return Number(process.hrtime.bigint() - t0) / iterations / 1_000;
+  };
+  const modelsBodyUs = bodyCost(() => ({ object: 'list', data: DEFAULT_CATALOG.map(ModelDto.from) }));
+  const healthBodyUs = bodyCost(() => ({ status: 'ok' }));
+  const modelsBodyBytes = JSON.stringify({ object: 'list', data: DEFAULT_CATALOG.map(ModelDto.from) }).length;
+
+  // --- The two services the guards call, without HTTP or Nest around them ------------
+  const asyncCost = async (call: () => Promise<unknown>, iterations = 100_000) => {
+    for (let i = 0; i < 10_000; i += 1) await call();
+    const t0 = process.hrtime.bigint();
+    for (let i = 0; i < iterations; i += 1) await call();
+    return Number(process.hrtime.bigint() - t0) / iterations / 1_000;
+  };
+  const apiKeys = app.get(ApiKeysService);
+  const rateLimits = app.get(RateLimitService);
+  // A cached key (the state of nearly every request); a separate tracker, so the workspace's count is untouched.
+  const authenticateUs = await asyncCost(() => apiKeys.authenticate(apiKey));
+  const consumeUs = await asyncCost(() => rateLimits.consume('bench:micro', SETTINGS.customRateLimitRpm));
+
+  // --- Report --------------------------------------------------------------------------
+  const mean = (rows: CannonRow[], pick: (r: CannonRow) => number) => rows.reduce((s, r) => s + pick(r), 0) / rows.length;
+  const healthRows = cannonRows.filter((r) => r.endpoint === HEALTH);
+  const modelRows = cannonRows.filter((r) => r.endpoint === MODELS);
+  const cannonOverhead = {
+    p50DifferenceMs: round3(mean(modelRows, (r) => r.p50Ms) - mean(healthRows, (r) => r.p50Ms)),
+    meanLatencyDifferenceMs: round3(mean(modelRows, (r) => r.latencyMeanMs) - mean(healthRows, (r) => r.latencyMeanMs)),
+    serverUsPerRequestDifference: round1(mean(modelRows, (r) => r.serverUsPerRequest) - mean(healthRows, (r) => r.serverUsPerRequest)),
+  };
+
+  const seqRounds = sequential.rounds.map((r, i) => ({ round: i + 1, health: summarizeUs(r.health), models: summarizeUs(r.models) }));
+  const seqAll = {
+    health: summarizeUs(sequential.rounds.flatMap((r) => r.health)),
+    models: summarizeUs(sequential.rounds.flatMap((r) => r.models)),
+  };
+  const seqOverhead = {
+    medianDifferenceUs: round1(seqAll.models.medianUs - seqAll.health.medianUs),
+    meanDifferenceUs: round1(seqAll.models.meanUs - seqAll.health.meanUs),
+    perRoundMedianDifferenceUs: seqRounds.map((r) => round1(r.models.medianUs - r.health.medianUs)),
+  };
+  const modelsNon2xx = modelRows.reduce((s, r) => s + r.non2xx, 0) + sequential.non2xx.models;
+  const healthNon2xx = healthRows.reduce((s, r) => s + r.non2xx, 0) + sequential.non2xx.health;
+  const connectionErrors = cannonRows.reduce((s, r) => s + r.errors + r.timeouts, 0);
+  const valid = modelsNon2xx === 0 && healthNon2xx === 0 && connectionErrors === 0;
+  const modelsRequestsCounted =
+    modelRows.reduce((s, r) => s + r.totalRequests, 0) + sequential.rounds.reduce((s, r) => s + r.models.length, 0);
+  const targetMet = seqOverhead.medianDifferenceUs / 1000 < TARGET_P50_OVERHEAD_MS;
+
+  log('');
+  log(`autocannon: ${SETTINGS.connections} connections, ${SETTINGS.durationSeconds} s per run, rounds alternate /health and /v1/models`);
+  log('(latencies are autocannon histogram values: whole milliseconds; "server us/req" = 1e6 / req/s)');
+  log(
+    table(
+      ['endpoint', 'round', 'req/s', 'mean ms', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms', 'server us/req', 'non-2xx', 'errors', 'load 1m'],
+      cannonRows.map((r) => [r.endpoint, r.round, r.reqPerSec, r.latencyMeanMs, r.p50Ms, r.p90Ms, r.p99Ms, r.maxMs, r.serverUsPerRequest, r.non2xx, r.errors + r.timeouts, r.loadAverage1m]),
+    ),
   );
+  log(
+    `/v1/models minus /health: p50 ${cannonOverhead.p50DifferenceMs} ms (integer-ms histogram), ` +
+      `mean latency ${cannonOverhead.meanLatencyDifferenceMs} ms, server time per request ${cannonOverhead.serverUsPerRequestDifference} us`,
+  );
+  log('');
+  log('Sequential: one keep-alive connection, one request in flight, timed in microseconds (client on a worker thread)');
+  log(
+    table(
+      ['endpoint', 'round', 'n', 'mean us', 'median us', 'p90 us', 'p99 us', 'min us'],
+      [
+        ...seqRounds.flatMap((r) => [
+          [HEALTH, r.round, r.health.n, round1(r.health.meanUs), round1(r.health.medianUs), round1(r.health.p90Us), round1(r.health.p99Us), round1(r.health.minUs)],
+          [MODELS, r.round, r.models.n, round1(r.models.meanUs), round1(r.models.medianUs), round1(r.models.p90Us), round1(r.models.p99Us), round1(r.models.minUs)],
+        ]),
+        [HEALTH, 'all', seqAll.health.n, round1(seqAll.health.meanUs), round1(seqAll.health.medianUs), round1(seqAll.health.p90Us), round1(seqAll.health.p99Us), round1(seqAll.health.minUs)],
+        [MODELS, 'all', seqAll.models.n, round1(seqAll.models.meanUs), round1(seqAll.models.medianUs), round1(seqAll.models.p90Us), round1(seqAll.models.p99Us), round1(seqAll.models.minUs)],
+      ],
+    ),
+  );
+  log(
+    `/v1/models minus /health: median ${seqOverhead.medianDifferenceUs} us (per round: ${seqOverhead.perRoundMedianDifferenceUs.join(', ')}), ` +
+      `mean ${seqOverhead.meanDifferenceUs} us`,
+  );
+  log(
+    `Of which building + serializing the bigger body (${modelsBodyBytes} bytes vs 15): ~${round1(modelsBodyUs - healthBodyUs)} us ` +
+      `(in-process JSON.stringify, ${round1(modelsBodyUs)} vs ${round1(healthBodyUs)} us)`,
+  );
+  log(
+    `In-process, no HTTP: ApiKeysService.authenticate (cached key) ${round3(authenticateUs)} us, ` +
+      `RateLimitService.consume (memory storage) ${round3(consumeUs)} us per call`,
+  );
+  log('');
+  // Between the first warm-up response and the last measured one, every /v1/models request must have been counted
+  // (unless the 60 s window happened to roll over in between, which makes Remaining jump back up).
+  const expectedDecrement = SETTINGS.sequential.warmupRequests - 1 + SETTINGS.sequential.rounds * SETTINGS.sequential.requestsPerRound;
+  const observedDecrement = sequential.rateLimitRemaining.first - sequential.rateLimitRemaining.last;
+  log(
+    `Rate limiter: limit ${SETTINGS.customRateLimitRpm}/min; during the sequential run X-RateLimit-Remaining went down by ` +
+      `${observedDecrement} for ${expectedDecrement} requests ` +
+      `(${observedDecrement === expectedDecrement ? 'every request counted' : 'the 60 s window rolled over in between'}); ` +
+      `${remainingAfter} remaining at the end`,
+  );
+  log(`/v1/models requests measured: ${modelsRequestsCounted}; non-2xx: ${modelsNon2xx}; /health non-2xx: ${healthNon2xx}; connection errors: ${connectionErrors}`);
+  log(valid ? 'Benchmark VALID (every response 2xx)' : 'Benchmark INVALID: some responses were not 2xx or failed');
+  log(
+    `Target: auth + rate limiting add < ${TARGET_P50_OVERHEAD_MS} ms at p50 -> measured ${round3(seqOverhead.medianDifferenceUs / 1000)} ms ` +
+      `(sequential median difference): ${targetMet ? 'MET' : 'NOT MET'}`,
+  );
+
+  const results = {
+    settings: SETTINGS,
+    valid,
+    target: { p50OverheadMs: TARGET_P50_OVERHEAD_MS, measuredMs: round3(seqOverhead.medianDifferenceUs / 1000), met: targetMet },
+    autocannon: { runs: cannonRows, overhead: cannonOverhead },
+    sequential: {
+      rounds: seqRounds,
+      all: seqAll,
+      overhead: seqOverhead,
+      non2xx: sequential.non2xx,
+    },
+    bodySerialization: { modelsUs: round3(modelsBodyUs), healthUs: round3(healthBodyUs), modelsBytes: modelsBodyBytes },
+    inProcessUs: { authenticateCachedKey: round3(authenticateUs), rateLimitConsume: round3(consumeUs) },
+    loadAverage: { start: startLoad, end: os.loadavg().map(round1) },
+    rateLimiter: {
+      limitRpm: SETTINGS.customRateLimitRpm,
+      remaining: { ...sequential.rateLimitRemaining, end: remainingAfter },
+      sequentialRun: { expectedDecrement, observedDecrement },
+    },
+    counts: { modelsRequests: modelsRequestsCounted, modelsNon2xx, healthNon2xx, connectionErrors },
+    wallSeconds: round1((Date.now() - startedAt) / 1000),
+  };
+  const file = await writeResults('overhead', results);
+  log(`Results written to ${file} (${results.wallSeconds} s)`);
+  return valid ? 0 : 2;
 }
+
+// The sequential client's worker thread runs this file too; only the main thread runs the benchmark.
+if (isMainThread) runBench('overhead', { hardTimeoutMs: SETTINGS.hardTimeoutMs }, main);
