@@ -313,6 +313,25 @@ describe('assistants and the server-side tool loop (through the OpenAI SDK)', ()
       expect(completion.x_service.iterations).toBe(1);
       expect(search.requests.length).toBe(searchesBefore);
       await expectWalletConsistent(workspace);
+
+      // Streamed, the same end: the note as text, then finish_reason length.
+      const streamed = await t.createWorkspace({ balanceMillicents: 30 });
+      const streamedBot = await create(streamed, { name: 'Frugal streamer', model: 'gpt-4o-mini', tools: ['web_search'], maxTokens: 200 });
+      upstream.script({ ...webSearchCall('costly'), usage: { prompt_tokens: 100, completion_tokens: 10 } });
+      const stream = await streamed.client.chat.completions.create({
+        assistant_id: streamedBot.id,
+        messages: [{ role: 'user', content: 'Search' }],
+        stream: true,
+      } as unknown as OpenAI.Chat.ChatCompletionCreateParamsStreaming);
+      let text = '';
+      const finishes: string[] = [];
+      for await (const chunk of stream) {
+        text += chunk.choices[0]?.delta?.content ?? '';
+        if (chunk.choices[0]?.finish_reason) finishes.push(chunk.choices[0].finish_reason);
+      }
+      expect(text).toContain('wallet balance');
+      expect(finishes).toEqual(['length']);
+      await expectWalletConsistent(streamed);
     });
 
     it('refunds what earlier iterations used when a later one fails', async () => {

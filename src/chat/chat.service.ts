@@ -164,6 +164,7 @@ export class ChatService {
           if (failure || iteration.serverCalls.length === 0 || iteration.clientCalls.length > 0 || this.isLastIteration(call, spend)) break;
           try {
             if (!(await this.holdNextIteration(call, messages, iteration.serverCalls, spend))) {
+              relay.say(`${iteration.content ? '\n\n' : ''}${OUT_OF_FUNDS_NOTE}`);
               finishReason = 'length';
               break;
             }
@@ -560,8 +561,10 @@ function withoutServerCalls(choice: ChatCompletion['choices'][number], isServer:
 }
 
 /** The answer when the wallet cannot cover another iteration: what the model said so far, cut short. */
+const OUT_OF_FUNDS_NOTE = 'I could not finish: the wallet balance does not cover another step.';
+
 function outOfFunds(completion: ChatCompletion): ChatCompletion {
-  const note = 'I could not finish: the wallet balance does not cover another step.';
+  const note = OUT_OF_FUNDS_NOTE;
   return {
     ...completion,
     choices: completion.choices.map((choice) => ({

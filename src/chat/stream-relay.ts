@@ -98,6 +98,12 @@ export class StreamRelay {
     this.subscriber.next(KEEP_ALIVE);
   }
 
+  /** Adds text of the service's own to the answer (e.g. why it ends early), as a content delta. */
+  say(text: string): void {
+    if (!this.template) return;
+    this.subscriber.next(this.chunkOf(this.template, [{ index: 0, delta: { content: text }, finish_reason: null, logprobs: null }]));
+  }
+
   keepAlive(): void {
     this.subscriber.next(KEEP_ALIVE);
   }
