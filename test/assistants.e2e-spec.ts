@@ -334,6 +334,34 @@ describe('assistants and the server-side tool loop (through the OpenAI SDK)', ()
       await expectWalletConsistent(streamed);
     });
 
+    it('charges what earlier iterations used when the client goes away during a later one', async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 100_000 });
+      const bot = await create(workspace, { name: 'Abandoned', model: 'gpt-4o', tools: ['web_search'] });
+      upstream.script({ ...webSearchCall('x'), usage: { prompt_tokens: 1_000, completion_tokens: 100 } }, { kind: 'hang' });
+      const controller = new AbortController();
+      const request = workspace.client.chat.completions.create(
+        { assistant_id: bot.id, messages: [{ role: 'user', content: 'x' }] } as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming,
+        { signal: controller.signal },
+      );
+      // Let the first call and the search finish, then leave while the second call hangs.
+      while (!search.requests.some((r) => r.body?.query === 'x')) await new Promise((resolve) => setTimeout(resolve, 20));
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      controller.abort();
+      await request.catch(() => undefined);
+      let ledger: Array<{ type: string; amount: number }> = [];
+      for (let i = 0; i < 100 && ledger.length < 2; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        ledger = await db.query('SELECT type, amount_millicents::int AS amount FROM wallet_transactions WHERE workspace_id = $1 ORDER BY created_at', [workspace.id]);
+      }
+      const [record] = await db.query('SELECT status, error_code FROM usage_records WHERE workspace_id = $1', [workspace.id]);
+      expect(ledger).toEqual([
+        { type: 'topup', amount: 100_000 },
+        { type: 'usage', amount: -1_350 },
+      ]);
+      expect(record).toEqual({ status: 'error', error_code: 'client_disconnected' });
+      await expectWalletConsistent(workspace);
+    });
+
     it('refunds what earlier iterations used when a later one fails', async () => {
       const workspace = await t.createWorkspace({ balanceMillicents: 100_000 });
       const bot = await create(workspace, { name: 'Fragile', model: 'gpt-4o', tools: ['web_search'] });

@@ -19,7 +19,7 @@ import type {
 } from '../providers/provider-adapter';
 import { ProvidersService } from '../providers/providers.service';
 import { countPromptTokens, countTextTokens } from '../providers/tokens';
-import { isAbort, toUpstreamApiError } from '../providers/upstream-errors';
+import { toUpstreamApiError } from '../providers/upstream-errors';
 import { ServerToolCall, ToolsService } from '../tools/tools.service';
 import { UsageService } from '../usage/usage.service';
 import { ceilMillicents, llmCost, MICROS_PER_MILLICENT, MicroMillicents, toDecimalString, toMillicentsNumber } from '../wallet/cost';
@@ -71,6 +71,8 @@ interface PreparedCall {
   maxIterations: number;
   /** With `conversation_id`: where the request's messages and the answer are stored. */
   conversationId: string | null;
+  /** Keeps the hold from expiring while the request runs; stopped when it settles. */
+  heartbeat: NodeJS.Timeout;
 }
 
 /** How a request ended, for its usage record. */
@@ -195,7 +197,15 @@ export class ChatService {
           return;
         }
         const ending: Ending = disconnected ? { status: 'error', errorCode: 'client_disconnected' } : { status: 'success', errorCode: null };
-        await this.settle(context, call, spend, ending, { reply: replyOf(iteration) });
+        try {
+          await this.settle(context, call, spend, ending, { reply: replyOf(iteration) });
+        } catch (error) {
+          // Nothing was charged (the transaction rolled back): give the hold back now rather than at its expiry.
+          this.logger.error(`Settling stream ${context.requestId} failed: ${String(error)}`);
+          await this.wallet.release(call.hold).catch(() => undefined);
+          if (!disconnected) subscriber.error(error);
+          return;
+        }
         if (disconnected) return;
         relay.finish(this.xService(spend), includeUsage ? spend.usage() : undefined, finishReason);
         subscriber.complete();
@@ -263,6 +273,7 @@ export class ChatService {
         maxTokens,
         maxIterations: serverTools.length > 0 ? assistant!.maxToolIterations : 1,
         conversationId: stored?.conversation.id ?? null,
+        heartbeat: this.keepAlive(hold),
       };
     } catch (error) {
       await this.recordRefused(context, request, model, assistant, startedAt, error);
@@ -387,6 +398,7 @@ export class ChatService {
   ): Promise<void> {
     const refund = options.refund === true;
     const { inputTokens, outputTokens, cachedTokens } = spend.tokens;
+    clearInterval(call.heartbeat);
     await this.wallet.settle(
       call.hold,
       {
@@ -438,14 +450,18 @@ export class ChatService {
    * and the caller pays nothing; the hold is released and the failure recorded.
    */
   private async fail(context: ChatCallContext, call: PreparedCall, spend: Spend, error: unknown): Promise<ApiError> {
-    const apiError =
-      error instanceof ApiError
+    // Once the client has gone, whatever failed next (an aborted call, in whichever shape the
+    // SDK reports it) failed because it left.
+    const apiError = context.signal.aborted
+      ? new ApiError('bad_request', 'The client closed the request.', { code: 'client_disconnected' })
+      : error instanceof ApiError
         ? error
-        : isAbort(error) && context.signal.aborted
-          ? new ApiError('bad_request', 'The client closed the request.', { code: 'client_disconnected' })
-          : toUpstreamApiError(error, call.model.provider);
+        : toUpstreamApiError(error, call.model.provider);
+    // A client that went away pays for what it used, as a disconnected stream does; a failure
+    // of ours or the provider's is charged and refunded, so the caller pays nothing.
+    const clientLeft = apiError.code === 'client_disconnected';
     try {
-      await this.settle(context, call, spend, { status: 'error', errorCode: apiError.code }, { refund: true });
+      await this.settle(context, call, spend, { status: 'error', errorCode: apiError.code }, { refund: !clientLeft });
     } catch (settleError) {
       // The hold expires and the sweeper frees it; the caller still gets the real error.
       this.logger.error(`Could not settle failed request ${context.requestId} (hold ${call.hold.id}): ${String(settleError)}`);
@@ -496,6 +512,14 @@ export class ChatService {
       subscriptionId: request?.dto.subscription_id ?? null,
       stream: request?.dto.stream === true,
     };
+  }
+
+  /** A request may run longer than a hold lives (a long stream): its expiry is pushed out meanwhile. */
+  private keepAlive(hold: Hold): NodeJS.Timeout {
+    const ttl = this.config.holdTtlMs;
+    return setInterval(() => {
+      this.wallet.keepHoldAlive(hold, ttl).catch((error) => this.logger.warn(`Could not extend hold ${hold.id}: ${String(error)}`));
+    }, ttl / 3).unref();
   }
 
   private xService(spend: Spend): XService {

@@ -37,13 +37,9 @@ export class IdempotencyService {
     );
     if (claimed.length === 0) return { response: await this.replay<T>(workspaceId, key, hash), replayed: true };
 
+    let response: T;
     try {
-      const response = await execute();
-      await this.dataSource.query(
-        `UPDATE idempotent_requests SET status_code = 200, response = $3 WHERE workspace_id = $1 AND idempotency_key = $2`,
-        [workspaceId, key, JSON.stringify(response)],
-      );
-      return { response, replayed: false };
+      response = await execute();
     } catch (error) {
       // A failed request charged nothing: the key is freed so that the retry really runs.
       await this.dataSource
@@ -51,6 +47,16 @@ export class IdempotencyService {
         .catch(() => undefined);
       throw error;
     }
+    // The request ran and was charged: the key must never be freed now. If storing the
+    // answer fails, retries see the request as in progress (409) rather than run it again.
+    await this.dataSource
+      .query(`UPDATE idempotent_requests SET status_code = 200, response = $3 WHERE workspace_id = $1 AND idempotency_key = $2`, [
+        workspaceId,
+        key,
+        JSON.stringify(response),
+      ])
+      .catch((error) => this.logger.error(`Storing the answer for Idempotency-Key ${key} failed: ${String(error)}`));
+    return { response, replayed: false };
   }
 
   private async replay<T>(workspaceId: string, key: string, hash: string): Promise<T> {

@@ -192,7 +192,7 @@ export class WalletService {
             idempotencyKey,
           });
         }
-        if (options.refund && settlement.chargedMillicents > 0) {
+        if (options.refund) {
           settlement.balanceAfterMillicents = await this.refund(manager, hold, charge, settlement.chargedMillicents);
         }
         await alsoInTransaction(manager, settlement);
@@ -216,23 +216,37 @@ export class WalletService {
    */
   async extendHold(hold: Hold, extraMillicents: number, ttlMs: number): Promise<boolean> {
     if (extraMillicents <= 0) return true;
+    // The hold is locked first (the sweeper's order: hold, then wallet), so a hold swept
+    // meanwhile is seen as gone and the wallet is left untouched.
     const rows = await queryRows<{ amount_millicents: string }>(
       this.dataSource.manager,
-      `WITH reserved AS (
-         UPDATE wallets SET reserved_millicents = reserved_millicents + $2, updated_at = now()
-          WHERE workspace_id = $1 AND balance_millicents - reserved_millicents >= $2
-            AND EXISTS (SELECT 1 FROM wallet_holds WHERE id = $3)
-          RETURNING workspace_id)
+      `WITH live AS (SELECT id, workspace_id FROM wallet_holds WHERE id = $2 FOR UPDATE),
+            reserved AS (
+              UPDATE wallets w SET reserved_millicents = w.reserved_millicents + $1, updated_at = now()
+                FROM live
+               WHERE w.workspace_id = live.workspace_id AND w.balance_millicents - w.reserved_millicents >= $1
+               RETURNING w.workspace_id)
        UPDATE wallet_holds h
-          SET amount_millicents = h.amount_millicents + $2,
-              expires_at = now() + make_interval(secs => $4::double precision / 1000)
-         FROM reserved WHERE h.id = $3
+          SET amount_millicents = h.amount_millicents + $1,
+              expires_at = now() + make_interval(secs => $3::double precision / 1000)
+         FROM reserved WHERE h.id = $2
        RETURNING h.amount_millicents`,
-      [hold.workspaceId, extraMillicents, hold.id, ttlMs],
+      [extraMillicents, hold.id, ttlMs],
     );
     if (rows.length === 0) return false;
     hold.amountMillicents = Number(rows[0].amount_millicents);
     return true;
+  }
+
+  /**
+   * Pushes a hold's expiry out while its request still runs, so that a long answer is not
+   * swept (and its money held again by another request) before it settles.
+   */
+  async keepHoldAlive(hold: Hold, ttlMs: number): Promise<void> {
+    await this.dataSource.query(
+      `UPDATE wallet_holds SET expires_at = now() + make_interval(secs => $2::double precision / 1000) WHERE id = $1`,
+      [hold.id, ttlMs],
+    );
   }
 
   /**
@@ -251,6 +265,8 @@ export class WalletService {
       [charge.workspaceId, chargedMillicents, toDecimalString(charge.costMicros)],
     );
     const balanceAfter = Number(row.balance_millicents);
+    // Below a whole millicent nothing was taken: only the carry had to be wound back.
+    if (chargedMillicents === 0) return balanceAfter;
     await manager.insert(WalletTransaction, {
       workspaceId: charge.workspaceId,
       type: 'refund',
