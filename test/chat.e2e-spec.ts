@@ -500,10 +500,17 @@ describe('chat completions in direct mode (OpenAI provider, through the OpenAI S
         await workspace.client.chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'x' }] });
       }
       await expectError(
-        workspace.client.chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'x' }] }),
+        workspace.client.chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'x' }], user_id: 'u-9' } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming),
         OpenAI.RateLimitError,
         { type: 'rate_limit_exceeded' },
       );
+      // Refused before the chat service, yet recorded like every authenticated request.
+      let refused: Array<Record<string, unknown>> = [];
+      for (let i = 0; i < 40 && refused.length === 0; i++) {
+        refused = await db.query(`SELECT model, status, error_code, user_id FROM usage_records WHERE workspace_id = $1 AND status = 'error'`, [workspace.id]);
+        if (refused.length === 0) await new Promise((resolve) => setTimeout(resolve, 25));
+      }
+      expect(refused).toEqual([{ model: 'gpt-4o', status: 'error', error_code: 'rate_limit_exceeded', user_id: 'u-9' }]);
     });
   });
 

@@ -1,10 +1,11 @@
-import { Body, Controller, Logger, Post, Req, Res } from '@nestjs/common';
+import { Body, Controller, Logger, Post, Req, Res, UseFilters } from '@nestjs/common';
 import { ApiBody, ApiHeader, ApiOperation, ApiProduces, ApiTags } from '@nestjs/swagger';
 import type { Response } from 'express';
 import { CurrentPrincipal } from '../common/auth/auth.decorators';
 import { ApiError } from '../common/errors/api-error';
 import type { ApiRequest, Principal } from '../common/http/request-context';
 import { ApiStandardResponses } from '../common/openapi/api-responses';
+import { ChatRefusalFilter } from './chat-refusal.filter';
 import { ChatService } from './chat.service';
 import { ChatCompletionRequestDto } from './dto/chat-completion-request.dto';
 import { ChatCompletionResponseDto } from './dto/chat-completion-response.dto';
@@ -12,6 +13,7 @@ import { IdempotencyService } from './idempotency.service';
 import { writeEventStream } from './sse';
 
 @ApiTags('Chat')
+@UseFilters(ChatRefusalFilter)
 @Controller('v1/chat')
 export class ChatController {
   private readonly logger = new Logger('Chat');
