@@ -3,7 +3,7 @@ import type { Response } from 'express';
 import { ApiError } from '../common/errors/api-error';
 import { ApiExceptionFilter } from '../common/errors/api-exception.filter';
 import type { ApiRequest } from '../common/http/request-context';
-import { UsageService } from '../usage/usage.service';
+import { NOTHING_USED, UsageService } from '../usage/usage.service';
 
 /**
  * Chat requests refused by a guard after authentication (the rate limit) never reach the chat
@@ -30,22 +30,14 @@ export class ChatRefusalFilter implements ExceptionFilter {
           apiKeyId: req.principal.apiKeyId,
           assistantId: null,
           model: text(body.model) ?? 'unknown',
-          inputTokens: 0,
-          outputTokens: 0,
-          totalTokens: 0,
-          cachedTokens: 0,
-          llmCostMillicents: 0,
-          toolCostMillicents: 0,
-          totalCostMillicents: 0,
-          chargedMillicents: 0,
+          ...NOTHING_USED,
+          toolsUsed: [],
           latencyMs: 0,
           status: 'error',
           errorCode: error.code,
           userId: text(body.user_id),
           subscriptionId: text(body.subscription_id),
-          toolsUsed: [],
           stream: body.stream === true,
-          iterations: 0,
         })
         .catch((recordError) => this.logger.error(`Could not record a rate-limited request: ${String(recordError)}`));
     }

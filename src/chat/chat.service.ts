@@ -21,7 +21,7 @@ import { ProvidersService } from '../providers/providers.service';
 import { countPromptTokens, countTextTokens } from '../providers/tokens';
 import { toUpstreamApiError } from '../providers/upstream-errors';
 import { ServerToolCall, ToolsService } from '../tools/tools.service';
-import { UsageService } from '../usage/usage.service';
+import { NOTHING_USED, UsageService } from '../usage/usage.service';
 import { ceilMillicents, llmCost, MICROS_PER_MILLICENT, MicroMillicents, toDecimalString, toMillicentsNumber } from '../wallet/cost';
 import { AutoTopupService } from '../wallet/auto-topup.service';
 import { Hold, WalletService } from '../wallet/wallet.service';
@@ -484,16 +484,8 @@ export class ChatService {
     await this.usage
       .insert({
         ...this.usageBase(context, request, modelId, assistant, startedAt),
-        inputTokens: 0,
-        outputTokens: 0,
-        totalTokens: 0,
-        cachedTokens: 0,
-        llmCostMillicents: 0,
-        toolCostMillicents: 0,
-        totalCostMillicents: 0,
-        chargedMillicents: 0,
+        ...NOTHING_USED,
         toolsUsed: [],
-        iterations: 0,
         status: 'error',
         errorCode: code,
       })

@@ -20,3 +20,17 @@ export class UsageService {
     await manager.insert(UsageRecord, record);
   }
 }
+
+/** The token, cost and tool fields of the usage record of a request refused before it cost anything. */
+export const NOTHING_USED = {
+  inputTokens: 0,
+  outputTokens: 0,
+  totalTokens: 0,
+  cachedTokens: 0,
+  llmCostMillicents: 0,
+  toolCostMillicents: 0,
+  totalCostMillicents: 0,
+  chargedMillicents: 0,
+  toolsUsed: [] as string[],
+  iterations: 0,
+} as const;
