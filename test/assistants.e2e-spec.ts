@@ -6,6 +6,7 @@ import { WalletService } from '../src/wallet/wallet.service';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
 import { FakeSearch, resultsScenario, startFakeSearch } from './fakes/fake-search';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
+import { TOKENS_AS_INT } from './support/usage-records';
 
 /** gpt-4o-mini prices, millicents per million tokens. */
 const MINI = { input: 15_000, output: 60_000 };
@@ -183,7 +184,7 @@ describe('assistants and the server-side tool loop (through the OpenAI SDK)', ()
       ]);
       expect(second[second.length - 1].content).not.toContain('Not wanted');
 
-      const [record] = await db.query('SELECT * FROM usage_records WHERE workspace_id = $1', [workspace.id]);
+      const [record] = await db.query(`SELECT *, ${TOKENS_AS_INT} FROM usage_records WHERE workspace_id = $1`, [workspace.id]);
       expect(record).toMatchObject({
         assistant_id: bot.id,
         iterations: 2,
@@ -353,12 +354,19 @@ describe('assistants and the server-side tool loop (through the OpenAI SDK)', ()
         await new Promise((resolve) => setTimeout(resolve, 50));
         ledger = await db.query('SELECT type, amount_millicents::int AS amount FROM wallet_transactions WHERE workspace_id = $1 ORDER BY created_at', [workspace.id]);
       }
-      const [record] = await db.query('SELECT status, error_code FROM usage_records WHERE workspace_id = $1', [workspace.id]);
+      const [record] = await db.query(
+        'SELECT status, error_code, input_tokens::int AS input_tokens, total_cost_millicents::float8 AS cost FROM usage_records WHERE workspace_id = $1',
+        [workspace.id],
+      );
+      // The first call (1,350 millicents), plus the prompt of the second, which was sent upstream before the client left.
+      const secondPrompt = record.input_tokens - 1_000;
+      expect(secondPrompt).toBeGreaterThan(0);
+      expect(record.cost).toBeCloseTo(1_350 + (secondPrompt * 250_000) / 1e6, 6);
       expect(ledger).toEqual([
         { type: 'topup', amount: 100_000 },
-        { type: 'usage', amount: -1_350 },
+        { type: 'usage', amount: -Math.floor(record.cost) },
       ]);
-      expect(record).toEqual({ status: 'error', error_code: 'client_disconnected' });
+      expect(record).toMatchObject({ status: 'error', error_code: 'client_disconnected' });
       await expectWalletConsistent(workspace);
     });
 

@@ -4,6 +4,7 @@ import { countTextTokens } from '../src/providers/tokens';
 import { WalletService } from '../src/wallet/wallet.service';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
+import { TOKENS_AS_INT } from './support/usage-records';
 
 /** gpt-4o prices, millicents per million tokens: input, output, cached input. */
 const GPT_4O = { input: 250_000, output: 1_000_000, cached: 125_000 };
@@ -33,7 +34,7 @@ describe('chat completions in direct mode (OpenAI provider, through the OpenAI S
   const lastUpstream = () => upstream.requests[upstream.requests.length - 1];
   const wallet = (workspace: TestWorkspace) => t.app.get(WalletService).balance(workspace.id);
   const usageRecords = (workspace: TestWorkspace) =>
-    db.query('SELECT * FROM usage_records WHERE workspace_id = $1 ORDER BY created_at', [workspace.id]);
+    db.query(`SELECT *, ${TOKENS_AS_INT} FROM usage_records WHERE workspace_id = $1 ORDER BY created_at`, [workspace.id]);
   const ledger = (workspace: TestWorkspace) =>
     db.query('SELECT type, amount_millicents::int AS amount FROM wallet_transactions WHERE workspace_id = $1 ORDER BY created_at', [
       workspace.id,

@@ -3,6 +3,7 @@ import { DataSource } from 'typeorm';
 import { FakeAnthropic, startFakeAnthropic, textReply, toolUseReply } from './fakes/fake-anthropic';
 import { FakeGemini, startFakeGemini } from './fakes/fake-gemini';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
+import { TOKENS_AS_INT } from './support/usage-records';
 
 /**
  * The whole service, driven by the OpenAI SDK, with each non-OpenAI provider's real adapter
@@ -54,7 +55,7 @@ describe('chat completions through the Anthropic provider', () => {
     expect((completion as unknown as { x_service: { cost_millicents: number } }).x_service.cost_millicents).toBe(cost);
     const [record] = await t.app
       .get(DataSource)
-      .query('SELECT * FROM usage_records WHERE workspace_id = $1 ORDER BY created_at DESC LIMIT 1', [workspace.id]);
+      .query(`SELECT *, ${TOKENS_AS_INT} FROM usage_records WHERE workspace_id = $1 ORDER BY created_at DESC LIMIT 1`, [workspace.id]);
     expect(record).toMatchObject({ model: 'claude-haiku-4-5', input_tokens: 1_000, cached_tokens: 100, output_tokens: 4 });
   });
 

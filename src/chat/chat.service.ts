@@ -1,7 +1,10 @@
 import { Injectable, Logger } from '@nestjs/common';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Observable } from 'rxjs';
 import { AssistantsService } from '../assistants/assistants.service';
 import type { Assistant, AssistantTool } from '../assistants/entities/assistant.entity';
+import { inSavepoint } from '../common/database/savepoint';
+import { storable } from '../common/database/storable';
 import { ApiError } from '../common/errors/api-error';
 import { ConversationsService } from '../conversations/conversations.service';
 import type { Principal } from '../common/http/request-context';
@@ -19,14 +22,13 @@ import type {
 } from '../providers/provider-adapter';
 import { ProvidersService } from '../providers/providers.service';
 import { countPromptTokens, countTextTokens } from '../providers/tokens';
-import { toUpstreamApiError } from '../providers/upstream-errors';
 import { ServerToolCall, ToolsService } from '../tools/tools.service';
 import { NOTHING_USED, UsageService } from '../usage/usage.service';
 import { ceilMillicents, llmCost, MICROS_PER_MILLICENT, MicroMillicents, toDecimalString, toMillicentsNumber } from '../wallet/cost';
 import { AutoTopupService } from '../wallet/auto-topup.service';
 import { Hold, WalletService } from '../wallet/wallet.service';
 import { ChatRequest, parseChatRequest } from './chat-request';
-import { Spend } from './spend';
+import { checkedUsage, Spend } from './spend';
 import { KeepAlive, StreamedIteration, StreamRelay } from './stream-relay';
 
 /** The extension object of every completion (spec: "x_service"). */
@@ -51,6 +53,9 @@ export interface ChatCallContext {
 const MIN_USEFUL_OUTPUT_TOKENS = 16;
 /** Room held for each tool result that the next iteration's prompt will carry. */
 const TOKENS_PER_TOOL_RESULT = 1_500;
+/** Tries at settling a request whose answer was delivered, before the hold is left to expire. */
+const SETTLE_ATTEMPTS = 3;
+const SETTLE_RETRY_MS = 200;
 
 /** A request that passed validation and has money held for it. */
 interface PreparedCall {
@@ -92,6 +97,8 @@ interface Ending {
 @Injectable()
 export class ChatService {
   private readonly logger = new Logger('Chat');
+  /** Writes that failed beside a charge that stood, since start (for logs and, later, metrics). */
+  readonly incidents = { conversation_turn_not_stored: 0, usage_record_not_stored: 0 };
 
   constructor(
     @InjectConfig() private readonly config: AppConfig,
@@ -111,8 +118,9 @@ export class ChatService {
     let messages = call.messages;
     try {
       for (;;) {
+        spend.calling(messages);
         const completion = await this.providers.complete(this.providerRequest(context, call, messages, spend));
-        spend.addModelCall(call.model, completion.usage ?? this.countUsage(messages, call, textOf(completion)));
+        spend.addModelCall(call.model, this.usageOf(call, messages, completion.usage, textOf(completion)));
         const message = completion.choices[0]?.message;
         const serverCalls = this.serverCallsOf(call, message?.tool_calls);
         const clientCalls = (message?.tool_calls?.length ?? 0) - serverCalls.length;
@@ -140,6 +148,7 @@ export class ChatService {
     const spend = new Spend();
     let opened: Awaited<ReturnType<ProvidersService['openStream']>>;
     try {
+      spend.calling(call.messages);
       opened = await this.providers.openStream(this.providerRequest(context, call, call.messages, spend));
     } catch (error) {
       throw await this.fail(context, call, spend, error);
@@ -162,7 +171,7 @@ export class ChatService {
             failure = error;
           }
           // Counted even when the stream broke: a client that went away pays for what was generated.
-          spend.addModelCall(call.model, iteration.usage ?? this.countUsage(messages, call, iteration.generated));
+          spend.addModelCall(call.model, this.usageOf(call, messages, iteration.usage, iteration.generated));
           if (failure || iteration.serverCalls.length === 0 || iteration.clientCalls.length > 0 || this.isLastIteration(call, spend)) break;
           try {
             if (!(await this.holdNextIteration(call, messages, iteration.serverCalls, spend))) {
@@ -181,6 +190,7 @@ export class ChatService {
             } finally {
               clearInterval(keepAlive);
             }
+            spend.calling(messages);
             const next = await this.providers.openStream(this.providerRequest(context, call, messages, spend));
             chunks = prepend(next.first, next.rest);
           } catch (error) {
@@ -192,21 +202,32 @@ export class ChatService {
         // Stopped at the iteration limit with server calls only: the client sees an answer, not tool calls.
         if (!finishReason && iteration.serverCalls.length > 0 && iteration.clientCalls.length === 0) finishReason = 'stop';
         const disconnected = context.signal.aborted;
-        if (failure && !disconnected) {
+        // A stalled upstream ends the stream, but what it generated was delivered: it is charged.
+        const stalled = !disconnected && isStall(failure);
+        if (failure && !disconnected && !stalled) {
           subscriber.error(await this.fail(context, call, spend, failure));
           return;
         }
-        const ending: Ending = disconnected ? { status: 'error', errorCode: 'client_disconnected' } : { status: 'success', errorCode: null };
+        if (disconnected) this.chargeUnansweredPrompt(call, spend);
+        const ending: Ending = disconnected
+          ? { status: 'error', errorCode: 'client_disconnected' }
+          : stalled
+            ? { status: 'error', errorCode: (failure as ApiError).code }
+            : { status: 'success', errorCode: null };
         try {
-          await this.settle(context, call, spend, ending, { reply: replyOf(iteration) });
+          await this.settleDelivered(context, call, spend, ending, replyOf(iteration));
         } catch (error) {
-          // Nothing was charged (the transaction rolled back): give the hold back now rather than at its expiry.
-          this.logger.error(`Settling stream ${context.requestId} failed: ${String(error)}`);
-          await this.wallet.release(call.hold).catch(() => undefined);
+          // The settlement is idempotent per hold and was retried; if the database is gone the
+          // hold is released by the sweeper at its expiry.
+          this.logger.error(`Settling stream ${context.requestId} failed (hold ${call.hold.id}): ${String(error)}`);
           if (!disconnected) subscriber.error(error);
           return;
         }
         if (disconnected) return;
+        if (stalled) {
+          subscriber.error(failure);
+          return;
+        }
         relay.finish(this.xService(spend), includeUsage ? spend.usage() : undefined, finishReason);
         subscriber.complete();
       })().catch((error: unknown) => subscriber.error(error));
@@ -387,7 +408,9 @@ export class ChatService {
   /**
    * Charges the exact cost, releases the hold and writes the usage record, in one
    * transaction; with a conversation, a successful turn (the request's messages and the
-   * reply) is stored in the same transaction.
+   * reply) is stored in the same transaction. What is written besides the charge runs in
+   * savepoints: a turn or record that cannot be stored is logged and counted, and the charge
+   * for what was delivered still commits.
    */
   private async settle(
     context: ChatCallContext,
@@ -399,7 +422,7 @@ export class ChatService {
     const refund = options.refund === true;
     const { inputTokens, outputTokens, cachedTokens } = spend.tokens;
     clearInterval(call.heartbeat);
-    await this.wallet.settle(
+    const settlement = await this.wallet.settle(
       call.hold,
       {
         workspaceId: context.principal.workspaceId,
@@ -410,19 +433,23 @@ export class ChatService {
       },
       async (manager, settlement) => {
         if (call.conversationId && ending.status === 'success' && options.reply) {
-          await this.conversations.appendTurn(manager, {
-            workspaceId: context.principal.workspaceId,
-            conversationId: call.conversationId,
-            messages: [...call.request.messages, options.reply].map((message) => ({
-              ...(message as object),
-              tokens: countPromptTokens([message]),
-            })) as Parameters<ConversationsService['appendTurn']>[1]['messages'],
-            inputTokens,
-            outputTokens,
-            costMillicents: toDecimalString(spend.totalMicros),
-          });
+          const turn = storable([...call.request.messages, options.reply]);
+          const failed = await inSavepoint(manager, () =>
+            this.conversations.appendTurn(manager, {
+              workspaceId: context.principal.workspaceId,
+              conversationId: call.conversationId!,
+              messages: turn.map((message) => ({
+                ...(message as object),
+                tokens: countPromptTokens([message]),
+              })) as Parameters<ConversationsService['appendTurn']>[1]['messages'],
+              inputTokens,
+              outputTokens,
+              costMillicents: toDecimalString(spend.totalMicros),
+            }),
+          );
+          if (failed) this.incident('conversation_turn_not_stored', context, failed);
         }
-        await this.usage.record(manager, {
+        const record = storable({
           ...this.usageBase(context, call.request, call.model.id, call.assistant, call.startedAt),
           inputTokens,
           outputTokens,
@@ -437,36 +464,76 @@ export class ChatService {
           status: ending.status,
           errorCode: ending.errorCode,
         });
+        const failed = await inSavepoint(manager, () => this.usage.record(manager, record));
+        if (failed) this.incident('usage_record_not_stored', context, failed);
       },
       { refund },
     );
+    if (settlement.writtenOffMillicents > 0) {
+      this.logger.warn(
+        `Request ${context.requestId} cost ${settlement.writtenOffMillicents} millicents more than workspace ` +
+          `${context.principal.workspaceId} could cover; charged what it had.`,
+      );
+    }
     // Committed: a balance left below the auto top-up threshold buys a top-up, in the background.
     this.autoTopup.afterCharge(context.principal.workspaceId);
   }
 
   /**
+   * Settles a request whose answer (or part of it) reached the client. The settlement is
+   * idempotent per hold, so a transient database failure is retried rather than letting the
+   * hold expire uncharged.
+   */
+  private async settleDelivered(context: ChatCallContext, call: PreparedCall, spend: Spend, ending: Ending, reply: ChatMessage): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.settle(context, call, spend, ending, { reply });
+      } catch (error) {
+        if (attempt >= SETTLE_ATTEMPTS) throw error;
+        await sleep(SETTLE_RETRY_MS * attempt);
+      }
+    }
+  }
+
+  /** Something written beside a charge could not be stored: logged and counted, never a lost charge. */
+  private incident(kind: keyof ChatService['incidents'], context: ChatCallContext, error: unknown): void {
+    this.incidents[kind] += 1;
+    this.logger.error(`${kind} for request ${context.requestId} (${this.incidents[kind]} so far); the charge stands: ${String(error)}`);
+  }
+
+  /**
    * A request that failed after its hold. What it had already used (earlier iterations of a
    * tool loop) is charged and refunded in the same transaction, so the ledger shows both
-   * and the caller pays nothing; the hold is released and the failure recorded.
+   * and the caller pays nothing; the hold is released and the failure recorded. Returns the
+   * error to answer with: an API error, or our own failure as it was (the global filter
+   * makes it a 500, or a 503 when the database is down).
    */
-  private async fail(context: ChatCallContext, call: PreparedCall, spend: Spend, error: unknown): Promise<ApiError> {
+  private async fail(context: ChatCallContext, call: PreparedCall, spend: Spend, error: unknown): Promise<unknown> {
     // Once the client has gone, whatever failed next (an aborted call, in whichever shape the
     // SDK reports it) failed because it left.
-    const apiError = context.signal.aborted
+    const failure = context.signal.aborted
       ? new ApiError('bad_request', 'The client closed the request.', { code: 'client_disconnected' })
-      : error instanceof ApiError
-        ? error
-        : toUpstreamApiError(error, call.model.provider);
-    // A client that went away pays for what it used, as a disconnected stream does; a failure
-    // of ours or the provider's is charged and refunded, so the caller pays nothing.
-    const clientLeft = apiError.code === 'client_disconnected';
+      : error;
+    // A client that went away pays for what it used (at least the prompt it had sent upstream),
+    // as a disconnected stream does; a failure of ours or the provider's is charged and
+    // refunded, so the caller pays nothing.
+    const clientLeft = failure instanceof ApiError && failure.code === 'client_disconnected';
+    if (clientLeft) this.chargeUnansweredPrompt(call, spend);
+    const errorCode = failure instanceof ApiError ? failure.code : 'internal_error';
     try {
-      await this.settle(context, call, spend, { status: 'error', errorCode: apiError.code }, { refund: !clientLeft });
+      await this.settle(context, call, spend, { status: 'error', errorCode }, { refund: !clientLeft });
     } catch (settleError) {
       // The hold expires and the sweeper frees it; the caller still gets the real error.
       this.logger.error(`Could not settle failed request ${context.requestId} (hold ${call.hold.id}): ${String(settleError)}`);
     }
-    return apiError;
+    return failure;
+  }
+
+  /** The model call under way when the client left had its prompt sent upstream: that is charged. */
+  private chargeUnansweredPrompt(call: PreparedCall, spend: Spend): void {
+    if (!spend.unansweredPrompt) return;
+    const prompt = countPromptTokens(spend.unansweredPrompt, [...call.clientTools, ...this.tools.definitions(call.serverTools)]);
+    spend.addModelCall(call.model, { prompt_tokens: Math.min(prompt, call.model.contextLength), completion_tokens: 0, total_tokens: prompt });
   }
 
   /** A request refused before any money was held: recorded, never charged. */
@@ -523,11 +590,21 @@ export class ChatService {
     };
   }
 
-  /** When the provider reports no usage, the tokenizer counts it. */
-  private countUsage(messages: ChatMessage[], call: PreparedCall, generatedText: string): CompletionUsage {
-    const prompt = countPromptTokens(messages, [...call.clientTools, ...this.tools.definitions(call.serverTools)]);
-    const completion = countTextTokens(generatedText);
-    return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+  /**
+   * The usage to bill for one model call: the provider's report, checked against the
+   * model's limits and what we saw generated; our tokenizer's counts where it reported none.
+   */
+  private usageOf(call: PreparedCall, messages: ChatMessage[], reported: CompletionUsage | undefined, generatedText: string): CompletionUsage {
+    const { usage, problems } = checkedUsage(reported, {
+      countPrompt: () => countPromptTokens(messages, [...call.clientTools, ...this.tools.definitions(call.serverTools)]),
+      generatedTokens: countTextTokens(generatedText),
+      maxPromptTokens: call.model.contextLength,
+      maxCompletionTokens: call.maxTokens * call.request.choices,
+    });
+    if (problems.length > 0) {
+      this.logger.warn(`${call.model.provider} reported unusable usage for ${call.model.id}: ${problems.join('; ')}. Billed the checked counts.`);
+    }
+    return usage;
   }
 }
 
@@ -591,9 +668,17 @@ function outOfFunds(completion: ChatCompletion): ChatCompletion {
   };
 }
 
+/** The stream's upstream stopped sending: the stream ends, and what it delivered is charged. */
+function isStall(failure: unknown): failure is ApiError {
+  return failure instanceof ApiError && failure.code === 'upstream_idle_timeout';
+}
+
+/** What a completion generated, as a stream's `generated` counts it: text and tool-call arguments. */
 function textOf(completion: ChatCompletion): string {
   return completion.choices
-    .map((choice) => (choice.message?.content ?? '') + JSON.stringify(choice.message?.tool_calls ?? ''))
+    .map((choice) =>
+      [choice.message?.content ?? '', ...(choice.message?.tool_calls ?? []).map((call) => (call.type === 'function' ? call.function.arguments : ''))].join(''),
+    )
     .join('');
 }
 

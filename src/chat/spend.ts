@@ -1,5 +1,5 @@
 import type { ModelDefinition } from '../models/model-catalog';
-import type { CompletionUsage } from '../providers/provider-adapter';
+import type { ChatMessage, CompletionUsage } from '../providers/provider-adapter';
 import { llmCost, MicroMillicents } from '../wallet/cost';
 
 export interface TokenCounts {
@@ -11,12 +11,23 @@ export interface TokenCounts {
 /** What one request has used so far, over all its model calls (iterations) and tool calls. */
 export class Spend {
   iterations = 0;
+  /**
+   * The prompt of the model call under way, until its usage is added: a client that leaves
+   * before the answer still pays for the prompt that was sent upstream.
+   */
+  unansweredPrompt: ChatMessage[] | null = null;
   readonly tokens: TokenCounts = { inputTokens: 0, outputTokens: 0, cachedTokens: 0 };
   llmMicros: MicroMillicents = 0n;
   toolMicros: MicroMillicents = 0n;
   readonly toolsUsed: string[] = [];
 
+  /** A model call is about to be made with this prompt. */
+  calling(messages: ChatMessage[]): void {
+    this.unansweredPrompt = messages;
+  }
+
   addModelCall(model: ModelDefinition, usage: CompletionUsage): void {
+    this.unansweredPrompt = null;
     const counts = toTokenCounts(usage);
     this.iterations += 1;
     this.tokens.inputTokens += counts.inputTokens;
@@ -51,5 +62,59 @@ export function toTokenCounts(usage: CompletionUsage): TokenCounts {
     inputTokens: usage.prompt_tokens ?? 0,
     outputTokens: usage.completion_tokens ?? 0,
     cachedTokens: usage.prompt_tokens_details?.cached_tokens ?? 0,
+  };
+}
+
+/** The bounds a provider's usage report must respect, and our own counts to fall back on. */
+export interface UsageBounds {
+  /** The prompt counted by our tokenizer (lazily: only needed when the report is unusable). */
+  countPrompt: () => number;
+  /** Tokens of the text and tool-call arguments actually generated, counted by our tokenizer. */
+  generatedTokens: number;
+  /** The model's context window: no call can have read more. */
+  maxPromptTokens: number;
+  /** The output cap sent upstream times the number of choices: no call can have written more. */
+  maxCompletionTokens: number;
+}
+
+/**
+ * A provider's usage report made safe to bill: never negative or fractional (a negative
+ * count would credit the wallet), completion not far below what we saw generated, and never
+ * above the model's limits (clamped; the caller logs the returned problems). A missing or
+ * unusable count is replaced by ours.
+ */
+export function checkedUsage(reported: CompletionUsage | undefined, bounds: UsageBounds): { usage: CompletionUsage; problems: string[] } {
+  const problems: string[] = [];
+  const count = (name: string, value: unknown, fallback: () => number, max: number): number => {
+    let tokens = typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : undefined;
+    if (tokens === undefined) {
+      if (reported && value !== undefined && value !== null) problems.push(`${name} ${JSON.stringify(value)} is not a token count`);
+      tokens = fallback();
+    }
+    if (tokens > max) {
+      problems.push(`${name} ${tokens} is above the model's limit of ${max}`);
+      tokens = max;
+    }
+    return tokens;
+  };
+  const prompt = count('prompt_tokens', reported?.prompt_tokens, bounds.countPrompt, bounds.maxPromptTokens);
+  let completion = count('completion_tokens', reported?.completion_tokens, () => bounds.generatedTokens, bounds.maxCompletionTokens);
+  // Tokenizers differ by tens of percent between providers, not by half: a report below half
+  // of what we saw generated is wrong, and what we saw is billed instead.
+  const generated = Math.min(bounds.generatedTokens, bounds.maxCompletionTokens);
+  if (completion * 2 < generated) {
+    problems.push(`completion_tokens ${completion} is far below the ${generated} tokens seen generated`);
+    completion = generated;
+  }
+  const reportedCached = reported?.prompt_tokens_details?.cached_tokens;
+  const cached = typeof reportedCached === 'number' && Number.isSafeInteger(reportedCached) && reportedCached > 0 ? Math.min(reportedCached, prompt) : 0;
+  return {
+    usage: {
+      prompt_tokens: prompt,
+      completion_tokens: completion,
+      total_tokens: prompt + completion,
+      ...(cached > 0 ? { prompt_tokens_details: { cached_tokens: cached } } : {}),
+    },
+    problems,
   };
 }

@@ -31,6 +31,8 @@ export interface AppConfig {
   simulatorWordDelayMs: number;
   /** Upper bound of one upstream call (a whole completion, or a stream's first chunk). */
   upstreamTimeoutMs: number;
+  /** Longest pause between two chunks of a stream before it is ended as stalled. */
+  upstreamIdleTimeoutMs: number;
   /** Extra attempts at an upstream call that failed before its first byte. */
   upstreamMaxRetries: number;
   /** How long a wallet hold lives before the sweeper gives its money back. */
@@ -83,6 +85,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     llmSimulator: read.oneOf('LLM_SIMULATOR', ['auto', 'on', 'off'] as const) ?? 'auto',
     simulatorWordDelayMs: read.integer('SIMULATOR_WORD_DELAY_MS', 15, 0, 10_000),
     upstreamTimeoutMs: read.integer('UPSTREAM_TIMEOUT_MS', 120_000, 1_000, 3_600_000),
+    upstreamIdleTimeoutMs: read.integer('UPSTREAM_IDLE_TIMEOUT_MS', 60_000, 100, 3_600_000),
     upstreamMaxRetries: read.integer('UPSTREAM_MAX_RETRIES', 2, 0, 10),
     holdTtlMs: read.integer('HOLD_TTL_MS', 15 * 60_000, 10_000, 24 * 3_600_000),
     webSearch: {

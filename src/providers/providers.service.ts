@@ -69,17 +69,55 @@ export class ProvidersService implements OnModuleInit {
     return this.withRetries(request, () => this.withTimeout(request, (signal) => adapter.complete({ ...request, signal })));
   }
 
-  /** Opens a stream and waits (bounded by the upstream timeout) for its first chunk, retrying failures until then. */
+  /**
+   * Opens a stream and waits (bounded by the upstream timeout) for its first chunk, retrying
+   * failures until then. After that, each further chunk must come within
+   * UPSTREAM_IDLE_TIMEOUT_MS, or the upstream call is aborted and the stream fails with
+   * `upstream_timeout` (code `upstream_idle_timeout`); failures mid-stream arrive as API errors.
+   */
   async openStream(request: ProviderRequest): Promise<OpenedStream> {
     const adapter = this.adapterFor(request.model);
     return this.withRetries(request, () =>
-      this.withTimeout(request, async (signal) => {
-        const rest = adapter.stream({ ...request, signal })[Symbol.asyncIterator]();
-        const first = await rest.next();
+      this.withTimeout(request, async (signal, upstream) => {
+        const chunks = adapter.stream({ ...request, signal })[Symbol.asyncIterator]();
+        const first = await chunks.next();
         if (first.done) throw Object.assign(new Error('The upstream stream ended before its first chunk'), { status: 502 });
-        return { first: first.value, rest };
+        return { first: first.value, rest: this.watched(chunks, request, upstream) };
       }),
     );
+  }
+
+  /** The rest of a stream, with an idle timeout between chunks and provider errors mapped. */
+  private watched(chunks: AsyncIterator<ChatCompletionChunk>, request: ProviderRequest, upstream: AbortController): AsyncIterator<ChatCompletionChunk> {
+    const idleMs = this.config.upstreamIdleTimeoutMs;
+    const { provider } = request.model;
+    return {
+      next: async () => {
+        let timer: NodeJS.Timeout | undefined;
+        const idle = new Promise<never>((_, reject) => {
+          timer = setTimeout(() => {
+            reject(
+              new ApiError('upstream_timeout', `The ${provider} provider stopped sending for ${idleMs / 1000} s in the middle of the answer.`, {
+                code: 'upstream_idle_timeout',
+              }),
+            );
+            upstream.abort();
+          }, idleMs);
+        });
+        try {
+          return await Promise.race([chunks.next(), idle]);
+        } catch (error) {
+          if (request.signal.aborted || isAbort(error)) throw error;
+          throw toUpstreamApiError(error, provider);
+        } finally {
+          clearTimeout(timer);
+        }
+      },
+      return: async () => {
+        upstream.abort();
+        return (await chunks.return?.()) ?? { done: true, value: undefined };
+      },
+    };
   }
 
   private async withRetries<T>(request: ProviderRequest, attempt: () => Promise<T>): Promise<T> {
@@ -100,15 +138,20 @@ export class ProvidersService implements OnModuleInit {
 
   /**
    * Bounds one attempt (a whole completion, or a stream's first chunk) by UPSTREAM_TIMEOUT_MS.
-   * The signal stays linked to the client's, so a disconnect still aborts a stream later on.
+   * The attempt's signal stays linked to the client's, so a disconnect still aborts a stream
+   * later on, and `upstream` lets the stream's idle timeout abort it too.
    */
-  private async withTimeout<T>(request: ProviderRequest, attempt: (signal: AbortSignal) => Promise<T>): Promise<T> {
-    const timeout = new AbortController();
-    const timer = setTimeout(() => timeout.abort(), this.config.upstreamTimeoutMs);
+  private async withTimeout<T>(request: ProviderRequest, attempt: (signal: AbortSignal, upstream: AbortController) => Promise<T>): Promise<T> {
+    const upstream = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      upstream.abort();
+    }, this.config.upstreamTimeoutMs);
     try {
-      return await attempt(AbortSignal.any([request.signal, timeout.signal]));
+      return await attempt(AbortSignal.any([request.signal, upstream.signal]), upstream);
     } catch (error) {
-      if (timeout.signal.aborted && !request.signal.aborted) {
+      if (timedOut && !request.signal.aborted) {
         throw new ApiError('upstream_timeout', `The ${request.model.provider} provider did not answer in time.`);
       }
       throw error;

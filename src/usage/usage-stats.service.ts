@@ -109,9 +109,10 @@ interface RecordRow {
   request_id: string;
   assistant_id: string | null;
   model: string;
-  input_tokens: number;
-  output_tokens: number;
-  total_tokens: number;
+  /** bigint columns: strings from pg. */
+  input_tokens: string;
+  output_tokens: string;
+  total_tokens: string;
   llm_cost_millicents: string;
   tool_cost_millicents: string;
   total_cost_millicents: string;
@@ -188,9 +189,9 @@ function toRecordDto(row: RecordRow): UsageRecordDto {
     request_id: row.request_id,
     assistant_id: row.assistant_id,
     model: row.model,
-    input_tokens: row.input_tokens,
-    output_tokens: row.output_tokens,
-    total_tokens: row.total_tokens,
+    input_tokens: Number(row.input_tokens),
+    output_tokens: Number(row.output_tokens),
+    total_tokens: Number(row.total_tokens),
     llm_cost_millicents: Number(row.llm_cost_millicents),
     tool_cost_millicents: Number(row.tool_cost_millicents),
     total_cost_millicents: Number(row.total_cost_millicents),

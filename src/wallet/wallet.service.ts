@@ -41,6 +41,8 @@ export interface Charge {
 export interface Settlement {
   /** Whole millicents taken from the balance (0 when the cost stayed within the carried fraction). */
   chargedMillicents: number;
+  /** Whole millicents of the cost the wallet could not cover (see `settle`); usually 0. */
+  writtenOffMillicents: number;
   balanceAfterMillicents: number;
   /** False when this hold had already been settled: nothing was charged again. */
   applied: boolean;
@@ -53,6 +55,12 @@ export interface TransactionQuery {
 }
 
 const UNIQUE_VIOLATION = '23505';
+
+/**
+ * The most a wallet may hold: balances travel as JSON numbers, which are exact only up to
+ * 2^53 - 1 (a balance past it would break GET /v1/wallet and the ledger for good).
+ */
+export const MAX_BALANCE_MILLICENTS = Number.MAX_SAFE_INTEGER;
 
 /** The wallet: balance, reservations and the append-only ledger. */
 @Injectable()
@@ -76,10 +84,12 @@ export class WalletService {
 
   /**
    * Moves money in (or out, for a negative adjustment) with its ledger row, in one
-   * transaction. A repeated idempotency key returns the row already written and changes
-   * nothing. An adjustment may not take the balance below what is reserved.
+   * transaction (the caller's, when given: a new workspace's opening credit commits with the
+   * workspace). A repeated idempotency key returns the row already written and changes
+   * nothing. An adjustment may not take the balance below what is reserved, and no credit
+   * may take it above MAX_BALANCE_MILLICENTS.
    */
-  async credit(command: CreditCommand): Promise<WalletTransaction> {
+  async credit(command: CreditCommand, manager?: EntityManager): Promise<WalletTransaction> {
     const { workspaceId, amountMillicents, type, idempotencyKey } = command;
     assertUuid(workspaceId, 'workspace');
     if (!Number.isSafeInteger(amountMillicents) || amountMillicents === 0) {
@@ -89,32 +99,11 @@ export class WalletService {
       throw ApiError.badRequest(`A ${type} must be positive; use an adjustment to take money out.`, 'amount');
     }
 
-    const existing = await this.findByIdempotencyKey(idempotencyKey);
+    const existing = await (manager ?? this.dataSource.manager).getRepository(WalletTransaction).findOneBy({ idempotencyKey });
     if (existing) return sameMovementOrConflict(existing, command);
+    if (manager) return this.creditIn(manager, command);
     try {
-      return await this.dataSource.transaction(async (manager) => {
-        const updated = await manager
-          .createQueryBuilder()
-          .update(Wallet)
-          .set({ balanceMillicents: () => 'balance_millicents + :amount', updatedAt: () => 'now()' })
-          .where('workspace_id = :workspaceId AND balance_millicents + :amount >= reserved_millicents')
-          .setParameters({ workspaceId, amount: amountMillicents })
-          .returning('balance_millicents')
-          .execute();
-        const rows = updated.raw as Array<{ balance_millicents: string }>;
-        if (rows.length === 0) await this.explainRefusedCredit(manager, workspaceId);
-        const ledger = manager.getRepository(WalletTransaction);
-        return ledger.save(
-          ledger.create({
-            workspaceId,
-            type,
-            amountMillicents,
-            balanceAfterMillicents: Number(rows[0].balance_millicents),
-            description: command.description ?? defaultDescription(type),
-            idempotencyKey,
-          }),
-        );
-      });
+      return await this.dataSource.transaction((transaction) => this.creditIn(transaction, command));
     } catch (error) {
       if ((error as { code?: string }).code === UNIQUE_VIOLATION) {
         // A concurrent replay won the race: the transaction rolled back, the winner's row stands.
@@ -123,6 +112,33 @@ export class WalletService {
       }
       throw error;
     }
+  }
+
+  /** The credit itself: both bounds are in the statement that moves the money, so concurrent credits cannot pass them. */
+  private async creditIn(manager: EntityManager, command: CreditCommand): Promise<WalletTransaction> {
+    const { workspaceId, amountMillicents, type, idempotencyKey } = command;
+    const updated = await manager
+      .createQueryBuilder()
+      .update(Wallet)
+      .set({ balanceMillicents: () => 'balance_millicents + :amount', updatedAt: () => 'now()' })
+      .where('workspace_id = :workspaceId AND balance_millicents + :amount >= reserved_millicents')
+      .andWhere('balance_millicents + :amount <= :maxBalance')
+      .setParameters({ workspaceId, amount: amountMillicents, maxBalance: MAX_BALANCE_MILLICENTS })
+      .returning('balance_millicents')
+      .execute();
+    const rows = updated.raw as Array<{ balance_millicents: string }>;
+    if (rows.length === 0) await this.explainRefusedCredit(manager, workspaceId, amountMillicents);
+    const ledger = manager.getRepository(WalletTransaction);
+    return ledger.save(
+      ledger.create({
+        workspaceId,
+        type,
+        amountMillicents,
+        balanceAfterMillicents: Number(rows[0].balance_millicents),
+        description: command.description ?? defaultDescription(type),
+        idempotencyKey,
+      }),
+    );
   }
 
   /**
@@ -162,23 +178,38 @@ export class WalletService {
     const idempotencyKey = `usage:${hold.id}`;
     try {
       return await this.dataSource.transaction(async (manager) => {
-        const [row] = await queryRows<{ balance_millicents: string; charged: string }>(
+        const [row] = await queryRows<{ balance_millicents: string; charged: string; written_off: string; carry_before: string }>(
           manager,
+          // The charge is the cost in whole millicents (the fraction is carried), but never more
+          // than the wallet can cover: this request's own hold plus what no other request holds.
+          // A cost past that (a provider counting more prompt tokens than the estimate, on a
+          // nearly empty wallet) is written off, so the balance never goes below zero and never
+          // below what other requests in flight hold, however many overshoot at once.
           `WITH released AS (DELETE FROM wallet_holds WHERE id = $2 RETURNING amount_millicents),
-                current AS (SELECT carry_millicents FROM wallets WHERE workspace_id = $1 FOR UPDATE)
+                held AS (SELECT coalesce(sum(amount_millicents), 0) AS amount FROM released),
+                current AS (SELECT balance_millicents, reserved_millicents, carry_millicents FROM wallets WHERE workspace_id = $1 FOR UPDATE),
+                due AS (
+                  SELECT c.carry_millicents AS carry_before,
+                         floor(c.carry_millicents + $3::numeric) AS whole,
+                         (c.carry_millicents + $3::numeric) - floor(c.carry_millicents + $3::numeric) AS fraction,
+                         greatest(c.balance_millicents - (c.reserved_millicents - held.amount), 0) AS coverable,
+                         held.amount AS held
+                    FROM current c CROSS JOIN held)
            UPDATE wallets w SET
-             balance_millicents = w.balance_millicents - floor(c.carry_millicents + $3::numeric),
-             carry_millicents = (c.carry_millicents + $3::numeric) - floor(c.carry_millicents + $3::numeric),
-             reserved_millicents = w.reserved_millicents - coalesce((SELECT sum(amount_millicents) FROM released), 0),
+             balance_millicents = w.balance_millicents - least(d.whole, d.coverable),
+             carry_millicents = CASE WHEN d.whole <= d.coverable THEN d.fraction ELSE 0 END,
+             reserved_millicents = w.reserved_millicents - d.held,
              updated_at = now()
-           FROM current c
+           FROM due d
            WHERE w.workspace_id = $1
-           RETURNING w.balance_millicents, floor(c.carry_millicents + $3::numeric)::bigint AS charged`,
+           RETURNING w.balance_millicents, least(d.whole, d.coverable)::bigint AS charged,
+                     (d.whole - least(d.whole, d.coverable))::bigint AS written_off, d.carry_before`,
           [charge.workspaceId, hold.id, toDecimalString(charge.costMicros)],
         );
         if (!row) throw new Error(`No wallet for workspace ${charge.workspaceId}`);
         const settlement: Settlement = {
           chargedMillicents: Number(row.charged),
+          writtenOffMillicents: Number(row.written_off),
           balanceAfterMillicents: Number(row.balance_millicents),
           applied: true,
         };
@@ -193,7 +224,7 @@ export class WalletService {
           });
         }
         if (options.refund) {
-          settlement.balanceAfterMillicents = await this.refund(manager, hold, charge, settlement.chargedMillicents);
+          settlement.balanceAfterMillicents = await this.refund(manager, hold, charge, settlement.chargedMillicents, row.carry_before);
         }
         await alsoInTransaction(manager, settlement);
         return settlement;
@@ -202,7 +233,7 @@ export class WalletService {
       if ((error as { code?: string }).code === UNIQUE_VIOLATION) {
         const existing = await this.findByIdempotencyKey(idempotencyKey);
         if (existing) {
-          return { chargedMillicents: 0, balanceAfterMillicents: existing.balanceAfterMillicents, applied: false };
+          return { chargedMillicents: 0, writtenOffMillicents: 0, balanceAfterMillicents: existing.balanceAfterMillicents, applied: false };
         }
       }
       throw error;
@@ -250,19 +281,17 @@ export class WalletService {
   }
 
   /**
-   * Gives back what a failed request was charged, and winds the carry back by the same
-   * cost, so the wallet ends exactly where it was. Runs in the settlement's transaction.
+   * Gives back what a failed request was charged, and puts the carry back where it was
+   * before the charge, so the wallet ends exactly where it was. Runs in the settlement's
+   * transaction, which still holds the wallet's row lock.
    */
-  private async refund(manager: EntityManager, hold: Hold, charge: Charge, chargedMillicents: number): Promise<number> {
+  private async refund(manager: EntityManager, hold: Hold, charge: Charge, chargedMillicents: number, carryBefore: string): Promise<number> {
     const [row] = await queryRows<{ balance_millicents: string }>(
       manager,
-      `UPDATE wallets SET
-         balance_millicents = balance_millicents + $2,
-         carry_millicents = carry_millicents + $2 - $3::numeric,
-         updated_at = now()
+      `UPDATE wallets SET balance_millicents = balance_millicents + $2, carry_millicents = $3::numeric, updated_at = now()
        WHERE workspace_id = $1
        RETURNING balance_millicents`,
-      [charge.workspaceId, chargedMillicents, toDecimalString(charge.costMicros)],
+      [charge.workspaceId, chargedMillicents, carryBefore],
     );
     const balanceAfter = Number(row.balance_millicents);
     // Below a whole millicent nothing was taken: only the carry had to be wound back.
@@ -334,9 +363,17 @@ export class WalletService {
     return this.dataSource.getRepository(WalletTransaction).findOneBy({ idempotencyKey });
   }
 
-  private async explainRefusedCredit(manager: EntityManager, workspaceId: string): Promise<never> {
+  private async explainRefusedCredit(manager: EntityManager, workspaceId: string, amountMillicents: number): Promise<never> {
     const wallet = await manager.getRepository(Wallet).findOneBy({ workspaceId });
     if (!wallet) throw ApiError.notFound(`No wallet for workspace ${workspaceId}.`, 'wallet_not_found');
+    if (BigInt(wallet.balanceMillicents) + BigInt(amountMillicents) > BigInt(MAX_BALANCE_MILLICENTS)) {
+      throw ApiError.badRequest(
+        `The credit would take the balance (${wallet.balanceMillicents}) above ${MAX_BALANCE_MILLICENTS} millicents, ` +
+          'the most a wallet can hold.',
+        'amount',
+        'balance_limit_exceeded',
+      );
+    }
     throw ApiError.badRequest(
       `The adjustment would take the balance (${wallet.balanceMillicents}) below the amount reserved ` +
         `for requests in flight (${wallet.reservedMillicents}).`,

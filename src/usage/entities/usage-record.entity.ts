@@ -25,16 +25,16 @@ export class UsageRecord {
   @Column({ type: 'text' })
   model: string;
 
-  @Column({ name: 'input_tokens', type: 'integer', default: 0 })
+  @Column({ name: 'input_tokens', type: 'bigint', default: 0, transformer: bigintToNumber })
   inputTokens: number;
 
-  @Column({ name: 'output_tokens', type: 'integer', default: 0 })
+  @Column({ name: 'output_tokens', type: 'bigint', default: 0, transformer: bigintToNumber })
   outputTokens: number;
 
-  @Column({ name: 'total_tokens', type: 'integer', default: 0 })
+  @Column({ name: 'total_tokens', type: 'bigint', default: 0, transformer: bigintToNumber })
   totalTokens: number;
 
-  @Column({ name: 'cached_tokens', type: 'integer', default: 0 })
+  @Column({ name: 'cached_tokens', type: 'bigint', default: 0, transformer: bigintToNumber })
   cachedTokens: number;
 
   @Column({ name: 'llm_cost_millicents', type: 'numeric', precision: 20, scale: 6, transformer: numericToNumber })

@@ -1,0 +1,21 @@
+import type { EntityManager } from 'typeorm';
+
+let counter = 0;
+
+/**
+ * Runs `work` inside a savepoint of the manager's open transaction. If it fails, only its
+ * own writes are rolled back and the error is returned, so the rest of the transaction (a
+ * charge, say) can still commit.
+ */
+export async function inSavepoint(manager: EntityManager, work: () => Promise<unknown>): Promise<unknown | null> {
+  const name = `sp_${++counter}`;
+  await manager.query(`SAVEPOINT ${name}`);
+  try {
+    await work();
+    await manager.query(`RELEASE SAVEPOINT ${name}`);
+    return null;
+  } catch (error) {
+    await manager.query(`ROLLBACK TO SAVEPOINT ${name}`);
+    return error ?? new Error('unknown failure');
+  }
+}
