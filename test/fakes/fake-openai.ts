@@ -6,8 +6,8 @@ export type OpenAiScenario =
   | { kind: 'text'; text: string; usage?: Usage | null; finishReason?: string; chunkDelayMs?: number }
   | { kind: 'tool_calls'; calls: Array<{ id: string; name: string; arguments: string }>; usage?: Usage }
   | { kind: 'http_error'; status: number; body?: unknown; headers?: Record<string, string> }
-  /** Streams some words, then breaks: an in-band error event, or the socket cut. */
-  | { kind: 'stream_failure'; words: string[]; failure: 'error_event' | 'socket' | 'malformed' }
+  /** Streams some words, then breaks: an in-band error event, the socket cut, or silence with the socket open. */
+  | { kind: 'stream_failure'; words: string[]; failure: 'error_event' | 'socket' | 'malformed' | 'stall' }
   /** Never answers (for timeouts). */
   | { kind: 'hang' };
 
@@ -136,6 +136,7 @@ async function answer(scenario: OpenAiScenario, body: Record<string, unknown>, r
     for (const word of scenario.words) send(chunk({ content: word }));
     if (scenario.failure === 'error_event') send({ error: { message: 'The upstream model crashed', type: 'server_error' } });
     if (scenario.failure === 'malformed') send('{"choices": [ this is not json');
+    if (scenario.failure === 'stall') return;
     if (scenario.failure === 'socket') {
       // Let the words reach the service first: a cut before the first chunk would be retried.
       await new Promise((resolve) => setTimeout(resolve, 100));
