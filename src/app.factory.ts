@@ -7,7 +7,9 @@ import { AppModule } from './app.module';
 import { ApiExceptionFilter } from './common/errors/api-exception.filter';
 import { API_RESPONSE_HEADERS } from './common/openapi/api-responses';
 import type { ApiRequest } from './common/http/request-context';
+import { jsonBodyOnlyMiddleware } from './common/http/json-body.middleware';
 import { requestIdMiddleware } from './common/http/request-id.middleware';
+import { inputGuardMiddleware } from './common/validation/input-guard';
 import { createValidationPipe } from './common/validation/validation.pipe';
 import type { AppConfig } from './config/app-config';
 
@@ -38,9 +40,12 @@ export async function createApp(
   // to be believed only from the proxies named in TRUST_PROXY.
   app.set('trust proxy', config.trustProxy);
   app.use(requestIdMiddleware);
+  app.use(jsonBodyOnlyMiddleware);
   app.useBodyParser('json', { limit: config.bodyLimit });
-  // Body-parser errors (malformed JSON, body too large) happen before Nest's routing, so
-  // they are answered here, by the same filter as every other error.
+  // Before anything walks the body recursively (class-transformer) or stores it (PostgreSQL).
+  app.use(inputGuardMiddleware);
+  // Errors of the body parser (malformed JSON, body too large) and of the checks around it
+  // happen before Nest's routing, so they are answered here, by the same filter as every other error.
   const filter = new ApiExceptionFilter();
   app.use((error: unknown, req: ApiRequest, res: Response, next: NextFunction) =>
     error ? filter.respond(error, req, res) : next(),
