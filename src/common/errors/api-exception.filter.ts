@@ -2,11 +2,13 @@ import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@n
 import type { Response } from 'express';
 import type { ApiRequest } from '../http/request-context';
 import { ApiError, ApiErrorType } from './api-error';
+import { databaseUnavailableError, isDatabaseUnavailable } from './database-unavailable';
 
 /**
  * The one place errors become responses: every error, whoever threw it, leaves as
- * `{"error": {type, message, code, param}}` with the status of its type. Anything
- * unexpected is logged with the request id and answered as a bare 500.
+ * `{"error": {type, message, code, param}}` with the status of its type. A database that
+ * cannot be reached is a 503 the client may retry; anything else unexpected is logged with
+ * the request id and answered as a bare 500.
  */
 @Catch()
 export class ApiExceptionFilter implements ExceptionFilter {
@@ -37,6 +39,7 @@ export class ApiExceptionFilter implements ExceptionFilter {
     if (exception instanceof HttpException) return fromHttpException(exception, req);
     const bodyParserError = fromBodyParserError(exception);
     if (bodyParserError) return bodyParserError;
+    if (isDatabaseUnavailable(exception)) return databaseUnavailableError();
     return new ApiError('internal_error', `The server had an error while processing your request (request ${req.id}).`);
   }
 }

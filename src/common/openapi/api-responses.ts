@@ -45,14 +45,14 @@ const ERROR_DESCRIPTIONS: Partial<Record<number, string>> = {
   429: 'rate_limit_exceeded: over the tier\'s requests per minute; see Retry-After',
   500: 'internal_error',
   502: 'upstream_error',
-  503: 'service_unavailable',
+  503: 'service_unavailable: the database cannot be reached (code `database_unavailable`, see Retry-After), or a provider is unavailable',
   504: 'upstream_timeout',
 };
 
 function errorResponse(status: number) {
   const headers =
-    status === 429
-      ? { ...API_RESPONSE_HEADERS, 'Retry-After': header('Seconds to wait before retrying.', 42) }
+    status === 429 || status === 503
+      ? { ...API_RESPONSE_HEADERS, 'Retry-After': header('Seconds to wait before retrying.', status === 429 ? 42 : 5) }
       : API_RESPONSE_HEADERS;
   return ApiResponse({
     status,
@@ -67,7 +67,8 @@ function errorResponse(status: number) {
  * plus the success body and the errors particular to a route.
  */
 export function ApiStandardResponses(options: { ok?: Type<unknown>; errors?: number[] } = {}) {
-  const statuses = [...new Set([401, 429, 500, ...(options.errors ?? [])])].sort((a, b) => a - b);
+  // Any route can meet a database that is down (503).
+  const statuses = [...new Set([401, 429, 500, 503, ...(options.errors ?? [])])].sort((a, b) => a - b);
   return applyDecorators(
     ApiBearerAuth(),
     ApiExtraModels(ErrorBodyDto),
