@@ -4,18 +4,15 @@ import {
   ArrayNotEmpty,
   IsArray,
   IsBoolean,
+  IsDefined,
   IsIn,
-  IsInt,
-  IsNumber,
   IsObject,
   IsOptional,
   IsString,
   Matches,
-  Max,
-  MaxLength,
-  Min,
   ValidateNested,
 } from 'class-validator';
+import { IsIntegerOfAtLeast, IsNumberBetween, IsStringOfAtMost } from '../../common/validation/decorators';
 import { IsMessageContent } from './message-content.validator';
 
 export const MESSAGE_ROLES = ['system', 'developer', 'user', 'assistant', 'tool'] as const;
@@ -41,6 +38,7 @@ export class ToolCallDto {
   type: 'function';
 
   @ApiProperty({ type: FunctionCallDto })
+  @IsDefined({ message: 'function is required in a tool call: {"name": ..., "arguments": ...}' })
   @ValidateNested()
   @Type(() => FunctionCallDto)
   function: FunctionCallDto;
@@ -133,14 +131,12 @@ export class StreamOptionsDto {
 export class ChatCompletionRequestDto {
   @ApiPropertyOptional({ description: 'Model id (direct mode). With assistant_id it overrides the assistant model.', example: 'gpt-4o-mini' })
   @IsOptional()
-  @IsString()
-  @MaxLength(200)
+  @IsStringOfAtMost(200)
   model?: string;
 
   @ApiPropertyOptional({ description: 'Assistant UUID or slug (assistant mode).' })
   @IsOptional()
-  @IsString()
-  @MaxLength(200)
+  @IsStringOfAtMost(200)
   assistant_id?: string;
 
   @ApiProperty({ type: [ChatMessageDto] })
@@ -170,38 +166,32 @@ export class ChatCompletionRequestDto {
 
   @ApiPropertyOptional({ minimum: 0, maximum: 2, example: 0.7 })
   @IsOptional()
-  @IsNumber({}, { message: 'temperature must be a number' })
-  @Min(0, { message: 'temperature must be at least 0' })
-  @Max(2, { message: 'temperature must be at most 2' })
+  @IsNumberBetween(0, 2)
   temperature?: number;
 
   @ApiPropertyOptional({ minimum: 1, description: "At most the model's output limit." })
   @IsOptional()
-  @IsInt({ message: 'max_tokens must be an integer' })
-  @Min(1, { message: 'max_tokens must be at least 1' })
+  @IsIntegerOfAtLeast(1)
   max_tokens?: number;
 
   @ApiPropertyOptional({ minimum: 1, description: 'The newer name of max_tokens; the smaller of the two applies.' })
   @IsOptional()
-  @IsInt({ message: 'max_completion_tokens must be an integer' })
-  @Min(1, { message: 'max_completion_tokens must be at least 1' })
+  @IsIntegerOfAtLeast(1)
   max_completion_tokens?: number;
 
   @ApiPropertyOptional({ description: 'End-user id, recorded in the usage record.', example: 'user-42' })
   @IsOptional()
-  @IsString()
-  @MaxLength(256)
+  @IsStringOfAtMost(256)
   user_id?: string;
 
   @ApiPropertyOptional({ description: 'Subscription id, recorded in the usage record.', example: 'sub_123' })
   @IsOptional()
-  @IsString()
-  @MaxLength(256)
+  @IsStringOfAtMost(256)
   subscription_id?: string;
 
-  @ApiPropertyOptional({ description: 'Continue a stored conversation.' })
+  @ApiPropertyOptional({ description: 'Continue a stored conversation: its id.' })
   @IsOptional()
-  @IsString()
+  @IsStringOfAtMost(200)
   conversation_id?: string;
 
   /** Any other field of the OpenAI request, kept for forwarding. */

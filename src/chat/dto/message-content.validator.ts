@@ -20,6 +20,7 @@ export function IsMessageContent(): PropertyDecorator {
 function contentProblem(value: unknown): string | null {
   if (value === undefined || value === null || typeof value === 'string') return null;
   if (!Array.isArray(value)) return 'must be a string or an array of content parts';
+  if (value.length === 0) return 'must not be an empty array: send a string, or at least one content part';
   for (const [index, part] of value.entries()) {
     const p = part as { type?: unknown; text?: unknown; image_url?: { url?: unknown } };
     if (p?.type === 'text') {

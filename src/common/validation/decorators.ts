@@ -1,7 +1,7 @@
 import { applyDecorators } from '@nestjs/common';
 import { ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
-import { IsIn, IsInt, IsOptional, IsString, IsUUID, Max, Min } from 'class-validator';
+import { IsIn, IsInt, IsNumber, IsOptional, IsString, IsUUID, Max, MaxLength, Min } from 'class-validator';
 
 /**
  * Composite decorators: validation, transformation and the Swagger description of a
@@ -38,5 +38,36 @@ export function OptionalEnum(values: readonly string[], description: string) {
     IsOptional(),
     IsString(),
     IsIn(values as string[], { message: `$property must be one of ${values.join(', ')}` }),
+  );
+}
+
+/*
+ * class-validator runs a field's own decorators bottom-up, so `@IsString() @MaxLength(512)`
+ * told `{"title": 5}` that it "must be shorter than 512 characters". These check the type
+ * first, whatever order they are written in.
+ */
+
+/** A string of at most `max` characters. */
+export function IsStringOfAtMost(max: number) {
+  return applyDecorators(
+    IsString({ message: '$property must be a string' }),
+    MaxLength(max, { message: `$property must be at most ${max} characters` }),
+  );
+}
+
+/** An integer (a JSON number: "5" is refused, as OpenAI refuses it) of at least `min`. */
+export function IsIntegerOfAtLeast(min: number) {
+  return applyDecorators(
+    IsInt({ message: '$property must be an integer' }),
+    Min(min, { message: `$property must be at least ${min}` }),
+  );
+}
+
+/** A number (not a numeric string) from `min` to `max`. */
+export function IsNumberBetween(min: number, max: number) {
+  return applyDecorators(
+    IsNumber({}, { message: '$property must be a number' }),
+    Min(min, { message: `$property must be at least ${min}` }),
+    Max(max, { message: `$property must be at most ${max}` }),
   );
 }

@@ -1,6 +1,7 @@
+import { applyDecorators } from '@nestjs/common';
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsIn, IsNotEmpty, IsOptional, IsString, Matches, MaxLength, ValidateIf } from 'class-validator';
-import { OptionalEnum, OptionalInt, OptionalUuid } from '../../common/validation/decorators';
+import { IsStringOfAtMost, OptionalEnum, OptionalInt, OptionalUuid } from '../../common/validation/decorators';
 import {
   CONVERSATION_STATUSES,
   ConversationMetadata,
@@ -24,6 +25,16 @@ const METADATA_DOC = {
   example: METADATA_EXAMPLE,
 } as const;
 
+/** `q` of the search, checked in this order (applyDecorators keeps it): a missing `q` is told it is missing. */
+function IsSearchText() {
+  return applyDecorators(
+    IsString({ message: 'q must be a string: the text to search for' }),
+    IsNotEmpty({ message: 'q must not be empty' }),
+    Matches(/\S/, { message: 'q must not be blank' }),
+    MaxLength(MAX_QUERY_LENGTH, { message: `q must be at most ${MAX_QUERY_LENGTH} characters` }),
+  );
+}
+
 /** Filters shared by the list and the search. */
 export class ConversationFiltersDto {
   @ApiPropertyOptional({
@@ -33,14 +44,12 @@ export class ConversationFiltersDto {
     example: 'support-bot',
   })
   @IsOptional()
-  @IsString()
-  @MaxLength(200)
+  @IsStringOfAtMost(200)
   assistant_id?: string;
 
   @ApiPropertyOptional({ description: 'Only conversations of this end user (exact match).', example: 'user_8412' })
   @IsOptional()
-  @IsString()
-  @MaxLength(MAX_USER_ID_LENGTH)
+  @IsStringOfAtMost(MAX_USER_ID_LENGTH)
   user_id?: string;
 
   @ApiPropertyOptional({ example: 'active' })
@@ -70,10 +79,7 @@ export class SearchConversationsQueryDto extends ConversationFiltersDto {
     example: 'refund "credit card" -paypal',
     maxLength: MAX_QUERY_LENGTH,
   })
-  @IsString({ message: 'q must be a string: the text to search for' })
-  @IsNotEmpty({ message: 'q must not be empty' })
-  @Matches(/\S/, { message: 'q must not be blank' })
-  @MaxLength(MAX_QUERY_LENGTH, { message: `q must be at most ${MAX_QUERY_LENGTH} characters` })
+  @IsSearchText()
   q: string;
 
   @ApiPropertyOptional({ example: 10 })
@@ -112,8 +118,7 @@ export class CreateConversationDto {
     example: 'Refund for order #1042',
   })
   @IsOptional()
-  @IsString()
-  @MaxLength(MAX_TITLE_LENGTH)
+  @IsStringOfAtMost(MAX_TITLE_LENGTH)
   title?: string | null;
 
   @ApiPropertyOptional({
@@ -125,8 +130,7 @@ export class CreateConversationDto {
     example: 'support-bot',
   })
   @IsOptional()
-  @IsString()
-  @MaxLength(200)
+  @IsStringOfAtMost(200)
   assistant_id?: string | null;
 
   @ApiPropertyOptional({
@@ -137,8 +141,7 @@ export class CreateConversationDto {
     example: 'user_8412',
   })
   @IsOptional()
-  @IsString()
-  @MaxLength(MAX_USER_ID_LENGTH)
+  @IsStringOfAtMost(MAX_USER_ID_LENGTH)
   user_id?: string | null;
 
   @ApiPropertyOptional(METADATA_DOC)
@@ -156,8 +159,7 @@ export class UpdateConversationDto {
     example: 'Refund for order #1042 (resolved)',
   })
   @IsOptional()
-  @IsString()
-  @MaxLength(MAX_TITLE_LENGTH)
+  @IsStringOfAtMost(MAX_TITLE_LENGTH)
   title?: string | null;
 
   @ApiPropertyOptional({ enum: CONVERSATION_STATUSES, example: 'archived' })
