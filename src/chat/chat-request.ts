@@ -4,6 +4,14 @@ import { ApiError } from '../common/errors/api-error';
 import { toValidationError } from '../common/validation/validation.pipe';
 import type { ChatMessage, FunctionTool } from '../providers/provider-adapter';
 import { ChatCompletionRequestDto } from './dto/chat-completion-request.dto';
+import {
+  MAX_IMAGE_URL_CHARS,
+  MAX_IMAGE_URL_CHARS_PER_REQUEST,
+  MAX_IMAGES_PER_REQUEST,
+  MAX_MESSAGE_CONTENT_CHARS,
+  MAX_MESSAGES,
+  MAX_TOOLS,
+} from './dto/request-limits';
 
 /** Tools that run on the server; an assistant offers them, direct mode cannot. */
 export const SERVER_TOOL_NAMES = ['web_search', 'file_search'] as const;
@@ -45,7 +53,10 @@ export async function parseChatRequest(body: unknown, mode: { assistantMode: boo
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw ApiError.badRequest('The request body must be a JSON object.', undefined, 'invalid_body');
   }
-  const dto = plainToInstance(ChatCompletionRequestDto, body);
+  checkSizes(body as Record<string, unknown>);
+  // Only the fields validated here go through class-transformer, which copies every value it is given.
+  const own = Object.fromEntries(Object.entries(body).filter(([key]) => OWN_FIELDS.has(key)));
+  const dto = plainToInstance(ChatCompletionRequestDto, own);
   const errors = await validate(dto, { stopAtFirstError: true, forbidUnknownValues: false });
   if (errors.length > 0) throw toValidationError(errors);
 
@@ -67,6 +78,54 @@ export async function parseChatRequest(body: unknown, mode: { assistantMode: boo
     choices: (n as number | undefined) ?? 1,
     extra,
   };
+}
+
+/**
+ * The size limits of request-limits.ts, checked on the raw body before anything copies,
+ * validates or counts it: a cheap pass over the messages and their parts only.
+ */
+function checkSizes(body: Record<string, unknown>): void {
+  const { messages, tools } = body;
+  if (Array.isArray(tools) && tools.length > MAX_TOOLS) {
+    throw ApiError.badRequest(`tools can have at most ${MAX_TOOLS} items (got ${tools.length}).`, 'tools', 'array_too_long');
+  }
+  if (!Array.isArray(messages)) return;
+  if (messages.length > MAX_MESSAGES) {
+    throw ApiError.badRequest(`messages can have at most ${MAX_MESSAGES} items (got ${messages.length}).`, 'messages', 'array_too_long');
+  }
+  let images = 0;
+  let imageChars = 0;
+  messages.forEach((message: unknown, index) => {
+    const content = (message as { content?: unknown } | null)?.content;
+    if (typeof content === 'string') checkLength(content, MAX_MESSAGE_CONTENT_CHARS, `messages.${index}.content`);
+    if (!Array.isArray(content)) return;
+    content.forEach((part: unknown, partIndex) => {
+      const at = `messages.${index}.content.${partIndex}`;
+      const { text, image_url: image } = (part ?? {}) as { text?: unknown; image_url?: { url?: unknown } | null };
+      if (typeof text === 'string') checkLength(text, MAX_MESSAGE_CONTENT_CHARS, `${at}.text`);
+      const url = image?.url;
+      if (typeof url !== 'string') return;
+      checkLength(url, MAX_IMAGE_URL_CHARS, `${at}.image_url.url`);
+      images += 1;
+      imageChars += url.length;
+    });
+  });
+  if (images > MAX_IMAGES_PER_REQUEST) {
+    throw ApiError.badRequest(`A request can carry at most ${MAX_IMAGES_PER_REQUEST} images (got ${images}).`, 'messages', 'too_many_images');
+  }
+  if (imageChars > MAX_IMAGE_URL_CHARS_PER_REQUEST) {
+    throw ApiError.badRequest(
+      `The images of a request can total at most ${MAX_IMAGE_URL_CHARS_PER_REQUEST} characters of URL (got ${imageChars}).`,
+      'messages',
+      'images_too_large',
+    );
+  }
+}
+
+function checkLength(text: string, max: number, param: string): void {
+  if (text.length > max) {
+    throw ApiError.badRequest(`${param} can be at most ${max} characters long (got ${text.length}).`, param, 'string_too_long');
+  }
 }
 
 function checkRoleRules(message: ChatCompletionRequestDto['messages'][number], index: number): void {
