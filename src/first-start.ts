@@ -1,5 +1,7 @@
 import type { INestApplication } from '@nestjs/common';
+import { DataSource } from 'typeorm';
 import { AssistantsService } from './assistants/assistants.service';
+import { ModelsService } from './models/models.service';
 import { WorkspacesService } from './workspaces/workspaces.service';
 
 /** $10.00: enough to try every model a few times. */
@@ -8,19 +10,35 @@ const DEMO_CREDIT_MILLICENTS = 1_000_000;
 /**
  * On an empty embedded database, creates a demo workspace with credit, a key and a demo
  * assistant, and prints the key once: `npm install && npm start` is all it takes to make a
- * first call.
+ * first call. All of it commits in one transaction: a start that fails halfway leaves the
+ * database empty, so the next start tries again and prints a key.
  */
 export async function createDemoWorkspaceOnFirstStart(app: INestApplication, baseUrl: string): Promise<void> {
   const workspaces = app.get(WorkspacesService);
   if ((await workspaces.count()) > 0) return;
-  const demo = await workspaces.create({ name: 'Demo', tier: 'pro', balanceMillicents: DEMO_CREDIT_MILLICENTS });
-  const assistant = await app.get(AssistantsService).create(demo.workspace.id, {
-    name: 'Demo',
-    slug: 'demo',
-    model: 'gpt-4o-mini',
-    description: 'A general assistant that can search the documents you attach to it.',
-    systemPrompt: 'You are a helpful, concise assistant. When the user asks about their documents, use file_search.',
-    tools: ['file_search'],
+  // The operator's catalog (MODEL_CATALOG_FILE) may not have the default models: the demo
+  // uses the first model that can call tools, for file_search, else the first model.
+  const models = app.get(ModelsService).list();
+  const model = models.find((candidate) => candidate.functionCalling) ?? models[0];
+  const { demo, assistant } = await app.get(DataSource).transaction(async (manager) => {
+    const demo = await workspaces.create({ name: 'Demo', tier: 'pro', balanceMillicents: DEMO_CREDIT_MILLICENTS }, manager);
+    const assistant = await app.get(AssistantsService).create(
+      demo.workspace.id,
+      {
+        name: 'Demo',
+        slug: 'demo',
+        model: model.id,
+        ...(model.functionCalling
+          ? {
+              description: 'A general assistant that can search the documents you attach to it.',
+              systemPrompt: 'You are a helpful, concise assistant. When the user asks about their documents, use file_search.',
+              tools: ['file_search' as const],
+            }
+          : { description: 'A general assistant.', systemPrompt: 'You are a helpful, concise assistant.', tools: [] }),
+      },
+      manager,
+    );
+    return { demo, assistant };
   });
   const line = '='.repeat(78);
   process.stdout.write(

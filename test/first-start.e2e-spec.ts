@@ -1,5 +1,5 @@
 import OpenAI from 'openai';
-import { chmod, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { freePort } from '../src/database/embedded-postgres';
@@ -223,3 +223,59 @@ async function postgresProcessesOf(clusterDir: string | undefined): Promise<numb
   }
   return pids;
 }
+
+/**
+ * An operator's own catalog (MODEL_CATALOG_FILE) without the default models: the demo
+ * assistant must get a model the catalog has, and the banner a key that works.
+ */
+describe('first start with a one-model MODEL_CATALOG_FILE', () => {
+  let dataDir: string;
+  let clusterDir: string;
+  let server: ServerProcess | undefined;
+
+  beforeAll(async () => {
+    dataDir = await mkdtemp(path.join(tmpdir(), 'acs-first-start-catalog-'));
+    await chmod(dataDir, 0o755);
+    clusterDir = path.join(dataDir, 'postgres');
+  });
+
+  afterAll(async () => {
+    server?.kill();
+    await server?.exited;
+    for (const pid of await postgresProcessesOf(clusterDir)) killQuietly(pid, 'SIGQUIT');
+    await waitUntil(async () => (await postgresProcessesOf(clusterDir)).length === 0, 5_000);
+    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it('prints a key that lists the one model and a demo assistant that answers with it', async () => {
+    const catalog = path.join(dataDir, 'catalog.json');
+    await writeFile(
+      catalog,
+      JSON.stringify({ models: [{ id: 'house-model', provider: 'openai', context_length: 32_000, input_price: 1_000, output_price: 2_000 }] }),
+    );
+    const port = await freePort();
+    const baseUrl = `http://127.0.0.1:${port}`;
+    server = ServerProcess.start({
+      DATA_DIR: dataDir,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'warn',
+      MODEL_CATALOG_FILE: catalog,
+    });
+    const banner = (await server.waitForStdout(/ First start:[\s\S]*?\n={78}\n/, 60_000))[0];
+    const key = banner.match(/^ {3}(sk-[A-Za-z0-9_-]+)$/m)![1];
+    const demo = new OpenAI({ baseURL: `${baseUrl}/v1`, apiKey: key, maxRetries: 0, timeout: 10_000 });
+
+    expect((await demo.models.list()).data.map((model) => model.id)).toEqual(['house-model']);
+    const completion = await demo.chat.completions.create({
+      assistant_id: 'demo',
+      messages: [{ role: 'user', content: 'Hello!' }],
+    } as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming);
+    expect(completion.model).toBe('house-model');
+    expect(completion.choices[0].message.content).toContain('simulator');
+
+    const stopped = await server.stop('SIGTERM', 15_000);
+    expect({ code: stopped.code, signal: stopped.signal }).toEqual({ code: 0, signal: null });
+    expect(server.stderr).not.toMatch(/does not exist|could not start/);
+  }, 90_000);
+});

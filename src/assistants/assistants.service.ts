@@ -39,14 +39,17 @@ export class AssistantsService {
   ) {}
 
   /** Enforces the tier's maxAssistants under a lock on the workspace, so concurrent creates cannot pass it. */
-  async create(workspaceId: string, fields: AssistantFields): Promise<Assistant> {
+  async create(workspaceId: string, fields: AssistantFields, outerTransaction?: EntityManager): Promise<Assistant> {
     assertUuid(workspaceId, 'workspace');
     const name = fields.name?.trim();
     if (!name) throw ApiError.badRequest('An assistant needs a name.', 'name');
     if (!fields.model) throw ApiError.badRequest('An assistant needs a model.', 'model');
     const values = this.validated({ ...fields, name });
 
-    return this.dataSource.transaction(async (manager) => {
+    // In the caller's transaction when given one: the first start's demo workspace and assistant commit together.
+    const transaction = <T>(work: (manager: EntityManager) => Promise<T>): Promise<T> =>
+      outerTransaction ? work(outerTransaction) : this.dataSource.transaction(work);
+    return transaction(async (manager) => {
       const workspace = await manager.findOne(Workspace, { where: { id: workspaceId }, lock: { mode: 'pessimistic_write' } });
       if (!workspace) throw ApiError.notFound(`No workspace with id ${workspaceId}.`, 'workspace_not_found');
       const limit = TIERS[workspace.tier].maxAssistants;

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { createHash, randomBytes } from 'node:crypto';
-import { Repository } from 'typeorm';
+import { EntityManager, Repository } from 'typeorm';
 import { ApiError } from '../common/errors/api-error';
 import { assertUuid } from '../common/validation/uuid';
 import type { Principal } from '../common/http/request-context';
@@ -38,13 +38,16 @@ export class ApiKeysService {
     @InjectRepository(Workspace) private readonly workspaces: Repository<Workspace>,
   ) {}
 
-  async create(workspaceId: string, name?: string): Promise<CreatedApiKey> {
+  /** In the caller's transaction when given one (a new workspace and its first key commit together). */
+  async create(workspaceId: string, name?: string, manager?: EntityManager): Promise<CreatedApiKey> {
     assertUuid(workspaceId, 'workspace');
-    const workspace = await this.workspaces.findOneBy({ id: workspaceId });
+    const workspaces = manager ? manager.getRepository(Workspace) : this.workspaces;
+    const keys = manager ? manager.getRepository(ApiKey) : this.keys;
+    const workspace = await workspaces.findOneBy({ id: workspaceId });
     if (!workspace) throw ApiError.notFound(`No workspace with id ${workspaceId}.`, 'workspace_not_found');
     const apiKey = `sk-${randomBytes(32).toString('base64url')}`;
-    const row = await this.keys.save(
-      this.keys.create({
+    const row = await keys.save(
+      keys.create({
         workspaceId,
         name: name ?? null,
         keyHash: hashKey(apiKey),

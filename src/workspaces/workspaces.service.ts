@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
+import { DataSource, EntityManager } from 'typeorm';
 import { ApiError } from '../common/errors/api-error';
 import { assertUuid } from '../common/validation/uuid';
 import { WalletService } from '../wallet/wallet.service';
@@ -29,8 +29,11 @@ export class WorkspacesService {
     private readonly wallet: WalletService,
   ) {}
 
-  /** A workspace with its wallet, an opening credit if asked, and a first API key. */
-  async create(command: CreateWorkspaceCommand): Promise<CreatedWorkspace> {
+  /**
+   * A workspace with its wallet, an opening credit if asked, and a first API key, committed
+   * together (in the caller's transaction when given one), so a failure leaves nothing behind.
+   */
+  async create(command: CreateWorkspaceCommand, outerTransaction?: EntityManager): Promise<CreatedWorkspace> {
     const name = command.name?.trim();
     if (!name) throw ApiError.badRequest('A workspace needs a name.', 'name');
     const tier = parseTier(command.tier ?? 'free');
@@ -39,22 +42,25 @@ export class WorkspacesService {
       throw ApiError.badRequest('balance must be a whole, non-negative number of millicents.', 'balance');
     }
 
-    const workspace = await this.dataSource.transaction(async (manager) => {
-      const created = await manager.save(manager.create(Workspace, { name, tier, customRateLimitRpm: null }));
-      await this.wallet.open(manager, created.id);
-      return created;
-    });
-    if (opening > 0) {
-      await this.wallet.credit({
-        workspaceId: workspace.id,
-        amountMillicents: opening,
-        type: 'topup',
-        description: 'Opening balance',
-        idempotencyKey: `opening:${workspace.id}`,
-      });
-    }
-    const key = await this.apiKeys.create(workspace.id, 'default');
-    return { workspace, apiKey: key.apiKey, apiKeyId: key.id };
+    const create = async (manager: EntityManager): Promise<CreatedWorkspace> => {
+      const workspace = await manager.save(manager.create(Workspace, { name, tier, customRateLimitRpm: null }));
+      await this.wallet.open(manager, workspace.id);
+      if (opening > 0) {
+        await this.wallet.credit(
+          {
+            workspaceId: workspace.id,
+            amountMillicents: opening,
+            type: 'topup',
+            description: 'Opening balance',
+            idempotencyKey: `opening:${workspace.id}`,
+          },
+          manager,
+        );
+      }
+      const key = await this.apiKeys.create(workspace.id, 'default', manager);
+      return { workspace, apiKey: key.apiKey, apiKeyId: key.id };
+    };
+    return outerTransaction ? create(outerTransaction) : this.dataSource.transaction(create);
   }
 
   /**
