@@ -276,6 +276,16 @@ describe('operator CLI (dist/src/cli.js)', () => {
         balance_after_millicents: 0,
       });
     });
+
+    it('refuses a top-up that would take the balance past 2^53 - 1 millicents, and changes nothing', async () => {
+      const workspace = await createWorkspace('pro', 9_007_199_254_740_000);
+      const stderr = await cliFails(1, 'wallet', 'topup', '--workspace', workspace.id, '--amount', '1000');
+      expect(stderr.trim()).toBe(
+        'The credit would take the balance (9007199254740000) above 9007199254740991 millicents, the most a wallet can hold.',
+      );
+      expect(await workspace.client.get('/wallet')).toMatchObject({ balanceMillicents: 9_007_199_254_740_000 });
+      expect((await workspace.client.get<TransactionPage>('/wallet/transactions')).data).toHaveLength(1);
+    });
   });
 
   /**
