@@ -2,6 +2,7 @@ import { Logger, OnApplicationShutdown } from '@nestjs/common';
 import type { ThrottlerStorage } from '@nestjs/throttler';
 import type { ThrottlerStorageRecord } from '@nestjs/throttler/dist/throttler-storage-record.interface';
 import Redis from 'ioredis';
+import type { PeekableStorage, WindowState } from './fixed-window.storage';
 
 /**
  * One fixed window per key: the first hit opens it with a TTL, every hit counts, and the
@@ -16,10 +17,19 @@ if ttl < 0 then
 end
 return { hits, ttl }`;
 
-type WithHit = Redis & { fixedWindowHit(key: string, ttlMs: number): Promise<[number, number]> };
+/** A window's hits and milliseconds left, without counting a hit; nil when no window is open. */
+const PEEK_SCRIPT = `
+local hits = redis.call('GET', KEYS[1])
+if not hits then return nil end
+return { tonumber(hits), redis.call('PTTL', KEYS[1]) }`;
+
+type WithHit = Redis & {
+  fixedWindowHit(key: string, ttlMs: number): Promise<[number, number]>;
+  fixedWindowPeek(key: string): Promise<[number, number] | null>;
+};
 
 /** The Redis twin of FixedWindowMemoryStorage: same semantics, shared by every replica. */
-export class FixedWindowRedisStorage implements ThrottlerStorage, OnApplicationShutdown {
+export class FixedWindowRedisStorage implements ThrottlerStorage, PeekableStorage, OnApplicationShutdown {
   private readonly logger = new Logger('RateLimitStorage');
   private lastErrorLog = 0;
   readonly redis: WithHit;
@@ -36,6 +46,7 @@ export class FixedWindowRedisStorage implements ThrottlerStorage, OnApplicationS
       disconnectTimeout: 200,
     }) as WithHit;
     this.redis.defineCommand('fixedWindowHit', { numberOfKeys: 1, lua: HIT_SCRIPT });
+    this.redis.defineCommand('fixedWindowPeek', { numberOfKeys: 1, lua: PEEK_SCRIPT });
     // Without a listener ioredis prints every reconnect failure to stderr itself.
     this.redis.on('error', (error: Error) => {
       if (Date.now() - this.lastErrorLog < 10_000) return;
@@ -49,6 +60,12 @@ export class FixedWindowRedisStorage implements ThrottlerStorage, OnApplicationS
     const timeToExpire = Math.ceil(ttlMs / 1000);
     const isBlocked = totalHits > limit;
     return { totalHits, timeToExpire, isBlocked, timeToBlockExpire: isBlocked ? timeToExpire : 0 };
+  }
+
+  async peek(key: string): Promise<WindowState | null> {
+    const window = await this.redis.fixedWindowPeek(`{${key}}:hits`);
+    if (!window || window[1] < 0) return null;
+    return { totalHits: window[0], timeToExpire: Math.ceil(window[1] / 1000) };
   }
 
   onApplicationShutdown(): void {

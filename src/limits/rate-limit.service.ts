@@ -6,6 +6,7 @@ import type { AppConfig } from '../config/app-config';
 import { ApiError } from '../common/errors/api-error';
 import type { ApiRequest, Principal } from '../common/http/request-context';
 import { UNLIMITED } from '../workspaces/tiers';
+import type { PeekableStorage, WindowState } from './fixed-window.storage';
 
 /** The rate window of every tier (the spec's unit is requests per minute). */
 export const RATE_WINDOW_MS = 60_000;
@@ -42,11 +43,29 @@ export class RateLimitService {
 
   /** Counts a request that has no valid key against its client address. */
   async limitClientAddress(req: ApiRequest, res: Response): Promise<void> {
-    await this.enforce(`ip:${normalizeIp(req.ip ?? 'unknown')}`, this.config.anonymousRateLimitRpm, res);
+    await this.enforce(clientAddressTracker(req), this.config.anonymousRateLimitRpm, res);
+  }
+
+  /**
+   * Refuses (429) a request from an address that has used up its limit for requests without
+   * a valid key, without counting it. The guard asks this before it looks a key up, so a flood
+   * of wrong keys from one address costs no database queries once that address is limited.
+   */
+  async refuseLimitedClientAddress(req: ApiRequest, res: Response): Promise<void> {
+    const limit = this.config.anonymousRateLimitRpm;
+    const window = await this.peek(clientAddressTracker(req));
+    if (!window || window.totalHits < limit) return;
+    const secondsLeft = Math.max(1, window.timeToExpire);
+    const resetAt = Math.floor(Date.now() / 1000) + secondsLeft;
+    this.apply({ limit, remaining: 0, resetAt, retryAfterSeconds: secondsLeft }, res);
   }
 
   private async enforce(tracker: string, limit: number, res: Response): Promise<void> {
-    const state = await this.consume(tracker, limit);
+    this.apply(await this.consume(tracker, limit), res);
+  }
+
+  /** Sets the `X-RateLimit-*` headers, and throws 429 when the caller must wait. */
+  private apply(state: RateLimitState, res: Response): void {
     res.setHeader('X-RateLimit-Limit', String(state.limit));
     res.setHeader('X-RateLimit-Remaining', String(state.remaining));
     res.setHeader('X-RateLimit-Reset', String(state.resetAt));
@@ -82,9 +101,23 @@ export class RateLimitService {
     };
   }
 
+  /** The open window of a tracker, without counting a hit; null when none is open (or the storage is down). */
+  private async peek(tracker: string): Promise<WindowState | null> {
+    try {
+      return await (this.storage as ThrottlerStorage & PeekableStorage).peek(tracker);
+    } catch (error) {
+      this.warnStorageDown(error);
+      return null;
+    }
+  }
+
   private warnStorageDown(error: unknown): void {
     if (Date.now() - this.lastStorageWarning < 10_000) return;
     this.lastStorageWarning = Date.now();
     this.logger.warn(`Rate-limit storage unavailable, requests are not being limited: ${String(error)}`);
   }
+}
+
+function clientAddressTracker(req: ApiRequest): string {
+  return `ip:${normalizeIp(req.ip ?? 'unknown')}`;
 }

@@ -9,8 +9,8 @@ import { ApiKeysService } from './api-keys.service';
 
 /**
  * Global: every route needs a valid `Authorization: Bearer sk-...` unless marked
- * `@Public()`. A request without a valid key is still counted against its client address
- * (so key guessing is rate limited too) before it is refused.
+ * `@Public()`. A request without a valid key is counted against its client address, so key
+ * guessing is rate limited too.
  */
 @Injectable()
 export class ApiKeyGuard implements CanActivate {
@@ -24,20 +24,27 @@ export class ApiKeyGuard implements CanActivate {
     if (this.reflector.getAllAndOverride<boolean>(IS_PUBLIC, [context.getHandler(), context.getClass()])) return true;
     const http = context.switchToHttp();
     const req = http.getRequest<ApiRequest>();
+    const res = http.getResponse<Response>();
 
     const header = req.headers.authorization;
-    const match = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
-    const principal = match ? await this.apiKeys.authenticate(match[1]) : null;
+    const apiKey = header ? /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1] : undefined;
+    // A key this process has found valid before is no guess: it is limited per workspace
+    // only (RateLimitGuard), never refused for its address. Anything else from an address
+    // already at its limit is refused before the lookup, so a flood of wrong keys costs no
+    // database queries once limited.
+    if (!apiKey || !this.apiKeys.seenValid(apiKey)) await this.rateLimits.refuseLimitedClientAddress(req, res);
+    const principal = apiKey ? await this.apiKeys.authenticate(apiKey) : null;
     if (principal) {
       req.principal = principal;
       return true;
     }
 
-    await this.rateLimits.limitClientAddress(req, http.getResponse<Response>());
+    // Only requests without a valid key count against their address.
+    await this.rateLimits.limitClientAddress(req, res);
     throw ApiError.unauthenticated(
       !header
         ? 'You did not provide an API key. Send it in the Authorization header: "Authorization: Bearer sk-...".'
-        : !match
+        : !apiKey
           ? 'The Authorization header must have the form "Bearer sk-...".'
           : 'Incorrect API key provided, or the key has been revoked.',
       header ? 'invalid_api_key' : 'missing_api_key',

@@ -70,6 +70,15 @@ export class ApiKeysService {
     return { id: keyId, revoked_at: revokedAt.toISOString() };
   }
 
+  /**
+   * True when this process has found the key valid before (its cache entry, fresh or
+   * expired, names a caller). Such a key is not a guess, so the guard does not count it
+   * against its client address.
+   */
+  seenValid(apiKey: string): boolean {
+    return KEY_FORMAT.test(apiKey) && Boolean(this.cache.get(hashKey(apiKey))?.principal);
+  }
+
   /** The caller a bearer key stands for, or null for a malformed, unknown or revoked key. */
   async authenticate(apiKey: string): Promise<Principal | null> {
     if (!KEY_FORMAT.test(apiKey)) return null;
