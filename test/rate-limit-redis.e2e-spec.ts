@@ -1,5 +1,9 @@
 import { ThrottlerStorage } from '@nestjs/throttler';
+import { getRepositoryToken } from '@nestjs/typeorm';
 import OpenAI from 'openai';
+import { randomBytes } from 'node:crypto';
+import { Repository } from 'typeorm';
+import { ApiKey } from '../src/workspaces/entities/api-key.entity';
 import { freePort } from '../src/database/embedded-postgres';
 import { describeWithRedisServer, RedisServer, startRedisServer } from './support/redis-server';
 import { createTestDatabase } from './support/test-database';
@@ -112,6 +116,25 @@ describeWithRedisServer('rate limits shared through Redis by two replicas', () =
     const allowed = settled.filter((s) => s.status === 'fulfilled').length;
     const refused = settled.filter((s) => s.status === 'rejected' && s.reason instanceof OpenAI.RateLimitError).length;
     expect({ allowed, refused }).toEqual({ allowed: FREE_RPM, refused: 60 - FREE_RPM });
+  });
+
+  it('refuses wrong keys from an address at its limit on either replica, without looking them up', async () => {
+    const [a, b] = replicas;
+    const lookups = [a, b].map((replica) => jest.spyOn(replica.app.get<Repository<ApiKey>>(getRepositoryToken(ApiKey)), 'findOne'));
+    try {
+      const wrongKeyFrom = (replica: TestApp) =>
+        fetch(`${replica.baseUrl}/v1/models`, {
+          headers: { Authorization: `Bearer sk-${randomBytes(32).toString('base64url')}`, 'X-Forwarded-For': '198.51.100.9' },
+        });
+      const limit = a.config.anonymousRateLimitRpm;
+      const statuses: number[] = [];
+      for (let i = 0; i < limit; i++) statuses.push((await wrongKeyFrom(replicas[i % 2])).status);
+      expect(new Set(statuses)).toEqual(new Set([401]));
+      for (let i = 0; i < 6; i++) expect((await wrongKeyFrom(replicas[i % 2])).status).toBe(429);
+      expect(lookups[0].mock.calls.length + lookups[1].mock.calls.length).toBe(limit);
+    } finally {
+      for (const spy of lookups) spy.mockRestore();
+    }
   });
 
   it('keeps serving when Redis is unreachable (fails open), without long stalls', async () => {
