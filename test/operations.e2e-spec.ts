@@ -1,5 +1,6 @@
 import { getRepositoryToken } from '@nestjs/typeorm';
-import { randomBytes } from 'node:crypto';
+import OpenAI from 'openai';
+import { createHash, randomBytes } from 'node:crypto';
 import { DataSource, Repository } from 'typeorm';
 import { ApiError } from '../src/common/errors/api-error';
 import { ApiKey } from '../src/workspaces/entities/api-key.entity';
@@ -9,7 +10,8 @@ import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
 
 /**
  * Smaller defects an operator runs into: a wallet credited past what JSON numbers can carry,
- * and key guessing that keeps the database busy after its address is limited.
+ * key guessing that keeps the database busy after its address is limited, and an
+ * Idempotency-Key stuck on 409 after its request died.
  */
 describe('operations', () => {
   let upstream: FakeOpenAi;
@@ -120,6 +122,125 @@ describe('operations', () => {
       for (let i = 0; i < 4; i++) statuses.push((await from('203.0.113.20', wrongKey())).status);
       expect(statuses).toEqual([401, 401, 401, 429]);
       expect((await from('203.0.113.20', workspace.apiKey)).status).toBe(200);
+    });
+  });
+
+  describe('Idempotency-Key after its request died', () => {
+    const body = (content: string) => ({ model: 'gpt-4o', messages: [{ role: 'user' as const, content }] });
+    const ask = (workspace: TestWorkspace, key: string, content: string) =>
+      workspace.client.chat.completions.create(body(content), { headers: { 'Idempotency-Key': key } }).withResponse();
+    const errorOf = (promise: Promise<unknown>) =>
+      promise.then(
+        () => null,
+        (error: unknown) => error as InstanceType<typeof OpenAI.APIError>,
+      );
+    const usageCharges = async (workspace: TestWorkspace) =>
+      (await db.query(`SELECT count(*)::int AS n FROM wallet_transactions WHERE workspace_id = $1 AND type = 'usage'`, [workspace.id]))[0].n;
+
+    /** What a process killed mid-request leaves: a claim without an answer, as old as `ageMs`. */
+    async function leaveClaim(workspace: TestWorkspace, key: string, content: string, requestId: string, ageMs: number): Promise<void> {
+      const hash = createHash('sha256').update(JSON.stringify(body(content))).digest('hex');
+      await db.query(
+        `INSERT INTO idempotent_requests (workspace_id, idempotency_key, request_hash, request_id, created_at)
+         VALUES ($1, $2, $3, $4, now() - make_interval(secs => $5::double precision / 1000))`,
+        [workspace.id, key, hash, requestId, ageMs],
+      );
+    }
+
+    it('runs a retry again once the dead request holds no money and was never charged', async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 100_000 });
+      const requestId = `req_killed_${randomBytes(4).toString('hex')}`;
+      await leaveClaim(workspace, 'killed-mid-request', 'are you there?', requestId, t.config.holdTtlMs + 60_000);
+      // Its hold is still there: the request may still be running, so the key stays claimed.
+      const hold = await wallet.hold(workspace.id, requestId, 500, t.config.holdTtlMs);
+      expect(hold).not.toBeNull();
+      expect(await errorOf(ask(workspace, 'killed-mid-request', 'are you there?'))).toMatchObject({
+        status: 409,
+        error: { code: 'idempotent_request_in_progress' },
+      });
+
+      // The process is gone: nobody keeps the hold alive, the sweeper releases it.
+      await db.query(`UPDATE wallet_holds SET expires_at = now() - interval '1 second' WHERE id = $1`, [hold!.id]);
+      expect(await wallet.releaseExpiredHolds()).toBeGreaterThanOrEqual(1);
+
+      upstream.script({ kind: 'text', text: 'yes, this time', usage: { prompt_tokens: 100, completion_tokens: 10 } });
+      const calls = upstream.requests.length;
+      const retry = await ask(workspace, 'killed-mid-request', 'are you there?');
+      expect(retry.data.choices[0].message.content).toBe('yes, this time');
+      expect(retry.response.headers.get('idempotent-replayed')).toBeNull();
+      expect(upstream.requests.length - calls).toBe(1);
+      // Charged once, for the retry: 100 x 250000 + 10 x 1000000 micro-millicents.
+      expect((await wallet.balance(workspace.id)).balanceMillicents).toBe(100_000 - 35);
+      expect(await usageCharges(workspace)).toBe(1);
+      await expectWalletConsistent(workspace);
+
+      // And the answer is now what further retries get.
+      const replay = await ask(workspace, 'killed-mid-request', 'are you there?');
+      expect(replay.response.headers.get('idempotent-replayed')).toBe('true');
+      expect(replay.data.choices[0].message.content).toBe('yes, this time');
+    });
+
+    it('keeps a younger claim than the hold TTL: its request may not have taken its hold yet', async () => {
+      const workspace = await t.createWorkspace();
+      await leaveClaim(workspace, 'just-claimed', 'hello', `req_young_${randomBytes(4).toString('hex')}`, 1_000);
+      expect(await errorOf(ask(workspace, 'just-claimed', 'hello'))).toMatchObject({
+        status: 409,
+        error: { code: 'idempotent_request_in_progress' },
+      });
+    });
+
+    it('never runs again a request that was settled before its process died', async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 100_000 });
+      const requestId = `req_settled_${randomBytes(4).toString('hex')}`;
+      await leaveClaim(workspace, 'settled-then-killed', 'charge me once', requestId, t.config.holdTtlMs + 60_000);
+      // The request itself, settled (usage record and charge) as the process died.
+      upstream.script({ kind: 'text', text: 'done', usage: { prompt_tokens: 100, completion_tokens: 10 } });
+      await workspace.client.chat.completions.create(body('charge me once'), { headers: { 'X-Request-Id': requestId } });
+      const balance = (await wallet.balance(workspace.id)).balanceMillicents;
+
+      const calls = upstream.requests.length;
+      expect(await errorOf(ask(workspace, 'settled-then-killed', 'charge me once'))).toMatchObject({ status: 409 });
+      expect(upstream.requests.length).toBe(calls);
+      expect((await wallet.balance(workspace.id)).balanceMillicents).toBe(balance);
+      expect(await usageCharges(workspace)).toBe(1);
+    });
+
+    it('tells a retry at once that an answer it was charged for could not be stored, and never charges it again', async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 100_000 });
+      // The database refuses to store this one answer (as it refuses, say, a NUL in jsonb).
+      await db.query(`
+        CREATE OR REPLACE FUNCTION refuse_test_answer() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'this answer cannot be stored'; END $$`);
+      await db.query(`
+        CREATE TRIGGER refuse_test_answer BEFORE UPDATE ON idempotent_requests FOR EACH ROW
+        WHEN (NEW.idempotency_key = 'answer-lost' AND NEW.response IS NOT NULL) EXECUTE FUNCTION refuse_test_answer()`);
+      try {
+        upstream.script({ kind: 'text', text: 'delivered, not stored', usage: { prompt_tokens: 100, completion_tokens: 10 } });
+        const first = await ask(workspace, 'answer-lost', 'keep this');
+        expect(first.data.choices[0].message.content).toBe('delivered, not stored');
+        const balance = (await wallet.balance(workspace.id)).balanceMillicents;
+        expect(balance).toBe(100_000 - 35);
+
+        const calls = upstream.requests.length;
+        const refused = await errorOf(ask(workspace, 'answer-lost', 'keep this'));
+        expect(refused).toMatchObject({ status: 409, error: { type: 'conflict', code: 'idempotent_response_unavailable', param: null } });
+        expect(refused!.error).toMatchObject({ message: expect.stringContaining('Send a new Idempotency-Key') });
+
+        // Not even once the claim is older than a hold lives.
+        await db.query(
+          `UPDATE idempotent_requests SET created_at = now() - interval '1 hour' WHERE workspace_id = $1 AND idempotency_key = 'answer-lost'`,
+          [workspace.id],
+        );
+        expect(await errorOf(ask(workspace, 'answer-lost', 'keep this'))).toMatchObject({
+          status: 409,
+          error: { code: 'idempotent_response_unavailable' },
+        });
+        expect(upstream.requests.length).toBe(calls);
+        expect((await wallet.balance(workspace.id)).balanceMillicents).toBe(balance);
+        expect(await usageCharges(workspace)).toBe(1);
+      } finally {
+        await db.query('DROP TRIGGER refuse_test_answer ON idempotent_requests');
+      }
     });
   });
 });

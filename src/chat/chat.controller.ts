@@ -64,7 +64,8 @@ export class ChatController {
       res.status(200).json(await this.chat.complete(context, body));
       return;
     }
-    const { response, replayed } = await this.idempotency.run(principal.workspaceId, idempotencyKey, body, () =>
+    const claim = { workspaceId: principal.workspaceId, requestId: req.id, key: idempotencyKey };
+    const { response, replayed } = await this.idempotency.run(claim, body, () =>
       this.chat.complete(context, body),
     );
     if (replayed) res.setHeader('Idempotent-Replayed', 'true');

@@ -5,6 +5,8 @@ import { createHash } from 'node:crypto';
 import { DataSource } from 'typeorm';
 import { ApiError } from '../common/errors/api-error';
 import { queryRows } from '../common/database/query-rows';
+import type { AppConfig } from '../config/app-config';
+import { InjectConfig } from '../config/config.module';
 
 const KEY_FORMAT = /^[\x21-\x7e]{1,255}$/;
 
@@ -17,23 +19,44 @@ const KEY_FORMAT = /^[\x21-\x7e]{1,255}$/;
 export class IdempotencyService {
   private readonly logger = new Logger('Idempotency');
 
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    @InjectConfig() private readonly config: AppConfig,
+  ) {}
 
-  async run<T>(workspaceId: string, key: string, body: unknown, execute: () => Promise<T>): Promise<{ response: T; replayed: boolean }> {
+  async run<T>(
+    claim: { workspaceId: string; requestId: string; key: string },
+    body: unknown,
+    execute: () => Promise<T>,
+  ): Promise<{ response: T; replayed: boolean }> {
+    const { workspaceId, requestId, key } = claim;
     if (!KEY_FORMAT.test(key)) {
       throw ApiError.badRequest('The Idempotency-Key header must be 1 to 255 visible ASCII characters.', 'Idempotency-Key');
     }
     const hash = createHash('sha256').update(JSON.stringify(body)).digest('hex');
-    // Claims the key when it is new, or when its last use is more than a day old.
+    // Claims the key when it is new, when its last use is more than a day old, or when the
+    // request that claimed it died mid-flight. That last case is told apart from a request
+    // that was charged (whose retry must not run again) by what it left in the wallet: it
+    // has no hold any more (released by the sweeper once its process stopped keeping it
+    // alive) and no usage record (written with every settlement). The claim must also be
+    // older than a hold lives, so that a request still on its way to taking its hold is not
+    // taken for dead.
     const claimed = await queryRows<{ claimed: boolean }>(
       this.dataSource.manager,
-      `INSERT INTO idempotent_requests (workspace_id, idempotency_key, request_hash)
-       VALUES ($1, $2, $3)
+      `INSERT INTO idempotent_requests AS claim (workspace_id, idempotency_key, request_hash, request_id)
+       VALUES ($1, $2, $3, $4)
        ON CONFLICT (workspace_id, idempotency_key) DO UPDATE
-         SET request_hash = EXCLUDED.request_hash, status_code = NULL, response = NULL, created_at = now()
-         WHERE idempotent_requests.created_at < now() - interval '24 hours'
+         SET request_hash = EXCLUDED.request_hash, request_id = EXCLUDED.request_id,
+             status_code = NULL, response = NULL, created_at = now()
+         WHERE claim.created_at < now() - interval '24 hours'
+            OR (claim.status_code IS NULL
+                AND claim.request_id IS NOT NULL
+                AND claim.created_at < now() - make_interval(secs => $5::double precision / 1000)
+                AND NOT EXISTS (SELECT 1 FROM wallet_holds h WHERE h.workspace_id = $1 AND h.request_id = claim.request_id)
+                AND NOT EXISTS (SELECT 1 FROM usage_records u
+                                 WHERE u.workspace_id = $1 AND u.request_id = claim.request_id AND u.created_at >= claim.created_at))
        RETURNING true AS claimed`,
-      [workspaceId, key, hash],
+      [workspaceId, key, hash, requestId, this.config.holdTtlMs],
     );
     if (claimed.length === 0) return { response: await this.replay<T>(workspaceId, key, hash), replayed: true };
 
@@ -47,21 +70,34 @@ export class IdempotencyService {
         .catch(() => undefined);
       throw error;
     }
-    // The request ran and was charged: the key must never be freed now. If storing the
-    // answer fails, retries see the request as in progress (409) rather than run it again.
-    await this.dataSource
-      .query(`UPDATE idempotent_requests SET status_code = 200, response = $3 WHERE workspace_id = $1 AND idempotency_key = $2`, [
-        workspaceId,
-        key,
-        JSON.stringify(response),
-      ])
-      .catch((error) => this.logger.error(`Storing the answer for Idempotency-Key ${key} failed: ${String(error)}`));
+    await this.storeAnswer(workspaceId, key, response);
     return { response, replayed: false };
+  }
+
+  /**
+   * The request ran and was charged: the key must never be freed now. When its answer
+   * cannot be stored, the claim is still marked finished (status without a response), so
+   * retries are told so at once instead of waiting for a request that will never end.
+   */
+  private async storeAnswer(workspaceId: string, key: string, response: unknown): Promise<void> {
+    const store = (answer: string | null) =>
+      this.dataSource.query(
+        `UPDATE idempotent_requests SET status_code = 200, response = $3 WHERE workspace_id = $1 AND idempotency_key = $2`,
+        [workspaceId, key, answer],
+      );
+    try {
+      await store(JSON.stringify(response));
+    } catch (error) {
+      this.logger.error(`Storing the answer for Idempotency-Key ${key} failed: ${String(error)}`);
+      await store(null).catch((markError) =>
+        this.logger.error(`Marking Idempotency-Key ${key} as finished failed too: ${String(markError)}`),
+      );
+    }
   }
 
   private async replay<T>(workspaceId: string, key: string, hash: string): Promise<T> {
     const [row] = await this.dataSource.query(
-      `SELECT request_hash, response FROM idempotent_requests WHERE workspace_id = $1 AND idempotency_key = $2`,
+      `SELECT request_hash, status_code, response FROM idempotent_requests WHERE workspace_id = $1 AND idempotency_key = $2`,
       [workspaceId, key],
     );
     if (!row) throw ApiError.conflict('The request with this Idempotency-Key just failed; retry it.', 'idempotent_request_failed');
@@ -71,8 +107,15 @@ export class IdempotencyService {
         'idempotency_key_reused',
       );
     }
-    if (row.response === null) {
+    if (row.status_code === null) {
       throw ApiError.conflict('A request with this Idempotency-Key is still in progress.', 'idempotent_request_in_progress');
+    }
+    if (row.response === null) {
+      throw ApiError.conflict(
+        'The request with this Idempotency-Key was completed and charged, but its answer could not be stored. ' +
+          'Send a new Idempotency-Key to run it again.',
+        'idempotent_response_unavailable',
+      );
     }
     return row.response as T;
   }
