@@ -359,9 +359,8 @@ describe('conversations', () => {
       });
 
       // For the chat module: the same messages in OpenAI's format, ready to replay.
-      const forChat = await service.getForChat(workspace.id, conversation.id);
-      expect(forChat.conversation).toMatchObject({ id: conversation.id, title: 'Weather', messageCount: 7 });
-      expect(forChat.messages).toEqual([
+      expect(await service.findForChat(workspace.id, conversation.id)).toMatchObject({ id: conversation.id, title: 'Weather', messageCount: 7 });
+      expect(await service.historyWithin(workspace.id, conversation.id, 1_000_000)).toEqual([
         { role: 'system', content: 'Be brief.' },
         { role: 'user', content: 'Weather in Paris?' },
         { role: 'assistant', content: null, tool_calls: [toolCall] },
@@ -372,12 +371,12 @@ describe('conversations', () => {
       ]);
     });
 
-    it('getForChat refuses unknown, malformed and foreign ids with 404 conversation_not_found', async () => {
+    it('findForChat refuses unknown, malformed and foreign ids with 404 conversation_not_found', async () => {
       const workspace = await t.createWorkspace();
       const other = await t.createWorkspace();
       const theirs = await create(other);
       for (const id of [UNKNOWN_ID, 'nope', theirs.id]) {
-        await expect(service.getForChat(workspace.id, id)).rejects.toMatchObject({
+        await expect(service.findForChat(workspace.id, id)).rejects.toMatchObject({
           type: 'not_found',
           status: 404,
           code: 'conversation_not_found',
@@ -787,7 +786,7 @@ describe('conversations', () => {
 
       // developer messages are stored as system messages.
       await turn({ messages: [{ role: 'developer', content: 'Answer in French.', tokens: 4 }] });
-      expect((await service.getForChat(workspace.id, conversation.id)).messages).toEqual([
+      expect(await service.historyWithin(workspace.id, conversation.id, 1_000)).toEqual([
         { role: 'system', content: 'Answer in French.' },
       ]);
 

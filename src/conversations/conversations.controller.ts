@@ -3,6 +3,7 @@ import { ApiBody, ApiOperation, ApiParam, ApiTags } from '@nestjs/swagger';
 import { CurrentPrincipal } from '../common/auth/auth.decorators';
 import type { Principal } from '../common/http/request-context';
 import { ApiStandardResponses } from '../common/openapi/api-responses';
+import { formatMegabytes, MESSAGES_PAGE_BYTES } from './conversation-limits';
 import { ConversationsService } from './conversations.service';
 import {
   ConversationDeletedDto,
@@ -135,8 +136,10 @@ export class ConversationsController {
     summary: 'Retrieve a conversation with its messages',
     description:
       'The conversation and a page of its messages, oldest first, under `messages`: `{data, has_more, next_cursor}`. ' +
-      'The first `messages_limit` (100 by default, at most 1000); while `messages.has_more`, ask again with ' +
-      '`messages_after` set to `messages.next_cursor`.',
+      'A page holds at most `messages_limit` messages (100 by default, at most 1000) and stops before their content ' +
+      `passes ${formatMegabytes(MESSAGES_PAGE_BYTES)} (UTF-8 bytes of the content and tool calls), so it can hold fewer ` +
+      'messages than asked for; a single message larger than that comes alone. While `messages.has_more`, ask again ' +
+      'with `messages_after` set to `messages.next_cursor`.',
   })
   @ApiParam(ID_PARAM)
   @ApiStandardResponses({ ok: ConversationWithMessagesDto, errors: [400, 404] })

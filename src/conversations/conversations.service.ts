@@ -7,6 +7,15 @@ import type { ContentPart } from '../chat/dto/chat-completion-request.dto';
 import { queryRows } from '../common/database/query-rows';
 import { ApiError } from '../common/errors/api-error';
 import { Page, toPage } from '../common/pagination';
+import type { ChatMessage } from '../providers/provider-adapter';
+import {
+  formatMegabytes,
+  HEADLINE_LEAD_CHARS,
+  HEADLINE_WINDOW_CHARS,
+  MAX_CONVERSATION_CONTENT_BYTES,
+  MAX_CONVERSATION_MESSAGES,
+  MESSAGES_PAGE_BYTES,
+} from './conversation-limits';
 import {
   ConversationMessage,
   STORED_MESSAGE_ROLES,
@@ -63,6 +72,8 @@ export interface MessagePageQuery {
   limit: number;
   /** The id of the last message of the previous page. */
   after?: string;
+  /** Stops the page before the message content (as `content_bytes` counts it) exceeds this; `MESSAGES_PAGE_BYTES` by default. */
+  maxBytes?: number;
 }
 
 export interface SearchHit {
@@ -108,6 +119,13 @@ export interface ConversationForChat {
   conversation: Conversation;
   /** All stored messages, oldest first. */
   messages: ChatHistoryMessage[];
+}
+
+/** A message a chat request is about to add to a conversation, in OpenAI's format: only its content and tool calls take room. */
+export interface IncomingMessage {
+  role?: unknown;
+  content?: unknown;
+  tool_calls?: unknown;
 }
 
 /** A message to store, in OpenAI's chat format plus its token count. */
@@ -210,24 +228,42 @@ export class ConversationsService {
     return conversation;
   }
 
-  /** A page of the messages of a conversation of the workspace, oldest first. */
+  /**
+   * A page of the messages of a conversation of the workspace, oldest first: at most
+   * `limit` messages, and no more content than `maxBytes` (a first message larger than that
+   * comes alone), so that no response carries a whole large conversation.
+   */
   async messages(workspaceId: string, conversationId: string, query: MessagePageQuery): Promise<Page<ConversationMessage>> {
     const repository = this.dataSource.getRepository(ConversationMessage);
-    const builder = repository
-      .createQueryBuilder('m')
-      .where('m.conversation_id = :conversationId AND m.workspace_id = :workspaceId', { conversationId, workspaceId });
+    let afterPosition = 0;
     if (query.after) {
       const cursor = isUUID(query.after)
         ? await repository.findOne({ select: { position: true }, where: { id: query.after, conversationId, workspaceId } })
         : null;
       if (!cursor) throw ApiError.badRequest('messages_after does not name a message of this conversation.', 'messages_after');
-      builder.andWhere('m.position > :position', { position: cursor.position });
+      afterPosition = cursor.position;
     }
-    const rows = await builder
-      .orderBy('m.position', 'ASC')
-      .limit(query.limit + 1)
-      .getMany();
-    return toPage(rows, query.limit);
+    // Sizes first, without reading the content (octet_length does not detoast), then the content of the page only.
+    const sizes = await queryRows<{ id: string; bytes: string }>(
+      this.dataSource.manager,
+      `SELECT id, octet_length(content) + coalesce(octet_length(tool_calls::text), 0) AS bytes
+         FROM conversation_messages
+        WHERE conversation_id = $1 AND workspace_id = $2 AND position > $3
+        ORDER BY position
+        LIMIT $4`,
+      [conversationId, workspaceId, afterPosition, query.limit + 1],
+    );
+    const maxBytes = query.maxBytes ?? MESSAGES_PAGE_BYTES;
+    const pageIds: string[] = [];
+    let pageBytes = 0;
+    for (const { id, bytes } of sizes.slice(0, query.limit)) {
+      pageBytes += Number(bytes);
+      if (pageIds.length > 0 && pageBytes > maxBytes) break;
+      pageIds.push(id);
+    }
+    const rows = pageIds.length > 0 ? await repository.find({ where: { id: In(pageIds) }, order: { position: 'ASC' } }) : [];
+    const hasMore = sizes.length > pageIds.length;
+    return { data: rows, has_more: hasMore, next_cursor: hasMore ? pageIds[pageIds.length - 1] : null };
   }
 
   async update(workspaceId: string, conversationId: string, changes: ConversationChanges): Promise<Conversation> {
@@ -269,7 +305,9 @@ export class ConversationsService {
       message_created_at: Date | null;
     }>(
       this.dataSource.manager,
-      `WITH query AS (SELECT websearch_to_tsquery('english', $2) AS q),
+      `WITH query AS (
+              -- words: the query's lexemes, to find where a long message first matches.
+              SELECT websearch_to_tsquery('english', $2) AS q, tsvector_to_array(to_tsvector('english', $2)) AS words),
             best_messages AS (
               SELECT DISTINCT ON (m.conversation_id) m.conversation_id, m.id, ts_rank_cd(m.search_vector, query.q) AS rank
                 FROM conversation_messages m CROSS JOIN query
@@ -292,11 +330,32 @@ export class ConversationsService {
        SELECT h.id AS conversation_id, h.score::float8 AS score, m.id AS message_id, m.role, m.created_at AS message_created_at,
               CASE WHEN m.id IS NULL
                 THEN ts_headline('english', coalesce(h.title, ''), query.q, '${TITLE_HEADLINE_OPTIONS}')
-                ELSE ts_headline('english', conversation_message_search_text(m.content_type, m.content), query.q, '${HEADLINE_OPTIONS}')
+                ELSE ts_headline('english', excerpt.text, query.q, '${HEADLINE_OPTIONS}')
               END AS snippet
          FROM hits h
          CROSS JOIN query
          LEFT JOIN conversation_messages m ON m.id = h.message_id
+         -- ts_headline costs about 25 ms per 100,000 characters: in a longer message it only
+         -- sees a window that starts a little before an occurrence of a query word (lexemes
+         -- are mostly prefixes of the words they stem from), or at the start, without the
+         -- words the window cuts in two. OFFSET 0 keeps the planner from copying the text's
+         -- expression into each of its uses, which would read the message once per use.
+         LEFT JOIN LATERAL (SELECT conversation_message_search_text(m.content_type, m.content) AS text OFFSET 0) message
+           ON m.id IS NOT NULL
+         LEFT JOIN LATERAL (
+           SELECT CASE WHEN length(message.text) <= ${HEADLINE_WINDOW_CHARS} THEN 1
+                    ELSE greatest(coalesce(
+                      (SELECT min(nullif(strpos(message.text, word), 0)) FROM unnest(query.words) AS word),
+                      -- lower() of the whole text costs more than the search: only when the words are not there as they are.
+                      (SELECT min(nullif(strpos(lower(message.text), word), 0)) FROM unnest(query.words) AS word),
+                      1) - ${HEADLINE_LEAD_CHARS}, 1) END AS start) bounds ON m.id IS NOT NULL
+         LEFT JOIN LATERAL (
+           SELECT CASE WHEN bounds.start + ${HEADLINE_WINDOW_CHARS} <= length(message.text)
+                    THEN regexp_replace(substr(message.text, bounds.start, ${HEADLINE_WINDOW_CHARS}), '\\s\\S*$', '')
+                    ELSE substr(message.text, bounds.start, ${HEADLINE_WINDOW_CHARS}) END AS text) cut ON m.id IS NOT NULL
+         LEFT JOIN LATERAL (
+           SELECT CASE WHEN bounds.start > 1 THEN regexp_replace(cut.text, '^\\S*\\s', '') ELSE cut.text END AS text) excerpt
+           ON m.id IS NOT NULL
         ORDER BY h.score DESC, h.last_activity_at DESC, h.id DESC`,
       parameters,
     );
@@ -373,22 +432,87 @@ export class ConversationsService {
   }
 
   /**
-   * For the chat module, when a request carries `conversation_id`: the conversation and all
-   * its stored messages, oldest first, in OpenAI's message format (array content comes back
-   * as the parts it was given; an assistant message that only called tools has content null),
-   * to be put before the request's own messages.
-   *
-   * The conversation's `assistantId` (null when none) and `status` are the caller's to use:
-   * an archived conversation is returned like an active one.
+   * For the chat module, when a request carries `conversation_id`: the conversation, with
+   * the counters `assertRoomFor` checks. Its `assistantId` (null when none) and `status` are
+   * the caller's to use: an archived conversation is returned like an active one.
    *
    * @throws ApiError 404 `not_found` (code `conversation_not_found`, param `conversation_id`)
    *   for an unknown or malformed id, or another workspace's conversation.
    */
-  async getForChat(workspaceId: string, conversationId: string): Promise<ConversationForChat> {
+  async findForChat(workspaceId: string, conversationId: string): Promise<Conversation> {
     const conversation = isUUID(conversationId)
       ? await this.dataSource.getRepository(Conversation).findOneBy({ id: conversationId, workspaceId })
       : null;
     if (!conversation) throw conversationNotFound(conversationId, 'conversation_id');
+    return conversation;
+  }
+
+  /**
+   * For the chat module: the history to put before a request's own messages, in OpenAI's
+   * message format (array content comes back as the parts it was given; an assistant message
+   * that only called tools has content null), oldest first. Only the newest messages whose
+   * stored `tokens` add up to at most `budgetTokens` are read from the database, and the
+   * history never starts with `tool` messages whose assistant call was left out. Nothing for
+   * a budget of 0 or less, or a conversation that is not in the workspace.
+   */
+  async historyWithin(workspaceId: string, conversationId: string, budgetTokens: number): Promise<ChatMessage[]> {
+    if (!(budgetTokens >= 1) || !isUUID(conversationId) || !isUUID(workspaceId)) return [];
+    const budget = Math.min(Math.floor(budgetTokens), Number.MAX_SAFE_INTEGER);
+    // The window sum runs newest first over the stored token counts only; the content is
+    // read for the messages that fit. Tokens are never negative, so what fits is a suffix.
+    const stored = await this.dataSource
+      .getRepository(ConversationMessage)
+      .createQueryBuilder('m')
+      .where('m.conversation_id = :conversationId AND m.workspace_id = :workspaceId', { conversationId, workspaceId })
+      .andWhere(
+        `m.position >= (
+           SELECT min(newest.position) FILTER (WHERE newest.role <> 'tool')
+             FROM (SELECT position, role,
+                          sum(tokens) OVER (ORDER BY position DESC ROWS UNBOUNDED PRECEDING) AS tokens_through
+                     FROM conversation_messages
+                    WHERE conversation_id = :conversationId AND workspace_id = :workspaceId) newest
+            WHERE newest.tokens_through <= :budget)`,
+        { budget },
+      )
+      .orderBy('m.position', 'ASC')
+      .getMany();
+    // Stored messages were OpenAI chat messages, and come back as such.
+    return stored.map((row) => toChatMessage(row) as ChatMessage);
+  }
+
+  /**
+   * For the chat module, before it holds money: refuses a turn that would take the
+   * conversation past `MAX_CONVERSATION_CONTENT_BYTES` (counting the incoming messages) or
+   * `MAX_CONVERSATION_MESSAGES` (counting them and the reply). The reply's size is unknown
+   * in advance, so a conversation can end up one reply over the byte limit; the next turn is
+   * then refused. `appendTurn` itself never refuses on size: the charge must commit.
+   *
+   * @throws ApiError 400 `bad_request` (code `conversation_too_large`, param `conversation_id`).
+   */
+  assertRoomFor(conversation: Conversation, incomingMessages: readonly IncomingMessage[]): void {
+    const messages = conversation.messageCount + incomingMessages.length + 1;
+    if (messages > MAX_CONVERSATION_MESSAGES) {
+      throw conversationTooLarge(
+        `holds ${conversation.messageCount} messages, and a conversation holds at most ${MAX_CONVERSATION_MESSAGES}`,
+      );
+    }
+    const bytes = incomingMessages.reduce((sum, message) => sum + incomingBytes(message), conversation.contentBytes);
+    if (bytes > MAX_CONVERSATION_CONTENT_BYTES) {
+      throw conversationTooLarge(
+        `would store ${formatMegabytes(bytes)} of message content with this request, and a conversation stores at ` +
+          `most ${formatMegabytes(MAX_CONVERSATION_CONTENT_BYTES)}`,
+      );
+    }
+  }
+
+  /**
+   * The conversation and all its stored messages, oldest first, in OpenAI's message format.
+   *
+   * @deprecated Reads every message of the conversation: the chat module uses `findForChat`,
+   *   `assertRoomFor` and `historyWithin` instead.
+   */
+  async getForChat(workspaceId: string, conversationId: string): Promise<ConversationForChat> {
+    const conversation = await this.findForChat(workspaceId, conversationId);
     const stored = await this.dataSource
       .getRepository(ConversationMessage)
       .find({ where: { conversationId, workspaceId }, order: { position: 'ASC' } });
@@ -400,7 +524,8 @@ export class ConversationsService {
    * existing ones and adds the turn's tokens and cost to its counters, with the given
    * transaction manager, so that the turn is stored if and only if the request is charged.
    *
-   * The counters, `last_message_at` (when there are messages) and `updated_at` change in one
+   * The counters (`content_bytes` included: a turn is never refused here for its size, the
+   * charge must commit), `last_message_at` (when there are messages) and `updated_at` change in one
    * `UPDATE ... SET x = x + $n`, never read-modify-write: concurrent turns of one
    * conversation add up exactly, and wait for each other on the row lock so that their
    * messages keep their order.
@@ -429,11 +554,20 @@ export class ConversationsService {
          total_input_tokens = total_input_tokens + $4::bigint,
          total_output_tokens = total_output_tokens + $5::bigint,
          total_cost_millicents = total_cost_millicents + $6::numeric,
+         content_bytes = content_bytes + $7::bigint,
          last_message_at = CASE WHEN $3::integer > 0 THEN now() ELSE last_message_at END,
          updated_at = now()
        WHERE id = $1 AND workspace_id = $2
        RETURNING message_count, last_message_at`,
-      [conversationId, workspaceId, rows.length, params.inputTokens, params.outputTokens, cost],
+      [
+        conversationId,
+        workspaceId,
+        rows.length,
+        params.inputTokens,
+        params.outputTokens,
+        cost,
+        rows.reduce((sum, row) => sum + row.bytes, 0),
+      ],
     );
     if (!updated) return null;
     const result: AppendedTurn = { messageIds: [], messageCount: updated.message_count, lastMessageAt: updated.last_message_at };
@@ -457,7 +591,7 @@ export class ConversationsService {
         rows.map((row) => row.role),
         rows.map((row) => row.contentType),
         rows.map((row) => row.content),
-        rows.map((row) => (row.toolCalls ? JSON.stringify(row.toolCalls) : null)),
+        rows.map((row) => row.toolCallsJson),
         rows.map((row) => row.toolCallId),
         rows.map((row) => row.tokens),
       ],
@@ -504,13 +638,23 @@ function conversationNotFound(conversationId: string, param?: string): ApiError 
   return ApiError.notFound(`No conversation '${conversationId}' in this workspace.`, 'conversation_not_found', param);
 }
 
+function conversationTooLarge(why: string): ApiError {
+  return ApiError.badRequest(
+    `This conversation ${why}. Start a new conversation (create one, or send the request without conversation_id).`,
+    'conversation_id',
+    'conversation_too_large',
+  );
+}
+
 interface StoredMessageValues {
   role: StoredMessageRole;
   contentType: StoredContentType;
   content: string;
-  toolCalls: StoredToolCall[] | null;
+  toolCallsJson: string | null;
   toolCallId: string | null;
   tokens: number;
+  /** What it adds to the conversation's `content_bytes`. */
+  bytes: number;
 }
 
 function storedMessage(message: TurnMessage, index: number): StoredMessageValues {
@@ -524,16 +668,38 @@ function storedMessage(message: TurnMessage, index: number): StoredMessageValues
   if (message.tool_calls != null && !Array.isArray(message.tool_calls)) {
     throw new Error(`appendTurn: messages[${index}].tool_calls must be an array`);
   }
-  const content = message.content;
-  const isText = content === undefined || content === null || typeof content === 'string';
+  const { content, toolCallsJson } = storedContent(message);
   return {
     role,
-    contentType: isText ? 'text' : 'json',
-    content: isText ? (content ?? '') : JSON.stringify(content),
-    toolCalls: message.tool_calls && message.tool_calls.length > 0 ? message.tool_calls : null,
+    contentType: typeof message.content === 'string' || message.content == null ? 'text' : 'json',
+    content,
+    toolCallsJson,
     toolCallId: message.tool_call_id ?? null,
     tokens: message.tokens,
+    bytes: contentBytes(content, toolCallsJson),
   };
+}
+
+/** A message's content and tool calls as they are stored: a string as is, anything else as its JSON. */
+function storedContent(message: IncomingMessage): { content: string; toolCallsJson: string | null } {
+  const { content, tool_calls: toolCalls } = message;
+  return {
+    content: content === undefined || content === null ? '' : typeof content === 'string' ? content : JSON.stringify(content),
+    toolCallsJson: Array.isArray(toolCalls) && toolCalls.length > 0 ? JSON.stringify(toolCalls) : null,
+  };
+}
+
+function incomingBytes(message: IncomingMessage): number {
+  const { content, toolCallsJson } = storedContent(message);
+  return contentBytes(content, toolCallsJson);
+}
+
+/**
+ * UTF-8 bytes of the content plus the tool calls' JSON. The migration's backfill and the
+ * message pages count the same in SQL, tool calls as jsonb prints them (a few spaces more).
+ */
+function contentBytes(content: string, toolCallsJson: string | null): number {
+  return Buffer.byteLength(content, 'utf8') + (toolCallsJson === null ? 0 : Buffer.byteLength(toolCallsJson, 'utf8'));
 }
 
 function toChatMessage(row: ConversationMessage): ChatHistoryMessage {

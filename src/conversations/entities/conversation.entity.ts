@@ -62,6 +62,10 @@ export class Conversation {
   })
   totalCostMillicents: number;
 
+  /** UTF-8 bytes of its messages' content plus the JSON of their tool calls: what its size limit counts. */
+  @Column({ name: 'content_bytes', type: 'bigint', default: 0, transformer: bigintToNumber })
+  contentBytes: number;
+
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;
 
