@@ -2,7 +2,9 @@ import OpenAI from 'openai';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
+import { DataSource } from 'typeorm';
 import { AssistantsService } from '../src/assistants/assistants.service';
+import { MAX_CONVERSATION_CONTENT_BYTES, MAX_CONVERSATION_MESSAGES } from '../src/conversations/conversation-limits';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
 
@@ -148,5 +150,22 @@ describe('chat completions with conversation_id', () => {
       expect(error).toBeInstanceOf(OpenAI.NotFoundError);
       expect((error as InstanceType<typeof OpenAI.NotFoundError>).error).toMatchObject({ code: 'conversation_not_found', param: 'conversation_id' });
     }
+  });
+
+  it.each([
+    ['content', `content_bytes = ${MAX_CONVERSATION_CONTENT_BYTES} - 10`],
+    ['messages', `message_count = ${MAX_CONVERSATION_MESSAGES} - 1`],
+  ])('refuses a turn that would take a conversation past its %s limit, before anything is held or sent', async (_limit, nearlyFull) => {
+    const conversation = await newConversation();
+    await t.app.get(DataSource).query(`UPDATE conversations SET ${nearlyFull} WHERE id = $1`, [conversation.id]);
+    const sent = upstream.requests.length;
+    const before = await workspace.client.get('/wallet');
+    const error = await chat({ model: 'gpt-4o-mini', conversation_id: conversation.id, messages: [{ role: 'user', content: 'One more thing' }] }).catch(
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((error as InstanceType<typeof OpenAI.BadRequestError>).error).toMatchObject({ code: 'conversation_too_large', param: 'conversation_id' });
+    expect(upstream.requests.length).toBe(sent);
+    expect(await workspace.client.get('/wallet')).toEqual(before);
   });
 });

@@ -243,12 +243,15 @@ export class ChatService {
       const assistantMode = (body as { assistant_id?: unknown } | null)?.assistant_id !== undefined;
       request = await parseChatRequest(body, { assistantMode });
       const { workspaceId } = context.principal;
-      const stored = request.dto.conversation_id === undefined ? null : await this.conversations.getForChat(workspaceId, request.dto.conversation_id);
+      const conversation =
+        request.dto.conversation_id === undefined ? null : await this.conversations.findForChat(workspaceId, request.dto.conversation_id);
+      // Refused before anything is held or sent: a conversation that would grow past its limits.
+      if (conversation) this.conversations.assertRoomFor(conversation, request.messages);
       if (request.dto.assistant_id !== undefined) {
         assistant = await this.assistants.resolve(workspaceId, request.dto.assistant_id);
-      } else if (stored?.conversation.assistantId && request.dto.model === undefined) {
+      } else if (conversation?.assistantId && request.dto.model === undefined) {
         // A conversation started with an assistant goes on with it unless the request says otherwise.
-        assistant = await this.assistants.resolve(workspaceId, stored.conversation.assistantId);
+        assistant = await this.assistants.resolve(workspaceId, conversation.assistantId);
       }
       const modelId = request.dto.model ?? assistant?.model;
       if (!modelId) throw ApiError.badRequest('You must provide a model parameter (or an assistant_id).', 'model');
@@ -268,8 +271,13 @@ export class ChatService {
         );
       }
       const tools = [...request.tools, ...this.tools.definitions(serverTools)];
-      const history = stored
-        ? fitHistory(stored.messages as ChatMessage[], model.contextLength - requestedCap - countPromptTokens([...systemPrompt, ...request.messages], tools))
+      // Only the newest stored messages that fit beside the request are read.
+      const history = conversation
+        ? await this.conversations.historyWithin(
+            workspaceId,
+            conversation.id,
+            model.contextLength - requestedCap - countPromptTokens([...systemPrompt, ...request.messages], tools),
+          )
         : [];
       const messages = [...systemPrompt, ...history, ...request.messages];
       const promptTokens = countPromptTokens(messages, tools);
@@ -293,7 +301,7 @@ export class ChatService {
         temperature: request.dto.temperature ?? assistant?.temperature ?? undefined,
         maxTokens,
         maxIterations: serverTools.length > 0 ? assistant!.maxToolIterations : 1,
-        conversationId: stored?.conversation.id ?? null,
+        conversationId: conversation?.id ?? null,
         heartbeat: this.keepAlive(hold),
       };
     } catch (error) {
@@ -606,19 +614,6 @@ export class ChatService {
     }
     return usage;
   }
-}
-
-/**
- * The most recent stored messages that fit in `budget` tokens, oldest dropped first. A
- * kept history never starts with tool results whose call was dropped.
- */
-function fitHistory(history: ChatMessage[], budget: number): ChatMessage[] {
-  const sizes = history.map((message) => countPromptTokens([message]));
-  let total = sizes.reduce((sum, size) => sum + size, 0);
-  let start = 0;
-  while (start < history.length && total > budget) total -= sizes[start++];
-  while (start < history.length && history[start].role === 'tool') start++;
-  return history.slice(start);
 }
 
 function holdAmount(micros: MicroMillicents): number {

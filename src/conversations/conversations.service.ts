@@ -115,12 +115,6 @@ export interface ChatHistoryMessage {
   tool_call_id?: string;
 }
 
-export interface ConversationForChat {
-  conversation: Conversation;
-  /** All stored messages, oldest first. */
-  messages: ChatHistoryMessage[];
-}
-
 /** A message a chat request is about to add to a conversation, in OpenAI's format: only its content and tool calls take room. */
 export interface IncomingMessage {
   role?: unknown;
@@ -503,20 +497,6 @@ export class ConversationsService {
           `most ${formatMegabytes(MAX_CONVERSATION_CONTENT_BYTES)}`,
       );
     }
-  }
-
-  /**
-   * The conversation and all its stored messages, oldest first, in OpenAI's message format.
-   *
-   * @deprecated Reads every message of the conversation: the chat module uses `findForChat`,
-   *   `assertRoomFor` and `historyWithin` instead.
-   */
-  async getForChat(workspaceId: string, conversationId: string): Promise<ConversationForChat> {
-    const conversation = await this.findForChat(workspaceId, conversationId);
-    const stored = await this.dataSource
-      .getRepository(ConversationMessage)
-      .find({ where: { conversationId, workspaceId }, order: { position: 'ASC' } });
-    return { conversation, messages: stored.map(toChatMessage) };
   }
 
   /**
