@@ -6,6 +6,7 @@ import { WorkspacesService } from './workspaces/workspaces.service';
 
 /** $10.00: enough to try every model a few times. */
 const DEMO_CREDIT_MILLICENTS = 1_000_000;
+const PREFERRED_DEMO_MODEL = 'gpt-4o-mini';
 
 /**
  * On an empty embedded database, creates a demo workspace with credit, a key and a demo
@@ -16,10 +17,13 @@ const DEMO_CREDIT_MILLICENTS = 1_000_000;
 export async function createDemoWorkspaceOnFirstStart(app: INestApplication, baseUrl: string): Promise<void> {
   const workspaces = app.get(WorkspacesService);
   if ((await workspaces.count()) > 0) return;
-  // The operator's catalog (MODEL_CATALOG_FILE) may not have the default models: the demo
-  // uses the first model that can call tools, for file_search, else the first model.
+  // gpt-4o-mini: cheap and able to call file_search. An operator's catalog (MODEL_CATALOG_FILE)
+  // may not have it: then the first model that can call tools, else the first model.
   const models = app.get(ModelsService).list();
-  const model = models.find((candidate) => candidate.functionCalling) ?? models[0];
+  const model =
+    models.find((candidate) => candidate.id === PREFERRED_DEMO_MODEL) ??
+    models.find((candidate) => candidate.functionCalling) ??
+    models[0];
   const { demo, assistant } = await app.get(DataSource).transaction(async (manager) => {
     const demo = await workspaces.create({ name: 'Demo', tier: 'pro', balanceMillicents: DEMO_CREDIT_MILLICENTS }, manager);
     const assistant = await app.get(AssistantsService).create(
