@@ -17,6 +17,7 @@ import { ConfigError, loadConfig, type AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
 import { openDatabase } from './database/database';
 import { dataSourceOptions, runMigrations } from './database/data-source';
+import { EmbeddedPostgresError } from './database/embedded-postgres';
 import { PaymentsModule } from './payments/payments.module';
 import { AutoTopupService, autoTopupSettingsJson } from './wallet/auto-topup.service';
 import { WalletService } from './wallet/wallet.service';
@@ -321,7 +322,7 @@ main(process.argv.slice(2)).then(
       process.exit(2);
     }
     const message =
-      error instanceof ApiError || error instanceof ConfigError
+      error instanceof ApiError || error instanceof ConfigError || error instanceof EmbeddedPostgresError
         ? error.message
         : `Unexpected error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`;
     process.stderr.write(`${message}\n`);

@@ -5,6 +5,7 @@ import { createApp, logLevelsFor } from './app.factory';
 import { ConfigError, loadConfig } from './config/app-config';
 import { DatabaseHandle, openDatabase } from './database/database';
 import { runMigrations } from './database/data-source';
+import { EmbeddedPostgresError } from './database/embedded-postgres';
 import { createDemoWorkspaceOnFirstStart } from './first-start';
 
 const logger = new Logger('Bootstrap');
@@ -51,7 +52,9 @@ async function bootstrap(): Promise<void> {
 }
 
 bootstrap().catch(async (error: unknown) => {
-  if (error instanceof ConfigError) {
+  // A signal during start-up: what failed is the work the stop cut short, and stop() exits.
+  if (stopping) return;
+  if (error instanceof ConfigError || error instanceof EmbeddedPostgresError) {
     console.error(error.message);
   } else {
     console.error(`The service could not start: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);

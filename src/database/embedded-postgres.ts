@@ -1,8 +1,12 @@
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import * as net from 'node:net';
+import * as os from 'node:os';
 import * as path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
 import { Client } from 'pg';
 
 /** A database the process can use, and how to let go of it. */
@@ -22,9 +26,21 @@ export interface EmbeddedPostgresOptions {
 const USER = 'postgres';
 
 /**
+ * The embedded database cannot be used, for a reason the operator can fix; its message is
+ * the whole story, printed without a stack.
+ */
+export class EmbeddedPostgresError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'EmbeddedPostgresError';
+  }
+}
+
+/**
  * The embedded PostgreSQL under DATA_DIR. A server already running on that directory
  * (the app, while the CLI runs) is reused; otherwise one is started on a free loopback
- * port, and stopped by `stop()`.
+ * port. The process that started it stops it with `stop()`; a server whose starter is gone
+ * (killed or crashed) is taken over, so that this process stops it instead.
  */
 export async function openEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<DatabaseHandle> {
   const log = options.log ?? (() => undefined);
@@ -36,8 +52,16 @@ export async function openEmbeddedPostgres(options: EmbeddedPostgresOptions): Pr
   if (running) {
     const url = connectionUrl(password, running.port, options.database);
     await ensureDatabase(connectionUrl(password, running.port, 'postgres'), options.database);
-    return { url, ownsServer: false, stop: async () => undefined };
+    const owner = await readOwner(options.dataDir);
+    if (owner !== null && isRunning(owner)) return { url, ownsServer: false, stop: async () => undefined };
+    await writeOwner(options.dataDir);
+    log(`Took over the embedded PostgreSQL (pid ${running.pid}) left running on ${clusterDir} by a process that is gone`);
+    return { url, ownsServer: true, stop: once(() => stopServerOf(options.dataDir, running.pid)) };
   }
+
+  // PostgreSQL refuses to run as root; the package then runs it as the `postgres` user.
+  const runAs = isRoot() ? await postgresUser() : null;
+  if (runAs) await assertReachable(runAs, [clusterDir, (await importBinaries()).postgres]);
 
   const EmbeddedPostgres = await importEmbeddedPostgres();
   const port = await freePort();
@@ -48,7 +72,6 @@ export async function openEmbeddedPostgres(options: EmbeddedPostgresOptions): Pr
     password,
     authMethod: 'scram-sha-256',
     persistent: true,
-    // Postgres refuses to run as root; the package then runs it as a `postgres` user it creates.
     createPostgresUser: true,
     postgresFlags: ['-c', 'listen_addresses=127.0.0.1'],
     onLog: () => undefined,
@@ -57,29 +80,174 @@ export async function openEmbeddedPostgres(options: EmbeddedPostgresOptions): Pr
 
   if (!existsSync(path.join(clusterDir, 'PG_VERSION'))) {
     log(`Creating the embedded PostgreSQL cluster in ${clusterDir}`);
-    await server.initialise();
+    await initialise(server, options.dataDir, runAs);
   }
   try {
     await server.start();
   } catch (error) {
-    throw new Error(
+    throw new EmbeddedPostgresError(
       `The embedded PostgreSQL in ${clusterDir} did not start${error ? `: ${String(error)}` : ''}. ` +
         'Another server may hold its lock, or the directory is not writable.',
     );
   }
-  await ensureDatabase(connectionUrl(password, port, 'postgres'), options.database);
+  await writeOwner(options.dataDir);
+  const stop = once(async () => {
+    await server.stop();
+    await removeOwner(options.dataDir);
+  });
+  try {
+    await ensureDatabase(connectionUrl(password, port, 'postgres'), options.database);
+  } catch (error) {
+    await stop(); // nobody else would stop it
+    throw error;
+  }
   log(`Embedded PostgreSQL listening on 127.0.0.1:${port} (data in ${clusterDir})`);
+  return { url: connectionUrl(password, port, options.database), ownsServer: true, stop };
+}
 
-  let stopped = false;
-  return {
-    url: connectionUrl(password, port, options.database),
-    ownsServer: true,
-    stop: async () => {
-      if (stopped) return;
-      stopped = true;
-      await server.stop();
-    },
+/**
+ * Creates the cluster. The package hands initdb the superuser password in a file it writes
+ * to os.tmpdir(), readable by every user (0644), and leaves it there when initdb cannot be
+ * spawned. So TMPDIR points, meanwhile, at a folder of our own in DATA_DIR that only the
+ * user initdb runs as can enter (0700), removed whatever happens.
+ */
+async function initialise(server: EmbeddedPostgresServer, dataDir: string, runAs: PosixUser | null): Promise<void> {
+  const privateDir = await fs.mkdtemp(path.join(dataDir, '.initdb-'));
+  const tmpdir = process.env.TMPDIR;
+  try {
+    if (runAs) await fs.chown(privateDir, runAs.uid, runAs.gid);
+    process.env.TMPDIR = privateDir;
+    await server.initialise();
+  } catch (error) {
+    throw new EmbeddedPostgresError(`Creating the embedded PostgreSQL cluster in ${path.join(dataDir, 'postgres')} failed: ${String(error)}`);
+  } finally {
+    if (tmpdir === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = tmpdir;
+    await fs.rm(privateDir, { recursive: true, force: true });
+  }
+}
+
+interface PosixUser {
+  uid: number;
+  gid: number;
+}
+
+function isRoot(): boolean {
+  return process.getuid?.() === 0;
+}
+
+/** The `postgres` user the server runs as under root, created as the package would create it when missing. */
+async function postgresUser(): Promise<PosixUser> {
+  const run = promisify(execFile);
+  const ids = async () => ({
+    uid: Number((await run('id', ['-u', USER])).stdout),
+    gid: Number((await run('id', ['-g', USER])).stdout),
+  });
+  try {
+    return await ids();
+  } catch {
+    await run('groupadd', [USER]).catch(() => undefined);
+    await run('useradd', ['-g', USER, USER]);
+    return ids();
+  }
+}
+
+/**
+ * Fails with one sentence when `user` cannot reach every target: PostgreSQL and initdb run
+ * as that user and must enter every folder down to their binaries and their cluster. Checked
+ * before anything is spawned, because a binary it cannot reach makes the package crash the
+ * process (an unhandled spawn EACCES) with the password file left behind.
+ */
+async function assertReachable(user: PosixUser, targets: string[]): Promise<void> {
+  for (const target of targets) {
+    const parts = path.resolve(target).split(path.sep).filter(Boolean);
+    for (let depth = 0; depth <= parts.length; depth++) {
+      const folder = path.sep + parts.slice(0, depth).join(path.sep);
+      const stats = await fs.stat(folder).catch(() => null);
+      if (!stats) break; // created later, by this process, for that user
+      if (!stats.isDirectory()) continue;
+      const searchBit = stats.uid === user.uid ? 0o100 : stats.gid === user.gid ? 0o010 : 0o001;
+      if ((stats.mode & searchBit) === 0) {
+        throw new EmbeddedPostgresError(
+          `The embedded PostgreSQL runs as the user "${USER}" (the service runs as root), which cannot enter ${folder} ` +
+            `on the way to ${target}: make that folder traversable (chmod o+x ${folder}), or set DATABASE_URL to use a PostgreSQL server of your own.`,
+        );
+      }
+    }
+  }
+}
+
+/**
+ * Who started the server running on DATA_DIR: the pid of that process, in a file next to
+ * the cluster. Null when no process is recorded.
+ */
+async function readOwner(dataDir: string): Promise<number | null> {
+  const pid = Number((await fs.readFile(ownerFile(dataDir), 'utf8').catch(() => '')).trim());
+  return Number.isInteger(pid) && pid > 0 ? pid : null;
+}
+
+async function writeOwner(dataDir: string): Promise<void> {
+  await fs.writeFile(ownerFile(dataDir), `${process.pid}\n`, { mode: 0o600 });
+}
+
+/** Only this process's own record is removed: another may have taken the server over since. */
+async function removeOwner(dataDir: string): Promise<void> {
+  if ((await readOwner(dataDir)) === process.pid) await fs.rm(ownerFile(dataDir), { force: true });
+}
+
+function ownerFile(dataDir: string): string {
+  return path.join(dataDir, 'embedded-postgres.owner');
+}
+
+/**
+ * Stops a server this process took over (it is not our child, so there is no exit event):
+ * a fast shutdown (SIGINT, as the package stops its own), then an immediate one if it is
+ * still up after 30 s.
+ */
+async function stopServerOf(dataDir: string, pid: number): Promise<void> {
+  const gone = async (timeoutMs: number) => {
+    const deadline = Date.now() + timeoutMs;
+    while (isRunning(pid)) {
+      if (Date.now() > deadline) return false;
+      await sleep(50);
+    }
+    return true;
   };
+  signal(pid, 'SIGINT');
+  if (!(await gone(30_000))) {
+    signal(pid, 'SIGQUIT');
+    await gone(5_000);
+  }
+  await removeOwner(dataDir);
+}
+
+function signal(pid: number, name: NodeJS.Signals): void {
+  try {
+    process.kill(pid, name);
+  } catch {
+    // already gone
+  }
+}
+
+/** True while `pid` runs; a zombie (exited, not yet reaped by its new parent) does not. */
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+  try {
+    // /proc/<pid>/stat: "pid (comm) state ..."; comm may hold spaces and parentheses.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return true; // no /proc (macOS): the signal check is all there is
+  }
+}
+
+function once(action: () => Promise<void>): () => Promise<void> {
+  let done: Promise<void> | undefined;
+  return () => (done ??= action());
 }
 
 /** The part of `embedded-postgres` used here (its own types need ESM module resolution). */
@@ -94,12 +262,11 @@ type EmbeddedPostgresClass = new (options: Record<string, unknown>) => EmbeddedP
  * `embedded-postgres` is ESM-only. TypeScript compiling to CommonJS would turn `import()`
  * into `require()`, so the import is built at run time to stay a real dynamic import.
  */
+const dynamicImport = new Function('specifier', 'return import(specifier)') as <T>(specifier: string) => Promise<T>;
+
 async function importEmbeddedPostgres(): Promise<EmbeddedPostgresClass> {
-  const dynamicImport = new Function('specifier', 'return import(specifier)') as (
-    specifier: string,
-  ) => Promise<{ default: EmbeddedPostgresClass }>;
   const listeners = { SIGINT: process.listeners('SIGINT'), SIGTERM: process.listeners('SIGTERM') };
-  const module = await dynamicImport('embedded-postgres');
+  const module = await dynamicImport<{ default: EmbeddedPostgresClass }>('embedded-postgres');
   // The package installs signal hooks that stop every cluster and exit at once. The
   // process owns its shutdown order (drain requests, close the pool, then stop the
   // database), so those hooks are taken off again.
@@ -109,6 +276,11 @@ async function importEmbeddedPostgres(): Promise<EmbeddedPostgresClass> {
     }
   }
   return module.default;
+}
+
+/** The package of PostgreSQL binaries for this machine, named as `embedded-postgres` names it on Linux and macOS. */
+function importBinaries(): Promise<{ postgres: string; initdb: string }> {
+  return dynamicImport(`@embedded-postgres/${os.platform()}-${os.arch()}`);
 }
 
 async function readOrCreatePassword(dataDir: string): Promise<string> {
@@ -133,11 +305,8 @@ async function findRunningServer(clusterDir: string): Promise<{ pid: number; por
   const pid = Number(lines[0]);
   const port = Number(lines[3]);
   if (!Number.isInteger(pid) || !Number.isInteger(port) || pid <= 0) return null;
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return null; // stale lock file of a server that is gone; postgres clears it itself
-  }
+  // A stale lock file of a server that is gone: postgres clears it itself on its next start.
+  if (!isRunning(pid)) return null;
   return { pid, port };
 }
 
