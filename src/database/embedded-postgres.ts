@@ -12,7 +12,7 @@ import { Client } from 'pg';
 /** A database the process can use, and how to let go of it. */
 export interface DatabaseHandle {
   url: string;
-  /** True when this process started the embedded server (and must stop it). */
+  /** True when this process must stop the embedded server: it started it, or took it over from a process that is gone. */
   ownsServer: boolean;
   stop(): Promise<void>;
 }
@@ -112,6 +112,10 @@ export async function openEmbeddedPostgres(options: EmbeddedPostgresOptions): Pr
  * user initdb runs as can enter (0700), removed whatever happens.
  */
 async function initialise(server: EmbeddedPostgresServer, dataDir: string, runAs: PosixUser | null): Promise<void> {
+  // Left by a process killed during initdb, the one case the `finally` below cannot cover.
+  for (const entry of await fs.readdir(dataDir)) {
+    if (entry.startsWith('.initdb-')) await fs.rm(path.join(dataDir, entry), { recursive: true, force: true });
+  }
   const privateDir = await fs.mkdtemp(path.join(dataDir, '.initdb-'));
   const tmpdir = process.env.TMPDIR;
   try {
