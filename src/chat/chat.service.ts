@@ -21,7 +21,7 @@ import type {
   ProviderRequest,
 } from '../providers/provider-adapter';
 import { ProvidersService } from '../providers/providers.service';
-import { countPromptTokens, countTextTokens } from '../providers/tokens';
+import { countPromptTokens, countPromptTokensAsync, countTextTokens } from '../providers/tokens';
 import { ServerToolCall, ToolsService } from '../tools/tools.service';
 import { NOTHING_USED, UsageService } from '../usage/usage.service';
 import { ceilMillicents, llmCost, MICROS_PER_MILLICENT, MicroMillicents, toDecimalString, toMillicentsNumber } from '../wallet/cost';
@@ -276,11 +276,12 @@ export class ChatService {
         ? await this.conversations.historyWithin(
             workspaceId,
             conversation.id,
-            model.contextLength - requestedCap - countPromptTokens([...systemPrompt, ...request.messages], tools),
+            model.contextLength - requestedCap - (await countPromptTokensAsync([...systemPrompt, ...request.messages], tools, { limit: model.contextLength })),
           )
         : [];
       const messages = [...systemPrompt, ...history, ...request.messages];
-      const promptTokens = countPromptTokens(messages, tools);
+      // Counted beside other requests, and only up to the context window: megabytes of text are refused, not counted to the end.
+      const promptTokens = await countPromptTokensAsync(messages, tools, { limit: model.contextLength });
       if (promptTokens + Math.min(requestedCap, MIN_USEFUL_OUTPUT_TOKENS) > model.contextLength) {
         throw ApiError.badRequest(
           `The messages (about ${promptTokens} tokens) exceed the context window of ${model.id} (${model.contextLength} tokens).`,
@@ -357,7 +358,7 @@ export class ChatService {
    * the request then ends cleanly with what it has.
    */
   private async holdNextIteration(call: PreparedCall, messages: ChatMessage[], calls: ServerToolCall[], spend: Spend): Promise<boolean> {
-    const nextPromptTokens = countPromptTokens(messages) + calls.length * TOKENS_PER_TOOL_RESULT;
+    const nextPromptTokens = (await countPromptTokensAsync(messages)) + calls.length * TOKENS_PER_TOOL_RESULT;
     const next = llmCost(call.model, { inputTokens: nextPromptTokens, outputTokens: call.maxTokens, cachedTokens: 0 });
     const needed = spend.totalMicros + BigInt(calls.length) * this.tools.maxPriceMicros(call.serverTools) + next;
     const extra = ceilMillicents(needed) - call.hold.amountMillicents;

@@ -9,7 +9,7 @@ import type {
   ProviderAdapter,
   ProviderRequest,
 } from './provider-adapter';
-import { countPromptTokens, countTextTokens } from './tokens';
+import { countPromptTokensAsync, countTextTokens, PLAIN_TEXT } from './tokens';
 
 type ChunkDelta = ChatCompletionChunk['choices'][number]['delta'];
 type FinishReason = ChatCompletionChunk['choices'][number]['finish_reason'];
@@ -54,7 +54,7 @@ export class SimulatorAdapter implements ProviderAdapter {
               logprobs: null,
             },
       ],
-      usage: usageOf(request, reply),
+      usage: await usageOf(request, reply),
     };
   }
 
@@ -85,7 +85,7 @@ export class SimulatorAdapter implements ProviderAdapter {
       });
       yield chunk({}, 'tool_calls');
     }
-    yield { id, object: 'chat.completion.chunk', created, model: request.model.id, choices: [], usage: usageOf(request, reply) };
+    yield { id, object: 'chat.completion.chunk', created, model: request.model.id, choices: [], usage: await usageOf(request, reply) };
   }
 }
 
@@ -102,13 +102,14 @@ function simulate(request: ProviderRequest): Reply {
       ? `[simulator] The tool returned: ${excerpt(lastText, 400)}`
       : `[simulator] This answer comes from the built-in simulator, not a real model: no API key is configured ` +
         `for the provider of ${request.model.id} (${request.model.provider}). You said: "${excerpt(lastText, 400)}"`;
-  const tokens = encode(text);
+  const tokens = encode(text, PLAIN_TEXT);
   if (tokens.length <= request.maxTokens) return { kind: 'text', text, finishReason: 'stop' };
   return { kind: 'text', text: decode(tokens.slice(0, request.maxTokens)), finishReason: 'length' };
 }
 
-function usageOf(request: ProviderRequest, reply: Reply) {
-  const prompt = countPromptTokens(request.messages, request.tools);
+/** The prompt may be megabytes: it is counted as the chat service counts it, without holding the event loop. */
+async function usageOf(request: ProviderRequest, reply: Reply) {
+  const prompt = await countPromptTokensAsync(request.messages, request.tools);
   const completion = countTextTokens(reply.kind === 'text' ? reply.text : `${reply.name}${reply.arguments}`);
   return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
 }
@@ -140,12 +141,17 @@ function textOf(message: ChatMessage | undefined): string {
 }
 
 function excerpt(text: string, max: number): string {
-  const flat = text.replace(/\s+/g, ' ').trim();
+  // Only the beginning of a long text can be shown: it alone is flattened.
+  const flat = text.slice(0, max * 8).replace(/\s+/g, ' ').trim();
   return flat.length <= max ? flat : `${flat.slice(0, max - 1)}…`;
 }
 
+/** Deterministic: the same messages give the same id. Long texts weigh in by their length and ends, not all their bytes. */
 function completionId(request: ProviderRequest): string {
-  return `chatcmpl-sim${hash(JSON.stringify(request.messages)).slice(0, 24)}`;
+  const fingerprint = JSON.stringify(request.messages, (_key, value: unknown) =>
+    typeof value === 'string' && value.length > 1_024 ? `${value.length}:${value.slice(0, 512)}${value.slice(-512)}` : value,
+  );
+  return `chatcmpl-sim${hash(fingerprint).slice(0, 24)}`;
 }
 
 function hash(text: string): string {
