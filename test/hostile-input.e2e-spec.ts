@@ -4,6 +4,7 @@ import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import OpenAI from 'openai';
+import { Client } from 'pg';
 import {
   MAX_IMAGE_URL_CHARS,
   MAX_IMAGE_URL_CHARS_PER_REQUEST,
@@ -12,10 +13,12 @@ import {
   MAX_MESSAGES,
   MAX_TOOLS,
 } from '../src/chat/dto/request-limits';
+import { isDatabaseUnavailable } from '../src/common/errors/database-unavailable';
 import { MAX_JSON_DEPTH, MAX_JSON_VALUES } from '../src/common/validation/input-guard';
 import { runMigrations } from '../src/database/data-source';
 import { ApiKeysService } from '../src/workspaces/api-keys.service';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
+import { createTestDatabase } from './support/test-database';
 
 const MODEL = 'gpt-4o-mini';
 const NUL = '\u0000';
@@ -379,5 +382,45 @@ describe('the database down', () => {
     const error = await workspace.client.get('/conversations').catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(OpenAI.APIError);
     expect((error as InstanceType<typeof OpenAI.APIError>).status).toBe(503);
+  });
+});
+
+describe('which database failures mean "unavailable"', () => {
+  const failureOf = (promise: Promise<unknown>) => promise.then(() => null, (error: unknown) => error);
+  let url: string;
+  beforeAll(async () => {
+    url = await createTestDatabase();
+  });
+
+  it('a connection the server ends (a shutdown or restart, 57P01) and a query on it afterwards', async () => {
+    const victim = new Client({ connectionString: url });
+    const admin = new Client({ connectionString: url });
+    victim.on('error', () => undefined);
+    await Promise.all([victim.connect(), admin.connect()]);
+    try {
+      const pid = (await victim.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+      const sleeping = failureOf(victim.query('SELECT pg_sleep(30)'));
+      await admin.query('SELECT pg_terminate_backend($1)', [pid]);
+      const terminated = await sleeping;
+      expect(terminated).toMatchObject({ code: '57P01' });
+      expect(isDatabaseUnavailable(terminated)).toBe(true);
+      expect(isDatabaseUnavailable(await failureOf(victim.query('SELECT 1')))).toBe(true);
+    } finally {
+      await Promise.all([victim.end().catch(() => undefined), admin.end()]);
+    }
+  });
+
+  it('a port nobody listens on, but not a query that fails on a working database', async () => {
+    const working = new Client({ connectionString: url });
+    await working.connect();
+    try {
+      expect(isDatabaseUnavailable(await failureOf(working.query('SELECT * FROM no_such_table')))).toBe(false);
+      expect(isDatabaseUnavailable(await failureOf(working.query("SELECT 'x'::int")))).toBe(false);
+    } finally {
+      await working.end();
+    }
+    const nowhere = new URL(url);
+    nowhere.port = '1';
+    expect(isDatabaseUnavailable(await failureOf(new Client({ connectionString: nowhere.toString() }).connect()))).toBe(true);
   });
 });
