@@ -42,6 +42,7 @@ const ERROR_DESCRIPTIONS: Partial<Record<number, string>> = {
   404: 'not_found',
   409: 'conflict',
   413: 'bad_request: the body is over the size limit',
+  415: 'bad_request: the body is not JSON (code `unsupported_media_type`)',
   429: 'rate_limit_exceeded: over the tier\'s requests per minute; see Retry-After',
   500: 'internal_error',
   502: 'upstream_error',
