@@ -3,6 +3,7 @@ import { ApiBody, ApiHeader, ApiOperation, ApiProduces, ApiTags } from '@nestjs/
 import type { Response } from 'express';
 import { CurrentPrincipal } from '../common/auth/auth.decorators';
 import { ApiError } from '../common/errors/api-error';
+import { databaseUnavailableError, isDatabaseUnavailable } from '../common/errors/database-unavailable';
 import type { ApiRequest, Principal } from '../common/http/request-context';
 import { ApiStandardResponses } from '../common/openapi/api-responses';
 import { ChatRefusalFilter } from './chat-refusal.filter';
@@ -40,7 +41,7 @@ export class ChatController {
       '(with `Idempotent-Replayed: true`) and is not charged again. The same key with another body: 409.',
   })
   @ApiProduces('application/json', 'text/event-stream')
-  @ApiStandardResponses({ ok: ChatCompletionResponseDto, errors: [400, 402, 404, 409, 413, 502, 503, 504] })
+  @ApiStandardResponses({ ok: ChatCompletionResponseDto, errors: [400, 402, 404, 409, 413, 415, 502, 503, 504] })
   async create(
     @CurrentPrincipal() principal: Principal,
     // Validated by the chat service, so that refused requests get a usage record too.
@@ -74,6 +75,7 @@ export class ChatController {
 
   private inStreamError(error: unknown, req: ApiRequest): ApiError {
     if (error instanceof ApiError) return error;
+    if (isDatabaseUnavailable(error)) return databaseUnavailableError();
     this.logger.error(`Stream failed [request ${req.id}]: ${error instanceof Error ? error.stack : String(error)}`);
     return new ApiError('internal_error', `The server had an error while streaming (request ${req.id}).`);
   }

@@ -71,7 +71,7 @@ export class ConversationsController {
       'Messages are added by chat completions that carry its `conversation_id`.',
   })
   @ApiBody({ type: CreateConversationDto })
-  @ApiStandardResponses({ ok: ConversationDto, errors: [400, 404] })
+  @ApiStandardResponses({ ok: ConversationDto, errors: [400, 404, 415] })
   async create(@CurrentPrincipal() principal: Principal, @Body() body: CreateConversationDto): Promise<ConversationDto> {
     const conversation = await this.conversations.create(principal.workspaceId, {
       title: body.title,
@@ -168,7 +168,7 @@ export class ConversationsController {
   })
   @ApiParam(ID_PARAM)
   @ApiBody({ type: UpdateConversationDto })
-  @ApiStandardResponses({ ok: ConversationDto, errors: [400, 404] })
+  @ApiStandardResponses({ ok: ConversationDto, errors: [400, 404, 415] })
   async update(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,

@@ -42,7 +42,8 @@ export function dataSourceOptions(url: string): DataSourceOptions {
     migrationsRun: false,
     // Query errors surface as exceptions, logged once with their request id by the exception filter.
     logging: ['warn', 'migration'],
-    extra: { max: 20, application_name: 'assistant-chat-service' },
+    // A database host that drops packets must fail a request (503) within seconds, not hang it.
+    extra: { max: 20, application_name: 'assistant-chat-service', connectionTimeoutMillis: 10_000 },
   };
 }
 
