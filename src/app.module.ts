@@ -12,7 +12,7 @@ import { dataSourceOptions } from './database/data-source';
 import { HealthModule } from './health/health.module';
 import { LimitsModule } from './limits/limits.module';
 import { RateLimitGuard } from './limits/rate-limit.guard';
-import { ModelsModule } from './models/models.module';
+import { ModelsApiModule } from './models/models-api.module';
 import { PaymentsModule } from './payments/payments.module';
 import { UsageModule } from './usage/usage.module';
 import { WalletModule } from './wallet/wallet.module';
@@ -37,7 +37,7 @@ export class AppModule {
         HealthModule,
         WorkspacesModule,
         LimitsModule,
-        ModelsModule,
+        ModelsApiModule,
         WalletModule,
         ChatModule,
         UsageModule,

@@ -1,7 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Observable } from 'rxjs';
-import { AssistantsService } from '../assistants/assistants.service';
+import { ASSISTANT_MODEL_PREFIX, assistantOfModel, AssistantsService } from '../assistants/assistants.service';
 import type { Assistant, AssistantTool } from '../assistants/entities/assistant.entity';
 import { inSavepoint } from '../common/database/savepoint';
 import { storable } from '../common/database/storable';
@@ -240,20 +240,28 @@ export class ChatService {
     let model: ModelDefinition | undefined;
     let assistant: Assistant | null = null;
     try {
-      const assistantMode = (body as { assistant_id?: unknown } | null)?.assistant_id !== undefined;
+      const fields = body as { assistant_id?: unknown; model?: unknown } | null;
+      const assistantMode = fields?.assistant_id !== undefined || assistantOfModel(typeof fields?.model === 'string' ? fields.model : undefined) !== undefined;
       request = await parseChatRequest(body, { assistantMode });
       const { workspaceId } = context.principal;
       const conversation =
         request.dto.conversation_id === undefined ? null : await this.conversations.findForChat(workspaceId, request.dto.conversation_id);
       // Refused before anything is held or sent: a conversation that would grow past its limits.
       if (conversation) this.conversations.assertRoomFor(conversation, request.messages);
-      if (request.dto.assistant_id !== undefined) {
+      const assistantAsModel = assistantOfModel(request.dto.model);
+      if (assistantAsModel !== undefined && request.dto.assistant_id !== undefined) {
+        throw ApiError.badRequest(`Name the assistant once: with assistant_id, or with model "${ASSISTANT_MODEL_PREFIX}<slug>".`, 'model');
+      }
+      if (assistantAsModel !== undefined) {
+        assistant = await this.assistants.resolve(workspaceId, assistantAsModel, 'model');
+      } else if (request.dto.assistant_id !== undefined) {
         assistant = await this.assistants.resolve(workspaceId, request.dto.assistant_id);
       } else if (conversation?.assistantId && request.dto.model === undefined) {
         // A conversation started with an assistant goes on with it unless the request says otherwise.
         assistant = await this.assistants.resolve(workspaceId, conversation.assistantId);
       }
-      const modelId = request.dto.model ?? assistant?.model;
+      // `model: "assistant/<slug>"` runs the assistant on its own model; with assistant_id, `model` overrides it.
+      const modelId = assistantAsModel !== undefined ? assistant!.model : (request.dto.model ?? assistant?.model);
       if (!modelId) throw ApiError.badRequest('You must provide a model parameter (or an assistant_id).', 'model');
       model = this.models.get(modelId);
 

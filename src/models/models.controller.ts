@@ -1,5 +1,8 @@
 import { Controller, Get, Param } from '@nestjs/common';
 import { ApiOperation, ApiParam, ApiTags } from '@nestjs/swagger';
+import { assistantOfModel, AssistantsService } from '../assistants/assistants.service';
+import { CurrentPrincipal } from '../common/auth/auth.decorators';
+import type { Principal } from '../common/http/request-context';
 import { ApiStandardResponses } from '../common/openapi/api-responses';
 import { ModelDto, ModelListDto } from './dto/model.dto';
 import { ModelsService } from './models.service';
@@ -7,21 +10,44 @@ import { ModelsService } from './models.service';
 @ApiTags('Models')
 @Controller('v1/models')
 export class ModelsController {
-  constructor(private readonly models: ModelsService) {}
+  constructor(
+    private readonly models: ModelsService,
+    private readonly assistants: AssistantsService,
+  ) {}
 
   @Get()
-  @ApiOperation({ summary: 'List the models', description: 'The curated catalog; every model is available on every tier.' })
+  @ApiOperation({
+    summary: 'List the models',
+    description:
+      "The curated catalog (every model is available on every tier), then the workspace's assistants as `assistant/<slug>`: " +
+      'that id as `model` runs the assistant, for clients that always send a model.',
+  })
   @ApiStandardResponses({ ok: ModelListDto })
-  list(): ModelListDto {
-    return { object: 'list', data: this.models.list().map(ModelDto.from) };
+  async list(@CurrentPrincipal() principal: Principal): Promise<ModelListDto> {
+    const assistants = await this.assistants.list(principal.workspaceId);
+    return {
+      object: 'list',
+      data: [
+        ...this.models.list().map(ModelDto.from),
+        // An assistant whose model left the catalog cannot run: it is not offered.
+        ...assistants.flatMap((assistant) => {
+          const model = this.models.find(assistant.model);
+          return model ? [ModelDto.fromAssistant(assistant, model)] : [];
+        }),
+      ],
+    };
   }
 
-  // `*id` so that ids with a slash (`openai/gpt-4o` in a custom catalog) resolve too.
+  // `*id` so that ids with a slash (`assistant/support-bot`, `openai/gpt-4o` in a custom catalog) resolve too.
   @Get('*id')
-  @ApiOperation({ summary: 'Retrieve a model', description: 'As `client.models.retrieve(id)` of the OpenAI SDK.' })
+  @ApiOperation({ summary: 'Retrieve a model', description: 'As `client.models.retrieve(id)` of the OpenAI SDK; `assistant/<slug>` too.' })
   @ApiParam({ name: 'id', example: 'gpt-4o' })
   @ApiStandardResponses({ ok: ModelDto, errors: [404] })
-  retrieve(@Param('id') id: string | string[]): ModelDto {
-    return ModelDto.from(this.models.get(Array.isArray(id) ? id.join('/') : id, 'id'));
+  async retrieve(@CurrentPrincipal() principal: Principal, @Param('id') id: string | string[]): Promise<ModelDto> {
+    const modelId = Array.isArray(id) ? id.join('/') : id;
+    const assistantRef = assistantOfModel(modelId);
+    if (assistantRef === undefined) return ModelDto.from(this.models.get(modelId, 'id'));
+    const assistant = await this.assistants.resolve(principal.workspaceId, assistantRef, 'id');
+    return ModelDto.fromAssistant(assistant, this.models.get(assistant.model));
   }
 }

@@ -1,9 +1,8 @@
 import { Module } from '@nestjs/common';
-import { ModelsController } from './models.controller';
 import { ModelsService } from './models.service';
 
+/** The model catalog and its prices, for every module that needs them. */
 @Module({
-  controllers: [ModelsController],
   providers: [ModelsService],
   exports: [ModelsService],
 })

@@ -15,6 +15,8 @@ export interface Usage {
   prompt_tokens: number;
   completion_tokens: number;
   cached_tokens?: number;
+  /** Reported in completion_tokens_details, as OpenAI's reasoning models do. */
+  reasoning_tokens?: number;
 }
 
 export interface RecordedRequest {
@@ -176,5 +178,6 @@ function toWireUsage(usage: Usage) {
     completion_tokens: usage.completion_tokens,
     total_tokens: usage.prompt_tokens + usage.completion_tokens,
     prompt_tokens_details: { cached_tokens: usage.cached_tokens ?? 0 },
+    ...(usage.reasoning_tokens !== undefined ? { completion_tokens_details: { reasoning_tokens: usage.reasoning_tokens } } : {}),
   };
 }

@@ -1,4 +1,6 @@
-import { ApiProperty } from '@nestjs/swagger';
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import type { Assistant } from '../../assistants/entities/assistant.entity';
+import { ASSISTANT_MODEL_PREFIX } from '../../assistants/assistants.service';
 import type { ModelDefinition } from '../model-catalog';
 
 export class ModelCapabilitiesDto {
@@ -27,6 +29,23 @@ export class ModelDto {
 
   @ApiProperty({ type: ModelCapabilitiesDto })
   capabilities: ModelCapabilitiesDto;
+
+  @ApiPropertyOptional({
+    description: 'Only on `assistant/<slug>` entries: the assistant, and the catalog model it runs on.',
+    example: { id: '3f1c1f0e-8f5a-4c1e-9a59-0b6f7c1d2e3f', name: 'Support Bot', model: 'gpt-4o-mini' },
+  })
+  assistant?: { id: string; name: string; model: string };
+
+  /** A workspace's assistant as a model entry: its capabilities are those of the model it runs on. */
+  static fromAssistant(assistant: Assistant, model: ModelDefinition): ModelDto {
+    return {
+      ...ModelDto.from(model),
+      id: `${ASSISTANT_MODEL_PREFIX}${assistant.slug}`,
+      created: Math.floor(assistant.createdAt.getTime() / 1000),
+      owned_by: 'assistant',
+      assistant: { id: assistant.id, name: assistant.name, model: model.id },
+    };
+  }
 
   static from(model: ModelDefinition): ModelDto {
     return {
