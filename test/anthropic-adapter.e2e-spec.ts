@@ -1,9 +1,13 @@
 import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
+import { zodResponseFormat } from 'openai/helpers/zod';
+import { z } from 'zod';
 import { DEFAULT_CATALOG } from '../src/models/model-catalog';
 import { AnthropicAdapter } from '../src/providers/anthropic.adapter';
 import type { ChatCompletionChunk, ProviderRequest } from '../src/providers/provider-adapter';
 import { isAbort, isRetryable, toUpstreamApiError } from '../src/providers/upstream-errors';
 import { type FakeAnthropic, httpError, rateLimited, startFakeAnthropic, textReply, toolUseReply } from './fakes/fake-anthropic';
+import { startTestApp, type TestApp, type TestWorkspace } from './support/test-app';
 
 /** The real AnthropicAdapter (and the real SDK) against a fake Messages API on 127.0.0.1. */
 
@@ -194,6 +198,63 @@ describe('AnthropicAdapter request translation', () => {
     expect(body.messages).toEqual([{ role: 'user', content: 'Hello' }]);
   });
 });
+
+describe('AnthropicAdapter content parts', () => {
+  const PDF = 'JVBERi0xLjQKJcfsj6IKMSAwIG9iago8PD4+CmVuZG9iagp0cmFpbGVyCjw8Pj4KJSVFT0YK';
+
+  it("sends OpenAI's file part (a base64 PDF with a filename) as a document block", async () => {
+    fake.script(textReply('A one-page PDF.'));
+    const messages: ProviderRequest['messages'] = [
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'Summarise this.' },
+          { type: 'file', file: { file_data: `data:application/pdf;base64,${PDF}`, filename: 'report.pdf' } },
+        ],
+      },
+    ];
+    expect(() => adapter.checkRequest({}, messages)).not.toThrow();
+    await adapter.complete(request({ messages }));
+    expect(fake.requests[0].body.messages[0].content).toEqual([
+      { type: 'text', text: 'Summarise this.' },
+      { type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: PDF } },
+    ]);
+  });
+
+  it.each([
+    [{ type: 'input_audio', input_audio: { data: 'UklGRg==', format: 'wav' } }, 'messages.0.content.1', /audio/],
+    [{ type: 'file', file: { file_id: 'file-abc' } }, 'messages.0.content.1.file.file_id', /stores no files/],
+    [{ type: 'file', file: { file_data: 'data:text/plain;base64,SGk=', filename: 'a.txt' } }, 'messages.0.content.1.file.file_data', /PDF/],
+  ])('refuses %j at check time with a 400 naming the part, and never calls Claude', async (part, param, message) => {
+    const messages = [{ role: 'user', content: [{ type: 'text', text: 'Listen.' }, part] }] as ProviderRequest['messages'];
+    const refusal = failureOfSync(() => adapter.checkRequest({}, messages));
+    expect(refusal).toMatchObject({ type: 'bad_request', param, code: 'unsupported_content', message: expect.stringMatching(message) });
+    // The call refuses it as well, should a caller skip the check.
+    expect(toUpstreamApiError(await failureOf(adapter.complete(request({ messages }))), 'anthropic')).toMatchObject({ param, code: 'unsupported_content' });
+    expect(fake.requests).toHaveLength(0);
+  });
+
+  it('streams usage with cache reads as cached_tokens, and cache writes inside prompt_tokens', async () => {
+    fake.script(textReply('Hi.', { usage: { input_tokens: 10, cache_read_input_tokens: 300, cache_creation_input_tokens: 40, output_tokens: 2 } }));
+    const { chunks, error } = await collect(adapter.stream(request()));
+    expect(error).toBeUndefined();
+    expect(chunks[chunks.length - 1].usage).toEqual({
+      prompt_tokens: 350,
+      completion_tokens: 2,
+      total_tokens: 352,
+      prompt_tokens_details: { cached_tokens: 300 },
+    });
+  });
+});
+
+function failureOfSync(fn: () => unknown): unknown {
+  try {
+    fn();
+  } catch (error) {
+    return error;
+  }
+  throw new Error('expected a failure');
+}
 
 describe('AnthropicAdapter.complete', () => {
   it('turns a text answer into a chat completion with usage including cached tokens', async () => {
@@ -484,3 +545,106 @@ async function waitFor(condition: () => boolean, timeoutMs = 2_000): Promise<voi
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
 }
+
+describe('Claude through the service, with the OpenAI SDK', () => {
+  let t: TestApp;
+  let workspace: TestWorkspace;
+  let app: FakeAnthropic;
+  const Place = z.object({ city: z.string(), population: z.number() });
+
+  beforeAll(async () => {
+    app = await startFakeAnthropic({ apiKey: API_KEY });
+    t = await startTestApp({ config: { anthropic: { apiKey: API_KEY, baseUrl: app.url }, llmSimulator: 'off', upstreamMaxRetries: 0 } });
+    workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+  });
+  afterAll(async () => {
+    await t.close();
+    await app.close();
+  });
+  beforeEach(() => app.reset());
+
+  it('answers a json_schema response_format (.parse) through a forced tool, unwrapped into the content', async () => {
+    app.script(toolUseReply([{ name: 'place', input: { city: 'Oslo', population: 709_000 } }], { usage: { input_tokens: 50, output_tokens: 12 } }));
+    const completion = await workspace.client.chat.completions.parse({
+      model: 'claude-haiku-4-5',
+      messages: [{ role: 'user', content: 'The capital of Norway?' }],
+      response_format: zodResponseFormat(Place, 'place'),
+    });
+    const sent = app.requests[0].body;
+    expect(sent.tools).toEqual([expect.objectContaining({ name: 'place', input_schema: expect.objectContaining({ type: 'object', required: ['city', 'population'] }) })]);
+    expect(sent.tool_choice).toEqual({ type: 'tool', name: 'place', disable_parallel_tool_use: true });
+    expect(completion.choices[0].finish_reason).toBe('stop');
+    expect(completion.choices[0].message.tool_calls ?? []).toEqual([]);
+    expect(completion.choices[0].message.parsed).toEqual({ city: 'Oslo', population: 709_000 });
+  });
+
+  it('streams a json_schema answer as content deltas, finishing with stop', async () => {
+    app.script(toolUseReply([{ name: 'place', input: { city: 'Oslo', population: 709_000 } }]));
+    const stream = await workspace.client.chat.completions.create({
+      model: 'claude-haiku-4-5',
+      messages: [{ role: 'user', content: 'The capital of Norway?' }],
+      response_format: zodResponseFormat(Place, 'place'),
+      stream: true,
+    });
+    let content = '';
+    let finish: string | null = null;
+    let toolCalls = 0;
+    for await (const chunk of stream) {
+      content += chunk.choices[0]?.delta?.content ?? '';
+      toolCalls += chunk.choices[0]?.delta?.tool_calls?.length ?? 0;
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    expect(JSON.parse(content)).toEqual({ city: 'Oslo', population: 709_000 });
+    expect(toolCalls).toBe(0);
+    expect(finish).toBe('stop');
+  });
+
+  it('answers json_object mode with a JSON object', async () => {
+    app.script(toolUseReply([{ name: 'json_answer', input: { answer: 42 } }]));
+    const completion = await workspace.client.chat.completions.create({
+      model: 'claude-haiku-4-5',
+      messages: [{ role: 'user', content: 'Answer in JSON: what is 6 x 7?' }],
+      response_format: { type: 'json_object' },
+    });
+    expect(JSON.parse(completion.choices[0].message.content!)).toEqual({ answer: 42 });
+    expect(app.requests[0].body.tool_choice).toMatchObject({ type: 'tool', name: 'json_answer' });
+  });
+
+  it('lets Claude call the client tool or answer in the format when both are on offer', async () => {
+    app.script(toolUseReply([{ name: 'get_population', input: { city: 'Oslo' }, id: 'toolu_pop' }]));
+    const completion = await workspace.client.chat.completions.create({
+      model: 'claude-haiku-4-5',
+      messages: [{ role: 'user', content: 'How many people live in Oslo?' }],
+      tools: [{ type: 'function', function: { name: 'get_population', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }],
+      response_format: zodResponseFormat(Place, 'place'),
+    });
+    expect(app.requests[0].body.tool_choice).toEqual({ type: 'any' });
+    expect(completion.choices[0]).toMatchObject({
+      finish_reason: 'tool_calls',
+      message: { content: null, tool_calls: [{ id: 'toolu_pop', function: { name: 'get_population', arguments: '{"city":"Oslo"}' } }] },
+    });
+  });
+
+  it.each([
+    [{ logprobs: true }, 'logprobs'],
+    [{ logprobs: true, top_logprobs: 2 }, 'logprobs'],
+    [{ n: 2 }, 'n'],
+  ])('refuses %j with a 400 naming the parameter, without calling Claude or charging', async (extra, param) => {
+    const wallet = async () => (await fetch(`${t.baseUrl}/v1/wallet`, { headers: { authorization: `Bearer ${workspace.apiKey}` } })).json();
+    const before = await wallet();
+    const error = await failureOf(
+      workspace.client.chat.completions.create({ model: 'claude-haiku-4-5', messages: [{ role: 'user', content: 'Hi' }], ...extra }),
+    );
+    expect(error).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((error as InstanceType<typeof OpenAI.BadRequestError>).error).toMatchObject({ type: 'bad_request', param, code: 'unsupported_parameter' });
+    expect(app.requests).toHaveLength(0);
+    expect(await wallet()).toEqual(before);
+  });
+
+  it('drops seed, which Claude cannot honour and which changes nothing of the answer shape', async () => {
+    app.script(textReply('Hi.'));
+    const completion = await workspace.client.chat.completions.create({ model: 'claude-haiku-4-5', messages: [{ role: 'user', content: 'Hi' }], seed: 7 });
+    expect(completion.choices[0].message.content).toBe('Hi.');
+    expect(app.requests[0].body.seed).toBeUndefined();
+  });
+});

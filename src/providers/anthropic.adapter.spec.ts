@@ -1,7 +1,7 @@
-import type { RawMessageStreamEvent } from '@anthropic-ai/sdk/resources/messages';
+import type { Message, RawMessageStreamEvent } from '@anthropic-ai/sdk/resources/messages';
 import { ApiError } from '../common/errors/api-error';
 import { DEFAULT_CATALOG } from '../models/model-catalog';
-import { StreamTranslator, toAnthropicMessages, toAnthropicParams, toUsage } from './anthropic.adapter';
+import { checkParameters, StreamTranslator, toAnthropicMessages, toAnthropicParams, toChatCompletion, toUsage } from './anthropic.adapter';
 import type { ChatMessage, ProviderRequest } from './provider-adapter';
 
 const MODEL = DEFAULT_CATALOG.find((m) => m.id === 'claude-haiku-4-5')!;
@@ -146,8 +146,93 @@ describe('toAnthropicParams', () => {
   });
 
   it('refuses n > 1', () => {
-    expect(thrown(() => toAnthropicParams(request({ extra: { n: 3 } })))).toMatchObject({ type: 'bad_request', param: 'n' });
+    expect(thrown(() => toAnthropicParams(request({ extra: { n: 3 } })))).toMatchObject({ type: 'bad_request', param: 'n', code: 'unsupported_parameter' });
     expect(() => toAnthropicParams(request({ extra: { n: 1 } }))).not.toThrow();
+  });
+
+  it.each([
+    [{ logprobs: true }, 'logprobs'],
+    [{ logprobs: true, top_logprobs: 3 }, 'logprobs'],
+    [{ top_logprobs: 2 }, 'top_logprobs'],
+    [{ modalities: ['text', 'audio'] }, 'modalities'],
+    [{ response_format: { type: 'xml' } }, 'response_format.type'],
+  ])('refuses %j, which Claude cannot honour, naming the parameter', (extra, param) => {
+    expect(thrown(() => checkParameters(extra))).toMatchObject({ type: 'bad_request', param, code: 'unsupported_parameter' });
+  });
+
+  it('accepts the parameters that change nothing: logprobs false, top_logprobs 0, seed', () => {
+    expect(() => checkParameters({ logprobs: false, top_logprobs: 0, seed: 7, modalities: ['text'] })).not.toThrow();
+  });
+
+  const SCHEMA = { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false };
+
+  it('asks for a json_schema answer as a forced tool with the schema', () => {
+    const params = toAnthropicParams(
+      request({ extra: { response_format: { type: 'json_schema', json_schema: { name: 'place', schema: SCHEMA, strict: true } } } }),
+    );
+    expect(params.tools).toEqual([{ name: 'place', description: expect.any(String), input_schema: SCHEMA, strict: true }]);
+    expect(params.tool_choice).toEqual({ type: 'tool', name: 'place', disable_parallel_tool_use: true });
+  });
+
+  it('asks for a json_object answer as a forced tool taking any object', () => {
+    const params = toAnthropicParams(request({ extra: { response_format: { type: 'json_object' } } }));
+    expect(params.tools).toEqual([{ name: 'json_answer', description: expect.any(String), input_schema: { type: 'object' } }]);
+    expect(params.tool_choice).toEqual({ type: 'tool', name: 'json_answer', disable_parallel_tool_use: true });
+  });
+
+  it('wraps a schema that is not an object under "value", keeping its definitions at the root', () => {
+    const schema = { type: 'array', items: { $ref: '#/$defs/city' }, $defs: { city: { type: 'string' } } };
+    const params = toAnthropicParams(request({ extra: { response_format: { type: 'json_schema', json_schema: { name: 'cities', schema } } } }));
+    expect(params.tools![0]).toMatchObject({
+      input_schema: { type: 'object', properties: { value: { type: 'array', items: { $ref: '#/$defs/city' } } }, required: ['value'], $defs: { city: { type: 'string' } } },
+    });
+  });
+
+  it.each([
+    [undefined, { type: 'any' }, ['lookup', 'place']],
+    ['auto', { type: 'any' }, ['lookup', 'place']],
+    ['none', { type: 'tool', name: 'place', disable_parallel_tool_use: true }, ['lookup', 'place']],
+    ['required', { type: 'any' }, ['lookup']],
+    [{ type: 'function', function: { name: 'lookup' } }, { type: 'tool', name: 'lookup' }, ['lookup']],
+  ])('with the client tools and tool_choice %j, Claude calls a tool or answers in the format', (choice, expected, names) => {
+    const params = toAnthropicParams(
+      request({ tools: [TOOL], extra: { tool_choice: choice, response_format: { type: 'json_schema', json_schema: { name: 'place', schema: SCHEMA } } } }),
+    );
+    expect(params.tool_choice).toEqual(expected);
+    expect(params.tools!.map((t) => (t as { name: string }).name)).toEqual(names);
+  });
+
+  it('refuses a format named like one of the client tools', () => {
+    const error = thrown(() =>
+      toAnthropicParams(request({ tools: [TOOL], extra: { response_format: { type: 'json_schema', json_schema: { name: 'lookup', schema: SCHEMA } } } })),
+    );
+    expect(error).toMatchObject({ type: 'bad_request', param: 'response_format.json_schema.name' });
+  });
+});
+
+describe('toChatCompletion with a format', () => {
+  const message = (content: unknown[], stop_reason = 'tool_use') =>
+    ({ id: 'msg_1', content, stop_reason, usage: { input_tokens: 1, output_tokens: 1 } }) as unknown as Message;
+
+  it('unwraps the answer tool into the content, finishing with stop and no tool calls', () => {
+    const completion = toChatCompletion(message([{ type: 'tool_use', id: 't1', name: 'place', input: { city: 'Oslo' } }]), 'm', { name: 'place', wrapped: false });
+    expect(completion.choices[0]).toMatchObject({ message: { content: '{"city":"Oslo"}' }, finish_reason: 'stop' });
+    expect(completion.choices[0].message.tool_calls).toBeUndefined();
+  });
+
+  it('unwraps a wrapped value, and keeps client tool calls beside the answer', () => {
+    const completion = toChatCompletion(
+      message([
+        { type: 'tool_use', id: 't1', name: 'lookup', input: {} },
+        { type: 'tool_use', id: 't2', name: 'cities', input: { value: ['Oslo'] } },
+      ]),
+      'm',
+      { name: 'cities', wrapped: true },
+    );
+    expect(completion.choices[0]).toMatchObject({
+      message: { content: '["Oslo"]', tool_calls: [{ id: 't1', function: { name: 'lookup', arguments: '{}' } }] },
+      finish_reason: 'tool_calls',
+    });
   });
 });
 
@@ -200,6 +285,35 @@ describe('StreamTranslator', () => {
       ev({ type: 'message_stop' }),
     ]);
     expect(chunks[chunks.length - 1].usage).toEqual({ prompt_tokens: 14, completion_tokens: 9, total_tokens: 23, prompt_tokens_details: { cached_tokens: 2 } });
+  });
+
+  it('streams the answer tool input as content deltas, finishing with stop', () => {
+    const translator = new StreamTranslator('m', { name: 'place', wrapped: false });
+    const chunks = [
+      start(),
+      ev({ type: 'content_block_start', index: 0, content_block: { type: 'tool_use', id: 'toolu_1', name: 'place', input: {} } }),
+      ev({ type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: '' } }),
+      ev({ type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: '{"city":' } }),
+      ev({ type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: '"Oslo"}' } }),
+      ev({ type: 'content_block_stop', index: 0 }),
+      ev({ type: 'message_delta', delta: { stop_reason: 'tool_use' }, usage: { output_tokens: 5 } }),
+      ev({ type: 'message_stop' }),
+    ].flatMap((event) => translator.push(event));
+    expect(chunks.flatMap((c) => c.choices[0]?.delta.tool_calls ?? [])).toEqual([]);
+    expect(chunks.map((c) => c.choices[0]?.delta.content ?? '').join('')).toBe('{"city":"Oslo"}');
+    expect(chunks.find((c) => c.choices[0]?.finish_reason)?.choices[0].finish_reason).toBe('stop');
+  });
+
+  it('streams a wrapped answer unwrapped, once whole', () => {
+    const translator = new StreamTranslator('m', { name: 'cities', wrapped: true });
+    const chunks = [
+      start(),
+      ev({ type: 'content_block_start', index: 0, content_block: { type: 'tool_use', id: 'toolu_1', name: 'cities', input: {} } }),
+      ev({ type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: '{"value": ["Os' } }),
+      ev({ type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: 'lo"]}' } }),
+      ev({ type: 'content_block_stop', index: 0 }),
+    ].flatMap((event) => translator.push(event));
+    expect(chunks.map((c) => c.choices[0]?.delta.content ?? '').join('')).toBe('["Oslo"]');
   });
 
   it('finishes with stop when Anthropic stopped for a tool it ran itself', () => {

@@ -58,19 +58,27 @@ export class AnthropicAdapter implements ProviderAdapter {
     });
   }
 
+  checkRequest(extra: Record<string, unknown>, messages: ChatMessage[] = []): void {
+    checkParameters(extra);
+    // Content parts are checked message by message: the same translation the call makes.
+    messages.forEach((message, index) => {
+      if (message.role === 'user') userBlocks(message.content, `messages.${index}.content`);
+    });
+  }
+
   async complete(request: ProviderRequest): Promise<ChatCompletion> {
-    const params = toAnthropicParams(request);
+    const { params, answer } = translateRequest(request);
     try {
       const message = await this.client.messages.create({ ...params, stream: false }, { signal: request.signal });
-      return toChatCompletion(message, request.model.id);
+      return toChatCompletion(message, request.model.id, answer);
     } catch (error) {
       throw normalizeError(error, request.signal);
     }
   }
 
   async *stream(request: ProviderRequest): AsyncIterable<ChatCompletionChunk> {
-    const params = toAnthropicParams(request);
-    const translator = new StreamTranslator(request.model.id);
+    const { params, answer } = translateRequest(request);
+    const translator = new StreamTranslator(request.model.id, answer);
     try {
       const events = await this.client.messages.create({ ...params, stream: true }, { signal: request.signal });
       for await (const event of events) {
@@ -93,20 +101,52 @@ export class AnthropicAdapter implements ProviderAdapter {
 
 /** The Messages request for a chat request (without `stream`, which the caller sets). */
 export function toAnthropicParams(request: ProviderRequest): MessageCreateParamsNonStreaming {
-  const extra = request.extra ?? {};
-  const n = extra.n;
-  if (typeof n === 'number' && n > 1) {
-    throw ApiError.badRequest(`${request.model.id} returns one choice per request: n must be 1.`, 'n');
+  return translateRequest(request).params;
+}
+
+/**
+ * The parameters that would change the answer's shape and that Claude cannot honour are
+ * refused; `seed` cannot be honoured either but changes nothing of the shape, and is dropped.
+ */
+export function checkParameters(extra: Record<string, unknown>): void {
+  const refuse = (message: string, param: string) => {
+    throw ApiError.badRequest(message, param, 'unsupported_parameter');
+  };
+  if (typeof extra.n === 'number' && extra.n > 1) refuse('Claude models return one choice per request: n must be 1.', 'n');
+  if (extra.logprobs === true) refuse('Claude models do not return log probabilities: logprobs is not supported.', 'logprobs');
+  if (typeof extra.top_logprobs === 'number' && extra.top_logprobs > 0) {
+    refuse('Claude models do not return log probabilities: top_logprobs is not supported.', 'top_logprobs');
   }
+  if (Array.isArray(extra.modalities) && extra.modalities.includes('audio')) refuse('Claude models answer in text only: audio output is not supported.', 'modalities');
+  if (extra.audio !== undefined && extra.audio !== null) refuse('Claude models answer in text only: audio output is not supported.', 'audio');
+  const formatType = (extra.response_format as { type?: unknown } | null | undefined)?.type;
+  if (formatType !== undefined && !['text', 'json_object', 'json_schema'].includes(formatType as string)) {
+    refuse(`response_format.type ${JSON.stringify(formatType)} is not supported; use text, json_object or json_schema.`, 'response_format.type');
+  }
+}
+
+/** The Messages request, and the tool that carries a structured answer when response_format asks for one. */
+function translateRequest(request: ProviderRequest): { params: MessageCreateParamsNonStreaming; answer?: AnswerFormat } {
+  const extra = request.extra ?? {};
+  checkParameters(extra);
   const { system, messages } = toAnthropicMessages(request.messages);
-  const tools = toAnthropicTools(request.tools ?? [], extra.tool_choice);
-  const toolChoice = tools.length > 0 ? toAnthropicToolChoice(extra.tool_choice, extra.parallel_tool_calls) : undefined;
+  const clientTools = toAnthropicTools(request.tools ?? [], extra.tool_choice);
+  let tools = clientTools;
+  let toolChoice = tools.length > 0 ? toAnthropicToolChoice(extra.tool_choice, extra.parallel_tool_calls) : undefined;
+  const answer = answerFormat(extra.response_format, extra.tool_choice, clientTools);
+  if (answer) {
+    tools = [...clientTools, answer.tool];
+    // With the client's tools on offer (tool_choice auto), Claude calls one of them or answers through the answer tool, never in prose.
+    const choosesAmongTools = clientTools.length > 0 && extra.tool_choice !== 'none';
+    const serial = extra.parallel_tool_calls === false ? { disable_parallel_tool_use: true } : {};
+    toolChoice = choosesAmongTools ? { type: 'any', ...serial } : { type: 'tool', name: answer.name, disable_parallel_tool_use: true };
+  }
   const stopSequences = toStopSequences(extra.stop);
   const userId = firstString(extra.user, extra.safety_identifier, (extra.metadata as { user_id?: unknown } | undefined)?.user_id);
   const temperature = request.temperature ?? undefined;
   const topP = typeof extra.top_p === 'number' ? extra.top_p : undefined;
 
-  return {
+  const params: MessageCreateParamsNonStreaming = {
     model: request.model.upstreamModel,
     max_tokens: request.maxTokens,
     messages,
@@ -121,6 +161,63 @@ export function toAnthropicParams(request: ProviderRequest): MessageCreateParams
     ...(stopSequences.length > 0 ? { stop_sequences: stopSequences } : {}),
     ...(userId ? { metadata: { user_id: userId } } : {}),
   };
+  return { params, answer: answer && { name: answer.name, wrapped: answer.wrapped } };
+}
+
+/** The tool whose input is the answer: its name, and whether the schema's value sits under `value` (non-object schemas). */
+export interface AnswerFormat {
+  name: string;
+  wrapped: boolean;
+}
+
+const JSON_OBJECT_TOOL = 'json_answer';
+
+/**
+ * Claude has no response_format: a structured answer is asked for as a tool it must call,
+ * whose input schema is the format's schema (any object for json_object); the input is then
+ * the answer. A tool_choice that makes Claude call the client's tools (required, a named
+ * tool) leaves the format for a later turn.
+ */
+function answerFormat(responseFormat: unknown, toolChoice: unknown, clientTools: Tool[]): (AnswerFormat & { tool: Tool }) | undefined {
+  const format = responseFormat as { type?: unknown; json_schema?: { name?: unknown; description?: unknown; schema?: unknown; strict?: unknown } } | null | undefined;
+  if (format?.type !== 'json_object' && format?.type !== 'json_schema') return undefined;
+  const choice = toolChoice as { type?: unknown; allowed_tools?: { mode?: unknown } } | string | null | undefined;
+  const forcesClientTool =
+    clientTools.length > 0 &&
+    (choice === 'required' ||
+      (typeof choice === 'object' && choice !== null && (choice.type !== 'allowed_tools' || choice.allowed_tools?.mode === 'required')));
+  if (forcesClientTool) return undefined;
+
+  const spec = format.type === 'json_schema' ? (format.json_schema ?? {}) : {};
+  const name = typeof spec.name === 'string' && /^[a-zA-Z0-9_-]{1,64}$/.test(spec.name) ? spec.name : JSON_OBJECT_TOOL;
+  if (clientTools.some((tool) => tool.name === name)) {
+    throw ApiError.badRequest(
+      `response_format.json_schema.name ${JSON.stringify(name)} is also the name of one of your tools; Claude gets the format as a tool, so the names must differ.`,
+      'response_format.json_schema.name',
+    );
+  }
+  const schema = isObject(spec.schema) ? spec.schema : { type: 'object' };
+  // Claude's tool input is always an object: any other schema is asked for as the object's `value`.
+  const isObjectSchema = schema.type === 'object' || (schema.type === undefined && isObject(schema.properties));
+  let inputSchema: Record<string, unknown> = { ...schema, type: 'object' };
+  if (!isObjectSchema) {
+    const { $defs, definitions, ...value } = schema;
+    // Definitions stay at the root, where the schema's `#/$defs/...` references point.
+    inputSchema = { type: 'object', properties: { value }, required: ['value'], ...($defs ? { $defs } : {}), ...(definitions ? { definitions } : {}) };
+  }
+  const description =
+    typeof spec.description === 'string' && spec.description
+      ? spec.description
+      : 'Give your whole answer as the input of this tool, in the format its schema describes.';
+  return {
+    name,
+    wrapped: !isObjectSchema,
+    tool: { name, description, input_schema: inputSchema as Tool.InputSchema, ...(spec.strict === true ? { strict: true } : {}) },
+  };
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 interface Turn {
@@ -193,7 +290,13 @@ function rank(block: ContentBlockParam): number {
   return block.type === 'tool_result' ? 0 : 1;
 }
 
-type OpenAiPart = { type?: string; text?: string; refusal?: string; image_url?: { url?: string } | string; file?: { file_data?: string } };
+type OpenAiPart = {
+  type?: string;
+  text?: string;
+  refusal?: string;
+  image_url?: { url?: string } | string;
+  file?: { file_data?: string; file_id?: string };
+};
 
 function parts(content: unknown, at: string): OpenAiPart[] {
   if (content === null || content === undefined) return [];
@@ -227,12 +330,29 @@ function userBlocks(content: unknown, at: string): ContentBlockParam[] {
         return [imageBlock(url, `${at}.${index}.image_url.url`)];
       }
       case 'file': {
+        if (part.file?.file_data === undefined && part.file?.file_id !== undefined) {
+          throw ApiError.badRequest(
+            `${at}.${index}.file.file_id: this service stores no files; send the PDF itself as file.file_data (a base64 data: URL).`,
+            `${at}.${index}.file.file_id`,
+            'unsupported_content',
+          );
+        }
         const pdf = /^data:application\/pdf;base64,(.*)$/s.exec(part.file?.file_data ?? '');
         if (pdf) return [{ type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: pdf[1] } }];
-        throw ApiError.badRequest(`${at}.${index}: Anthropic models accept files only as base64 PDF data URLs.`, `${at}.${index}`);
+        throw ApiError.badRequest(
+          `${at}.${index}.file.file_data: Claude models accept files only as base64 PDF data URLs (data:application/pdf;base64,...).`,
+          `${at}.${index}.file.file_data`,
+          'unsupported_content',
+        );
       }
+      case 'input_audio':
+        throw ApiError.badRequest(`${at}.${index}: Claude models do not accept audio input.`, `${at}.${index}`, 'unsupported_content');
       default:
-        throw ApiError.badRequest(`${at}.${index}: content parts of type ${part.type} are not supported by Anthropic models.`, `${at}.${index}.type`);
+        throw ApiError.badRequest(
+          `${at}.${index}: content parts of type ${part.type} are not supported by Claude models.`,
+          `${at}.${index}.type`,
+          'unsupported_content',
+        );
     }
   });
 }
@@ -325,10 +445,13 @@ function firstString(...values: unknown[]): string | undefined {
 // Response: Anthropic Message -> OpenAI ChatCompletion
 // ---------------------------------------------------------------------------------------
 
-export function toChatCompletion(message: Message, modelId: string, created = nowSeconds()): ChatCompletion {
-  const text = message.content.map((block) => (block.type === 'text' ? block.text : '')).join('');
+/** A completion in OpenAI's shape; the input of the answer tool (see `answerFormat`) becomes the content. */
+export function toChatCompletion(message: Message, modelId: string, answer?: AnswerFormat, created = nowSeconds()): ChatCompletion {
+  let text = message.content.map((block) => (block.type === 'text' ? block.text : '')).join('');
+  const answerBlock = answer && message.content.find((block) => block.type === 'tool_use' && block.name === answer.name);
+  if (answerBlock?.type === 'tool_use') text += answerText(answerBlock.input, answer!);
   const toolCalls: ToolCall[] = message.content.flatMap((block) =>
-    block.type === 'tool_use'
+    block.type === 'tool_use' && block !== answerBlock
       ? [{ id: block.id, type: 'function' as const, function: { name: block.name, arguments: JSON.stringify(block.input ?? {}) } }]
       : [],
   );
@@ -352,6 +475,11 @@ export function toChatCompletion(message: Message, modelId: string, created = no
     ],
     usage: toUsage(message.usage),
   };
+}
+
+function answerText(input: unknown, answer: AnswerFormat): string {
+  const value = answer.wrapped ? (input as { value?: unknown } | null)?.value : input;
+  return JSON.stringify(value ?? {});
 }
 
 export function toFinishReason(stopReason: StopReason | null | undefined, hasToolCalls: boolean): FinishReason {
@@ -407,8 +535,13 @@ export class StreamTranslator {
   private readonly tools = new Map<number, { index: number; hasArguments: boolean }>();
   private usage: AnthropicUsage = {};
   private finishReason: FinishReason | undefined;
+  /** The answer tool's block (see `answerFormat`): its input streams as content, or is gathered when wrapped. */
+  private answerBlock?: { index: number; json: string };
 
-  constructor(private readonly modelId: string) {}
+  constructor(
+    private readonly modelId: string,
+    private readonly answer?: AnswerFormat,
+  ) {}
 
   push(event: RawMessageStreamEvent): ChatCompletionChunk[] {
     switch (event.type) {
@@ -420,6 +553,10 @@ export class StreamTranslator {
         const block = event.content_block;
         if (block.type === 'text') return block.text ? [this.chunk({ content: block.text })] : [];
         if (block.type !== 'tool_use') return []; // thinking, and tools Anthropic runs itself
+        if (this.answer && block.name === this.answer.name && !this.answerBlock) {
+          this.answerBlock = { index: event.index, json: '' };
+          return [];
+        }
         const tool = { index: this.tools.size, hasArguments: false };
         this.tools.set(event.index, tool);
         const input = block.input as Record<string, unknown> | undefined;
@@ -432,12 +569,18 @@ export class StreamTranslator {
       case 'content_block_delta': {
         const delta = event.delta;
         if (delta.type === 'text_delta') return delta.text ? [this.chunk({ content: delta.text })] : [];
+        if (this.answerBlock?.index === event.index && delta.type === 'input_json_delta') {
+          this.answerBlock.json += delta.partial_json;
+          // An object answer streams as it comes; a wrapped one is unwrapped once whole.
+          return delta.partial_json && !this.answer!.wrapped ? [this.chunk({ content: delta.partial_json })] : [];
+        }
         const tool = this.tools.get(event.index);
         if (delta.type !== 'input_json_delta' || !tool || !delta.partial_json) return [];
         tool.hasArguments = true;
         return [this.chunk({ tool_calls: [{ index: tool.index, function: { arguments: delta.partial_json } }] })];
       }
       case 'content_block_stop': {
+        if (this.answerBlock?.index === event.index) return this.finishAnswer();
         // A call without parameters streams no JSON at all; OpenAI clients expect "{}".
         const tool = this.tools.get(event.index);
         if (!tool || tool.hasArguments) return [];
@@ -470,6 +613,18 @@ export class StreamTranslator {
       default:
         return [];
     }
+  }
+
+  private finishAnswer(): ChatCompletionChunk[] {
+    const { json } = this.answerBlock!;
+    if (!this.answer!.wrapped) return json ? [] : [this.chunk({ content: '{}' })];
+    let input: unknown;
+    try {
+      input = JSON.parse(json || '{}');
+    } catch {
+      return json ? [this.chunk({ content: json })] : []; // cut short (max_tokens): what came, as it came
+    }
+    return [this.chunk({ content: answerText(input, this.answer!) })];
   }
 
   private chunk(delta: ChunkDelta, finishReason: FinishReason | null = null): ChatCompletionChunk {

@@ -34,4 +34,10 @@ export interface ProviderRequest {
 export interface ProviderAdapter {
   complete(request: ProviderRequest): Promise<ChatCompletion>;
   stream(request: ProviderRequest): AsyncIterable<ChatCompletionChunk>;
+  /**
+   * Refuses, before any money is held, what the provider cannot honour and would otherwise
+   * change the answer's shape: a parameter (code `unsupported_parameter`) or a content part
+   * of the client's messages (code `unsupported_content`), as `ApiError.badRequest`.
+   */
+  checkRequest?(extra: Record<string, unknown>, messages?: ChatMessage[]): void;
 }
