@@ -5,6 +5,8 @@ import { toValidationError } from '../common/validation/validation.pipe';
 import type { ChatMessage, FunctionTool } from '../providers/provider-adapter';
 import { ChatCompletionRequestDto } from './dto/chat-completion-request.dto';
 import {
+  MAX_AUDIO_DATA_CHARS,
+  MAX_FILE_DATA_CHARS_PER_REQUEST,
   MAX_IMAGE_URL_CHARS,
   MAX_IMAGE_URL_CHARS_PER_REQUEST,
   MAX_IMAGES_PER_REQUEST,
@@ -12,6 +14,9 @@ import {
   MAX_MESSAGES,
   MAX_TOOLS,
 } from './dto/request-limits';
+
+/** OpenAI's bound on `n`; the hold multiplies the output by it, so the wallet bounds it too. */
+const MAX_CHOICES = 128;
 
 /** Tools that run on the server; an assistant offers them, direct mode cannot. */
 export const SERVER_TOOL_NAMES = ['web_search', 'file_search'] as const;
@@ -49,11 +54,14 @@ export interface ChatRequest {
  * inside the chat service rather than as a pipe, so that a request refused here still gets
  * its usage record.
  */
-export async function parseChatRequest(body: unknown, mode: { assistantMode: boolean }): Promise<ChatRequest> {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+export async function parseChatRequest(raw: unknown, mode: { assistantMode: boolean }): Promise<ChatRequest> {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
     throw ApiError.badRequest('The request body must be a JSON object.', undefined, 'invalid_body');
   }
-  checkSizes(body as Record<string, unknown>);
+  // An explicit null is an absent field, as OpenAI takes it: openai-python sends `"max_tokens": null`
+  // for `max_tokens=None`, which must neither become a cap of 0 nor be forwarded upstream.
+  const body = Object.fromEntries(Object.entries(raw).filter(([, value]) => value !== null));
+  checkSizes(body);
   // Only the fields validated here go through class-transformer, which copies every value it is given.
   const own = Object.fromEntries(Object.entries(body).filter(([key]) => OWN_FIELDS.has(key)));
   const dto = plainToInstance(ChatCompletionRequestDto, own);
@@ -62,9 +70,12 @@ export async function parseChatRequest(body: unknown, mode: { assistantMode: boo
 
   dto.messages.forEach(checkRoleRules);
   const tools = (dto.tools ?? []).map((tool, index) => checkTool(tool, index, mode.assistantMode));
+  if (dto.stream_options !== undefined && dto.stream !== true) {
+    throw ApiError.badRequest("The 'stream_options' parameter is only allowed when 'stream' is enabled.", 'stream_options');
+  }
   const n = (body as { n?: unknown }).n;
-  if (n !== undefined && (!Number.isInteger(n) || (n as number) < 1 || (n as number) > 8)) {
-    throw ApiError.badRequest('n must be an integer from 1 to 8.', 'n');
+  if (n !== undefined && (!Number.isInteger(n) || (n as number) < 1 || (n as number) > MAX_CHOICES)) {
+    throw ApiError.badRequest(`n must be an integer from 1 to ${MAX_CHOICES}.`, 'n');
   }
 
   const caps = [dto.max_tokens, dto.max_completion_tokens].filter((cap): cap is number => cap !== undefined);
@@ -95,14 +106,22 @@ function checkSizes(body: Record<string, unknown>): void {
   }
   let images = 0;
   let imageChars = 0;
+  let fileChars = 0;
   messages.forEach((message: unknown, index) => {
     const content = (message as { content?: unknown } | null)?.content;
     if (typeof content === 'string') checkLength(content, MAX_MESSAGE_CONTENT_CHARS, `messages.${index}.content`);
     if (!Array.isArray(content)) return;
     content.forEach((part: unknown, partIndex) => {
       const at = `messages.${index}.content.${partIndex}`;
-      const { text, image_url: image } = (part ?? {}) as { text?: unknown; image_url?: { url?: unknown } | null };
+      const { text, image_url: image, file, input_audio: audio } = (part ?? {}) as {
+        text?: unknown;
+        image_url?: { url?: unknown } | null;
+        file?: { file_data?: unknown } | null;
+        input_audio?: { data?: unknown } | null;
+      };
       if (typeof text === 'string') checkLength(text, MAX_MESSAGE_CONTENT_CHARS, `${at}.text`);
+      if (typeof file?.file_data === 'string') fileChars += file.file_data.length;
+      if (typeof audio?.data === 'string') checkLength(audio.data, MAX_AUDIO_DATA_CHARS, `${at}.input_audio.data`);
       const url = image?.url;
       if (typeof url !== 'string') return;
       checkLength(url, MAX_IMAGE_URL_CHARS, `${at}.image_url.url`);
@@ -112,6 +131,13 @@ function checkSizes(body: Record<string, unknown>): void {
   });
   if (images > MAX_IMAGES_PER_REQUEST) {
     throw ApiError.badRequest(`A request can carry at most ${MAX_IMAGES_PER_REQUEST} images (got ${images}).`, 'messages', 'too_many_images');
+  }
+  if (fileChars > MAX_FILE_DATA_CHARS_PER_REQUEST) {
+    throw ApiError.badRequest(
+      `The files of a request can total at most ${MAX_FILE_DATA_CHARS_PER_REQUEST} characters of file_data (got ${fileChars}).`,
+      'messages',
+      'files_too_large',
+    );
   }
   if (imageChars > MAX_IMAGE_URL_CHARS_PER_REQUEST) {
     throw ApiError.badRequest(
@@ -169,7 +195,12 @@ function checkTool(tool: NonNullable<ChatCompletionRequestDto['tools']>[number],
   return tool as FunctionTool;
 }
 
-/** Drops undefined fields so upstream requests carry only what the client sent. */
+/**
+ * Drops absent fields so upstream requests carry only what the client sent; a null (`name`,
+ * `tool_calls`) is absent too, except `content`, where null means "only tool calls".
+ */
 function toUpstreamMessage(message: ChatCompletionRequestDto['messages'][number]): ChatMessage {
-  return Object.fromEntries(Object.entries(message).filter(([, value]) => value !== undefined)) as unknown as ChatMessage;
+  return Object.fromEntries(
+    Object.entries(message).filter(([key, value]) => value !== undefined && (value !== null || key === 'content')),
+  ) as unknown as ChatMessage;
 }

@@ -46,7 +46,9 @@ export class ToolCallDto {
 
 export type ContentPart =
   | { type: 'text'; text: string }
-  | { type: 'image_url'; image_url: { url: string; detail?: 'auto' | 'low' | 'high' } };
+  | { type: 'image_url'; image_url: { url: string; detail?: 'auto' | 'low' | 'high' } }
+  | { type: 'file'; file: { file_data?: string; file_id?: string; filename?: string } }
+  | { type: 'input_audio'; input_audio: { data: string; format: 'wav' | 'mp3' } };
 
 export class ChatMessageDto {
   @ApiProperty({ enum: MESSAGE_ROLES, example: 'user' })
@@ -54,7 +56,9 @@ export class ChatMessageDto {
   role: MessageRole;
 
   @ApiPropertyOptional({
-    description: 'A string, or an array of parts: `{type: "text", text}` and `{type: "image_url", image_url: {url}}`.',
+    description:
+      'A string, or an array of parts: `{type: "text", text}`, `{type: "image_url", image_url: {url}}`, ' +
+      '`{type: "file", file: {file_data | file_id, filename?}}` (a PDF) and `{type: "input_audio", input_audio: {data, format: "wav" | "mp3"}}`.',
     oneOf: [{ type: 'string' }, { type: 'array', items: { type: 'object' } }],
     example: 'What is the capital of France?',
   })

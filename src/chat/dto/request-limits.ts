@@ -22,3 +22,12 @@ export const MAX_IMAGE_URL_CHARS_PER_REQUEST = 50 * 1024 * 1024;
 
 /** Function tools declared in one request (code `array_too_long`, param `tools`). */
 export const MAX_TOOLS = 128;
+
+/**
+ * Characters of the `file_data` of all file parts of one request, data URL prefix included:
+ * OpenAI's 32 MB of file content per request (code `files_too_large`, param `messages`).
+ */
+export const MAX_FILE_DATA_CHARS_PER_REQUEST = 32 * 1024 * 1024;
+
+/** Characters of one input_audio part's base64 `data`: 20 MB, as an image (code `string_too_long`). */
+export const MAX_AUDIO_DATA_CHARS = 20 * 1024 * 1024;
