@@ -17,6 +17,8 @@ export class Spend {
    */
   unansweredPrompt: ChatMessage[] | null = null;
   readonly tokens: TokenCounts = { inputTokens: 0, outputTokens: 0, cachedTokens: 0 };
+  /** The providers' token details (reasoning, cached, audio, ...), summed per key over the model calls. */
+  readonly details: UsageDetails = { prompt: {}, completion: {} };
   llmMicros: MicroMillicents = 0n;
   toolMicros: MicroMillicents = 0n;
   readonly toolsUsed: string[] = [];
@@ -33,6 +35,8 @@ export class Spend {
     this.tokens.inputTokens += counts.inputTokens;
     this.tokens.outputTokens += counts.outputTokens;
     this.tokens.cachedTokens += counts.cachedTokens;
+    addDetails(this.details.prompt, usage.prompt_tokens_details);
+    addDetails(this.details.completion, usage.completion_tokens_details);
     this.llmMicros += llmCost(model, counts);
   }
 
@@ -45,16 +49,54 @@ export class Spend {
     return this.llmMicros + this.toolMicros;
   }
 
-  /** OpenAI's usage object for the whole request. */
+  /**
+   * OpenAI's usage object for the whole request, with the details the providers reported
+   * (LangChain's token details and the AI SDK's reasoningTokens are read from them).
+   */
   usage(): CompletionUsage {
-    const { inputTokens, outputTokens, cachedTokens } = this.tokens;
+    const { inputTokens, outputTokens } = this.tokens;
+    const { prompt, completion } = this.details;
     return {
       prompt_tokens: inputTokens,
       completion_tokens: outputTokens,
       total_tokens: inputTokens + outputTokens,
-      ...(cachedTokens > 0 ? { prompt_tokens_details: { cached_tokens: cachedTokens } } : {}),
+      ...(Object.keys(prompt).length > 0 ? { prompt_tokens_details: { ...prompt } } : {}),
+      ...(Object.keys(completion).length > 0 ? { completion_tokens_details: { ...completion } } : {}),
     };
   }
+}
+
+/** Token counts by detail key (`cached_tokens`, `reasoning_tokens`, `audio_tokens`, ...). */
+type Details = Record<string, number>;
+
+interface UsageDetails {
+  prompt: Details;
+  completion: Details;
+}
+
+function addDetails(sum: Details, details: object | null | undefined): void {
+  for (const [key, value] of Object.entries(details ?? {})) {
+    if (typeof value === 'number') sum[key] = (sum[key] ?? 0) + value;
+  }
+}
+
+/**
+ * A provider's details made safe to pass on: only non-negative integer counts, none above the
+ * total they detail (a reasoning count above the completion is clamped to it).
+ */
+function checkedDetails(details: unknown, total: number, name: string, problems: string[]): Details | undefined {
+  if (typeof details !== 'object' || details === null || Array.isArray(details)) return undefined;
+  const checked: Details = {};
+  for (const [key, value] of Object.entries(details)) {
+    if (value === null || value === undefined) continue;
+    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
+      problems.push(`${name}.${key} ${JSON.stringify(value)} is not a token count`);
+      continue;
+    }
+    if (value > total) problems.push(`${name}.${key} ${value} is above the ${total} tokens it details`);
+    checked[key] = Math.min(value, total);
+  }
+  return Object.keys(checked).length > 0 ? checked : undefined;
 }
 
 export function toTokenCounts(usage: CompletionUsage): TokenCounts {
@@ -106,14 +148,15 @@ export function checkedUsage(reported: CompletionUsage | undefined, bounds: Usag
     problems.push(`completion_tokens ${completion} is far below the ${generated} tokens seen generated`);
     completion = generated;
   }
-  const reportedCached = reported?.prompt_tokens_details?.cached_tokens;
-  const cached = typeof reportedCached === 'number' && Number.isSafeInteger(reportedCached) && reportedCached > 0 ? Math.min(reportedCached, prompt) : 0;
+  const promptDetails = checkedDetails(reported?.prompt_tokens_details, prompt, 'prompt_tokens_details', problems);
+  const completionDetails = checkedDetails(reported?.completion_tokens_details, completion, 'completion_tokens_details', problems);
   return {
     usage: {
       prompt_tokens: prompt,
       completion_tokens: completion,
       total_tokens: prompt + completion,
-      ...(cached > 0 ? { prompt_tokens_details: { cached_tokens: cached } } : {}),
+      ...(promptDetails ? { prompt_tokens_details: promptDetails } : {}),
+      ...(completionDetails ? { completion_tokens_details: completionDetails } : {}),
     },
     problems,
   };
