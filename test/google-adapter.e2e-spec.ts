@@ -4,6 +4,7 @@ import { GoogleAdapter } from '../src/providers/google.adapter';
 import type { ChatCompletionChunk, ChatMessage, ProviderRequest } from '../src/providers/provider-adapter';
 import { isAbort, isRetryable, toUpstreamApiError } from '../src/providers/upstream-errors';
 import { startFakeGemini, type FakeGemini } from './fakes/fake-gemini';
+import { startTestApp, type TestApp, type TestWorkspace } from './support/test-app';
 
 /**
  * The Google adapter with the real @google/genai SDK, over HTTP, against a fake Gemini API:
@@ -211,6 +212,122 @@ describe('GoogleAdapter request translation (recorded on the wire)', () => {
     expect(error).toBeInstanceOf(ApiError);
     expect(toUpstreamApiError(error, 'google')).toMatchObject({ type: 'bad_request', param: 'messages.1.tool_call_id' });
     expect(fake.requests).toHaveLength(0);
+  });
+});
+
+describe('GoogleAdapter content parts, logprobs and usage details', () => {
+  const PDF = 'JVBERi0xLjQKJcfsj6IKMSAwIG9iago8PD4+CmVuZG9iagp0cmFpbGVyCjw8Pj4KJSVFT0YK';
+
+  it("sends OpenAI's file (PDF) and input_audio parts inline, with their MIME types", async () => {
+    fake.script({ answer: { text: 'A report and a greeting.' } });
+    const messages = [
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'What is in these?' },
+          { type: 'file', file: { file_data: `data:application/pdf;base64,${PDF}`, filename: 'report.pdf' } },
+          { type: 'input_audio', input_audio: { data: 'UklGRiQAAABXQVZF', format: 'wav' } },
+          { type: 'input_audio', input_audio: { data: 'SUQzBAAAAAAA', format: 'mp3' } },
+        ],
+      },
+    ] as ChatMessage[];
+    expect(() => adapter.checkRequest({}, messages)).not.toThrow();
+    await adapter.complete(request({ messages }));
+    expect(fake.requests[0].body!.contents).toEqual([
+      {
+        role: 'user',
+        parts: [
+          { text: 'What is in these?' },
+          { inlineData: { mimeType: 'application/pdf', data: PDF } },
+          { inlineData: { mimeType: 'audio/wav', data: 'UklGRiQAAABXQVZF' } },
+          { inlineData: { mimeType: 'audio/mp3', data: 'SUQzBAAAAAAA' } },
+        ],
+      },
+    ]);
+  });
+
+  it.each([
+    [{ type: 'file', file: { file_id: 'file-abc' } }, 'messages.0.content.0.file.file_id'],
+    [{ type: 'file', file: { file_data: 'https://example.com/a.pdf' } }, 'messages.0.content.0.file.file_data'],
+  ])('refuses %j at check time with a 400 naming the part, and never calls Gemini', async (part, param) => {
+    const messages = [{ role: 'user', content: [part] }] as ChatMessage[];
+    let refusal: unknown;
+    try {
+      adapter.checkRequest({}, messages);
+    } catch (error) {
+      refusal = error;
+    }
+    expect(refusal).toMatchObject({ type: 'bad_request', param, code: 'unsupported_content' });
+    const error = await adapter.complete(request({ messages })).catch((e: unknown) => e);
+    expect(toUpstreamApiError(error, 'google')).toMatchObject({ param, code: 'unsupported_content' });
+    expect(fake.requests).toHaveLength(0);
+  });
+
+  it('refuses audio output before calling Gemini', () => {
+    expect(() => adapter.checkRequest({ modalities: ['text', 'audio'] })).toThrow(expect.objectContaining({ param: 'modalities', code: 'unsupported_parameter' }));
+  });
+
+  const LOGPROBS = [
+    { token: 'Hello', logProbability: -0.01, top: [{ token: 'Hello', logProbability: -0.01 }, { token: 'Hi', logProbability: -4.6 }] },
+    { token: ' world', logProbability: -0.2, top: [{ token: ' world', logProbability: -0.2 }, { token: ' there', logProbability: -1.7 }] },
+  ];
+  const OPENAI_LOGPROBS = {
+    content: [
+      {
+        token: 'Hello',
+        logprob: -0.01,
+        bytes: [72, 101, 108, 108, 111],
+        top_logprobs: [
+          { token: 'Hello', logprob: -0.01, bytes: [72, 101, 108, 108, 111] },
+          { token: 'Hi', logprob: -4.6, bytes: [72, 105] },
+        ],
+      },
+      {
+        token: ' world',
+        logprob: -0.2,
+        bytes: [32, 119, 111, 114, 108, 100],
+        top_logprobs: [
+          { token: ' world', logprob: -0.2, bytes: [32, 119, 111, 114, 108, 100] },
+          { token: ' there', logprob: -1.7, bytes: [32, 116, 104, 101, 114, 101] },
+        ],
+      },
+    ],
+    refusal: null,
+  };
+
+  it('asks Gemini for logprobs and top_logprobs, and answers them in OpenAI shape', async () => {
+    fake.script({ answer: { text: 'Hello world', logprobs: LOGPROBS } });
+    const completion = await adapter.complete(request({ extra: { logprobs: true, top_logprobs: 2 } }));
+    expect(fake.requests[0].body!.generationConfig).toMatchObject({ responseLogprobs: true, logprobs: 2 });
+    expect(completion.choices[0].logprobs).toEqual(OPENAI_LOGPROBS);
+  });
+
+  it('streams logprobs on the chunks that carry them', async () => {
+    fake.script({ answer: { text: ['Hello', ' world'], logprobs: LOGPROBS } });
+    const chunks = await collect(adapter.stream(request({ extra: { logprobs: true, top_logprobs: 2 } })));
+    const content = chunks.flatMap((chunk) => chunk.choices.flatMap((c) => c.logprobs?.content ?? []));
+    expect(content).toEqual(OPENAI_LOGPROBS.content);
+  });
+
+  it('sends no logprobs settings, and answers none, when logprobs is not asked for', async () => {
+    fake.script({ answer: { text: 'Hello world', logprobs: LOGPROBS } });
+    const completion = await adapter.complete(request({ extra: { logprobs: false, top_logprobs: 0 } }));
+    expect(fake.requests[0].body!.generationConfig!.responseLogprobs).toBeUndefined();
+    expect(completion.choices[0].logprobs).toBeNull();
+  });
+
+  it('streams usage with cached tokens and thoughts (counted in completion_tokens, as reasoning_tokens)', async () => {
+    fake.script({
+      answer: { thought: 'Hmm.', text: 'Hi there', usage: { promptTokenCount: 100, candidatesTokenCount: 20, thoughtsTokenCount: 30, cachedContentTokenCount: 40 } },
+    });
+    const chunks = await collect(adapter.stream(request()));
+    expect(chunks[chunks.length - 1].usage).toEqual({
+      prompt_tokens: 100,
+      completion_tokens: 50,
+      total_tokens: 150,
+      prompt_tokens_details: { cached_tokens: 40 },
+      completion_tokens_details: { reasoning_tokens: 30 },
+    });
   });
 });
 
@@ -561,5 +678,43 @@ describe('GoogleAdapter HTTP errors', () => {
     const error = await nowhere.complete(request()).catch((e: unknown) => e);
     expect(isRetryable(error)).toBe(true);
     expect(toUpstreamApiError(error, 'google')).toMatchObject({ type: 'upstream_error', code: 'upstream_unreachable' });
+  });
+});
+
+describe('Gemini through the service, with the OpenAI SDK', () => {
+  let t: TestApp;
+  let workspace: TestWorkspace;
+
+  beforeAll(async () => {
+    t = await startTestApp({ config: { gemini: { apiKey: API_KEY, baseUrl: fake.url }, llmSimulator: 'off', upstreamMaxRetries: 0 } });
+    workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+  });
+  afterAll(() => t.close());
+
+  it('answers logprobs and top_logprobs from Gemini in the OpenAI shape', async () => {
+    fake.script({
+      answer: {
+        text: 'Hello',
+        logprobs: [{ token: 'Hello', logProbability: -0.5, top: [{ token: 'Hello', logProbability: -0.5 }, { token: 'Hi', logProbability: -1.2 }] }],
+      },
+    });
+    const completion = await workspace.client.chat.completions.create({
+      model: 'gemini-2.5-flash',
+      messages: [{ role: 'user', content: 'Greet me' }],
+      logprobs: true,
+      top_logprobs: 2,
+    });
+    expect(fake.requests[0].body!.generationConfig).toMatchObject({ responseLogprobs: true, logprobs: 2 });
+    expect(completion.choices[0].logprobs?.content).toEqual([
+      {
+        token: 'Hello',
+        logprob: -0.5,
+        bytes: [72, 101, 108, 108, 111],
+        top_logprobs: [
+          { token: 'Hello', logprob: -0.5, bytes: [72, 101, 108, 108, 111] },
+          { token: 'Hi', logprob: -1.2, bytes: [72, 105] },
+        ],
+      },
+    ]);
   });
 });

@@ -8,6 +8,7 @@ import {
   type GenerateContentParameters,
   type GenerateContentResponse,
   type GenerateContentResponseUsageMetadata,
+  type LogprobsResult,
   type Part,
   type Tool,
 } from '@google/genai';
@@ -53,6 +54,14 @@ export class GoogleAdapter implements ProviderAdapter {
       apiKey: options.apiKey,
       vertexai: false,
       httpOptions: { ...(options.baseUrl ? { baseUrl: options.baseUrl } : {}), ...fetchOverride() },
+    });
+  }
+
+  checkRequest(extra: Record<string, unknown>, messages: ChatMessage[] = []): void {
+    checkParameters(extra);
+    // Content parts are checked message by message: the same translation the call makes.
+    messages.forEach((message, index) => {
+      if (message.role === 'user') userParts(message.content, `messages.${index}`);
     });
   }
 
@@ -148,7 +157,21 @@ function fetchOverride(): { fetch?: typeof fetch } {
  */
 export const SKIP_THOUGHT_SIGNATURE = 'skip_thought_signature_validator';
 
+/** What Gemini cannot honour and would change the answer's shape is refused. */
+export function checkParameters(extra: Record<string, unknown>): void {
+  const refuse = (message: string, param: string) => {
+    throw ApiError.badRequest(message, param, 'unsupported_parameter');
+  };
+  if (Array.isArray(extra.modalities) && extra.modalities.includes('audio')) refuse('Gemini models answer in text here: audio output is not supported.', 'modalities');
+  if (extra.audio !== undefined && extra.audio !== null) refuse('Gemini models answer in text here: audio output is not supported.', 'audio');
+  const formatType = (extra.response_format as { type?: unknown } | null | undefined)?.type;
+  if (formatType !== undefined && !['text', 'json_object', 'json_schema'].includes(formatType as string)) {
+    refuse(`response_format.type ${JSON.stringify(formatType)} is not supported; use text, json_object or json_schema.`, 'response_format.type');
+  }
+}
+
 export function toGeminiRequest(request: ProviderRequest): GenerateContentParameters {
+  checkParameters(request.extra);
   const { systemInstruction, contents } = toContents(request.messages, needsThoughtSignatures(request.model.upstreamModel));
   const config: GenerateContentConfig = {
     maxOutputTokens: request.maxTokens,
@@ -247,6 +270,8 @@ function userParts(content: OpenAI.Chat.ChatCompletionUserMessageParam['content'
         return [imagePart(part.image_url.url, `${at}.content.${index}.image_url.url`)];
       case 'input_audio':
         return [{ inlineData: { mimeType: `audio/${part.input_audio.format}`, data: part.input_audio.data } }];
+      case 'file':
+        return [filePart(part.file, `${at}.content.${index}.file`)];
       default:
         throw ApiError.badRequest(
           `${at}.content.${index} is a ${JSON.stringify((part as { type?: unknown }).type)} part, which Gemini models cannot be sent.`,
@@ -272,6 +297,22 @@ function imagePart(url: string, param: string): Part {
     return { inlineData: { mimeType: meta[0] || 'image/jpeg', data } };
   }
   return { fileData: { fileUri: url, mimeType: mimeTypeOf(url) } };
+}
+
+/** OpenAI's file part: its base64 data URL travels inline (a PDF, or any type Gemini reads); file ids mean nothing here. */
+function filePart(file: { file_data?: string; file_id?: string }, at: string): Part {
+  if (file?.file_data === undefined && file?.file_id !== undefined) {
+    throw ApiError.badRequest(
+      `${at}.file_id: this service stores no files; send the file itself as file_data (a base64 data: URL).`,
+      `${at}.file_id`,
+      'unsupported_content',
+    );
+  }
+  const match = /^data:([^;,]+)((?:;[^;,]*)*),(.*)$/is.exec(file?.file_data ?? '');
+  if (!match || !match[2].split(';').some((item) => item.trim().toLowerCase() === 'base64')) {
+    throw ApiError.badRequest(`${at}.file_data must be a base64 data: URL (data:application/pdf;base64,...).`, `${at}.file_data`, 'unsupported_content');
+  }
+  return { inlineData: { mimeType: match[1].trim().toLowerCase(), data: match[3].replace(/\s+/g, '') } };
 }
 
 const MIME_TYPES: Record<string, string> = {
@@ -368,6 +409,10 @@ function toGenerationSettings(extra: Record<string, unknown>): GenerateContentCo
   if (number(extra.presence_penalty) && extra.presence_penalty !== 0) config.presencePenalty = extra.presence_penalty;
   if (number(extra.frequency_penalty) && extra.frequency_penalty !== 0) config.frequencyPenalty = extra.frequency_penalty;
   if (number(extra.n) && extra.n > 1) config.candidateCount = extra.n;
+  if (extra.logprobs === true) {
+    config.responseLogprobs = true;
+    if (number(extra.top_logprobs) && extra.top_logprobs > 0) config.logprobs = extra.top_logprobs;
+  }
 
   const format = extra.response_format as { type?: unknown; json_schema?: { schema?: unknown } } | undefined;
   if (format?.type === 'json_object') config.responseMimeType = 'application/json';
@@ -402,7 +447,7 @@ export function toChatCompletion(response: GenerateContentResponse, request: Pro
           ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
         },
         finish_reason: toFinishReason(candidate.finishReason, toolCalls.length > 0, blocked),
-        logprobs: null,
+        logprobs: toLogprobs(candidate.logprobsResult, request.extra),
       };
     }),
   };
@@ -450,7 +495,9 @@ export class GeminiStreamTranslator {
         function: call,
       }));
       if (text.length > 0 || toolCalls.length > 0) {
-        deltas.push(choice(index, { ...(text.length > 0 ? { content: text } : {}), ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) }));
+        const delta = choice(index, { ...(text.length > 0 ? { content: text } : {}), ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) });
+        delta.logprobs = toLogprobs(candidate.logprobsResult, this.request.extra);
+        deltas.push(delta);
       }
     });
     if (deltas.length > 0) yield this.chunk(deltas);
@@ -477,6 +524,25 @@ export class GeminiStreamTranslator {
 
 function choice(index: number, delta: ChunkChoice['delta'], finishReason: ChunkChoice['finish_reason'] = null): ChunkChoice {
   return { index, delta, finish_reason: finishReason, logprobs: null };
+}
+
+type Logprobs = NonNullable<ChatCompletion['choices'][number]['logprobs']>;
+
+/** Gemini's log probabilities in OpenAI's shape, when the client asked for them (and Gemini sent them). */
+export function toLogprobs(result: LogprobsResult | undefined, extra: Record<string, unknown>): Logprobs | null {
+  if (extra.logprobs !== true || !result?.chosenCandidates) return null;
+  const entry = (candidate: { token?: string; logProbability?: number }) => ({
+    token: candidate.token ?? '',
+    logprob: candidate.logProbability ?? 0,
+    bytes: [...Buffer.from(candidate.token ?? '', 'utf8')],
+  });
+  return {
+    content: result.chosenCandidates.map((chosen, step) => ({
+      ...entry(chosen),
+      top_logprobs: (result.topCandidates?.[step]?.candidates ?? []).map(entry),
+    })),
+    refusal: null,
+  };
 }
 
 /** Visible text (thoughts skipped) and function calls of a candidate's parts. */

@@ -84,6 +84,11 @@ export interface GeminiAnswer {
   modelVersion?: string;
   /** A blocked prompt: no candidates, only `promptFeedback`. */
   blockReason?: string;
+  /**
+   * Log probabilities of the first candidate's tokens, sent (as `logprobsResult`) only when the
+   * request asks with `responseLogprobs`, and with as many top candidates as its `logprobs` says.
+   */
+  logprobs?: Array<{ token: string; logProbability: number; top?: Array<{ token: string; logProbability: number }> }>;
   /** Several candidates (`candidateCount`): the answer of each further candidate. */
   moreCandidates?: Array<Pick<GeminiAnswer, 'text' | 'functionCalls' | 'finishReason'>>;
 }
@@ -317,8 +322,23 @@ export function renderAnswer(answer: GeminiAnswer, request?: RecordedGeminiReque
     candidates: all.map((one, index) => ({
       content: { role: 'model', parts: [...(index === 0 ? thoughtParts(answer) : []), ...textParts(one.text), ...callParts(one.functionCalls)] },
       ...finish(one.finishReason),
+      ...(index === 0 ? logprobsOf(answer, request) : {}),
       index,
     })),
+  };
+}
+
+/** `logprobsResult` as Gemini sends it, when the request asked for it. */
+function logprobsOf(answer: GeminiAnswer, request?: RecordedGeminiRequest): Record<string, unknown> {
+  const config = request?.body?.generationConfig;
+  if (!answer.logprobs || config?.responseLogprobs !== true) return {};
+  const top = typeof config.logprobs === 'number' ? config.logprobs : 0;
+  return {
+    logprobsResult: {
+      chosenCandidates: answer.logprobs.map(({ token, logProbability }) => ({ token, logProbability })),
+      topCandidates: answer.logprobs.map((step) => ({ candidates: (step.top ?? []).slice(0, top) })),
+      logProbabilitySum: answer.logprobs.reduce((sum, step) => sum + step.logProbability, 0),
+    },
   };
 }
 
@@ -345,7 +365,9 @@ export function renderStream(answer: GeminiAnswer, request?: RecordedGeminiReque
       const last = n === pieces.length - 1;
       events.push({
         ...envelope(answer, running),
-        candidates: [{ content: { role: 'model', parts }, index, ...(last ? finish(one.finishReason) : {}) }],
+        candidates: [
+          { content: { role: 'model', parts }, index, ...(last ? finish(one.finishReason) : {}), ...(last && index === 0 ? logprobsOf(answer, request) : {}) },
+        ],
       });
     });
   });
