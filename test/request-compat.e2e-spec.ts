@@ -3,6 +3,8 @@ import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
 import { type FakeAnthropic, startFakeAnthropic } from './fakes/fake-anthropic';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
+import { FakeSearch, resultsScenario, startFakeSearch } from './fakes/fake-search';
+import { AssistantsService } from '../src/assistants/assistants.service';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
 
 /**
@@ -14,17 +16,20 @@ import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
 describe('client compatibility: requests', () => {
   let openai: FakeOpenAi;
   let anthropic: FakeAnthropic;
+  let search: FakeSearch;
   let t: TestApp;
   let workspace: TestWorkspace;
 
   beforeAll(async () => {
     openai = await startFakeOpenAi();
     anthropic = await startFakeAnthropic();
+    search = await startFakeSearch({ apiKey: 'tvly-test' });
     t = await startTestApp({
       config: {
         openai: { apiKey: 'sk-upstream', baseUrl: openai.url },
         anthropic: { apiKey: 'sk-ant-upstream', baseUrl: anthropic.url },
         llmSimulator: 'auto',
+        webSearch: { provider: 'tavily', apiKey: 'tvly-test', baseUrl: search.url },
         // Room for the file and audio size limits, which are above the default 10 MB body limit.
         bodyLimit: '48mb',
       },
@@ -35,6 +40,7 @@ describe('client compatibility: requests', () => {
     await t.close();
     await openai.close();
     await anthropic.close();
+    await search.close();
   });
 
   const lastOpenAiBody = () => openai.requests[openai.requests.length - 1].body;
@@ -270,6 +276,30 @@ describe('client compatibility: requests', () => {
         total_tokens: 90,
         prompt_tokens_details: { cached_tokens: 20 },
         completion_tokens_details: { reasoning_tokens: 32 },
+      });
+    });
+
+    it('over a tool loop: each detail is summed over the model calls', async () => {
+      const bot = await t.app.get(AssistantsService).create(workspace.id, { name: 'Thinker', model: 'o4-mini', tools: ['web_search'] });
+      search.script(resultsScenario([{ title: 'Node 24', url: 'https://nodejs.org/blog/24', snippet: 'Node.js 24 is out.' }]));
+      openai.script(
+        {
+          kind: 'tool_calls',
+          calls: [{ id: 'call_ws1', name: 'web_search', arguments: '{"query":"node"}' }],
+          usage: { prompt_tokens: 200, completion_tokens: 20, cached_tokens: 5, reasoning_tokens: 15 },
+        },
+        { kind: 'text', text: 'Node.js 24.', usage: { prompt_tokens: 400, completion_tokens: 40, cached_tokens: 20, reasoning_tokens: 32 } },
+      );
+      const completion = await workspace.client.chat.completions.create({
+        assistant_id: bot.id,
+        messages: [{ role: 'user', content: 'Latest Node.js?' }],
+      } as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming);
+      expect(completion.usage).toEqual({
+        prompt_tokens: 600,
+        completion_tokens: 60,
+        total_tokens: 660,
+        prompt_tokens_details: { cached_tokens: 25 },
+        completion_tokens_details: { reasoning_tokens: 47 },
       });
     });
 
