@@ -264,6 +264,8 @@ export class ChatService {
       const modelId = assistantAsModel !== undefined ? assistant!.model : (request.dto.model ?? assistant?.model);
       if (!modelId) throw ApiError.badRequest('You must provide a model parameter (or an assistant_id).', 'model');
       model = this.models.get(modelId);
+      // What the provider cannot honour, or would bill beyond the catalog's prices, is refused before any money is held.
+      this.providers.adapterFor(model).checkRequest?.(request.extra, request.messages);
 
       const serverTools = assistant?.tools ?? [];
       if (serverTools.length > 0 && request.choices > 1) {
