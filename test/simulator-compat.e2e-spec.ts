@@ -143,6 +143,18 @@ describe('the simulator honours what clients ask for', () => {
       expect(streamed[0].content).toBe(plain.choices[0].message.content);
     });
 
+    it('json_object follows a JSON Schema given in the prompt (how JSON mode is meant to be used)', async () => {
+      const schema = JSON.stringify(zodResponseFormat(Weather, 'weather').json_schema.schema);
+      const prompt: OpenAI.Chat.ChatCompletionMessageParam[] = [
+        { role: 'system', content: `Answer with a JSON object following this JSON Schema: ${schema}` },
+        { role: 'user', content: 'The weather in Paris' },
+      ];
+      const plain = await create({ messages: prompt, response_format: { type: 'json_object' } });
+      expect(Weather.safeParse(JSON.parse(plain.choices[0].message.content!)).success).toBe(true);
+      const streamed = assemble(await stream({ messages: prompt, response_format: { type: 'json_object' } }));
+      expect(streamed[0].content).toBe(plain.choices[0].message.content);
+    });
+
     it('json_schema answers an object valid against the schema: chat.completions.parse() with zodResponseFormat', async () => {
       const parsed = await workspace.client.chat.completions.parse({
         model: 'gpt-4o-mini',

@@ -5,7 +5,7 @@ import { zodResponseFormat } from 'openai/helpers/zod';
 import { z } from 'zod';
 import type { ModelDefinition } from '../models/model-catalog';
 import type { ChatCompletionChunk, FunctionTool, ProviderRequest } from './provider-adapter';
-import { cutAtStop, SimulatorAdapter, simulatorOptions, tokenLogprobs, valueForSchema } from './simulator.adapter';
+import { cutAtStop, schemaInText, SimulatorAdapter, simulatorOptions, tokenLogprobs, valueForSchema } from './simulator.adapter';
 import { countTextTokens, PLAIN_TEXT } from './tokens';
 
 const text = (key: string | undefined) => `simulated ${key ?? 'text'}`;
@@ -108,6 +108,16 @@ describe('simulatorOptions', () => {
       toolChoice: { mode: 'required', names: ['f'] },
       topLogprobs: 20,
     });
+  });
+});
+
+describe('schemaInText', () => {
+  it('finds the JSON Schema of an object that a JSON-mode prompt describes, and nothing in prose', () => {
+    const schema = { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] };
+    expect(schemaInText(`Answer as JSON matching {"note": "a {brace} in a string"} no: ${JSON.stringify(schema)} thanks`)).toEqual(schema);
+    expect(schemaInText('Reply with {city} filled in, as JSON')).toBeUndefined();
+    expect(schemaInText('{"city": "Paris"}')).toBeUndefined();
+    expect(schemaInText('{'.repeat(100_000))).toBeUndefined();
   });
 });
 
@@ -223,6 +233,19 @@ describe('SimulatorAdapter', () => {
 
     const json = await simulator.complete(request({ response_format: { type: 'json_object' } }));
     expect(JSON.parse(json.choices[0].message.content!)).toEqual({ answer: expect.stringContaining('simulator') });
+
+    const described = await simulator.complete(
+      request(
+        { response_format: { type: 'json_object' } },
+        {
+          messages: [
+            { role: 'system', content: `Answer with JSON following this schema: ${JSON.stringify(zodResponseFormat(Order, 'o').json_schema.schema)}` },
+            { role: 'user', content: 'An order, please' },
+          ],
+        },
+      ),
+    );
+    expect(Order.safeParse(JSON.parse(described.choices[0].message.content!)).success).toBe(true);
 
     const cut = await simulator.complete(request({ response_format: { type: 'json_object' } }, { maxTokens: 5 }));
     expect(cut.choices[0].finish_reason).toBe('length');

@@ -48,6 +48,8 @@ export class SimulatorAdapter implements ProviderAdapter {
   async complete(request: ProviderRequest): Promise<ChatCompletion> {
     const options = simulatorOptions(request.extra);
     const replies = simulate(request, options);
+    // The choices are alike: each distinct text is scored once, however many choices there are.
+    const logprobsOf = remembered((text: string) => tokenLogprobs(text, options.topLogprobs ?? 0));
     return {
       id: completionId(request),
       object: 'chat.completion',
@@ -59,7 +61,7 @@ export class SimulatorAdapter implements ProviderAdapter {
               index,
               message: { role: 'assistant', content: reply.text, refusal: null },
               finish_reason: reply.finishReason,
-              logprobs: options.topLogprobs === undefined ? null : { content: tokenLogprobs(reply.text, options.topLogprobs), refusal: null },
+              logprobs: options.topLogprobs === undefined ? null : { content: logprobsOf(reply.text), refusal: null },
             }
           : {
               index,
@@ -92,7 +94,8 @@ export class SimulatorAdapter implements ProviderAdapter {
       }) satisfies ChatCompletionChunk;
 
     // The choices advance together, one piece each per round, as OpenAI interleaves them.
-    const pieces = replies.map((reply) => streamPieces(reply, options.topLogprobs));
+    const piecesOf = remembered((reply: Reply) => streamPieces(reply, options.topLogprobs));
+    const pieces = replies.map(piecesOf);
     for (let index = 0; index < replies.length; index++) yield chunk(index, { role: 'assistant', content: '' });
     for (let round = 0; round <= Math.max(...pieces.map((list) => list.length)); round++) {
       if (this.options.wordDelayMs > 0) await sleep(this.options.wordDelayMs, undefined, { signal: request.signal });
@@ -145,15 +148,25 @@ function responseFormatOf(format: unknown): SimulatorOptions['responseFormat'] {
   return { type: 'text' };
 }
 
+/** The replies of the `n` choices: alike, but for the ids of tool calls. */
 function simulate(request: ProviderRequest, options: SimulatorOptions): Reply[] {
   const last = request.messages[request.messages.length - 1];
   const lastText = textOf(last);
   const tool = chosenTool(request, options, last, lastText);
-  const replies: Reply[] = [];
-  for (let index = 0; index < options.n; index++) {
-    replies.push(tool ? toolCallReply(tool, lastUserText(request.messages), request.maxTokens, index) : textReply(request, options, last, lastText));
+  if (tool) {
+    const userText = lastUserText(request.messages);
+    return Array.from({ length: options.n }, (_, index) => toolCallReply(tool, userText, request.maxTokens, index));
   }
-  return replies;
+  return Array<Reply>(options.n).fill(textReply(request, options, last, lastText));
+}
+
+/** `compute`, remembered by its argument. */
+function remembered<K, V>(compute: (key: K) => V): (key: K) => V {
+  const known = new Map<K, V>();
+  return (key) => {
+    if (!known.has(key)) known.set(key, compute(key));
+    return known.get(key)!;
+  };
 }
 
 /**
@@ -193,10 +206,66 @@ function textReply(request: ProviderRequest, options: SimulatorOptions, last: Ch
     format.type === 'json_schema'
       ? JSON.stringify(valueForSchema(format.schema, { text: (key) => `simulated ${key ?? 'text'}` }))
       : format.type === 'json_object'
-        ? JSON.stringify({ answer: said })
+        ? JSON.stringify(jsonObjectAnswer(request.messages, said))
         : said;
   const cut = withinTokens(cutAtStop(text, options.stop), request.maxTokens);
   return { kind: 'text', text: cut.text, finishReason: cut.cut ? 'length' : 'stop' };
+}
+
+/**
+ * JSON mode carries no schema: clients are told to describe the object in the prompt. When a
+ * message holds a JSON Schema of an object, the answer follows it; otherwise it is
+ * `{"answer": ...}` with the simulator's usual text.
+ */
+function jsonObjectAnswer(messages: ChatMessage[], said: string): unknown {
+  const text = (key: string | undefined) => `simulated ${key ?? 'text'}`;
+  for (const message of messages.slice(-SCHEMA_SEARCH_MESSAGES).reverse()) {
+    if (message.role === 'assistant' || message.role === 'tool') continue;
+    const schema = schemaInText(textOf(message));
+    if (schema) return valueForSchema(schema, { text });
+  }
+  return { answer: said };
+}
+
+/** Where a schema is looked for in a prompt: its last messages, their beginnings, a few candidate objects each. */
+const SCHEMA_SEARCH_MESSAGES = 4;
+const SCHEMA_SEARCH_CHARS = 32_768;
+const SCHEMA_SEARCH_CANDIDATES = 32;
+
+/** The first JSON object in the text that looks like the schema of an object (`type: "object"` or `properties`). */
+export function schemaInText(fullText: string): Record<string, unknown> | undefined {
+  const text = fullText.slice(0, SCHEMA_SEARCH_CHARS);
+  let from = 0;
+  for (let tried = 0; tried < SCHEMA_SEARCH_CANDIDATES; tried++) {
+    const start = text.indexOf('{', from);
+    if (start < 0) return undefined;
+    const end = balancedEnd(text, start);
+    if (end < 0) return undefined;
+    try {
+      const parsed: unknown = JSON.parse(text.slice(start, end + 1));
+      if (isPlainObject(parsed) && (parsed.type === 'object' || isPlainObject(parsed.properties))) return parsed;
+    } catch {
+      // Not JSON (prose in braces, a template): the next brace may start one.
+    }
+    from = start + 1;
+  }
+  return undefined;
+}
+
+/** Where the object opening at `start` closes, skipping braces inside strings; -1 if it never does. */
+function balancedEnd(text: string, start: number): number {
+  let depth = 0;
+  let inString = false;
+  for (let at = start; at < text.length; at++) {
+    const char = text[at];
+    if (inString) {
+      if (char === '\\') at++;
+      else if (char === '"') inString = false;
+    } else if (char === '"') inString = true;
+    else if (char === '{') depth++;
+    else if (char === '}' && --depth === 0) return at;
+  }
+  return -1;
 }
 
 /** The text up to (not including) the first occurrence of any stop sequence. */
