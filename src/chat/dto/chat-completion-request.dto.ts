@@ -131,6 +131,7 @@ export class StreamOptionsDto {
  * The OpenAI chat request, with our extensions (`assistant_id`, `user_id`,
  * `subscription_id`, `conversation_id`). Fields not listed here are accepted and
  * forwarded to providers that support them (`top_p`, `seed`, `stop`, `response_format`, ...).
+ * A field sent as `null` is treated as absent, as OpenAI does.
  */
 export class ChatCompletionRequestDto {
   @ApiPropertyOptional({ description: 'Model id (direct mode). With assistant_id it overrides the assistant model.', example: 'gpt-4o-mini' })
@@ -155,7 +156,7 @@ export class ChatCompletionRequestDto {
   @IsBoolean({ message: 'stream must be a boolean' })
   stream?: boolean;
 
-  @ApiPropertyOptional({ type: StreamOptionsDto })
+  @ApiPropertyOptional({ type: StreamOptionsDto, description: 'Only with `stream: true` (400 otherwise, as OpenAI answers).' })
   @IsOptional()
   @ValidateNested()
   @Type(() => StreamOptionsDto)
@@ -167,6 +168,10 @@ export class ChatCompletionRequestDto {
   @ValidateNested({ each: true })
   @Type(() => ToolDefinitionDto)
   tools?: ToolDefinitionDto[];
+
+  /** Documented here; checked in chat-request.ts and forwarded as it came. */
+  @ApiPropertyOptional({ minimum: 1, maximum: 128, default: 1, description: 'Number of choices; the wallet hold covers the output cap n times.' })
+  n?: number;
 
   @ApiPropertyOptional({ minimum: 0, maximum: 2, example: 0.7 })
   @IsOptional()
