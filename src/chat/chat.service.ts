@@ -241,7 +241,7 @@ export class ChatService {
     let assistant: Assistant | null = null;
     try {
       const fields = body as { assistant_id?: unknown; model?: unknown } | null;
-      const assistantMode = fields?.assistant_id !== undefined || assistantOfModel(typeof fields?.model === 'string' ? fields.model : undefined) !== undefined;
+      const assistantMode = (fields?.assistant_id !== undefined && fields?.assistant_id !== null) || assistantOfModel(typeof fields?.model === 'string' ? fields.model : undefined) !== undefined;
       request = await parseChatRequest(body, { assistantMode });
       const { workspaceId } = context.principal;
       const conversation =
