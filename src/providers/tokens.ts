@@ -1,10 +1,9 @@
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import { countTokens, setMergeCacheSize } from 'gpt-tokenizer';
 import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/cjs/encodingParams/constants';
+import { imageTokens } from './image-tokens';
 import type { ChatMessage, FunctionTool } from './provider-adapter';
 
-/** What OpenAI bills for an image at `detail: low`, and a high-detail 1024x1024 image. */
-const IMAGE_TOKENS = { low: 85, high: 765 };
 /**
  * A file part (a PDF) is not parsed here: OpenAI reads each page as its text plus an image
  * (about 1,500 tokens a page), and a page takes tens of kilobytes, so a file counts as one
@@ -132,7 +131,7 @@ function* promptItems(messages: ChatMessage[], tools: FunctionTool[]): Generator
     } else if (Array.isArray(content)) {
       for (const part of content as ContentPart[]) {
         if (part.type === 'text') yield part.text ?? '';
-        else if (part.type === 'image_url') yield part.image_url?.detail === 'low' ? IMAGE_TOKENS.low : IMAGE_TOKENS.high;
+        else if (part.type === 'image_url') yield imageTokens(part.image_url);
         else if (part.type === 'file') yield fileTokens(part.file);
         else if (part.type === 'input_audio') yield audioTokens(part.input_audio);
       }
@@ -146,7 +145,7 @@ function* promptItems(messages: ChatMessage[], tools: FunctionTool[]): Generator
 interface ContentPart {
   type: string;
   text?: string;
-  image_url?: { detail?: string };
+  image_url?: { url?: string; detail?: string };
   file?: { file_data?: string; filename?: string };
   input_audio?: { data?: string; format?: string };
 }
