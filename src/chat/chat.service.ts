@@ -21,14 +21,14 @@ import type {
   ProviderRequest,
 } from '../providers/provider-adapter';
 import { ProvidersService } from '../providers/providers.service';
-import { countPromptTokens, countPromptTokensAsync, countTextTokens } from '../providers/tokens';
+import { countPromptTokens, countPromptTokensAsync, countTextTokensAsync } from '../providers/tokens';
 import { ServerToolCall, ToolsService } from '../tools/tools.service';
 import { NOTHING_USED, UsageService } from '../usage/usage.service';
 import { ceilMillicents, llmCost, MICROS_PER_MILLICENT, MicroMillicents, toDecimalString, toMillicentsNumber } from '../wallet/cost';
 import { AutoTopupService } from '../wallet/auto-topup.service';
 import { Hold, WalletService } from '../wallet/wallet.service';
 import { ChatRequest, parseChatRequest } from './chat-request';
-import { checkedUsage, Spend } from './spend';
+import { checkedUsage, isTokenCount, Spend } from './spend';
 import { KeepAlive, StreamedIteration, StreamRelay } from './stream-relay';
 
 /** The extension object of every completion (spec: "x_service"). */
@@ -120,7 +120,7 @@ export class ChatService {
       for (;;) {
         spend.calling(messages);
         const completion = await this.providers.complete(this.providerRequest(context, call, messages, spend));
-        spend.addModelCall(call.model, this.usageOf(call, messages, completion.usage, textOf(completion)));
+        spend.addModelCall(call.model, await this.usageOf(call, messages, completion.usage, textOf(completion)));
         const message = completion.choices[0]?.message;
         const serverCalls = this.serverCallsOf(call, message?.tool_calls);
         const clientCalls = (message?.tool_calls?.length ?? 0) - serverCalls.length;
@@ -171,7 +171,7 @@ export class ChatService {
             failure = error;
           }
           // Counted even when the stream broke: a client that went away pays for what was generated.
-          spend.addModelCall(call.model, this.usageOf(call, messages, iteration.usage, iteration.generated));
+          spend.addModelCall(call.model, await this.usageOf(call, messages, iteration.usage, iteration.generated));
           if (failure || iteration.serverCalls.length === 0 || iteration.clientCalls.length > 0 || this.isLastIteration(call, spend)) break;
           try {
             if (!(await this.holdNextIteration(call, messages, iteration.serverCalls, spend))) {
@@ -208,7 +208,7 @@ export class ChatService {
           subscriber.error(await this.fail(context, call, spend, failure));
           return;
         }
-        if (disconnected) this.chargeUnansweredPrompt(call, spend);
+        if (disconnected) await this.chargeUnansweredPrompt(call, spend);
         const ending: Ending = disconnected
           ? { status: 'error', errorCode: 'client_disconnected' }
           : stalled
@@ -326,7 +326,7 @@ export class ChatService {
    * the last allowed iteration the model is told not to call tools, so that it answers.
    */
   private providerRequest(context: ChatCallContext, call: PreparedCall, messages: ChatMessage[], spend: Spend): ProviderRequest {
-    const tools = [...call.clientTools, ...this.tools.definitions(call.serverTools)];
+    const tools = this.offeredTools(call);
     const lastWithTools = call.serverTools.length > 0 && spend.iterations + 1 >= call.maxIterations;
     return {
       model: call.model,
@@ -537,7 +537,7 @@ export class ChatService {
     // as a disconnected stream does; a failure of ours or the provider's is charged and
     // refunded, so the caller pays nothing.
     const clientLeft = failure instanceof ApiError && failure.code === 'client_disconnected';
-    if (clientLeft) this.chargeUnansweredPrompt(call, spend);
+    if (clientLeft) await this.chargeUnansweredPrompt(call, spend);
     const errorCode = failure instanceof ApiError ? failure.code : 'internal_error';
     try {
       await this.settle(context, call, spend, { status: 'error', errorCode }, { refund: !clientLeft });
@@ -549,9 +549,9 @@ export class ChatService {
   }
 
   /** The model call under way when the client left had its prompt sent upstream: that is charged. */
-  private chargeUnansweredPrompt(call: PreparedCall, spend: Spend): void {
+  private async chargeUnansweredPrompt(call: PreparedCall, spend: Spend): Promise<void> {
     if (!spend.unansweredPrompt) return;
-    const prompt = countPromptTokens(spend.unansweredPrompt, [...call.clientTools, ...this.tools.definitions(call.serverTools)]);
+    const prompt = await countPromptTokensAsync(spend.unansweredPrompt, this.offeredTools(call), { limit: call.model.contextLength });
     spend.addModelCall(call.model, { prompt_tokens: Math.min(prompt, call.model.contextLength), completion_tokens: 0, total_tokens: prompt });
   }
 
@@ -613,10 +613,14 @@ export class ChatService {
    * The usage to bill for one model call: the provider's report, checked against the
    * model's limits and what we saw generated; our tokenizer's counts where it reported none.
    */
-  private usageOf(call: PreparedCall, messages: ChatMessage[], reported: CompletionUsage | undefined, generatedText: string): CompletionUsage {
+  private async usageOf(call: PreparedCall, messages: ChatMessage[], reported: CompletionUsage | undefined, generatedText: string): Promise<CompletionUsage> {
+    // Counted beside other requests; the prompt only when the provider gave no usable count.
+    const countedPrompt = isTokenCount(reported?.prompt_tokens)
+      ? 0
+      : await countPromptTokensAsync(messages, this.offeredTools(call), { limit: call.model.contextLength });
     const { usage, problems } = checkedUsage(reported, {
-      countPrompt: () => countPromptTokens(messages, [...call.clientTools, ...this.tools.definitions(call.serverTools)]),
-      generatedTokens: countTextTokens(generatedText),
+      countPrompt: () => countedPrompt,
+      generatedTokens: await countTextTokensAsync(generatedText),
       maxPromptTokens: call.model.contextLength,
       maxCompletionTokens: call.maxTokens * call.request.choices,
     });
@@ -624,6 +628,11 @@ export class ChatService {
       this.logger.warn(`${call.model.provider} reported unusable usage for ${call.model.id}: ${problems.join('; ')}. Billed the checked counts.`);
     }
     return usage;
+  }
+
+  /** Every tool the model is offered: the client's functions and the assistant's server tools. */
+  private offeredTools(call: PreparedCall): FunctionTool[] {
+    return [...call.clientTools, ...this.tools.definitions(call.serverTools)];
   }
 }
 

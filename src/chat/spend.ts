@@ -107,6 +107,11 @@ export function toTokenCounts(usage: CompletionUsage): TokenCounts {
   };
 }
 
+/** A count a provider may report: a whole, non-negative number. */
+export function isTokenCount(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
+}
+
 /** The bounds a provider's usage report must respect, and our own counts to fall back on. */
 export interface UsageBounds {
   /** The prompt counted by our tokenizer (lazily: only needed when the report is unusable). */
@@ -128,7 +133,7 @@ export interface UsageBounds {
 export function checkedUsage(reported: CompletionUsage | undefined, bounds: UsageBounds): { usage: CompletionUsage; problems: string[] } {
   const problems: string[] = [];
   const count = (name: string, value: unknown, fallback: () => number, max: number): number => {
-    let tokens = typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : undefined;
+    let tokens = isTokenCount(value) ? value : undefined;
     if (tokens === undefined) {
       if (reported && value !== undefined && value !== null) problems.push(`${name} ${JSON.stringify(value)} is not a token count`);
       tokens = fallback();
