@@ -216,6 +216,37 @@ describe('the simulator honours what clients ask for', () => {
     });
   });
 
+  describe('hostile shapes', () => {
+    it('answers recursive, huge or malformed schemas and options without a 5xx, within the output cap', async () => {
+      const loop = { $ref: '#/definitions/a', definitions: { a: { $ref: '#/definitions/a' } } };
+      const huge = { type: 'array', minItems: 1e9, items: { type: 'array', minItems: 1e9, items: { type: 'string', minLength: 1e6 } } };
+      const bodies: Array<Record<string, unknown>> = [
+        { response_format: { type: 'json_schema', json_schema: { name: 'x', schema: loop } } },
+        { response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { rows: huge } } } } },
+        { response_format: { type: 'json_schema', json_schema: { name: 'x', schema: JSON.parse('{"type": "object", "properties": {"__proto__": {"type": "string"}}}') } } },
+        { response_format: { type: 'json_object' }, messages: [{ role: 'user', content: `${'{"type": "object", '.repeat(20_000)}` }] },
+        { tools, tool_choice: { type: 'function', function: { name: 'not_offered' } } },
+        { tools: [{ type: 'function', function: { name: 'odd', parameters: huge } }], tool_choice: 'required' },
+        { stop: ['', 'never said'], logprobs: true, top_logprobs: 20, n: 2 },
+      ];
+      for (const body of bodies) {
+        for (const streamed of [false, true]) {
+          const response = await fetch(`${t.baseUrl}/v1/chat/completions`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${workspace.apiKey}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ model: 'gpt-4o-mini', messages: messages('Hi'), max_tokens: 300, stream: streamed, ...body }),
+          });
+          const text = await response.text();
+          // Refusing a value is validation's call; failing on one is never right.
+          expect([response.status < 500, body]).toEqual([true, body]);
+          if (!streamed && response.status === 200) {
+            expect((JSON.parse(text) as Completion).usage!.completion_tokens).toBeLessThanOrEqual(300 * ((body.n as number) ?? 1));
+          }
+        }
+      }
+    }, 60_000);
+  });
+
   describe('logprobs', () => {
     it('gives one entry per token with top_logprobs of the asked length, plain and streamed', async () => {
       const plain = await create({ messages: messages('Hello'), logprobs: true, top_logprobs: 3 });

@@ -75,11 +75,13 @@ describe('valueForSchema', () => {
   });
 
   it('stays small and safe on hostile schemas', () => {
-    const huge = { type: 'array', minItems: 1e9, items: { type: 'array', minItems: 1e9, items: { type: 'string' } } };
+    const huge = { type: 'array', minItems: 1e9, items: { type: 'array', minItems: 1e9, items: { type: 'string', minLength: 1e9 } } };
     expect((valueForSchema(huge, { text }) as unknown[]).flat().length).toBeLessThanOrEqual(5_000);
-    const proto = valueForSchema({ type: 'object', properties: { __proto__: { type: 'string' } }, required: ['constructor'] }, { text });
+    expect(JSON.stringify(valueForSchema(huge, { text })).length).toBeLessThan(300_000);
+    // Parsed, as a request body is: a literal `__proto__` key would set the prototype instead.
+    const proto = valueForSchema(JSON.parse('{"type": "object", "properties": {"__proto__": {"type": "string"}}, "required": ["constructor"]}'), { text });
     expect(Object.getPrototypeOf(proto)).toBe(Object.prototype);
-    expect(JSON.parse(JSON.stringify(proto))).toHaveProperty('constructor', 'simulated constructor');
+    expect(JSON.stringify(proto)).toBe('{"__proto__":"simulated __proto__","constructor":"simulated constructor"}');
     for (const schema of [null, true, false, 7, 'x', [], { $ref: '#/nope/__proto__' }, { $ref: 'http://example.com' }, { anyOf: [] }, { type: 'number', minimum: 5, maximum: 1 }]) {
       expect(() => JSON.stringify(valueForSchema(schema, { text }))).not.toThrow();
     }
@@ -145,6 +147,12 @@ describe('tokenLogprobs', () => {
     }
     expect(tokenLogprobs(said, 5)).toEqual(entries);
     expect(tokenLogprobs(said, 0).every((entry) => entry.top_logprobs.length === 0)).toBe(true);
+  });
+
+  it('scores a long run without spaces in linear time, one entry per token that usage counts', () => {
+    // Encoded whole, a run of 100,000 dots takes half a minute (merging is quadratic in a piece's length).
+    const dots = '.'.repeat(100_000);
+    expect(tokenLogprobs(dots, 0)).toHaveLength(countTextTokens(dots));
   });
 });
 

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { decode, encode } from 'gpt-tokenizer';
+import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/cjs/encodingParams/constants';
 import type {
   ChatCompletion,
   ChatCompletionChunk,
@@ -278,9 +279,40 @@ export function cutAtStop(text: string, stop: string[]): string {
   return text.slice(0, end);
 }
 
-function withinTokens(text: string, maxTokens: number): { text: string; cut: boolean } {
-  const tokens = encode(text, PLAIN_TEXT);
-  return tokens.length <= maxTokens ? { text, cut: false } : { text: decode(tokens.slice(0, maxTokens)), cut: true };
+/** The longest o200k token: text beyond this many characters a token can never fit in `maxTokens`. */
+const LONGEST_TOKEN_CHARS = 128;
+/** Pieces longer than this are encoded in slices, as tokens.ts counts them: merging a piece is quadratic in its length. */
+const MAX_PIECE_CHARS = 256;
+
+/**
+ * The tokens of a text, in linear time: whole pre-tokenizer pieces as the tokenizer splits
+ * them, long pieces (a run of 100,000 dots) in slices. Their number is what
+ * `countTextTokens` counts, so usage and log-probabilities agree.
+ */
+function tokensOf(text: string): number[] {
+  if (text.length <= MAX_PIECE_CHARS) return encode(text, PLAIN_TEXT);
+  const tokens: number[] = [];
+  const pieces = new RegExp(O200K_TOKEN_SPLIT_REGEX.source, O200K_TOKEN_SPLIT_REGEX.flags);
+  let runStart = 0;
+  const flush = (end: number) => {
+    if (end > runStart) for (const token of encode(text.slice(runStart, end), PLAIN_TEXT)) tokens.push(token);
+  };
+  for (let match = pieces.exec(text); match; match = pieces.exec(text)) {
+    if (match[0].length <= MAX_PIECE_CHARS) continue;
+    flush(match.index);
+    for (let at = 0; at < match[0].length; at += MAX_PIECE_CHARS) {
+      for (const token of encode(match[0].slice(at, at + MAX_PIECE_CHARS), PLAIN_TEXT)) tokens.push(token);
+    }
+    runStart = match.index + match[0].length;
+  }
+  flush(text.length);
+  return tokens;
+}
+
+function withinTokens(fullText: string, maxTokens: number): { text: string; cut: boolean } {
+  const text = fullText.slice(0, maxTokens * LONGEST_TOKEN_CHARS + 1);
+  const tokens = tokensOf(text);
+  return tokens.length <= maxTokens && text === fullText ? { text, cut: false } : { text: decode(tokens.slice(0, maxTokens)), cut: true };
 }
 
 /** Usage of all choices: the prompt once, every choice's output. */
@@ -312,7 +344,7 @@ function streamPieces(reply: Reply, topLogprobs: number | undefined): StreamPiec
  */
 function tokenPieces(text: string, topLogprobs: number): StreamPiece[] {
   const entries = tokenLogprobs(text, topLogprobs);
-  const tokens = encode(text, PLAIN_TEXT);
+  const tokens = tokensOf(text);
   const pieces: StreamPiece[] = [];
   let sent = 0;
   let pending: number[] = [];
@@ -343,7 +375,7 @@ const ALTERNATIVES = [
  * what is left, halving each time, so that the probabilities never add up to more than one.
  */
 export function tokenLogprobs(text: string, topLogprobs: number): TokenLogprob[] {
-  return encode(text, PLAIN_TEXT).map((id, position) => {
+  return tokensOf(text).map((id, position) => {
     const token = decode([id]);
     const seed = smallHash(`${position}:${token}`);
     const probability = 1 - (1e-4 + (seed % 10_000) / 25_000);
@@ -377,8 +409,13 @@ interface ValueOptions {
 /** Nesting beyond which optional properties are left out, and beyond which nothing more is generated. */
 const OPTIONAL_DEPTH = 4;
 const MAX_DEPTH = 24;
-/** Values generated per schema at most: a hostile schema (`minItems` of millions, nested) cannot blow up. */
+/**
+ * Values and characters generated per schema at most: a hostile schema (`minItems` or
+ * `minLength` of millions, nested) cannot blow up. An answer that long is cut at the
+ * output cap anyway.
+ */
 const MAX_VALUES = 5_000;
+const MAX_CHARS = 200_000;
 
 /**
  * A value valid against a JSON Schema, as structured output and tool arguments need it:
@@ -388,7 +425,7 @@ const MAX_VALUES = 5_000;
  * bounds. Deterministic; bounded in depth and size whatever the schema.
  */
 export function valueForSchema(schema: unknown, options: ValueOptions): unknown {
-  const state = { root: schema, left: MAX_VALUES, options };
+  const state = { root: schema, left: MAX_VALUES, charsLeft: MAX_CHARS, options };
   return generate(schema, state, 0, undefined, 0);
 }
 
@@ -396,13 +433,14 @@ type Schema = Record<string, unknown>;
 interface GenerationState {
   root: unknown;
   left: number;
+  charsLeft: number;
   options: ValueOptions;
 }
 
 function generate(input: unknown, state: GenerationState, depth: number, key: string | undefined, ordinal: number): unknown {
   state.left -= 1;
   if (depth > MAX_DEPTH || state.left < 0 || input === false) return null;
-  if (typeof input !== 'object' || input === null || Array.isArray(input)) return state.options.text(key);
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) return stringFor({}, state, state.options.text(key), ordinal);
   const schema = input as Schema;
   if (typeof schema.$ref === 'string') return generate(resolveRef(state.root, schema.$ref), state, depth + 1, key, ordinal);
   if ('const' in schema) return schema.const;
@@ -432,7 +470,7 @@ function generate(input: unknown, state: GenerationState, depth: number, key: st
     case 'object':
       return objectFor(schema, state, depth);
     default:
-      return stringFor(schema, state.options.text(key), ordinal);
+      return stringFor(schema, state, state.options.text(key), ordinal);
   }
 }
 
@@ -527,12 +565,14 @@ const FORMATS: Record<string, string> = {
   uuid: '00000000-0000-4000-8000-000000000000',
 };
 
-function stringFor(schema: Schema, text: string, ordinal: number): string {
+function stringFor(schema: Schema, state: GenerationState, text: string, ordinal: number): string {
   const formatted = typeof schema.format === 'string' ? FORMATS[schema.format] : undefined;
   let value = formatted ?? (ordinal > 0 ? `${text} ${ordinal + 1}` : text);
   const [min, max] = [schema.minLength, schema.maxLength].map((bound) => (typeof bound === 'number' && bound >= 0 ? Math.floor(bound) : undefined));
   if (max !== undefined && [...value].length > max) value = [...value].slice(0, max).join('');
-  if (min !== undefined && [...value].length < min) value = value.padEnd(value.length + min - [...value].length, '.');
+  if (min !== undefined && [...value].length < min) value = value.padEnd(value.length + Math.min(min - [...value].length, state.charsLeft), '.');
+  value = value.slice(0, Math.max(state.charsLeft, 0));
+  state.charsLeft -= value.length;
   return value;
 }
 
