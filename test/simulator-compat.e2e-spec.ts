@@ -15,6 +15,12 @@ import { TOKENS_AS_INT } from './support/usage-records';
 
 type Chunk = OpenAI.Chat.ChatCompletionChunk & { x_service?: { cost_millicents: number } };
 type Completion = OpenAI.Chat.ChatCompletion & { x_service?: { cost_millicents: number } };
+interface StreamedChoice {
+  content: string;
+  toolCalls: Array<{ name?: string; arguments: string }>;
+  finish: string | null;
+  logprobs: OpenAI.Chat.ChatCompletionTokenLogprob[];
+}
 
 const Weather = z.object({
   city: z.string(),
@@ -31,7 +37,11 @@ const tools: OpenAI.Chat.ChatCompletionFunctionTool[] = [
       name: 'get_weather',
       parameters: {
         type: 'object',
-        properties: { city: { type: 'string' }, unit: { type: 'string', enum: ['celsius', 'fahrenheit'] }, days: { type: 'integer', minimum: 1, maximum: 7 } },
+        properties: {
+          city: { type: 'string' },
+          unit: { type: 'string', enum: ['celsius', 'fahrenheit'] },
+          days: { type: 'integer', minimum: 1, maximum: 7 },
+        },
         required: ['city', 'unit', 'days'],
         additionalProperties: false,
       },
@@ -65,7 +75,7 @@ describe('the simulator honours what clients ask for', () => {
   }
   /** What a stream said, per choice: its text, tool calls, finish and log-probabilities. */
   function assemble(chunks: Chunk[]) {
-    const choices = new Map<number, { content: string; toolCalls: Array<{ name?: string; arguments: string }>; finish: string | null; logprobs: OpenAI.Chat.ChatCompletionTokenLogprob[] }>();
+    const choices = new Map<number, StreamedChoice>();
     for (const chunk of chunks) {
       for (const choice of chunk.choices) {
         const entry = choices.get(choice.index) ?? { content: '', toolCalls: [], finish: null, logprobs: [] };

@@ -529,7 +529,8 @@ function arrayFor(schema: Schema, state: GenerationState, depth: number, key: st
 
 function numberFor(schema: Schema, integer: boolean, ordinal: number): number {
   const bound = (value: unknown) => (typeof value === 'number' && Number.isFinite(value) ? value : undefined);
-  const [minimum, maximum, above, below] = [bound(schema.minimum), bound(schema.maximum), bound(schema.exclusiveMinimum), bound(schema.exclusiveMaximum)];
+  const [minimum, maximum] = [bound(schema.minimum), bound(schema.maximum)];
+  const [above, below] = [bound(schema.exclusiveMinimum), bound(schema.exclusiveMaximum)];
   const multiple = bound(schema.multipleOf);
   const step = multiple !== undefined && multiple > 0 ? multiple : integer ? 1 : undefined;
   const fits = (value: number) =>
