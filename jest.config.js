@@ -1,4 +1,7 @@
-/** Unit specs live beside the code (src/**\/*.spec.ts); integration and end-to-end suites in test/. */
+/**
+ * Unit specs live beside the code (src/**\/*.spec.ts); integration and end-to-end suites in test/.
+ * Suites that assert on time (`*.timing-spec.ts`) run apart, alone: jest.timing.config.js.
+ */
 module.exports = {
   rootDir: '.',
   testEnvironment: 'node',
