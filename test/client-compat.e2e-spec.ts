@@ -205,6 +205,20 @@ describe('OpenAI clients against the service', () => {
       expect(result.response.modelId).toBe('claude-haiku-4-5');
     });
 
+    it('generateObject returns the object a Claude model gave through the Anthropic adapter', async () => {
+      anthropic.script((request) =>
+        toolUseReply([
+          {
+            name: request.body.tool_choice?.name ?? 'missing_forced_tool',
+            input: { city: 'Oslo', temperature_c: 4, conditions: 'rain', forecast: [] },
+          },
+        ]),
+      );
+      const schema = jsonSchema<z.infer<typeof Weather>>(WEATHER_JSON_SCHEMA as Parameters<typeof jsonSchema>[0]);
+      const { object } = await generateObject({ model: model(proxied, onProviders, 'claude-haiku-4-5'), schema, prompt: 'Oslo weather', maxRetries: 0 });
+      expect(object).toEqual({ city: 'Oslo', temperature_c: 4, conditions: 'rain', forecast: [] });
+    });
+
     it('reports reasoning tokens from the upstream', async () => {
       openai.script({ kind: 'text', text: 'Thought about it.', usage: { prompt_tokens: 50, completion_tokens: 40, reasoning_tokens: 32 } });
       const result = await generateText({ model: model(proxied, onProviders, 'gpt-4o'), prompt: 'Think', maxRetries: 0 });
@@ -214,15 +228,18 @@ describe('OpenAI clients against the service', () => {
   });
 
   describe('the official openai SDK', () => {
-    it('lists assistants as models beside the catalog, and retrieves one', async () => {
-      const models = await onSimulator.client.models.list();
+    it('lists assistants as models after the catalog when asked, and retrieves one', async () => {
+      // The specification's list holds the eight catalog models: assistants only on request.
+      expect((await onSimulator.client.models.list()).data.map((m) => m.id)).not.toContain('assistant/support-bot');
+      const models = await onSimulator.client.models.list({ query: { include_assistants: 'true' } });
       const ids = models.data.map((m) => m.id);
       expect(ids).toEqual(expect.arrayContaining(['gpt-4o-mini', 'claude-haiku-4-5', 'assistant/support-bot']));
+      expect(ids.indexOf('assistant/support-bot')).toBeGreaterThan(ids.indexOf('claude-haiku-4-5'));
       const entry = await onSimulator.client.models.retrieve('assistant/support-bot');
       expect(entry).toMatchObject({ id: 'assistant/support-bot', owned_by: 'assistant', assistant: { name: 'Support Bot', model: 'claude-haiku-4-5' } });
       // Another workspace does not see it.
       const other = await simulated.createWorkspace();
-      expect((await other.client.models.list()).data.map((m) => m.id)).not.toContain('assistant/support-bot');
+      expect((await other.client.models.list({ query: { include_assistants: 'true' } })).data.map((m) => m.id)).not.toContain('assistant/support-bot');
     });
   });
 

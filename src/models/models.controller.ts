@@ -1,10 +1,10 @@
-import { Controller, Get, Param } from '@nestjs/common';
+import { Controller, Get, Param, Query } from '@nestjs/common';
 import { ApiOperation, ApiParam, ApiTags } from '@nestjs/swagger';
 import { assistantOfModel, AssistantsService } from '../assistants/assistants.service';
 import { CurrentPrincipal } from '../common/auth/auth.decorators';
 import type { Principal } from '../common/http/request-context';
 import { ApiStandardResponses } from '../common/openapi/api-responses';
-import { ModelDto, ModelListDto } from './dto/model.dto';
+import { ListModelsQueryDto, ModelDto, ModelListDto } from './dto/model.dto';
 import { ModelsService } from './models.service';
 
 @ApiTags('Models')
@@ -19,16 +19,19 @@ export class ModelsController {
   @ApiOperation({
     summary: 'List the models',
     description:
-      "The curated catalog (every model is available on every tier), then the workspace's assistants as `assistant/<slug>`: " +
-      'that id as `model` runs the assistant, for clients that always send a model.',
+      'The curated catalog; every model is available on every tier. With `include_assistants=true`, the workspace\'s ' +
+      'assistants follow as `assistant/<slug>`: that id as `model` runs the assistant, for clients that always send a model.',
   })
-  @ApiStandardResponses({ ok: ModelListDto })
-  async list(@CurrentPrincipal() principal: Principal): Promise<ModelListDto> {
+  @ApiStandardResponses({ ok: ModelListDto, errors: [400] })
+  async list(@CurrentPrincipal() principal: Principal, @Query() query: ListModelsQueryDto): Promise<ModelListDto> {
+    const catalog = this.models.list().map(ModelDto.from);
+    // The specification's list is the catalog alone; assistants are listed only when asked for.
+    if (query.include_assistants !== 'true') return { object: 'list', data: catalog };
     const assistants = await this.assistants.list(principal.workspaceId);
     return {
       object: 'list',
       data: [
-        ...this.models.list().map(ModelDto.from),
+        ...catalog,
         // An assistant whose model left the catalog cannot run: it is not offered.
         ...assistants.flatMap((assistant) => {
           const model = this.models.find(assistant.model);

@@ -1,4 +1,5 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { IsIn, IsOptional } from 'class-validator';
 import type { Assistant } from '../../assistants/entities/assistant.entity';
 import { ASSISTANT_MODEL_PREFIX } from '../../assistants/assistants.service';
 import type { ModelDefinition } from '../model-catalog';
@@ -65,4 +66,15 @@ export class ModelListDto {
 
   @ApiProperty({ type: [ModelDto] })
   data: ModelDto[];
+}
+
+export class ListModelsQueryDto {
+  @ApiPropertyOptional({
+    enum: ['true', 'false'],
+    default: 'false',
+    description: "`true` adds the workspace's assistants after the catalog, as `assistant/<slug>` entries.",
+  })
+  @IsOptional()
+  @IsIn(['true', 'false'], { message: 'include_assistants must be true or false' })
+  include_assistants?: 'true' | 'false';
 }
