@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { FSWatcher, readFileSync, watch } from 'node:fs';
 import { chmod, mkdir, mkdtemp, readdir, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -7,10 +6,9 @@ import { freePort } from '../src/database/embedded-postgres';
 import {
   killQuietly,
   MAIN_JS,
-  processEnv,
   processExists,
-  ProcessResult,
   readPostmasterPid,
+  runNode,
   ServerProcess,
   waitUntil,
 } from './support/processes';
@@ -47,25 +45,6 @@ function stillRuns(pid: number): boolean {
 }
 
 /** Runs `node <args>` to its exit (SIGKILL after `timeoutMs`). */
-function runNode(args: string[], env: Record<string, string>, timeoutMs = 60_000): Promise<ProcessResult> {
-  const started = Date.now();
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args, { env: processEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    const timer = setTimeout(() => {
-      if (child.pid !== undefined) killQuietly(child.pid, 'SIGKILL');
-      reject(new Error(`node ${args.join(' ')} did not exit in ${timeoutMs} ms\nstdout: ${stdout}\nstderr: ${stderr}`));
-    }, timeoutMs);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code, signal, stdout, stderr, durationMs: Date.now() - started });
-    });
-  });
-}
-
 describeAsRoot('embedded PostgreSQL in folders the postgres user cannot enter', () => {
   let base: string;
   let locked: string;

@@ -2,6 +2,7 @@ import { DataSource } from 'typeorm';
 import { FakeGemini, startFakeGemini } from './fakes/fake-gemini';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
 import { walletInvariants } from './support/wallet-invariants';
+import { randomWords } from './support/random-words';
 
 /**
  * A request of megabytes of random words must not hold the event loop: counting its tokens
@@ -10,24 +11,6 @@ import { walletInvariants } from './support/wallet-invariants';
  * `/health` probes too: the one timed assertion the hardening issue asks for.
  */
 const HEALTH_BUDGET_MS = 200;
-
-/** Lowercase words of 3 to 10 letters from a seeded generator: no two runs share a word cache. */
-function randomWords(chars: number, seed: number): string {
-  let state = seed;
-  const next = () => {
-    state = (state + 0x6d2b79f5) | 0;
-    let x = Math.imul(state ^ (state >>> 15), 1 | state);
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x;
-    return (x ^ (x >>> 14)) >>> 0;
-  };
-  const text = Buffer.alloc(chars, ' ');
-  for (let at = 0; at < chars; ) {
-    const end = Math.min(chars, at + 3 + (next() % 8));
-    while (at < end) text[at++] = 97 + (next() % 26);
-    at++;
-  }
-  return text.toString('latin1');
-}
 
 interface Probed {
   status: number;

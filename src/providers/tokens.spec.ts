@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { countTokens } from 'gpt-tokenizer';
 import type { ChatMessage } from './provider-adapter';
 import { countPromptTokens, countPromptTokensAsync, countTextTokens, countTextTokensAsync, PLAIN_TEXT } from './tokens';
+import { randomWords } from '../../test/support/random-words';
 
 /** Words of every kind the pre-tokenizer tells apart, none near the length where counting cuts pieces. */
 const WORD = fc.oneof(
@@ -11,24 +12,6 @@ const WORD = fc.oneof(
   fc.constantFrom('héllo', 'Straße', '日本語', '中文字', 'привет', 'مرحبا', '🙂', '👍🏽', 'ﬁ', 'e\u0301'),
 );
 const TEXT = fc.array(WORD, { maxLength: 2_000 }).map((words) => words.join(''));
-
-/** Same letters in a different order each time: words that no cache has seen. */
-function randomWords(chars: number, seed: number): string {
-  let state = seed;
-  const next = () => {
-    state = (state + 0x6d2b79f5) | 0;
-    let x = Math.imul(state ^ (state >>> 15), 1 | state);
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x;
-    return (x ^ (x >>> 14)) >>> 0;
-  };
-  let text = '';
-  while (text.length < chars) {
-    const size = 3 + (next() % 8);
-    for (let i = 0; i < size; i++) text += String.fromCharCode(97 + (next() % 26));
-    text += ' ';
-  }
-  return text;
-}
 
 describe('countTextTokens', () => {
   it('counts exactly as the o200k tokenizer does, whatever the mix of words', () => {

@@ -50,29 +50,25 @@ export interface ProcessResult {
 }
 
 /**
- * Runs the operator CLI to completion. Killed (by its pid) after `timeoutMs`, and the
- * promise rejected with whatever it printed, so a hung command fails the test readably.
+ * Runs `node <args>` to completion. Killed (by its pid) after `timeoutMs`, and the promise
+ * rejected with whatever it printed, so a hung process fails the test readably.
  */
-export function runCli(
+export function runNode(
   args: string[],
   env: Record<string, string>,
-  options: { timeoutMs?: number } = {},
+  options: { timeoutMs?: number; cwd?: string } = {},
 ): Promise<ProcessResult> {
-  const timeoutMs = options.timeoutMs ?? 20_000;
+  const timeoutMs = options.timeoutMs ?? 60_000;
   const started = Date.now();
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI_JS, ...args], {
-      env: processEnv(env),
-      cwd: path.dirname(CLI_JS),
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(process.execPath, args, { env: processEnv(env), cwd: options.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
     child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
     const timer = setTimeout(() => {
       if (child.pid !== undefined) killQuietly(child.pid, 'SIGKILL');
-      reject(new Error(`cli ${args.join(' ')} did not finish in ${timeoutMs} ms\nstdout: ${stdout}\nstderr: ${stderr}`));
+      reject(new Error(`node ${args.join(' ')} did not finish in ${timeoutMs} ms\nstdout: ${stdout}\nstderr: ${stderr}`));
     }, timeoutMs);
     child.on('error', (error) => {
       clearTimeout(timer);
@@ -83,6 +79,11 @@ export function runCli(
       resolve({ code, signal, stdout, stderr, durationMs: Date.now() - started });
     });
   });
+}
+
+/** Runs the operator CLI to completion (20 s at most by default). */
+export function runCli(args: string[], env: Record<string, string>, options: { timeoutMs?: number } = {}): Promise<ProcessResult> {
+  return runNode([CLI_JS, ...args], env, { timeoutMs: options.timeoutMs ?? 20_000, cwd: path.dirname(CLI_JS) });
 }
 
 /** Describes a result for a failed expectation: the command's own words. */
