@@ -168,4 +168,25 @@ describe('chat completions with conversation_id', () => {
     expect(upstream.requests.length).toBe(sent);
     expect(await workspace.client.get('/wallet')).toEqual(before);
   });
+
+  it('refuses a request too long for the context window before anything is held or sent, whatever its history', async () => {
+    const conversation = await newConversation();
+    const sent = upstream.requests.length;
+    const before = await workspace.client.get('/wallet');
+    for (const [words, says] of [
+      [5_000, 'longer than the context window of tiny'],
+      [980, 'leave no room for an answer in the context window of tiny'],
+    ] as const) {
+      const error = await chat({
+        model: 'tiny',
+        conversation_id: conversation.id,
+        messages: [{ role: 'user', content: Array.from({ length: words }, () => 'word').join(' ') }],
+      }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(OpenAI.BadRequestError);
+      expect((error as InstanceType<typeof OpenAI.BadRequestError>).error).toMatchObject({ code: 'context_length_exceeded', param: 'messages' });
+      expect((error as Error).message).toContain(says);
+    }
+    expect(upstream.requests.length).toBe(sent);
+    expect(await workspace.client.get('/wallet')).toEqual(before);
+  });
 });

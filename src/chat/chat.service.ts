@@ -281,24 +281,15 @@ export class ChatService {
         );
       }
       const tools = [...request.tools, ...this.tools.definitions(serverTools)];
-      // Only the newest stored messages that fit beside the request are read.
-      const history = conversation
-        ? await this.conversations.historyWithin(
-            workspaceId,
-            conversation.id,
-            model.contextLength - requestedCap - (await countPromptTokensAsync([...systemPrompt, ...request.messages], tools, { limit: model.contextLength })),
-          )
-        : [];
-      const messages = [...systemPrompt, ...history, ...request.messages];
+      const minimumOutput = Math.min(requestedCap, MIN_USEFUL_OUTPUT_TOKENS);
       // Counted beside other requests, and only up to the context window: megabytes of text are refused, not counted to the end.
-      const promptTokens = await countPromptTokensAsync(messages, tools, { limit: model.contextLength });
-      if (promptTokens + Math.min(requestedCap, MIN_USEFUL_OUTPUT_TOKENS) > model.contextLength) {
-        throw ApiError.badRequest(
-          `The messages (about ${promptTokens} tokens) exceed the context window of ${model.id} (${model.contextLength} tokens).`,
-          'messages',
-          'context_length_exceeded',
-        );
-      }
+      const ownTokens = await countPromptTokensAsync([...systemPrompt, ...request.messages], tools, { limit: model.contextLength });
+      if (ownTokens + minimumOutput > model.contextLength) throw contextExceeded(model, ownTokens);
+      // Only the newest stored messages that fit beside the request are read.
+      const history = conversation ? await this.conversations.historyWithin(workspaceId, conversation.id, model.contextLength - requestedCap - ownTokens) : [];
+      const messages = [...systemPrompt, ...history, ...request.messages];
+      const promptTokens = history.length > 0 ? await countPromptTokensAsync(messages, tools, { limit: model.contextLength }) : ownTokens;
+      if (promptTokens + minimumOutput > model.contextLength) throw contextExceeded(model, promptTokens);
       const { hold, maxTokens } = await this.reserve(context, model, request, promptTokens, requestedCap);
       return {
         request,
@@ -634,6 +625,17 @@ export class ChatService {
   private offeredTools(call: PreparedCall): FunctionTool[] {
     return [...call.clientTools, ...this.tools.definitions(call.serverTools)];
   }
+}
+
+/** A prompt that leaves no room for an answer. Counting stops past the window, so a count above it is only a lower bound. */
+function contextExceeded(model: ModelDefinition, tokens: number): ApiError {
+  return ApiError.badRequest(
+    tokens > model.contextLength
+      ? `The messages are longer than the context window of ${model.id} (${model.contextLength} tokens).`
+      : `The messages (${tokens} tokens) leave no room for an answer in the context window of ${model.id} (${model.contextLength} tokens).`,
+    'messages',
+    'context_length_exceeded',
+  );
 }
 
 function holdAmount(micros: MicroMillicents): number {
