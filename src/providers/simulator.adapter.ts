@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { decode, encode } from 'gpt-tokenizer';
-import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/cjs/encodingParams/constants';
+import { decode } from 'gpt-tokenizer';
 import type {
   ChatCompletion,
   ChatCompletionChunk,
@@ -10,7 +9,7 @@ import type {
   ProviderAdapter,
   ProviderRequest,
 } from './provider-adapter';
-import { countPromptTokensAsync, countTextTokens, PLAIN_TEXT } from './tokens';
+import { countPromptTokensAsync, countTextTokens, encodeText } from './tokens';
 
 type ChunkDelta = ChatCompletionChunk['choices'][number]['delta'];
 type FinishReason = ChatCompletionChunk['choices'][number]['finish_reason'];
@@ -281,37 +280,9 @@ export function cutAtStop(text: string, stop: string[]): string {
 
 /** The longest o200k token: text beyond this many characters a token can never fit in `maxTokens`. */
 const LONGEST_TOKEN_CHARS = 128;
-/** Pieces longer than this are encoded in slices, as tokens.ts counts them: merging a piece is quadratic in its length. */
-const MAX_PIECE_CHARS = 256;
-
-/**
- * The tokens of a text, in linear time: whole pre-tokenizer pieces as the tokenizer splits
- * them, long pieces (a run of 100,000 dots) in slices. Their number is what
- * `countTextTokens` counts, so usage and log-probabilities agree.
- */
-function tokensOf(text: string): number[] {
-  if (text.length <= MAX_PIECE_CHARS) return encode(text, PLAIN_TEXT);
-  const tokens: number[] = [];
-  const pieces = new RegExp(O200K_TOKEN_SPLIT_REGEX.source, O200K_TOKEN_SPLIT_REGEX.flags);
-  let runStart = 0;
-  const flush = (end: number) => {
-    if (end > runStart) for (const token of encode(text.slice(runStart, end), PLAIN_TEXT)) tokens.push(token);
-  };
-  for (let match = pieces.exec(text); match; match = pieces.exec(text)) {
-    if (match[0].length <= MAX_PIECE_CHARS) continue;
-    flush(match.index);
-    for (let at = 0; at < match[0].length; at += MAX_PIECE_CHARS) {
-      for (const token of encode(match[0].slice(at, at + MAX_PIECE_CHARS), PLAIN_TEXT)) tokens.push(token);
-    }
-    runStart = match.index + match[0].length;
-  }
-  flush(text.length);
-  return tokens;
-}
-
 function withinTokens(fullText: string, maxTokens: number): { text: string; cut: boolean } {
   const text = fullText.slice(0, maxTokens * LONGEST_TOKEN_CHARS + 1);
-  const tokens = tokensOf(text);
+  const tokens = encodeText(text);
   return tokens.length <= maxTokens && text === fullText ? { text, cut: false } : { text: decode(tokens.slice(0, maxTokens)), cut: true };
 }
 
@@ -344,7 +315,7 @@ function streamPieces(reply: Reply, topLogprobs: number | undefined): StreamPiec
  */
 function tokenPieces(text: string, topLogprobs: number): StreamPiece[] {
   const entries = tokenLogprobs(text, topLogprobs);
-  const tokens = tokensOf(text);
+  const tokens = encodeText(text);
   const pieces: StreamPiece[] = [];
   let sent = 0;
   let pending: number[] = [];
@@ -375,7 +346,7 @@ const ALTERNATIVES = [
  * what is left, halving each time, so that the probabilities never add up to more than one.
  */
 export function tokenLogprobs(text: string, topLogprobs: number): TokenLogprob[] {
-  return tokensOf(text).map((id, position) => {
+  return encodeText(text).map((id, position) => {
     const token = decode([id]);
     const seed = smallHash(`${position}:${token}`);
     const probability = 1 - (1e-4 + (seed % 10_000) / 25_000);

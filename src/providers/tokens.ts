@@ -1,5 +1,5 @@
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
-import { countTokens, setMergeCacheSize } from 'gpt-tokenizer';
+import { countTokens, encode, setMergeCacheSize } from 'gpt-tokenizer';
 import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/cjs/encodingParams/constants';
 import { imageTokens } from './image-tokens';
 import type { ChatMessage, FunctionTool } from './provider-adapter';
@@ -66,6 +66,16 @@ export function countTextTokens(text: string): number {
   for (const part of countableParts(text)) total += countTokens(part, PLAIN_TEXT);
   remember(text, total);
   return total;
+}
+
+/**
+ * The tokens of a text, in linear time, split as `countTextTokens` counts them (long pieces in
+ * slices), so that their number is its count. For the simulator's answers and log-probabilities.
+ */
+export function encodeText(text: string): number[] {
+  const tokens: number[] = [];
+  for (const part of countableParts(text)) for (const token of encode(part, PLAIN_TEXT)) tokens.push(token);
+  return tokens;
 }
 
 /**

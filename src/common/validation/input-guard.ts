@@ -1,4 +1,5 @@
 import type { NextFunction, Response } from 'express';
+import { LONE_SURROGATE } from '../database/storable';
 import { ApiError } from '../errors/api-error';
 import type { ApiRequest } from '../http/request-context';
 
@@ -94,8 +95,6 @@ function tooManyValues(place: Place | null): InputProblem {
   };
 }
 
-/** A high surrogate not followed by a low one, or a low one not preceded by a high one. */
-const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
 function stringProblem(text: string): string | null {
   if (text.includes('\u0000')) return 'contains a NUL character (U+0000), which cannot be stored.';
