@@ -30,7 +30,7 @@ const USAGE = `Usage: npm run cli -- <command> [options]
 
   workspace create --name <n> [--tier free|hobby|pro|team|enterprise] [--balance <millicents>]
   workspace set-tier --workspace <id> --tier <t> [--rpm <n>]      (--rpm: enterprise only; -1 = no limit)
-  key create --workspace <id> [--name <label>]
+  key create --workspace <id> [--name <label>] [--expires <ISO 8601 date, e.g. 2026-12-31 or 2026-12-31T18:00:00Z>]
   key revoke --key <id>
   wallet topup  --workspace <id> --amount <millicents> [--description <text>] [--idempotency-key <k>]
   wallet adjust --workspace <id> --amount <signed millicents> [--description <text>] [--idempotency-key <k>]
@@ -76,8 +76,9 @@ const COMMANDS: Record<string, Command> = {
     return { workspace_id: workspace.id, tier: workspace.tier, custom_rate_limit_rpm: workspace.customRateLimitRpm };
   },
   'key create': async (app, o) => {
-    const key = await app.get(ApiKeysService).create(required(o, 'workspace'), o.name);
-    return { id: key.id, api_key: key.apiKey };
+    const expiresAt = o.expires === undefined ? undefined : isoDate(o, 'expires');
+    const key = await app.get(ApiKeysService).create(required(o, 'workspace'), { name: o.name, expiresAt });
+    return { id: key.id, api_key: key.apiKey, ...(key.expiresAt ? { expires_at: key.expiresAt.toISOString() } : {}) };
   },
   'key revoke': async (app, o) => app.get(ApiKeysService).revoke(required(o, 'key')),
   'assistant create': async (app, o) => {
@@ -172,6 +173,25 @@ function decimal(options: Options, name: string): number {
   const raw = required(options, name);
   const value = Number(raw);
   if (!/^-?\d+(\.\d+)?$/.test(raw) || !Number.isFinite(value)) throw new UsageError(`--${name} must be a number (got "${raw}")`);
+  return value;
+}
+
+/** An ISO 8601 date (midnight UTC) or date and time (local time unless it has a zone), on the calendar. */
+function isoDate(options: Options, name: string): Date {
+  const raw = required(options, name);
+  const match = /^(\d{4})-(\d{2})-(\d{2})(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,3})?)?(?:Z|[+-]\d{2}:\d{2})?)?$/.exec(raw);
+  const value = new Date(raw);
+  const [year, month, day] = (match ?? []).slice(1).map(Number);
+  const day0 = new Date(Date.UTC(year, month - 1, day));
+  if (
+    !match ||
+    Number.isNaN(value.getTime()) ||
+    day0.getUTCFullYear() !== year ||
+    day0.getUTCMonth() !== month - 1 ||
+    day0.getUTCDate() !== day
+  ) {
+    throw new UsageError(`--${name} must be an ISO 8601 date such as 2026-12-31 or 2026-12-31T18:00:00Z (got "${raw}")`);
+  }
   return value;
 }
 
@@ -289,6 +309,7 @@ async function main(argv: string[]): Promise<number> {
         'monthly-cap',
         'stripe-customer',
         'stripe-payment-method',
+        'expires',
       ].map((name) => [
         name,
         { type: 'string' as const },

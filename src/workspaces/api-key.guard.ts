@@ -36,6 +36,8 @@ export class ApiKeyGuard implements CanActivate {
     const principal = apiKey ? await this.apiKeys.authenticate(apiKey) : null;
     if (principal) {
       req.principal = principal;
+      // Memory only; written in batches (ApiKeysService.flushLastUsed).
+      this.apiKeys.recordUse(principal.apiKeyId);
       return true;
     }
 
@@ -46,7 +48,7 @@ export class ApiKeyGuard implements CanActivate {
         ? 'You did not provide an API key. Send it in the Authorization header: "Authorization: Bearer sk-...".'
         : !apiKey
           ? 'The Authorization header must have the form "Bearer sk-...".'
-          : 'Incorrect API key provided, or the key has been revoked.',
+          : 'Incorrect API key provided, or the key has been revoked or has expired.',
       header ? 'invalid_api_key' : 'missing_api_key',
     );
   }

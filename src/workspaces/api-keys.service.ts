@@ -1,4 +1,4 @@
-import { Injectable } from '@nestjs/common';
+import { BeforeApplicationShutdown, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { createHash, randomBytes } from 'node:crypto';
 import { EntityManager, Repository } from 'typeorm';
@@ -16,31 +16,123 @@ const DISPLAY_PREFIX_LENGTH = 'sk-'.length + 8;
 /**
  * How long a key lookup is trusted. A revoked key (or a tier change) takes effect on
  * every replica within this time, which keeps the database off the request hot path.
+ * A key's own expiry is never trusted past: its cache entry ends at the expiry.
  */
 export const KEY_CACHE_TTL_MS = 5_000;
 const KEY_CACHE_MAX_ENTRIES = 10_000;
 
+/**
+ * `last_used_at` is written in batches, this often (and at shutdown), never once per
+ * request: on each replica, one UPDATE per interval for all the keys used in it.
+ */
+export const LAST_USED_FLUSH_INTERVAL_MS = 60_000;
+/** Keys whose use waits to be written; beyond this (a long database outage) new ones are dropped. */
+const LAST_USED_MAX_PENDING = 100_000;
+
+export interface CreateApiKeyOptions {
+  name?: string | null;
+  /** Must be in the future; null or absent: the key does not expire. */
+  expiresAt?: Date | null;
+  /** The dashboard user who makes it; absent for the CLI and first start. */
+  createdBy?: string | null;
+}
+
 export interface CreatedApiKey {
   id: string;
+  /** The secret: shown once, never stored. */
   apiKey: string;
   displayPrefix: string;
+  expiresAt: Date | null;
+}
+
+export type ApiKeyStatus = 'active' | 'revoked' | 'expired';
+
+/** A key as the dashboard lists it: never its hash. */
+export interface ApiKeySummary {
+  id: string;
+  name: string | null;
+  /** `sk-` and the first 8 characters. */
+  displayPrefix: string;
+  createdAt: Date;
+  /** The user who made it; null for keys made by the CLI or at first start (or whose user is gone). */
+  createdBy: string | null;
+  createdByName: string | null;
+  createdByEmail: string | null;
+  expiresAt: Date | null;
+  /** Coarse: written every LAST_USED_FLUSH_INTERVAL_MS by each replica. */
+  lastUsedAt: Date | null;
+  revokedAt: Date | null;
+  /** Revoked wins over expired. */
+  status: ApiKeyStatus;
+}
+
+interface ApiKeySummaryRow {
+  id: string;
+  name: string | null;
+  display_prefix: string;
+  created_at: Date;
+  created_by: string | null;
+  created_by_name: string | null;
+  created_by_email: string | null;
+  expires_at: Date | null;
+  last_used_at: Date | null;
+  revoked_at: Date | null;
 }
 
 @Injectable()
-export class ApiKeysService {
-  /** SHA-256 of a key -> who it belongs to (null: unknown or revoked), with an expiry. */
+export class ApiKeysService implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly logger = new Logger('ApiKeys');
+  /** SHA-256 of a key -> who it belongs to (null: unknown, revoked or expired), with an expiry. */
   private readonly cache = new Map<string, { principal: Principal | null; expiresAt: number }>();
   /** Lookups under way: concurrent requests with the same key share one query. */
   private readonly lookups = new Map<string, Promise<Principal | null>>();
+  /** Bumped by each revocation, so a lookup that was under way does not cache what it read before. */
+  private cacheGeneration = 0;
+
+  /** Key id -> time (ms) of its last successful authentication here, not yet written. */
+  private readonly pendingUses = new Map<string, number>();
+  private flushing: Promise<number> | null = null;
+  private flushTimer: NodeJS.Timeout | null = null;
+  private warnedFull = false;
 
   constructor(
     @InjectRepository(ApiKey) private readonly keys: Repository<ApiKey>,
     @InjectRepository(Workspace) private readonly workspaces: Repository<Workspace>,
   ) {}
 
-  /** In the caller's transaction when given one (a new workspace and its first key commit together). */
-  async create(workspaceId: string, name?: string, manager?: EntityManager): Promise<CreatedApiKey> {
+  onApplicationBootstrap(): void {
+    this.flushTimer = setInterval(() => void this.flushLastUsed(), LAST_USED_FLUSH_INTERVAL_MS).unref();
+  }
+
+  /** Before TypeORM closes the pool (in its onApplicationShutdown): the last uses are written. */
+  async beforeApplicationShutdown(): Promise<void> {
+    if (this.flushTimer) clearInterval(this.flushTimer);
+    this.flushTimer = null;
+    await this.flushLastUsed();
+  }
+
+  /**
+   * A new key. `options` is its name, or the dashboard's fields. In the caller's transaction
+   * when given one (a new workspace and its first key commit together).
+   */
+  async create(
+    workspaceId: string,
+    options?: string | CreateApiKeyOptions,
+    manager?: EntityManager,
+  ): Promise<CreatedApiKey> {
     assertUuid(workspaceId, 'workspace');
+    const fields: CreateApiKeyOptions = typeof options === 'string' ? { name: options } : (options ?? {});
+    const { name = null, expiresAt = null, createdBy = null } = fields;
+    if (expiresAt !== null) {
+      if (!(expiresAt instanceof Date) || Number.isNaN(expiresAt.getTime())) {
+        throw ApiError.badRequest('expires_at must be a valid date.', 'expires_at');
+      }
+      if (expiresAt.getTime() <= Date.now()) {
+        throw ApiError.badRequest('expires_at must be in the future.', 'expires_at');
+      }
+    }
+    if (createdBy !== null) assertUuid(createdBy, 'created_by');
+
     const workspaces = manager ? manager.getRepository(Workspace) : this.workspaces;
     const keys = manager ? manager.getRepository(ApiKey) : this.keys;
     const workspace = await workspaces.findOneBy({ id: workspaceId });
@@ -49,22 +141,60 @@ export class ApiKeysService {
     const row = await keys.save(
       keys.create({
         workspaceId,
-        name: name ?? null,
+        name,
         keyHash: hashKey(apiKey),
         displayPrefix: apiKey.slice(0, DISPLAY_PREFIX_LENGTH),
         revokedAt: null,
+        createdBy,
+        expiresAt,
+        lastUsedAt: null,
       }),
     );
-    return { id: row.id, apiKey, displayPrefix: row.displayPrefix };
+    return { id: row.id, apiKey, displayPrefix: row.displayPrefix, expiresAt: row.expiresAt };
   }
 
-  /** Revokes a key; revoking it again is not an error. */
-  async revoke(keyId: string): Promise<{ id: string; revoked_at: string }> {
+  /** The workspace's keys, newest first, with who made them. Revoked and expired ones included. */
+  async list(workspaceId: string): Promise<ApiKeySummary[]> {
+    assertUuid(workspaceId, 'workspace');
+    const rows: ApiKeySummaryRow[] = await this.keys.query(
+      `SELECT k.id, k.name, k.display_prefix, k.created_at, k.created_by,
+              u.name AS created_by_name, u.email AS created_by_email,
+              k.expires_at, k.last_used_at, k.revoked_at
+         FROM api_keys k
+         LEFT JOIN users u ON u.id = k.created_by
+        WHERE k.workspace_id = $1
+        ORDER BY k.created_at DESC, k.id DESC`,
+      [workspaceId],
+    );
+    const now = Date.now();
+    return rows.map((row) => ({
+      id: row.id,
+      name: row.name,
+      displayPrefix: row.display_prefix,
+      createdAt: row.created_at,
+      createdBy: row.created_by,
+      createdByName: row.created_by_name,
+      createdByEmail: row.created_by_email,
+      expiresAt: row.expires_at,
+      lastUsedAt: row.last_used_at,
+      revokedAt: row.revoked_at,
+      status: row.revoked_at ? 'revoked' : row.expires_at && row.expires_at.getTime() <= now ? 'expired' : 'active',
+    }));
+  }
+
+  /**
+   * Revokes a key; revoking it again is not an error. With `workspaceId`, a key of another
+   * workspace is not found, exactly like an unknown id. Takes effect at once in this
+   * process, on other replicas within KEY_CACHE_TTL_MS.
+   */
+  async revoke(keyId: string, workspaceId?: string): Promise<{ id: string; revoked_at: string }> {
     assertUuid(keyId, 'key');
-    const key = await this.keys.findOneBy({ id: keyId });
+    if (workspaceId !== undefined) assertUuid(workspaceId, 'workspace');
+    const key = await this.keys.findOneBy(workspaceId === undefined ? { id: keyId } : { id: keyId, workspaceId });
     if (!key) throw ApiError.notFound(`No API key with id ${keyId}.`, 'api_key_not_found');
     const revokedAt = key.revokedAt ?? new Date();
     if (!key.revokedAt) await this.keys.update({ id: keyId }, { revokedAt });
+    this.cacheGeneration++;
     this.cache.delete(key.keyHash);
     this.lookups.delete(key.keyHash);
     return { id: keyId, revoked_at: revokedAt.toISOString() };
@@ -79,13 +209,12 @@ export class ApiKeysService {
     return KEY_FORMAT.test(apiKey) && Boolean(this.cache.get(hashKey(apiKey))?.principal);
   }
 
-  /** The caller a bearer key stands for, or null for a malformed, unknown or revoked key. */
+  /** The caller a bearer key stands for, or null for a malformed, unknown, revoked or expired key. */
   async authenticate(apiKey: string): Promise<Principal | null> {
     if (!KEY_FORMAT.test(apiKey)) return null;
     const hash = hashKey(apiKey);
-    const now = Date.now();
     const cached = this.cache.get(hash);
-    if (cached && cached.expiresAt > now) return cached.principal;
+    if (cached && cached.expiresAt > Date.now()) return cached.principal;
 
     let lookup = this.lookups.get(hash);
     if (!lookup) {
@@ -95,10 +224,66 @@ export class ApiKeysService {
     return lookup;
   }
 
+  /**
+   * Notes that a key was just used: memory only. The database learns it at the next flush
+   * (every LAST_USED_FLUSH_INTERVAL_MS, and at shutdown).
+   */
+  recordUse(apiKeyId: string): void {
+    if (this.pendingUses.size >= LAST_USED_MAX_PENDING && !this.pendingUses.has(apiKeyId)) {
+      if (!this.warnedFull) {
+        this.warnedFull = true;
+        this.logger.warn(`${LAST_USED_MAX_PENDING} keys' last use wait to be written; further keys' are dropped until a flush succeeds.`);
+      }
+      return;
+    }
+    this.pendingUses.set(apiKeyId, Date.now());
+  }
+
+  /**
+   * Writes every pending last use in one statement; resolves to the number of keys written.
+   * Never rejects: a failure is logged and the uses are kept for the next try. GREATEST
+   * makes it safe for replicas (and late flushes) to write in any order.
+   */
+  async flushLastUsed(): Promise<number> {
+    // One flush at a time; a call during a flush writes what arrived since it started.
+    while (this.flushing) await this.flushing;
+    if (this.pendingUses.size === 0) return 0;
+    this.flushing = this.writePendingUses().finally(() => (this.flushing = null));
+    return this.flushing;
+  }
+
+  private async writePendingUses(): Promise<number> {
+    const batch = [...this.pendingUses];
+    this.pendingUses.clear();
+    try {
+      await this.keys.query(
+        `UPDATE api_keys
+            SET last_used_at = GREATEST(COALESCE(last_used_at, '-infinity'), v.used_at)
+           FROM unnest($1::uuid[], $2::timestamptz[]) AS v(id, used_at)
+          WHERE api_keys.id = v.id`,
+        [batch.map(([id]) => id), batch.map(([, usedAt]) => new Date(usedAt).toISOString())],
+      );
+      this.warnedFull = false;
+      return batch.length;
+    } catch (error) {
+      this.logger.warn(`Could not write the last use of ${batch.length} API keys; will retry: ${String(error)}`);
+      for (const [id, usedAt] of batch) {
+        const newer = this.pendingUses.get(id);
+        if (newer !== undefined) continue; // used again meanwhile: that time is later
+        if (this.pendingUses.size >= LAST_USED_MAX_PENDING) break;
+        this.pendingUses.set(id, usedAt);
+      }
+      return 0;
+    }
+  }
+
   private async lookUp(hash: string): Promise<Principal | null> {
+    const generation = this.cacheGeneration;
     const key = await this.keys.findOne({ where: { keyHash: hash }, relations: { workspace: true } });
+    const now = Date.now();
+    const expiresAt = key?.expiresAt ? key.expiresAt.getTime() : Infinity;
     const principal: Principal | null =
-      key && !key.revokedAt && key.workspace
+      key && !key.revokedAt && expiresAt > now && key.workspace
         ? {
             workspaceId: key.workspaceId,
             apiKeyId: key.id,
@@ -106,17 +291,20 @@ export class ApiKeysService {
             rateLimitRpm: effectiveRateLimitRpm(key.workspace.tier, key.workspace.customRateLimitRpm),
           }
         : null;
-    this.remember(hash, principal, Date.now());
+    // A revocation while this query ran: what it read may be stale, so it is not cached.
+    if (generation === this.cacheGeneration) {
+      this.remember(hash, principal, Math.min(now + KEY_CACHE_TTL_MS, principal ? expiresAt : Infinity));
+    }
     return principal;
   }
 
-  private remember(hash: string, principal: Principal | null, now: number): void {
+  private remember(hash: string, principal: Principal | null, expiresAt: number): void {
     this.cache.delete(hash);
     if (this.cache.size >= KEY_CACHE_MAX_ENTRIES) {
       // Maps iterate in insertion order: the first entry is the oldest.
       this.cache.delete(this.cache.keys().next().value!);
     }
-    this.cache.set(hash, { principal, expiresAt: now + KEY_CACHE_TTL_MS });
+    this.cache.set(hash, { principal, expiresAt });
   }
 }
 

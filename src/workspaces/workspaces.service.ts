@@ -13,12 +13,24 @@ export interface CreateWorkspaceCommand {
   tier?: string;
   /** Opening credit in millicents, booked as a `topup`. */
   balanceMillicents?: number;
+  /**
+   * Default true: a first key named "default" (the CLI, first start). The dashboard's
+   * sign-up passes false: its people make their first key themselves.
+   */
+  withApiKey?: boolean;
 }
 
 export interface CreatedWorkspace {
   workspace: Workspace;
   apiKey: string;
   apiKeyId: string;
+}
+
+/** `create` with `withApiKey: false`. */
+export interface CreatedWorkspaceWithoutKey {
+  workspace: Workspace;
+  apiKey: null;
+  apiKeyId: null;
 }
 
 @Injectable()
@@ -32,8 +44,24 @@ export class WorkspacesService {
   /**
    * A workspace with its wallet, an opening credit if asked, and a first API key, committed
    * together (in the caller's transaction when given one), so a failure leaves nothing behind.
+   * With `withApiKey: false`, no key: `apiKey` and `apiKeyId` are null.
    */
-  async create(command: CreateWorkspaceCommand, outerTransaction?: EntityManager): Promise<CreatedWorkspace> {
+  create(
+    command: CreateWorkspaceCommand & { withApiKey?: true },
+    outerTransaction?: EntityManager,
+  ): Promise<CreatedWorkspace>;
+  create(
+    command: CreateWorkspaceCommand & { withApiKey: false },
+    outerTransaction?: EntityManager,
+  ): Promise<CreatedWorkspaceWithoutKey>;
+  create(
+    command: CreateWorkspaceCommand,
+    outerTransaction?: EntityManager,
+  ): Promise<CreatedWorkspace | CreatedWorkspaceWithoutKey>;
+  async create(
+    command: CreateWorkspaceCommand,
+    outerTransaction?: EntityManager,
+  ): Promise<CreatedWorkspace | CreatedWorkspaceWithoutKey> {
     const name = command.name?.trim();
     if (!name) throw ApiError.badRequest('A workspace needs a name.', 'name');
     const tier = parseTier(command.tier ?? 'free');
@@ -42,7 +70,7 @@ export class WorkspacesService {
       throw ApiError.badRequest('balance must be a whole, non-negative number of millicents.', 'balance');
     }
 
-    const create = async (manager: EntityManager): Promise<CreatedWorkspace> => {
+    const create = async (manager: EntityManager): Promise<CreatedWorkspace | CreatedWorkspaceWithoutKey> => {
       const workspace = await manager.save(manager.create(Workspace, { name, tier, customRateLimitRpm: null }));
       await this.wallet.open(manager, workspace.id);
       if (opening > 0) {
@@ -57,6 +85,7 @@ export class WorkspacesService {
           manager,
         );
       }
+      if (command.withApiKey === false) return { workspace, apiKey: null, apiKeyId: null };
       const key = await this.apiKeys.create(workspace.id, 'default', manager);
       return { workspace, apiKey: key.apiKey, apiKeyId: key.id };
     };
