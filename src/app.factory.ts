@@ -5,6 +5,7 @@ import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import type { NextFunction, Response } from 'express';
 import { AppModule } from './app.module';
 import { ApiExceptionFilter } from './common/errors/api-exception.filter';
+import { ERROR_PAGE_RENDERER, ErrorPageRenderer } from './common/errors/error-pages';
 import { API_RESPONSE_HEADERS } from './common/openapi/api-responses';
 import type { ApiRequest } from './common/http/request-context';
 import { jsonBodyOnlyMiddleware } from './common/http/json-body.middleware';
@@ -12,6 +13,7 @@ import { requestIdMiddleware } from './common/http/request-id.middleware';
 import { inputGuardMiddleware } from './common/validation/input-guard';
 import { createValidationPipe } from './common/validation/validation.pipe';
 import type { AppConfig } from './config/app-config';
+import { basePathMiddleware, useDashboard } from './dashboard/dashboard.setup';
 
 const LOG_LEVELS: LogLevel[] = ['fatal', 'error', 'warn', 'log', 'debug', 'verbose'];
 
@@ -39,14 +41,17 @@ export async function createApp(
   // Behind a load balancer the client address (per-address rate limits) is in X-Forwarded-For,
   // to be believed only from the proxies named in TRUST_PROXY.
   app.set('trust proxy', config.trustProxy);
+  app.use(basePathMiddleware(config.dashboard.basePath));
   app.use(requestIdMiddleware);
   app.use(jsonBodyOnlyMiddleware);
   app.useBodyParser('json', { limit: config.bodyLimit });
   // Before anything walks the body recursively (class-transformer) or stores it (PostgreSQL).
   app.use(inputGuardMiddleware);
+  const dashboard = useDashboard(app, config);
+  app.getHttpServer().once('close', () => dashboard.close());
   // Errors of the body parser (malformed JSON, body too large) and of the checks around it
   // happen before Nest's routing, so they are answered here, by the same filter as every other error.
-  const filter = new ApiExceptionFilter();
+  const filter = new ApiExceptionFilter(app.get<ErrorPageRenderer>(ERROR_PAGE_RENDERER));
   app.use((error: unknown, req: ApiRequest, res: Response, next: NextFunction) =>
     error ? filter.respond(error, req, res) : next(),
   );

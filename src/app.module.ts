@@ -5,6 +5,7 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { ChatModule } from './chat/chat.module';
 import { ApiExceptionFilter } from './common/errors/api-exception.filter';
 import { ConversationsModule } from './conversations/conversations.module';
+import { DashboardModule } from './dashboard/dashboard.module';
 import { UnknownRouteModule } from './common/http/unknown-route.module';
 import type { AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
@@ -43,6 +44,7 @@ export class AppModule {
         UsageModule,
         ConversationsModule,
         PaymentsModule,
+        DashboardModule,
         // Last, so that its catch-all route does not shadow the routes of the modules above.
         UnknownRouteModule,
       ],

@@ -1,4 +1,5 @@
 import * as path from 'node:path';
+import { TIER_NAMES, TierName } from '../workspaces/tiers';
 import { webSearchConfigProblems } from '../tools/web-search/web-search-config';
 
 export type SimulatorMode = 'auto' | 'on' | 'off';
@@ -42,7 +43,20 @@ export interface AppConfig {
   toolPrices: { web_search: number; file_search: number };
   stripe: { secretKey?: string; webhookSecret?: string; apiBase?: string };
   usageRetentionDays: number;
+  /** Signs dashboard session cookies; unset: generated once into DATA_DIR (see dashboard/session-secret.ts). */
   sessionSecret?: string;
+  dashboard: {
+    /** The address people reach (links in mail); unset: taken from each request. No trailing slash. */
+    publicUrl?: string;
+    /** A sub-path the service is hosted under (`/acs`), or '' for the root. */
+    basePath: string;
+    /** Who may create an account: anyone, people with an invitation, or nobody (the operator). */
+    signup: 'open' | 'invite' | 'closed';
+    /** Tier of the first workspace of a new account. */
+    signupDefaultTier: TierName;
+    smtpUrl?: string;
+    mailFrom: string;
+  };
   logLevel: 'error' | 'warn' | 'log' | 'debug' | 'verbose';
 }
 
@@ -104,6 +118,14 @@ export function loadConfig(env: Env = process.env): AppConfig {
     },
     usageRetentionDays: read.integer('USAGE_RETENTION_DAYS', 90, 1, 36_500),
     sessionSecret: read.string('SESSION_SECRET'),
+    dashboard: {
+      publicUrl: read.url('PUBLIC_URL', ['http:', 'https:'])?.replace(/\/+$/, ''),
+      basePath: read.pattern('BASE_PATH', /^(\/[A-Za-z0-9._~-]+)*\/?$/, '"/" or a path such as "/chat"', { lowercase: false })?.replace(/\/+$/, '') ?? '',
+      signup: read.oneOf('SIGNUP', ['open', 'invite', 'closed'] as const) ?? (nodeEnv === 'production' ? 'invite' : 'open'),
+      signupDefaultTier: read.oneOf('SIGNUP_DEFAULT_TIER', TIER_NAMES) ?? 'free',
+      smtpUrl: read.url('SMTP_URL', ['smtp:', 'smtps:']),
+      mailFrom: read.string('MAIL_FROM') ?? 'Assistant Chat Service <no-reply@localhost>',
+    },
     logLevel: read.oneOf('LOG_LEVEL', ['error', 'warn', 'log', 'debug', 'verbose'] as const) ?? 'log',
   };
 
@@ -171,13 +193,13 @@ class EnvReader {
     return undefined;
   }
 
-  pattern(name: string, pattern: RegExp, expected: string): string | undefined {
+  pattern(name: string, pattern: RegExp, expected: string, { lowercase = true } = {}): string | undefined {
     const raw = this.string(name);
     if (raw === undefined) return undefined;
     if (!pattern.test(raw)) {
       this.problems.push(`${name} must look like ${expected} (got "${raw}")`);
       return undefined;
     }
-    return raw.toLowerCase();
+    return lowercase ? raw.toLowerCase() : raw;
   }
 }

@@ -1,5 +1,9 @@
 import { DataSource, DataSourceOptions } from 'typeorm';
 import { MIGRATIONS } from '../../migrations';
+import { Invitation } from '../accounts/entities/invitation.entity';
+import { Membership } from '../accounts/entities/membership.entity';
+import { OneTimeToken } from '../accounts/entities/one-time-token.entity';
+import { User } from '../accounts/entities/user.entity';
 import { Assistant } from '../assistants/entities/assistant.entity';
 import { DocumentChunk } from '../assistants/documents/entities/document-chunk.entity';
 import { Document } from '../assistants/documents/entities/document.entity';
@@ -28,6 +32,10 @@ export const ENTITIES = [
   DocumentChunk,
   Conversation,
   ConversationMessage,
+  User,
+  Membership,
+  Invitation,
+  OneTimeToken,
 ];
 
 /** The one data source definition, shared by the app, the operator CLI, migrations and tests. */

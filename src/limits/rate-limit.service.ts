@@ -101,6 +101,21 @@ export class RateLimitService {
     };
   }
 
+  /**
+   * Counts an attempt of something other than an API request (a dashboard sign-in, a
+   * reset request) in a window of its own, shared by every replica like the API's counters.
+   * Returns the seconds to wait when over the limit, else 0. Fails open like `consume`.
+   */
+  async countAttempt(tracker: string, limit: number, windowMs: number): Promise<number> {
+    try {
+      const record = await this.storage.increment(`attempt:${tracker}`, windowMs, limit, 1, THROTTLER_NAME);
+      return record.totalHits > limit ? Math.max(1, record.timeToExpire) : 0;
+    } catch (error) {
+      this.warnStorageDown(error);
+      return 0;
+    }
+  }
+
   /** The open window of a tracker, without counting a hit; null when none is open (or the storage is down). */
   private async peek(tracker: string): Promise<WindowState | null> {
     try {
@@ -118,6 +133,6 @@ export class RateLimitService {
   }
 }
 
-function clientAddressTracker(req: ApiRequest): string {
+export function clientAddressTracker(req: ApiRequest): string {
   return `ip:${normalizeIp(req.ip ?? 'unknown')}`;
 }

@@ -1,18 +1,22 @@
-import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@nestjs/common';
+import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Inject, Logger, Optional } from '@nestjs/common';
 import type { Response } from 'express';
 import type { ApiRequest } from '../http/request-context';
 import { ApiError, ApiErrorType } from './api-error';
 import { databaseUnavailableError, isDatabaseUnavailable } from './database-unavailable';
+import { ERROR_PAGE_RENDERER, ErrorPageRenderer } from './error-pages';
 
 /**
  * The one place errors become responses: every error, whoever threw it, leaves as
  * `{"error": {type, message, code, param}}` with the status of its type. A database that
  * cannot be reached is a 503 the client may retry; anything else unexpected is logged with
- * the request id and answered as a bare 500.
+ * the request id and answered as a bare 500. Requests of the dashboard's pages get the same
+ * decision rendered as a page.
  */
 @Catch()
 export class ApiExceptionFilter implements ExceptionFilter {
   private readonly logger = new Logger('Errors');
+
+  constructor(@Optional() @Inject(ERROR_PAGE_RENDERER) private readonly pages?: ErrorPageRenderer) {}
 
   catch(exception: unknown, host: ArgumentsHost): void {
     const http = host.switchToHttp();
@@ -31,6 +35,13 @@ export class ApiExceptionFilter implements ExceptionFilter {
       return;
     }
     for (const [name, value] of Object.entries(error.headers)) res.setHeader(name, value);
+    if (this.pages?.handles(req)) {
+      this.pages.render(exception, error, req, res).catch((renderError: unknown) => {
+        this.logger.error(`Could not render the error page [request ${req.id}]: ${String(renderError)}`);
+        if (!res.headersSent) res.status(error.status).type('text').send(`Error ${error.status}`);
+      });
+      return;
+    }
     res.status(error.status).json(error.toBody());
   }
 

@@ -1,0 +1,17 @@
+import { Module } from '@nestjs/common';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { WorkspacesModule } from '../workspaces/workspaces.module';
+import { AccountsService } from './accounts.service';
+import { Invitation } from './entities/invitation.entity';
+import { Membership } from './entities/membership.entity';
+import { OneTimeToken } from './entities/one-time-token.entity';
+import { User } from './entities/user.entity';
+import { MembersService } from './members.service';
+
+/** People who use the dashboard, their credentials, and their memberships in workspaces. */
+@Module({
+  imports: [TypeOrmModule.forFeature([User, Membership, Invitation, OneTimeToken]), WorkspacesModule],
+  providers: [AccountsService, MembersService],
+  exports: [AccountsService, MembersService],
+})
+export class AccountsModule {}

@@ -1,0 +1,270 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { createHash, randomBytes } from 'node:crypto';
+import { DataSource, EntityManager } from 'typeorm';
+import { ApiError } from '../common/errors/api-error';
+import { WorkspacesService } from '../workspaces/workspaces.service';
+import { Membership, Role } from './entities/membership.entity';
+import { OneTimeToken, OneTimeTokenPurpose } from './entities/one-time-token.entity';
+import { User } from './entities/user.entity';
+import { hashPassword, passwordProblem, verifyPassword } from './passwords';
+
+/** How long each kind of single-use link lives. */
+export const TOKEN_LIFETIME_MS: Record<OneTimeTokenPurpose, number> = {
+  verify_email: 48 * 3_600_000,
+  reset_password: 3_600_000,
+  sign_in: 24 * 3_600_000,
+};
+
+const EMAIL_PATTERN = /^[^\s@]+@[^\s@]+$/;
+const MAX_EMAIL_LENGTH = 254;
+const MAX_NAME_LENGTH = 100;
+
+export interface SignUpCommand {
+  email: string;
+  name: string;
+  password: string;
+}
+
+/** A new account; `workspaceId` is its first workspace (none when it joins one by invitation). */
+export interface SignedUp {
+  user: User;
+  workspaceId: string | null;
+  /** The secret of the email verification link. */
+  verificationToken: string;
+}
+
+/**
+ * People and their credentials: sign-up, passwords, email verification and the single-use
+ * links (verification, reset, sign-in) of which only a SHA-256 is stored. Which workspaces
+ * a person reaches, and with what role, is MembersService's.
+ */
+@Injectable()
+export class AccountsService {
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly workspaces: WorkspacesService,
+  ) {}
+
+  /**
+   * Creates an account, and (unless it joins a workspace by invitation) its first workspace
+   * with the person as owner, in one transaction. A taken email is a `conflict`: the caller
+   * decides what the person is told.
+   */
+  async signUp(
+    command: SignUpCommand,
+    options: {
+      firstWorkspace: { tier: string } | null;
+      /** Runs in the same transaction once the account exists (joining a workspace by invitation). */
+      onCreated?: (user: User, manager: EntityManager) => Promise<void>;
+    },
+  ): Promise<SignedUp> {
+    const email = normalizeEmail(command.email);
+    const name = normalizeName(command.name);
+    const problem = passwordProblem(command.password, email);
+    if (problem) throw ApiError.badRequest(problem, 'password', 'weak_password');
+    const passwordHash = await hashPassword(command.password);
+
+    const work = async (manager: EntityManager): Promise<SignedUp> => {
+      const user = await this.insertUser(manager, { email, name, passwordHash, emailVerifiedAt: null });
+      let workspaceId: string | null = null;
+      if (options.firstWorkspace) {
+        const created = await this.workspaces.create(
+          { name: `${name}'s workspace`, tier: options.firstWorkspace.tier, withApiKey: false },
+          manager,
+        );
+        workspaceId = created.workspace.id;
+        await manager.insert(Membership, { workspaceId, userId: user.id, role: 'owner' as Role });
+      }
+      await options.onCreated?.(user, manager);
+      const verificationToken = await this.issueToken(user.id, 'verify_email', manager);
+      return { user, workspaceId, verificationToken };
+    };
+    return this.dataSource.transaction(work);
+  }
+
+  /**
+   * An account without a password, verified, owning `workspaceId`: the first-start owner,
+   * who signs in by a link and sets a password on the account page.
+   */
+  async createOwnerWithoutPassword(
+    manager: EntityManager,
+    workspaceId: string,
+    person: { email: string; name: string },
+  ): Promise<User> {
+    const user = await this.insertUser(manager, {
+      email: normalizeEmail(person.email),
+      name: normalizeName(person.name),
+      passwordHash: null,
+      emailVerifiedAt: new Date(),
+    });
+    await manager.insert(Membership, { workspaceId, userId: user.id, role: 'owner' as Role });
+    return user;
+  }
+
+  /** The account of these credentials, or null; as slow for an unknown email as for a wrong password. */
+  async authenticate(email: string, password: string): Promise<User | null> {
+    const row = await this.dataSource
+      .getRepository(User)
+      .createQueryBuilder('user')
+      .addSelect('user.passwordHash')
+      .where('user.email = :email', { email: safeEmail(email) })
+      .getOne();
+    const valid = await verifyPassword(row?.passwordHash ?? null, password);
+    if (!row || !valid) return null;
+    delete (row as Partial<User>).passwordHash;
+    return row;
+  }
+
+  async hasPassword(userId: string): Promise<boolean> {
+    const rows: unknown[] = await this.dataSource.query(`SELECT 1 FROM users WHERE id = $1 AND password_hash IS NOT NULL`, [userId]);
+    return rows.length > 0;
+  }
+
+  async findById(userId: string): Promise<User | null> {
+    return this.dataSource.getRepository(User).findOneBy({ id: userId });
+  }
+
+  async findByEmail(email: string): Promise<User | null> {
+    return this.dataSource.getRepository(User).findOneBy({ email: safeEmail(email) });
+  }
+
+  async updateName(userId: string, name: string): Promise<void> {
+    await this.dataSource.getRepository(User).update({ id: userId }, { name: normalizeName(name) });
+  }
+
+  async markEmailVerified(userId: string): Promise<void> {
+    await this.dataSource
+      .getRepository(User)
+      .createQueryBuilder()
+      .update()
+      .set({ emailVerifiedAt: () => 'COALESCE(email_verified_at, now())' })
+      .where('id = :userId', { userId })
+      .execute();
+  }
+
+  /**
+   * Sets a new password and ends every session started before now (the caller starts a
+   * fresh one for the person's own browser). `currentPassword` is checked when given; an
+   * account without a password (first start) sets its first one without it.
+   */
+  async changePassword(userId: string, newPassword: string, currentPassword?: string): Promise<Date> {
+    const row = await this.dataSource
+      .getRepository(User)
+      .createQueryBuilder('user')
+      .addSelect('user.passwordHash')
+      .where('user.id = :userId', { userId })
+      .getOne();
+    if (!row) throw ApiError.notFound('No such account.', 'user_not_found');
+    if (row.passwordHash !== null && !(await verifyPassword(row.passwordHash, currentPassword ?? ''))) {
+      throw ApiError.badRequest('Your current password is not right.', 'current_password', 'wrong_password');
+    }
+    return this.setPassword(userId, row.email, newPassword);
+  }
+
+  /** Resets a password through a reset link; the link is spent, every session ended. */
+  async resetPassword(token: string, newPassword: string): Promise<User> {
+    return this.dataSource.transaction(async (manager) => {
+      const userId = await this.consumeToken(token, 'reset_password', manager);
+      if (!userId) throw invalidLink();
+      const user = await manager.findOneByOrFail(User, { id: userId });
+      await this.setPassword(userId, user.email, newPassword, manager);
+      // Whoever holds the link has read the mailbox: the address is verified.
+      await manager.update(User, { id: userId }, { emailVerifiedAt: user.emailVerifiedAt ?? new Date() });
+      return user;
+    });
+  }
+
+  /** A new single-use link secret for the person; only its SHA-256 is kept. */
+  async issueToken(userId: string, purpose: OneTimeTokenPurpose, manager?: EntityManager): Promise<string> {
+    const token = randomBytes(32).toString('base64url');
+    await (manager ?? this.dataSource.manager).insert(OneTimeToken, {
+      userId,
+      purpose,
+      tokenHash: sha256(token),
+      expiresAt: new Date(Date.now() + TOKEN_LIFETIME_MS[purpose]),
+      usedAt: null,
+    });
+    return token;
+  }
+
+  /**
+   * Spends a link: the one statement that marks it used is what decides, so a link opened
+   * twice at once works once. Returns its account, or null for an unknown, used or expired link.
+   */
+  async consumeToken(token: string, purpose: OneTimeTokenPurpose, manager?: EntityManager): Promise<string | null> {
+    if (!/^[A-Za-z0-9_-]{43}$/.test(token)) return null;
+    const rows: { user_id: string }[] = await (manager ?? this.dataSource.manager).query(
+      `UPDATE one_time_tokens SET used_at = now()
+        WHERE token_hash = $1 AND purpose = $2 AND used_at IS NULL AND expires_at > now()
+        RETURNING user_id`,
+      [sha256(token), purpose],
+    );
+    return rows[0]?.user_id ?? null;
+  }
+
+  /** Whether a link can still be used, without spending it (to show its form). */
+  async tokenIsUsable(token: string, purpose: OneTimeTokenPurpose): Promise<boolean> {
+    if (!/^[A-Za-z0-9_-]{43}$/.test(token)) return false;
+    const rows: unknown[] = await this.dataSource.query(
+      `SELECT 1 FROM one_time_tokens WHERE token_hash = $1 AND purpose = $2 AND used_at IS NULL AND expires_at > now()`,
+      [sha256(token), purpose],
+    );
+    return rows.length > 0;
+  }
+
+  private async setPassword(userId: string, email: string, password: string, manager?: EntityManager): Promise<Date> {
+    const problem = passwordProblem(password, email);
+    if (problem) throw ApiError.badRequest(problem, 'password', 'weak_password');
+    const passwordHash = await hashPassword(password);
+    const [{ now }]: { now: Date }[] = await (manager ?? this.dataSource.manager).query(
+      `UPDATE users SET password_hash = $2, sessions_valid_from = now(), updated_at = now() WHERE id = $1 RETURNING now() AS now`,
+      [userId, passwordHash],
+    );
+    return now;
+  }
+
+  private async insertUser(
+    manager: EntityManager,
+    fields: { email: string; name: string; passwordHash: string | null; emailVerifiedAt: Date | null },
+  ): Promise<User> {
+    const rows: { id: string }[] = await manager.query(
+      `INSERT INTO users (email, name, password_hash, email_verified_at) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (email) DO NOTHING RETURNING id`,
+      [fields.email, fields.name, fields.passwordHash, fields.emailVerifiedAt],
+    );
+    if (rows.length === 0) throw ApiError.conflict('An account with this email exists.', 'email_taken');
+    return manager.findOneByOrFail(User, { id: rows[0].id });
+  }
+}
+
+export function sha256(value: string): string {
+  return createHash('sha256').update(value).digest('hex');
+}
+
+/** Trimmed and lower-cased; refused when it cannot be an address. */
+export function normalizeEmail(email: string): string {
+  const normalized = String(email ?? '').trim().toLowerCase();
+  if (normalized.length > MAX_EMAIL_LENGTH || !EMAIL_PATTERN.test(normalized)) {
+    throw ApiError.badRequest('Enter an email address such as name@example.com.', 'email', 'invalid_email');
+  }
+  return normalized;
+}
+
+/** For lookups: an impossible address matches nothing instead of failing. */
+function safeEmail(email: string): string {
+  return String(email ?? '').trim().toLowerCase().slice(0, MAX_EMAIL_LENGTH + 1);
+}
+
+function normalizeName(name: string): string {
+  const normalized = String(name ?? '').trim().replace(/\s+/g, ' ');
+  if (!normalized) throw ApiError.badRequest('Enter your name.', 'name', 'invalid_name');
+  if (normalized.length > MAX_NAME_LENGTH) {
+    throw ApiError.badRequest(`Use at most ${MAX_NAME_LENGTH} characters for your name.`, 'name', 'invalid_name');
+  }
+  return normalized;
+}
+
+function invalidLink(): ApiError {
+  return ApiError.badRequest('This link is invalid, used or expired. Ask for a new one.', 'token', 'invalid_link');
+}

@@ -1,0 +1,76 @@
+import { CanActivate, ExecutionContext, ForbiddenException, Injectable, NotFoundException, UnauthorizedException } from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
+import { AccountsService } from '../accounts/accounts.service';
+import { isRole, roleAtLeast } from '../accounts/entities/membership.entity';
+import { MembersService } from '../accounts/members.service';
+import { csrf } from './dashboard.setup';
+import { PAGE_ACCESS, PageAccess } from './dashboard.decorators';
+import type { PageRequest } from './page-request';
+
+/** Thrown when a page needs a signed-in person and the session has none (or has ended). */
+export class SignInRequired extends UnauthorizedException {
+  constructor() {
+    super('Sign in to continue.');
+  }
+}
+
+/** A state-changing request without the session's CSRF token. */
+export class CsrfTokenInvalid extends ForbiddenException {
+  constructor() {
+    super('This form has expired. Reload the page and try again.');
+  }
+}
+
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/**
+ * On every dashboard handler: checks the CSRF token of every state-changing request,
+ * recognises the signed-in person (a session older than their last password change is
+ * over), and enforces the handler's access: public, signed in, or a role in the route's
+ * workspace. Someone who is not a member gets a 404, exactly as for a workspace that
+ * does not exist; a member without the role gets a 403.
+ */
+@Injectable()
+export class DashboardGuard implements CanActivate {
+  constructor(
+    private readonly reflector: Reflector,
+    private readonly accounts: AccountsService,
+    private readonly members: MembersService,
+  ) {}
+
+  async canActivate(context: ExecutionContext): Promise<boolean> {
+    const req = context.switchToHttp().getRequest<PageRequest>();
+    const access = this.reflector.get<PageAccess | undefined>(PAGE_ACCESS, context.getHandler());
+    if (!access) throw new Error(`${context.getClass().name}.${context.getHandler().name} declares no page access`);
+
+    if (!SAFE_METHODS.has(req.method) && !csrf.isRequestValid(req)) throw new CsrfTokenInvalid();
+
+    req.user = (await this.signedInUser(req)) ?? undefined;
+    if (access === 'public') return true;
+    if (!req.user) throw new SignInRequired();
+    if (access === 'signed-in') return true;
+
+    const workspaceId = req.params.workspaceId;
+    if (typeof workspaceId !== 'string') throw new Error('A role is required on a route without :workspaceId');
+    const member = await this.members.membership(req.user.id, workspaceId);
+    if (!member) throw new NotFoundException();
+    req.member = member;
+    if (isRole(access) && !roleAtLeast(member.role, access)) {
+      throw new ForbiddenException(`This needs the ${access} role; yours is ${member.role}.`);
+    }
+    return true;
+  }
+
+  private async signedInUser(req: PageRequest) {
+    const session = req.session;
+    if (!session?.userId) return null;
+    const user = await this.accounts.findById(session.userId);
+    if (!user || (session.authenticatedAt ?? 0) < user.sessionsValidFrom.getTime()) {
+      // Deleted, or a password change since: this session is over.
+      delete session.userId;
+      delete session.authenticatedAt;
+      return null;
+    }
+    return user;
+  }
+}
