@@ -58,6 +58,42 @@ describe('loadConfig', () => {
     expect(loadConfig({ WEB_SEARCH_PROVIDER: 'searxng', WEB_SEARCH_BASE_URL: 'http://searx.local' }).webSearch.provider).toBe('searxng');
   });
 
+  it('reads the dashboard variables, with sign-up open outside production', () => {
+    expect(loadConfig({}).dashboard).toEqual({
+      publicUrl: undefined,
+      basePath: '',
+      signup: 'open',
+      signupDefaultTier: 'free',
+      smtpUrl: undefined,
+      mailFrom: expect.any(String),
+    });
+    const config = loadConfig({
+      PUBLIC_URL: 'https://chat.example.com/Acs/',
+      BASE_PATH: '/Acs/',
+      SIGNUP: 'closed',
+      SIGNUP_DEFAULT_TIER: 'hobby',
+      SMTP_URL: 'smtp://user:pass@mail.example.com:587',
+      MAIL_FROM: 'Chat <chat@example.com>',
+    });
+    // The path keeps its case (paths are case-sensitive) and loses its trailing slash.
+    expect(config.dashboard).toEqual({
+      publicUrl: 'https://chat.example.com/Acs',
+      basePath: '/Acs',
+      signup: 'closed',
+      signupDefaultTier: 'hobby',
+      smtpUrl: 'smtp://user:pass@mail.example.com:587',
+      mailFrom: 'Chat <chat@example.com>',
+    });
+    expect(loadConfig({ BASE_PATH: '/' }).dashboard.basePath).toBe('');
+  });
+
+  it('refuses a bad dashboard variable by name', () => {
+    expect(() => loadConfig({ BASE_PATH: 'acs' })).toThrow(/BASE_PATH/);
+    expect(() => loadConfig({ SIGNUP: 'everyone' })).toThrow(/SIGNUP must be one of open, invite, closed/);
+    expect(() => loadConfig({ SIGNUP_DEFAULT_TIER: 'gold' })).toThrow(/SIGNUP_DEFAULT_TIER/);
+    expect(() => loadConfig({ SMTP_URL: 'http://mail' })).toThrow(/SMTP_URL/);
+  });
+
   it('treats empty values as unset', () => {
     expect(loadConfig({ PORT: '', REDIS_URL: ' ' })).toMatchObject({ port: 3000, redisUrl: undefined });
   });
@@ -67,5 +103,17 @@ describe('loadConfig in production', () => {
   it('requires DATABASE_URL: the embedded database is for development', () => {
     expect(() => loadConfig({ NODE_ENV: 'production' })).toThrow(/DATABASE_URL is required/);
     expect(loadConfig({ NODE_ENV: 'production', DATABASE_URL: 'postgres://db/acs' }).production).toBe(true);
+  });
+
+  it('asks for an invitation to sign up, unless SIGNUP says otherwise', () => {
+    const production = { NODE_ENV: 'production', DATABASE_URL: 'postgres://db/acs' };
+    expect(loadConfig(production).dashboard.signup).toBe('invite');
+    expect(loadConfig({ ...production, SIGNUP: 'open' }).dashboard.signup).toBe('open');
+  });
+
+  it('requires PUBLIC_URL with SMTP_URL: mailed links must not come from the Host header', () => {
+    const production = { NODE_ENV: 'production', DATABASE_URL: 'postgres://db/acs', SMTP_URL: 'smtp://mail:25' };
+    expect(() => loadConfig(production)).toThrow(/PUBLIC_URL is required/);
+    expect(loadConfig({ ...production, PUBLIC_URL: 'https://chat.example.com' }).dashboard.publicUrl).toBe('https://chat.example.com');
   });
 });
