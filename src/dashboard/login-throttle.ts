@@ -19,7 +19,7 @@ const PER_ACCOUNT = 10;
 export class LoginThrottle {
   constructor(private readonly rateLimits: RateLimitService) {}
 
-  async check(req: ApiRequest, action: 'login' | 'reset', email: string): Promise<void> {
+  async check(req: ApiRequest, action: 'login' | 'reset' | 'signup', email: string): Promise<void> {
     const account = createHash('sha256').update(String(email).trim().toLowerCase()).digest('hex');
     const [byAddress, byAccount] = await Promise.all([
       this.rateLimits.countAttempt(`${action}:${clientAddressTracker(req)}`, PER_ADDRESS, WINDOW_MS),

@@ -101,6 +101,7 @@ export class AuthController {
     if (!invitation && this.config.dashboard.signup !== 'open') return this.signupClosed(req, res);
 
     const values = { name: form.name ?? '', email: form.email ?? '' };
+    await this.throttle.check(req, 'signup', values.email);
     let signedUp;
     try {
       signedUp = await this.accounts.signUp(
