@@ -26,8 +26,13 @@ const TITLES: Record<number, string> = {
 export class ErrorPagesRenderer implements ErrorPageRenderer {
   constructor(private readonly pages: PagesService) {}
 
+  /**
+   * Page paths asked for by a browser (or htmx). A program that calls a wrong path without
+   * `/v1` (`curl /chat/completions`) still gets the API's JSON error.
+   */
   handles(req: ApiRequest): boolean {
-    return isPagePath(req.path);
+    if (!isPagePath(req.path)) return false;
+    return req.headers['hx-request'] === 'true' || req.accepts(['json', 'html']) === 'html';
   }
 
   async render(exception: unknown, error: ApiError, apiRequest: ApiRequest, res: Response): Promise<void> {
