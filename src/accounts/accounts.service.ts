@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { createHash, randomBytes } from 'node:crypto';
 import { DataSource, EntityManager } from 'typeorm';
+import { queryRows } from '../common/database/query-rows';
 import { ApiError } from '../common/errors/api-error';
 import { WorkspacesService } from '../workspaces/workspaces.service';
 import { Membership, Role } from './entities/membership.entity';
@@ -194,7 +195,9 @@ export class AccountsService {
    */
   async consumeToken(token: string, purpose: OneTimeTokenPurpose, manager?: EntityManager): Promise<string | null> {
     if (!/^[A-Za-z0-9_-]{43}$/.test(token)) return null;
-    const rows: { user_id: string }[] = await (manager ?? this.dataSource.manager).query(
+    // queryRows: TypeORM answers an UPDATE with [rows, rowCount], not with the rows.
+    const rows = await queryRows<{ user_id: string }>(
+      manager ?? this.dataSource.manager,
       `UPDATE one_time_tokens SET used_at = now()
         WHERE token_hash = $1 AND purpose = $2 AND used_at IS NULL AND expires_at > now()
         RETURNING user_id`,
@@ -217,7 +220,8 @@ export class AccountsService {
     const problem = passwordProblem(password, email);
     if (problem) throw ApiError.badRequest(problem, 'password', 'weak_password');
     const passwordHash = await hashPassword(password);
-    const [{ now }]: { now: Date }[] = await (manager ?? this.dataSource.manager).query(
+    const [{ now }] = await queryRows<{ now: Date }>(
+      manager ?? this.dataSource.manager,
       `UPDATE users SET password_hash = $2, sessions_valid_from = now(), updated_at = now() WHERE id = $1 RETURNING now() AS now`,
       [userId, passwordHash],
     );
