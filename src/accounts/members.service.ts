@@ -3,8 +3,10 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { isUUID } from 'class-validator';
 import { randomBytes } from 'node:crypto';
 import { DataSource, EntityManager } from 'typeorm';
+import { queryRows } from '../common/database/query-rows';
 import { ApiError } from '../common/errors/api-error';
 import type { TierName } from '../workspaces/tiers';
+import { WorkspacesService } from '../workspaces/workspaces.service';
 import { normalizeEmail, sha256 } from './accounts.service';
 import { isRole, Role } from './entities/membership.entity';
 
@@ -30,10 +32,34 @@ export interface MemberWorkspace {
   role: Role;
 }
 
+/** A person in a workspace's member list. */
+export interface WorkspaceMember {
+  userId: string;
+  name: string;
+  email: string;
+  role: Role;
+  joinedAt: Date;
+}
+
+/** An invitation not yet accepted, revoked or expired. */
+export interface PendingInvitation {
+  id: string;
+  email: string;
+  role: Role;
+  invitedByName: string | null;
+  createdAt: Date;
+  expiresAt: Date;
+}
+
+const MAX_WORKSPACE_NAME_LENGTH = 100;
+
 /** Who belongs to which workspace, with which role. */
 @Injectable()
 export class MembersService {
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly workspaces: WorkspacesService,
+  ) {}
 
   /** The person's workspace with their role, or null when they are not a member (or the id is not a uuid). */
   async membership(userId: string, workspaceId: string): Promise<MemberWorkspace | null> {
@@ -99,7 +125,9 @@ export class MembersService {
    */
   async acceptInvitation(token: string, userId: string, manager?: EntityManager): Promise<{ workspaceId: string; role: Role }> {
     const work = async (db: EntityManager) => {
-      const rows: { workspace_id: string; role: Role }[] = await db.query(
+      // queryRows: TypeORM answers an UPDATE with [rows, rowCount], not with the rows.
+      const rows = await queryRows<{ workspace_id: string; role: Role }>(
+        db,
         `UPDATE invitations SET accepted_at = now(), accepted_by = $2
           WHERE token_hash = $1 AND accepted_at IS NULL AND revoked_at IS NULL AND expires_at > now()
           RETURNING workspace_id, role`,
@@ -120,4 +148,198 @@ export class MembersService {
     };
     return manager ? work(manager) : this.dataSource.transaction(work);
   }
+
+  /** The workspace's people, owners first, then by name. */
+  async members(workspaceId: string): Promise<WorkspaceMember[]> {
+    return this.dataSource.query(
+      `SELECT u.id AS "userId", u.name, u.email, m.role, m.created_at AS "joinedAt"
+         FROM memberships m JOIN users u ON u.id = m.user_id
+        WHERE m.workspace_id = $1
+        ORDER BY array_position(ARRAY['owner','admin','member'], m.role), lower(u.name), u.email`,
+      [workspaceId],
+    );
+  }
+
+  async ownerCount(workspaceId: string): Promise<number> {
+    const rows: { count: number }[] = await this.dataSource.query(
+      `SELECT count(*)::int AS count FROM memberships WHERE workspace_id = $1 AND role = 'owner'`,
+      [workspaceId],
+    );
+    return rows[0].count;
+  }
+
+  /** Invitations that can still be accepted, newest first. */
+  async pendingInvitations(workspaceId: string): Promise<PendingInvitation[]> {
+    return this.dataSource.query(
+      `SELECT i.id, i.email, i.role, u.name AS "invitedByName", i.created_at AS "createdAt", i.expires_at AS "expiresAt"
+         FROM invitations i LEFT JOIN users u ON u.id = i.invited_by
+        WHERE i.workspace_id = $1 AND i.accepted_at IS NULL AND i.revoked_at IS NULL AND i.expires_at > now()
+        ORDER BY i.created_at DESC`,
+      [workspaceId],
+    );
+  }
+
+  /**
+   * Invites someone who is not a member yet (a member is a `conflict` saying so). A pending
+   * invitation of the same address to the same workspace is revoked: only the newest link works.
+   */
+  async inviteNewMember(
+    workspaceId: string,
+    email: string,
+    role: string,
+    invitedBy: string,
+  ): Promise<{ id: string; token: string; email: string; replaced: boolean }> {
+    const address = normalizeEmail(email);
+    if (!isRole(role)) throw ApiError.badRequest('Choose a role: member, admin or owner.', 'role', 'invalid_role');
+    const existing: { role: Role }[] = await this.dataSource.query(
+      `SELECT m.role FROM memberships m JOIN users u ON u.id = m.user_id WHERE m.workspace_id = $1 AND u.email = $2`,
+      [workspaceId, address],
+    );
+    if (existing[0]) {
+      throw new ApiError('conflict', `${address} is already a member of this workspace (${existing[0].role}). Change their role in the table instead.`, {
+        code: 'already_member',
+        param: 'email',
+      });
+    }
+    const replaced = await queryRows(
+      this.dataSource.manager,
+      `UPDATE invitations SET revoked_at = now()
+        WHERE workspace_id = $1 AND email = $2 AND accepted_at IS NULL AND revoked_at IS NULL AND expires_at > now()
+        RETURNING id`,
+      [workspaceId, address],
+    );
+    const invitation = await this.invite(workspaceId, address, role, invitedBy);
+    return { ...invitation, replaced: replaced.length > 0 };
+  }
+
+  /** Revokes a pending invitation of this workspace; another workspace's (or no) invitation is a 404. */
+  async revokeInvitation(workspaceId: string, invitationId: string): Promise<{ email: string }> {
+    if (!isUUID(invitationId)) throw invitationNotFound();
+    const rows = await queryRows<{ email: string }>(
+      this.dataSource.manager,
+      `UPDATE invitations SET revoked_at = COALESCE(revoked_at, now())
+        WHERE id = $1 AND workspace_id = $2 AND accepted_at IS NULL
+        RETURNING email`,
+      [invitationId, workspaceId],
+    );
+    if (rows[0]) return { email: rows[0].email };
+    const accepted: unknown[] = await this.dataSource.query(`SELECT 1 FROM invitations WHERE id = $1 AND workspace_id = $2`, [
+      invitationId,
+      workspaceId,
+    ]);
+    if (accepted.length > 0) throw ApiError.badRequest('This invitation was already accepted.', 'invitation', 'invitation_accepted');
+    throw invitationNotFound();
+  }
+
+  /**
+   * Gives a member another role. `actorId` must (still) be an owner. The last owner cannot
+   * be demoted: the workspace's owner rows are locked first, so two owners demoting each
+   * other at once cannot leave it without one.
+   */
+  async changeRole(workspaceId: string, userId: string, role: string, actorId: string): Promise<{ name: string; role: Role }> {
+    if (!isRole(role)) throw ApiError.badRequest('Choose a role: member, admin or owner.', 'role', 'invalid_role');
+    return this.withOwnersLocked(workspaceId, userId, actorId, async (db, target, owners) => {
+      if (target.role === 'owner' && role !== 'owner' && owners.length === 1) {
+        throw lastOwner(target.userId === actorId ? 'You are the only owner: make someone else an owner before you change your own role.' : undefined);
+      }
+      await db.query(`UPDATE memberships SET role = $3 WHERE workspace_id = $1 AND user_id = $2`, [workspaceId, userId, role]);
+      return { name: target.name, role };
+    });
+  }
+
+  /** Removes a member (an owner's act); the last owner cannot be removed. */
+  async removeMember(workspaceId: string, userId: string, actorId: string): Promise<{ name: string }> {
+    return this.withOwnersLocked(workspaceId, userId, actorId, async (db, target, owners) => {
+      if (target.role === 'owner' && owners.length === 1) throw lastOwner();
+      await db.query(`DELETE FROM memberships WHERE workspace_id = $1 AND user_id = $2`, [workspaceId, userId]);
+      return { name: target.name };
+    });
+  }
+
+  /** The person leaves the workspace; its last owner cannot. */
+  async leave(workspaceId: string, userId: string): Promise<void> {
+    await this.withOwnersLocked(workspaceId, userId, null, async (db, target, owners) => {
+      if (target.role === 'owner' && owners.length === 1) {
+        throw lastOwner('You are the only owner: make someone else an owner first, then leave.');
+      }
+      await db.query(`DELETE FROM memberships WHERE workspace_id = $1 AND user_id = $2`, [workspaceId, userId]);
+    });
+  }
+
+  /** Renames a workspace (an owner's act). */
+  async renameWorkspace(workspaceId: string, name: string): Promise<string> {
+    const normalized = normalizeWorkspaceName(name);
+    const rows = await queryRows(this.dataSource.manager, `UPDATE workspaces SET name = $2, updated_at = now() WHERE id = $1 RETURNING id`, [
+      workspaceId,
+      normalized,
+    ]);
+    if (rows.length === 0) throw ApiError.notFound('No such workspace.', 'workspace_not_found');
+    return normalized;
+  }
+
+  /**
+   * A new workspace (no credit, no API key) with the person as its owner, in one transaction.
+   */
+  async createWorkspaceFor(userId: string, name: string, tier: TierName): Promise<{ id: string; name: string }> {
+    const normalized = normalizeWorkspaceName(name);
+    return this.dataSource.transaction(async (manager) => {
+      const { workspace } = await this.workspaces.create({ name: normalized, tier, withApiKey: false }, manager);
+      await manager.query(`INSERT INTO memberships (workspace_id, user_id, role) VALUES ($1, $2, 'owner')`, [workspace.id, userId]);
+      return { id: workspace.id, name: workspace.name };
+    });
+  }
+
+  /**
+   * Runs `work` in a transaction holding the row locks of the workspace's owners (taken in
+   * one order, so concurrent callers queue instead of deadlocking), with the target's
+   * membership as it is now. A target outside the workspace is a 404; an actor who is no
+   * longer an owner is refused.
+   */
+  private async withOwnersLocked<T>(
+    workspaceId: string,
+    userId: string,
+    actorId: string | null,
+    work: (db: EntityManager, target: { userId: string; name: string; role: Role }, owners: string[]) => Promise<T>,
+  ): Promise<T> {
+    if (!isUUID(userId)) throw memberNotFound();
+    return this.dataSource.transaction(async (db) => {
+      const ownerRows: { user_id: string }[] = await db.query(
+        `SELECT user_id FROM memberships WHERE workspace_id = $1 AND role = 'owner' ORDER BY user_id FOR UPDATE`,
+        [workspaceId],
+      );
+      const owners = ownerRows.map((row) => row.user_id);
+      if (actorId !== null && !owners.includes(actorId)) {
+        throw ApiError.permissionDenied('You are no longer an owner of this workspace.', 'not_owner');
+      }
+      const targets: { userId: string; name: string; role: Role }[] = await db.query(
+        `SELECT m.user_id AS "userId", u.name, m.role FROM memberships m JOIN users u ON u.id = m.user_id
+          WHERE m.workspace_id = $1 AND m.user_id = $2 FOR UPDATE OF m`,
+        [workspaceId, userId],
+      );
+      if (!targets[0]) throw memberNotFound();
+      return work(db, targets[0], owners);
+    });
+  }
+}
+
+/** Trimmed, spaces collapsed, 1 to 100 characters. */
+export function normalizeWorkspaceName(name: string): string {
+  const normalized = String(name ?? '').trim().replace(/\s+/g, ' ');
+  if (!normalized) throw ApiError.badRequest('Enter a name for the workspace.', 'name', 'invalid_name');
+  if (normalized.length > MAX_WORKSPACE_NAME_LENGTH) {
+    throw ApiError.badRequest(`Use at most ${MAX_WORKSPACE_NAME_LENGTH} characters for the name.`, 'name', 'invalid_name');
+  }
+  return normalized;
+}
+
+function lastOwner(message = 'A workspace needs an owner: make someone else an owner first.'): ApiError {
+  return ApiError.badRequest(message, undefined, 'last_owner');
+}
+
+function memberNotFound(): ApiError {
+  return ApiError.notFound('No such member in this workspace.', 'member_not_found');
+}
+
+function invitationNotFound(): ApiError {
+  return ApiError.notFound('No such invitation in this workspace.', 'invitation_not_found');
 }

@@ -11,8 +11,11 @@ import { DashboardGuard } from './dashboard.guard';
 import { ErrorPagesRenderer } from './error-pages.renderer';
 import { HomeController } from './home/home.controller';
 import { LoginThrottle } from './login-throttle';
+import { InvitationsController } from './members/invitations.controller';
+import { MembersController } from './members/members.controller';
 import { OverviewController } from './overview/overview.controller';
 import { PagesService } from './pages.service';
+import { WorkspacesController } from './workspaces/workspaces.controller';
 
 /**
  * The web dashboard: server-rendered pages under `/` (beside `/v1`), calling the same
@@ -21,7 +24,7 @@ import { PagesService } from './pages.service';
  */
 @Module({
   imports: [AccountsModule, WorkspacesModule, LimitsModule, MailModule],
-  controllers: [HomeController, AuthController, AccountController, OverviewController],
+  controllers: [HomeController, AuthController, AccountController, OverviewController, WorkspacesController, MembersController, InvitationsController],
   providers: [
     PagesService,
     DashboardGuard,
