@@ -1,8 +1,11 @@
 import { Module } from '@nestjs/common';
 import { AccountsModule } from '../accounts/accounts.module';
+import { AssistantsModule } from '../assistants/assistants.module';
 import { ERROR_PAGE_RENDERER } from '../common/errors/error-pages';
 import { LimitsModule } from '../limits/limits.module';
 import { MailModule } from '../mail/mail.module';
+import { UsageModule } from '../usage/usage.module';
+import { WalletModule } from '../wallet/wallet.module';
 import { WorkspacesModule } from '../workspaces/workspaces.module';
 import { AccountController } from './account/account.controller';
 import { AuthController } from './auth/auth.controller';
@@ -13,7 +16,9 @@ import { HomeController } from './home/home.controller';
 import { LoginThrottle } from './login-throttle';
 import { InvitationsController } from './members/invitations.controller';
 import { MembersController } from './members/members.controller';
+import { KeysController } from './keys/keys.controller';
 import { OverviewController } from './overview/overview.controller';
+import { OverviewService } from './overview/overview.service';
 import { PagesService } from './pages.service';
 import { WorkspacesController } from './workspaces/workspaces.controller';
 
@@ -23,10 +28,11 @@ import { WorkspacesController } from './workspaces/workspaces.controller';
  * up by useDashboard() in dashboard.setup.ts; its guard checks CSRF, session and role.
  */
 @Module({
-  imports: [AccountsModule, WorkspacesModule, LimitsModule, MailModule],
-  controllers: [HomeController, AuthController, AccountController, OverviewController, WorkspacesController, MembersController, InvitationsController],
+  imports: [AccountsModule, WorkspacesModule, LimitsModule, MailModule, WalletModule, UsageModule, AssistantsModule],
+  controllers: [HomeController, AuthController, AccountController, OverviewController, KeysController, WorkspacesController, MembersController, InvitationsController],
   providers: [
     PagesService,
+    OverviewService,
     DashboardGuard,
     LoginThrottle,
     VerificationMail,

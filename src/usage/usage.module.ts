@@ -7,6 +7,6 @@ import { UsageService } from './usage.service';
 @Module({
   controllers: [UsageController],
   providers: [UsageService, UsageStatsService, UsageRetention],
-  exports: [UsageService],
+  exports: [UsageService, UsageStatsService],
 })
 export class UsageModule {}

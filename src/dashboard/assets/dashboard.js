@@ -20,7 +20,11 @@
   document.addEventListener('submit', function (event) {
     var form = event.target;
     var question = form.getAttribute && form.getAttribute('data-confirm');
-    if (question && !window.confirm(question)) event.preventDefault();
+    if (question && !window.confirm(question)) {
+      event.preventDefault();
+      // htmx ignores defaultPrevented: a declined hx-post form must not see the event at all.
+      event.stopPropagation();
+    }
   }, true);
 
   // Dialogs: <button data-open-dialog="id"> and <button data-close-dialog>

@@ -1,18 +1,47 @@
 import { Get, Req, Res } from '@nestjs/common';
 import type { Response } from 'express';
+import { roleAtLeast } from '../../accounts/entities/membership.entity';
+import { UNLIMITED } from '../../workspaces/tiers';
 import { DashboardController, RequireRole } from '../dashboard.decorators';
+import { formatMillicents } from '../format';
 import type { PageRequest } from '../page-request';
 import { PagesService } from '../pages.service';
+import { OverviewService } from './overview.service';
 
-/** A workspace's front page. */
+/** A workspace's front page: money, this month's use, limits, and the first steps until they are done. */
 @DashboardController('w/:workspaceId')
 export class OverviewController {
-  constructor(private readonly pages: PagesService) {}
+  constructor(
+    private readonly pages: PagesService,
+    private readonly overviews: OverviewService,
+  ) {}
 
   @Get()
   @RequireRole('member')
   async overview(@Req() req: PageRequest, @Res() res: Response): Promise<void> {
-    req.session.lastWorkspaceId = req.member!.id;
-    await this.pages.render(req, res, 'overview', {});
+    const workspaceId = req.member!.id;
+    req.session.lastWorkspaceId = workspaceId;
+    const overview = await this.overviews.of(workspaceId);
+    const { steps } = overview;
+    await this.pages.render(req, res, 'overview', {
+      overview,
+      money: {
+        balance: formatMillicents(overview.wallet.balanceMillicents),
+        reserved: formatMillicents(overview.wallet.reservedMillicents),
+        available: formatMillicents(overview.wallet.availableMillicents),
+        monthSpend: formatMillicents(overview.month.costMillicents),
+        threshold: overview.lowBalance ? formatMillicents(overview.lowBalance.thresholdMillicents) : null,
+        autoTopupAmount: overview.autoTopup ? formatMillicents(overview.autoTopup.amountMillicents) : null,
+      },
+      rateLimit: overview.rateLimitRpm === UNLIMITED ? 'unlimited' : `${overview.rateLimitRpm.toLocaleString('en-US')} per minute`,
+      assistantsText:
+        overview.assistants.max === UNLIMITED
+          ? `${overview.assistants.count} (no limit)`
+          : `${overview.assistants.count} of ${overview.assistants.max}`,
+      monthName: new Date(`${overview.month.startDate}T00:00:00Z`).toLocaleString('en-US', { month: 'long', timeZone: 'UTC' }),
+      canManage: roleAtLeast(req.member!.role, 'admin'),
+      showFirstSteps: !(steps.key && steps.call && steps.assistant),
+      apiBase: this.pages.absoluteUrl(req, '/v1'),
+    });
   }
 }
