@@ -1,18 +1,32 @@
 import type { INestApplication } from '@nestjs/common';
 import { DataSource } from 'typeorm';
+import { AccountsService } from './accounts/accounts.service';
 import { AssistantsService } from './assistants/assistants.service';
+import type { AppConfig } from './config/app-config';
+import { APP_CONFIG } from './config/config.module';
 import { ModelsService } from './models/models.service';
 import { WorkspacesService } from './workspaces/workspaces.service';
 
 /** $10.00: enough to try every model a few times. */
 const DEMO_CREDIT_MILLICENTS = 1_000_000;
 const PREFERRED_DEMO_MODEL = 'gpt-4o-mini';
+/** The first-start owner of the demo workspace: no password, signs in by the printed link. */
+export const DEMO_OWNER = { email: 'owner@localhost', name: 'Demo owner' } as const;
+
+/**
+ * Where people open the dashboard: PUBLIC_URL when set (it includes any sub-path), else the
+ * address the server listens on with BASE_PATH.
+ */
+export function dashboardUrl(config: AppConfig, baseUrl: string): string {
+  return config.dashboard.publicUrl ?? `${baseUrl}${config.dashboard.basePath}`;
+}
 
 /**
  * On an empty embedded database, creates a demo workspace with credit, a key and a demo
- * assistant, and prints the key once: `npm install && npm start` is all it takes to make a
- * first call. All of it commits in one transaction: a start that fails halfway leaves the
- * database empty, so the next start tries again and prints a key.
+ * assistant, and its owner (owner@localhost, no password), and prints the key and a
+ * single-use sign-in link once: `npm install && npm start` is all it takes to make a first
+ * call, or to open the dashboard. All of it commits in one transaction: a start that fails
+ * halfway leaves the database empty, so the next start tries again and prints a key.
  */
 export async function createDemoWorkspaceOnFirstStart(app: INestApplication, baseUrl: string): Promise<void> {
   const workspaces = app.get(WorkspacesService);
@@ -24,7 +38,8 @@ export async function createDemoWorkspaceOnFirstStart(app: INestApplication, bas
     models.find((candidate) => candidate.id === PREFERRED_DEMO_MODEL) ??
     models.find((candidate) => candidate.functionCalling) ??
     models[0];
-  const { demo, assistant } = await app.get(DataSource).transaction(async (manager) => {
+  const accounts = app.get(AccountsService);
+  const { demo, assistant, signInToken } = await app.get(DataSource).transaction(async (manager) => {
     const demo = await workspaces.create({ name: 'Demo', tier: 'pro', balanceMillicents: DEMO_CREDIT_MILLICENTS }, manager);
     const assistant = await app.get(AssistantsService).create(
       demo.workspace.id,
@@ -42,8 +57,11 @@ export async function createDemoWorkspaceOnFirstStart(app: INestApplication, bas
       },
       manager,
     );
-    return { demo, assistant };
+    const owner = await accounts.createOwnerWithoutPassword(manager, demo.workspace.id, DEMO_OWNER);
+    const signInToken = await accounts.issueToken(owner.id, 'sign_in', manager);
+    return { demo, assistant, signInToken };
   });
+  const dashboard = dashboardUrl(app.get<AppConfig>(APP_CONFIG), baseUrl);
   const line = '='.repeat(78);
   process.stdout.write(
     [
@@ -59,6 +77,9 @@ export async function createDemoWorkspaceOnFirstStart(app: INestApplication, bas
       `   curl ${baseUrl}/v1/models -H "Authorization: Bearer ${demo.apiKey}"`,
       `   curl ${baseUrl}/v1/chat/completions -H "Authorization: Bearer ${demo.apiKey}" \\`,
       `     -H "Content-Type: application/json" -d '{"assistant_id": "demo", "messages": [{"role": "user", "content": "Hello!"}]}'`,
+      '',
+      ` Dashboard: ${dashboard}/  ->  sign in once with: ${dashboard}/sign-in/${signInToken}`,
+      `   (as ${DEMO_OWNER.email}, owner of "Demo"; the link works once, for 24 hours; then set a password on the account page)`,
       '',
       ` API docs: ${baseUrl}/docs     More keys: npm run cli -- key create --workspace ${demo.workspace.id}`,
       ` Documents for the assistant: npm run cli -- document add --assistant ${assistant.id} --file <path>`,

@@ -3,6 +3,7 @@ import { chmod, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promis
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { freePort } from '../src/database/embedded-postgres';
+import { DashboardClient, textOf } from './support/dashboard-client';
 import {
   describeResult,
   killQuietly,
@@ -103,6 +104,45 @@ describe('first start (dist/src/main.js on an empty DATA_DIR)', () => {
       expect(await readPostmasterPid(clusterDir)).toEqual({ pid: expect.any(Number), port: expect.any(Number) });
       expect(server.stderr).not.toMatch(/ERROR|could not start/);
     }, 70_000);
+
+    it('prints a single-use dashboard link that signs the demo owner in', async () => {
+      const printed = banner.match(/^ Dashboard: (\S+)\/ {2}-> {2}sign in once with: (\S+)$/m);
+      expect(printed).not.toBeNull();
+      expect(printed![1]).toBe(baseUrl);
+      const link = printed![2];
+      expect(link).toMatch(new RegExp(`^${baseUrl}/sign-in/[A-Za-z0-9_-]{43}$`));
+
+      // As a browser: the link shows a page with a button (a link previewer spends nothing)...
+      const browser = new DashboardClient(baseUrl);
+      const page = await browser.get(link);
+      expect(page.status).toBe(200);
+      expect(page.html).toContain(`action="${new URL(link).pathname}"`);
+      // ...whose form signs in and lands on the account page, with a session cookie.
+      const signedIn = await browser.post(new URL(link).pathname);
+      expect(signedIn.status).toBe(303);
+      expect(signedIn.location).toBe('/account');
+      expect(browser.sessionCookie).toBeDefined();
+      const account = await browser.follow(signedIn);
+      expect(account.status).toBe(200);
+      expect(account.html).toContain('value="owner@localhost"');
+      expect(textOf(account.html)).toContain('Set a password');
+
+      // The owner of the demo workspace (the workspace of the banner's CLI hint).
+      const home = await browser.get('/');
+      expect(home.location).toBe(`/w/${demoWorkspaceId}`);
+      const overview = await browser.get(home.location!);
+      expect(overview.status).toBe(200);
+      expect(overview.html).toContain('<h1>Demo</h1>');
+      expect(overview.html).toMatch(/Demo <small>\(owner\)<\/small>/);
+      const keys = await browser.get(`/w/${demoWorkspaceId}/settings/keys`);
+      expect(keys.html).toContain('id="create-key-form"');
+      expect(keys.html).not.toContain(demoKey);
+
+      // Once only: the link is spent.
+      const again = await new DashboardClient(baseUrl).get(link);
+      expect(again.status).not.toBe(200);
+      expect(again.html).not.toContain(`action="${new URL(link).pathname}"`);
+    });
 
     it('gives a key that lists the eight models through the official SDK', async () => {
       const models = await client(demoKey).models.list();
@@ -247,7 +287,7 @@ describe('first start with a one-model MODEL_CATALOG_FILE', () => {
     if (dataDir) await rm(dataDir, { recursive: true, force: true });
   });
 
-  it('prints a key that lists the one model and a demo assistant that answers with it', async () => {
+  it('prints a key that lists the one model and a demo assistant that answers with it (and, under BASE_PATH, a working sign-in link)', async () => {
     const catalog = path.join(dataDir, 'catalog.json');
     await writeFile(
       catalog,
@@ -261,9 +301,21 @@ describe('first start with a one-model MODEL_CATALOG_FILE', () => {
       HOST: '127.0.0.1',
       LOG_LEVEL: 'warn',
       MODEL_CATALOG_FILE: catalog,
+      BASE_PATH: '/acs',
     });
     const banner = (await server.waitForStdout(/ First start:[\s\S]*?\n={78}\n/, 60_000))[0];
     const key = banner.match(/^ {3}(sk-[A-Za-z0-9_-]+)$/m)![1];
+
+    // Under BASE_PATH the printed sign-in link carries it, and works as printed.
+    const link = banner.match(/^ Dashboard: (\S+)\/ {2}-> {2}sign in once with: (\S+)$/m)!;
+    expect(link[1]).toBe(`${baseUrl}/acs`);
+    expect(link[2]).toMatch(new RegExp(`^${baseUrl}/acs/sign-in/[A-Za-z0-9_-]{43}$`));
+    const browser = new DashboardClient(`${baseUrl}/acs`);
+    expect((await browser.get(link[2])).status).toBe(200);
+    const signedIn = await browser.post(new URL(link[2]).pathname);
+    expect({ status: signedIn.status, location: signedIn.location }).toEqual({ status: 303, location: '/acs/account' });
+    expect((await browser.follow(signedIn)).html).toContain('value="owner@localhost"');
+
     const demo = new OpenAI({ baseURL: `${baseUrl}/v1`, apiKey: key, maxRetries: 0, timeout: 10_000 });
 
     expect((await demo.models.list()).data.map((model) => model.id)).toEqual(['house-model']);
