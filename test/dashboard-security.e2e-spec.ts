@@ -457,6 +457,22 @@ describe('dashboard security', () => {
     });
   });
 
+  describe('security headers', () => {
+    it('sends a strict Content-Security-Policy (no inline script or style) and no framing on pages', async () => {
+      const res = await new PageClient(t.baseUrl).get('/login');
+      const csp = res.headers.get('content-security-policy') ?? '';
+      const directives = Object.fromEntries(csp.split(';').map((part) => part.trim().split(/\s+/)).map(([name, ...values]) => [name, values]));
+      expect(directives['script-src']).toEqual(["'self'"]);
+      expect(directives['style-src']).toEqual(["'self'"]);
+      expect(directives['frame-ancestors']).toEqual(["'none'"]);
+      expect(csp).not.toMatch(/unsafe-inline|unsafe-eval/);
+      expect(res.headers.get('x-content-type-options')).toBe('nosniff');
+      expect(res.headers.get('cache-control')).toBe('no-store');
+      // No inline script or style attribute in the page itself.
+      expect(res.body).not.toMatch(/<script(?![^>]*\ssrc=)[^>]*>|\sstyle="/);
+    });
+  });
+
   describe('sessions', () => {
     it('changes the session id at sign-in (fixation); the id from before is not signed in', async () => {
       const person = await signUp(t);
@@ -697,6 +713,8 @@ describe('dashboard security', () => {
         for (const page of pages) {
           const text = page.res.body + JSON.stringify([...page.res.headers]);
           if (text.includes('$argon2')) leaks.push(`${page.who} ${page.path}: an argon2 hash`);
+          // The CSP would block these in a browser: none may be written.
+          if (/<script(?![^>]*\ssrc=)[^>]*>|\sstyle="|\son[a-z]+="/i.test(page.res.body)) leaks.push(`${page.who} ${page.path}: inline script or style`);
           for (const secret of secrets) if (text.includes(secret)) leaks.push(`${page.who} ${page.path}: ${secret.slice(0, 12)}…`);
         }
         expect(leaks).toEqual([]);
