@@ -29,18 +29,8 @@ import { AutoTopupService } from '../wallet/auto-topup.service';
 import { Hold, WalletService } from '../wallet/wallet.service';
 import { ChatRequest, parseChatRequest } from './chat-request';
 import { checkedUsage, isTokenCount, Spend } from './spend';
-import { KeepAlive, StreamedIteration, StreamRelay } from './stream-relay';
-
-/** The extension object of every completion (spec: "x_service"). */
-export interface XService {
-  cost_millicents: number;
-  iterations: number;
-  tools_used: string[];
-  generated_files: string[] | null;
-}
-
-export type ChatCompletionResponse = ChatCompletion & { x_service: XService };
-export type ChatCompletionChunkResponse = ChatCompletionChunk & { x_service?: XService };
+import type { ChatCompletionChunkResponse, ChatCompletionResponse, KeepAlive, XService } from './completion-types';
+import { StreamedIteration, StreamRelay } from './stream-relay';
 
 export interface ChatCallContext {
   principal: Principal;

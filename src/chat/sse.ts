@@ -1,7 +1,7 @@
 import type { Response } from 'express';
 import type { Observable } from 'rxjs';
 import { ApiError } from '../common/errors/api-error';
-import { isKeepAlive } from './stream-relay';
+import { isKeepAlive } from './completion-types';
 
 /**
  * Writes an observable as Server-Sent Events in OpenAI's format: `data: <json>` frames,

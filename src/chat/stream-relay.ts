@@ -1,7 +1,7 @@
 import type { Subscriber } from 'rxjs';
 import type { ChatCompletionChunk, CompletionUsage } from '../providers/provider-adapter';
 import type { ServerToolCall } from '../tools/tools.service';
-import type { ChatCompletionChunkResponse, XService } from './chat.service';
+import { ChatCompletionChunkResponse, KEEP_ALIVE, KeepAlive, XService } from './completion-types';
 
 type Choice = ChatCompletionChunk['choices'][number];
 type FinishReason = Choice['finish_reason'];
@@ -125,14 +125,4 @@ export class StreamRelay {
     const { usage: _usage, ...rest } = chunk;
     return { ...rest, model: this.modelId, choices };
   }
-}
-
-/** Sent as an SSE comment while server tools run, so proxies do not close an idle stream. */
-export interface KeepAlive {
-  keepAlive: true;
-}
-export const KEEP_ALIVE: KeepAlive = { keepAlive: true };
-
-export function isKeepAlive(event: unknown): event is KeepAlive {
-  return (event as KeepAlive)?.keepAlive === true;
 }

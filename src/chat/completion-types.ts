@@ -1,0 +1,31 @@
+import type { ChatCompletion, ChatCompletionChunk } from '../providers/provider-adapter';
+
+/**
+ * What `POST /v1/chat/completions` answers: OpenAI's completion and chunk, plus our
+ * `x_service` extension. In a file of their own so that the service, the relay and the
+ * SSE writer share them without importing one another.
+ */
+
+/** The extension object of every completion (spec: "x_service"). */
+export interface XService {
+  cost_millicents: number;
+  iterations: number;
+  tools_used: string[];
+  generated_files: string[] | null;
+}
+
+export type ChatCompletionResponse = ChatCompletion & { x_service: XService };
+export type ChatCompletionChunkResponse = ChatCompletionChunk & { x_service?: XService };
+
+/** Sent as an SSE comment while server tools run, so proxies do not close an idle stream. */
+export interface KeepAlive {
+  keepAlive: true;
+}
+export const KEEP_ALIVE: KeepAlive = { keepAlive: true };
+
+export function isKeepAlive(event: unknown): event is KeepAlive {
+  return (event as KeepAlive)?.keepAlive === true;
+}
+
+/** What a streamed completion emits: chunks, and keep-alives while server tools run. */
+export type ChatStreamEvent = ChatCompletionChunkResponse | KeepAlive;
