@@ -3,7 +3,7 @@ import OpenAI from 'openai';
 import { zodResponseFormat } from 'openai/helpers/zod';
 import { z } from 'zod';
 import { DEFAULT_CATALOG } from '../src/models/model-catalog';
-import { AnthropicAdapter } from '../src/providers/anthropic.adapter';
+import { AnthropicAdapter } from '../src/providers/anthropic/anthropic.adapter';
 import type { ChatCompletionChunk, ProviderRequest } from '../src/providers/provider-adapter';
 import { isAbort, isRetryable, toUpstreamApiError } from '../src/providers/upstream-errors';
 import { type FakeAnthropic, httpError, rateLimited, startFakeAnthropic, textReply, toolUseReply } from './fakes/fake-anthropic';
@@ -554,7 +554,7 @@ describe('Claude through the service, with the OpenAI SDK', () => {
 
   beforeAll(async () => {
     app = await startFakeAnthropic({ apiKey: API_KEY });
-    t = await startTestApp({ config: { anthropic: { apiKey: API_KEY, baseUrl: app.url }, llmSimulator: 'off', upstreamMaxRetries: 0 } });
+    t = await startTestApp({ config: { providers: { anthropic: { apiKey: API_KEY, baseUrl: app.url } }, llmSimulator: 'off', upstreamMaxRetries: 0 } });
     workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
   });
   afterAll(async () => {

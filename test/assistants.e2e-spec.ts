@@ -29,7 +29,7 @@ describe('assistants and the server-side tool loop (through the OpenAI SDK)', ()
     search = await startFakeSearch({ apiKey: 'tvly-test' });
     t = await startTestApp({
       config: {
-        openai: { apiKey: 'sk-upstream', baseUrl: upstream.url },
+        providers: { openai: { apiKey: 'sk-upstream', baseUrl: upstream.url } },
         llmSimulator: 'off',
         upstreamMaxRetries: 0,
         webSearch: { provider: 'tavily', apiKey: 'tvly-test', baseUrl: search.url },

@@ -43,7 +43,7 @@ describe('chat completions with conversation_id', () => {
     upstream = await startFakeOpenAi();
     t = await startTestApp({
       config: {
-        openai: { apiKey: 'sk-upstream', baseUrl: upstream.url },
+        providers: { openai: { apiKey: 'sk-upstream', baseUrl: upstream.url } },
         llmSimulator: 'off',
         upstreamMaxRetries: 0,
         modelCatalogFile: catalogWithSmallModel(),

@@ -18,7 +18,7 @@ describe('chat completions in direct mode (OpenAI provider, through the OpenAI S
     upstream = await startFakeOpenAi();
     t = await startTestApp({
       config: {
-        openai: { apiKey: 'sk-upstream-secret', baseUrl: upstream.url },
+        providers: { openai: { apiKey: 'sk-upstream-secret', baseUrl: upstream.url } },
         llmSimulator: 'off',
         upstreamMaxRetries: 1,
         upstreamTimeoutMs: 1_500,

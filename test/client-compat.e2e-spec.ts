@@ -58,8 +58,10 @@ describe('OpenAI clients against the service', () => {
     proxied = await startTestApp({
       config: {
         llmSimulator: 'off',
-        openai: { apiKey: 'sk-upstream', baseUrl: openai.url },
-        anthropic: { apiKey: 'sk-ant-upstream', baseUrl: anthropic.url },
+        providers: {
+          openai: { apiKey: 'sk-upstream', baseUrl: openai.url },
+          anthropic: { apiKey: 'sk-ant-upstream', baseUrl: anthropic.url },
+        },
         upstreamMaxRetries: 0,
       },
     });

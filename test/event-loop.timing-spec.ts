@@ -90,7 +90,7 @@ describe('a request of megabytes keeps the server responsive', () => {
     beforeAll(async () => {
       gemini = await startFakeGemini({ apiKey: 'gemini-test-key' });
       t = await startTestApp({
-        config: { gemini: { apiKey: 'gemini-test-key', baseUrl: gemini.url }, llmSimulator: 'off', upstreamMaxRetries: 0 },
+        config: { providers: { google: { apiKey: 'gemini-test-key', baseUrl: gemini.url } }, llmSimulator: 'off', upstreamMaxRetries: 0 },
       });
       workspace = await t.createWorkspace({ balanceMillicents: 10_000_000 });
     });

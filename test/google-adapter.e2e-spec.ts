@@ -1,6 +1,6 @@
 import { ApiError } from '../src/common/errors/api-error';
 import { DEFAULT_CATALOG, type ModelDefinition } from '../src/models/model-catalog';
-import { GoogleAdapter } from '../src/providers/google.adapter';
+import { GoogleAdapter } from '../src/providers/google/google.adapter';
 import type { ChatCompletionChunk, ChatMessage, ProviderRequest } from '../src/providers/provider-adapter';
 import { isAbort, isRetryable, toUpstreamApiError } from '../src/providers/upstream-errors';
 import { startFakeGemini, type FakeGemini } from './fakes/fake-gemini';
@@ -686,7 +686,7 @@ describe('Gemini through the service, with the OpenAI SDK', () => {
   let workspace: TestWorkspace;
 
   beforeAll(async () => {
-    t = await startTestApp({ config: { gemini: { apiKey: API_KEY, baseUrl: fake.url }, llmSimulator: 'off', upstreamMaxRetries: 0 } });
+    t = await startTestApp({ config: { providers: { google: { apiKey: API_KEY, baseUrl: fake.url } }, llmSimulator: 'off', upstreamMaxRetries: 0 } });
     workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
   });
   afterAll(() => t.close());

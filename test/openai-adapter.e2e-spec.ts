@@ -19,7 +19,7 @@ describe('the OpenAI adapter forwards standard parameters only', () => {
 
   beforeAll(async () => {
     upstream = await startFakeOpenAi();
-    t = await startTestApp({ config: { openai: { apiKey: 'sk-upstream-secret', baseUrl: upstream.url }, upstreamMaxRetries: 0 } });
+    t = await startTestApp({ config: { providers: { openai: { apiKey: 'sk-upstream-secret', baseUrl: upstream.url } }, upstreamMaxRetries: 0 } });
     workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
     db = t.app.get(DataSource);
   });

@@ -23,7 +23,7 @@ describe('operations', () => {
     upstream = await startFakeOpenAi();
     t = await startTestApp({
       config: {
-        openai: { apiKey: 'sk-upstream', baseUrl: upstream.url },
+        providers: { openai: { apiKey: 'sk-upstream', baseUrl: upstream.url } },
         llmSimulator: 'off',
         upstreamMaxRetries: 0,
         anonymousRateLimitRpm: 3,

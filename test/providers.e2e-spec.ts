@@ -17,7 +17,7 @@ describe('chat completions through the Anthropic provider', () => {
   beforeAll(async () => {
     anthropic = await startFakeAnthropic({ apiKey: 'sk-ant-test' });
     t = await startTestApp({
-      config: { anthropic: { apiKey: 'sk-ant-test', baseUrl: anthropic.url }, llmSimulator: 'off', upstreamMaxRetries: 0 },
+      config: { providers: { anthropic: { apiKey: 'sk-ant-test', baseUrl: anthropic.url } }, llmSimulator: 'off', upstreamMaxRetries: 0 },
     });
     workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
   });
@@ -111,7 +111,7 @@ describe('chat completions through the Google provider', () => {
   beforeAll(async () => {
     gemini = await startFakeGemini({ apiKey: 'gemini-test-key' });
     t = await startTestApp({
-      config: { gemini: { apiKey: 'gemini-test-key', baseUrl: gemini.url }, llmSimulator: 'off', upstreamMaxRetries: 0 },
+      config: { providers: { google: { apiKey: 'gemini-test-key', baseUrl: gemini.url } }, llmSimulator: 'off', upstreamMaxRetries: 0 },
     });
     workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
   });

@@ -26,8 +26,10 @@ describe('client compatibility: requests', () => {
     search = await startFakeSearch({ apiKey: 'tvly-test' });
     t = await startTestApp({
       config: {
-        openai: { apiKey: 'sk-upstream', baseUrl: openai.url },
-        anthropic: { apiKey: 'sk-ant-upstream', baseUrl: anthropic.url },
+        providers: {
+          openai: { apiKey: 'sk-upstream', baseUrl: openai.url },
+          anthropic: { apiKey: 'sk-ant-upstream', baseUrl: anthropic.url },
+        },
         llmSimulator: 'auto',
         webSearch: { provider: 'tavily', apiKey: 'tvly-test', baseUrl: search.url },
         // Room for the file and audio size limits, which are above the default 10 MB body limit.
@@ -362,7 +364,7 @@ describe('client compatibility: usage details an upstream gets wrong', () => {
     });
     await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
     const { port } = upstream.address() as AddressInfo;
-    t = await startTestApp({ config: { openai: { apiKey: 'sk-upstream', baseUrl: `http://127.0.0.1:${port}/v1` }, llmSimulator: 'off' } });
+    t = await startTestApp({ config: { providers: { openai: { apiKey: 'sk-upstream', baseUrl: `http://127.0.0.1:${port}/v1` } }, llmSimulator: 'off' } });
   });
   afterAll(async () => {
     await t.close();

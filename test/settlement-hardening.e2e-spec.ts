@@ -21,7 +21,7 @@ describe('settlement under hostile providers, stalls and early disconnects', () 
     upstream = await startFakeOpenAi();
     t = await startTestApp({
       config: {
-        openai: { apiKey: 'sk-upstream-secret', baseUrl: upstream.url },
+        providers: { openai: { apiKey: 'sk-upstream-secret', baseUrl: upstream.url } },
         llmSimulator: 'off',
         upstreamMaxRetries: 0,
         upstreamTimeoutMs: 10_000,

@@ -47,6 +47,24 @@ describe('loadConfig', () => {
     expect((error as ConfigError).message).toMatch(/PORT[\s\S]*DATABASE_URL[\s\S]*LLM_SIMULATOR[\s\S]*USAGE_RETENTION_DAYS/);
   });
 
+  it('reads each upstream provider from <PREFIX>_API_KEY and <PREFIX>_BASE_URL', () => {
+    const config = loadConfig({
+      OPENAI_API_KEY: 'sk-1',
+      OPENAI_BASE_URL: 'http://vllm.local/v1',
+      ANTHROPIC_API_KEY: ' ',
+      GEMINI_API_KEY: 'g-1',
+      GEMINI_BASE_URL: 'https://proxy.example.com',
+    });
+    expect(config.providers).toEqual({
+      openai: { apiKey: 'sk-1', baseUrl: 'http://vllm.local/v1' },
+      anthropic: { apiKey: undefined, baseUrl: undefined },
+      google: { apiKey: 'g-1', baseUrl: 'https://proxy.example.com' },
+    });
+    expect(() => loadConfig({ OPENAI_BASE_URL: 'vllm.local', ANTHROPIC_BASE_URL: 'ftp://x' })).toThrow(
+      /OPENAI_BASE_URL must be a URL starting with http:\/\/ or https:\/\/[\s\S]*ANTHROPIC_BASE_URL/,
+    );
+  });
+
   it('does not echo a database URL (it may hold a password) when it is invalid', () => {
     expect(() => loadConfig({ DATABASE_URL: 'ftp://user:secret@host/db' })).toThrow(/DATABASE_URL/);
     expect(() => loadConfig({ DATABASE_URL: 'ftp://user:secret@host/db' })).not.toThrow(/secret/);

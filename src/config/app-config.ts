@@ -4,6 +4,25 @@ import { webSearchConfigProblems } from '../tools/web-search/web-search-config';
 
 export type SimulatorMode = 'auto' | 'on' | 'off';
 
+/**
+ * The upstream providers, each with the prefix of its variables: `<PREFIX>_API_KEY` and
+ * `<PREFIX>_BASE_URL` (a contract: ARCHITECTURE section 7). The names are the catalog's;
+ * each has an entry in `providers/provider-registry.ts`, which builds its adapter.
+ */
+export const UPSTREAM_PROVIDERS = [
+  ['openai', 'OPENAI'],
+  ['anthropic', 'ANTHROPIC'],
+  ['google', 'GEMINI'],
+] as const;
+
+export type UpstreamProviderName = (typeof UPSTREAM_PROVIDERS)[number][0];
+
+export interface UpstreamConfig {
+  apiKey?: string;
+  /** Another server speaking the provider's API (a proxy, an OpenAI-compatible server); the provider's own when unset. */
+  baseUrl?: string;
+}
+
 /** The service's configuration, read once from the environment and validated as a whole. */
 export interface AppConfig {
   nodeEnv: string;
@@ -23,9 +42,8 @@ export interface AppConfig {
   trustProxy: boolean | number | string;
   /** Requests per minute for callers without a valid key, counted per client address. */
   anonymousRateLimitRpm: number;
-  openai: { apiKey?: string; baseUrl?: string };
-  anthropic: { apiKey?: string; baseUrl?: string };
-  gemini: { apiKey?: string; baseUrl?: string };
+  /** Key and address of each upstream provider; one without an API key is not configured. */
+  providers: Record<UpstreamProviderName, UpstreamConfig>;
   modelCatalogFile?: string;
   llmSimulator: SimulatorMode;
   /** Pause between the simulator's streamed words, so streams look like streams. */
@@ -89,12 +107,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     bodyLimit: read.pattern('BODY_LIMIT', /^\d+(b|kb|mb)$/i, '"<n>kb" or "<n>mb"') ?? '10mb',
     trustProxy: parseTrustProxy(read.string('TRUST_PROXY') ?? 'loopback'),
     anonymousRateLimitRpm: read.integer('RATE_LIMIT_ANONYMOUS_RPM', 60, 1, 1_000_000),
-    openai: { apiKey: read.string('OPENAI_API_KEY'), baseUrl: read.url('OPENAI_BASE_URL', ['http:', 'https:']) },
-    anthropic: {
-      apiKey: read.string('ANTHROPIC_API_KEY'),
-      baseUrl: read.url('ANTHROPIC_BASE_URL', ['http:', 'https:']),
-    },
-    gemini: { apiKey: read.string('GEMINI_API_KEY'), baseUrl: read.url('GEMINI_BASE_URL', ['http:', 'https:']) },
+    providers: readProviders(read),
     modelCatalogFile: read.string('MODEL_CATALOG_FILE'),
     llmSimulator: read.oneOf('LLM_SIMULATOR', ['auto', 'on', 'off'] as const) ?? 'auto',
     simulatorWordDelayMs: read.integer('SIMULATOR_WORD_DELAY_MS', 15, 0, 10_000),
@@ -144,6 +157,14 @@ export function loadConfig(env: Env = process.env): AppConfig {
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return config;
+}
+
+function readProviders(read: EnvReader): Record<UpstreamProviderName, UpstreamConfig> {
+  const entries = UPSTREAM_PROVIDERS.map(([name, prefix]): [UpstreamProviderName, UpstreamConfig] => [
+    name,
+    { apiKey: read.string(`${prefix}_API_KEY`), baseUrl: read.url(`${prefix}_BASE_URL`, ['http:', 'https:']) },
+  ]);
+  return Object.fromEntries(entries) as Record<UpstreamProviderName, UpstreamConfig>;
 }
 
 function parseTrustProxy(value: string): boolean | number | string {

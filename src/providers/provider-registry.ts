@@ -1,29 +1,40 @@
-import type { AppConfig } from '../config/app-config';
+import type { AppConfig, UpstreamProviderName } from '../config/app-config';
 import type { ProviderName } from '../models/model-catalog';
-import { AnthropicAdapter } from './anthropic.adapter';
-import { GoogleAdapter } from './google.adapter';
-import { OpenAiAdapter } from './openai.adapter';
+import { AnthropicAdapter } from './anthropic/anthropic.adapter';
+import { GoogleAdapter } from './google/google.adapter';
+import { OpenAiAdapter } from './openai/openai.adapter';
 import type { ProviderAdapter } from './provider-adapter';
 
+/** What an upstream adapter is built from: its provider's configuration and the service's upstream timeout. */
+export interface UpstreamOptions {
+  apiKey: string;
+  baseUrl?: string;
+  timeoutMs: number;
+}
+
+/** One upstream provider: its name (in the catalog and in `AppConfig.providers`) and how to build its adapter. */
+export interface ProviderEntry {
+  name: UpstreamProviderName & ProviderName;
+  create(options: UpstreamOptions): ProviderAdapter;
+}
+
 /**
- * The upstream providers the service can talk to, each built from its configuration.
- * A provider without an API key is not configured (the simulator may stand in for it).
- * To add a provider: an adapter class, a name in the catalog's PROVIDER_NAMES, a line here.
+ * Every upstream provider the service can talk to. Adding one: an adapter (a folder beside
+ * these), its name in the catalog's PROVIDER_NAMES and in config's UPSTREAM_PROVIDERS (the
+ * prefix of its variables), and a line here.
  */
+export const PROVIDERS: readonly ProviderEntry[] = [
+  { name: 'openai', create: (options) => new OpenAiAdapter(options) },
+  { name: 'anthropic', create: (options) => new AnthropicAdapter(options) },
+  { name: 'google', create: (options) => new GoogleAdapter(options) },
+];
+
+/** The adapters of the providers that have an API key; the others are not configured (the simulator may stand in). */
 export function createConfiguredAdapters(config: AppConfig): Map<ProviderName, ProviderAdapter> {
   const adapters = new Map<ProviderName, ProviderAdapter>();
-  const timeoutMs = config.upstreamTimeoutMs;
-  if (config.openai.apiKey) {
-    adapters.set('openai', new OpenAiAdapter({ apiKey: config.openai.apiKey, baseUrl: config.openai.baseUrl, timeoutMs }));
-  }
-  if (config.anthropic.apiKey) {
-    adapters.set(
-      'anthropic',
-      new AnthropicAdapter({ apiKey: config.anthropic.apiKey, baseUrl: config.anthropic.baseUrl, timeoutMs }),
-    );
-  }
-  if (config.gemini.apiKey) {
-    adapters.set('google', new GoogleAdapter({ apiKey: config.gemini.apiKey, baseUrl: config.gemini.baseUrl, timeoutMs }));
+  for (const { name, create } of PROVIDERS) {
+    const { apiKey, baseUrl } = config.providers[name];
+    if (apiKey) adapters.set(name, create({ apiKey, baseUrl, timeoutMs: config.upstreamTimeoutMs }));
   }
   return adapters;
 }

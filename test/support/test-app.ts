@@ -24,9 +24,13 @@ export interface TestWorkspace {
   client: OpenAI;
 }
 
+/** What a test may set: any field, and only the upstream providers it talks to. */
+export type TestConfigOverrides = Partial<Omit<AppConfig, 'providers'>> & { providers?: Partial<AppConfig['providers']> };
+
 /** Defaults as on a developer's machine, minus anything read from the real environment. */
-export function testConfig(overrides: Partial<AppConfig> = {}): AppConfig {
-  return { ...loadConfig({ LOG_LEVEL: 'error' }), ...overrides };
+export function testConfig(overrides: TestConfigOverrides = {}): AppConfig {
+  const defaults = loadConfig({ LOG_LEVEL: 'error' });
+  return { ...defaults, ...overrides, providers: { ...defaults.providers, ...overrides.providers } };
 }
 
 /**
@@ -34,7 +38,7 @@ export function testConfig(overrides: Partial<AppConfig> = {}): AppConfig {
  * and a free loopback port.
  */
 export async function startTestApp(
-  options: { config?: Partial<AppConfig>; databaseUrl?: string } = {},
+  options: { config?: TestConfigOverrides; databaseUrl?: string } = {},
 ): Promise<TestApp> {
   const databaseUrl = options.databaseUrl ?? (await createTestDatabase());
   const config = testConfig(options.config);

@@ -1,103 +1,29 @@
-import Anthropic from '@anthropic-ai/sdk';
 import type {
   ContentBlockParam,
   ImageBlockParam,
-  Message,
   MessageCreateParamsNonStreaming,
   MessageParam,
-  RawMessageStreamEvent,
-  StopReason,
   TextBlockParam,
   Tool,
   ToolChoice,
   ToolResultBlockParam,
 } from '@anthropic-ai/sdk/resources/messages';
-import { Logger } from '@nestjs/common';
-import { ApiError } from '../common/errors/api-error';
-import type {
-  ChatCompletion,
-  ChatCompletionChunk,
-  ChatMessage,
-  CompletionUsage,
-  FunctionTool,
-  ProviderAdapter,
-  ProviderRequest,
-} from './provider-adapter';
+import { ApiError } from '../../common/errors/api-error';
+import type { ChatMessage, FunctionTool, ProviderRequest } from '../provider-adapter';
 
-export interface AnthropicAdapterOptions {
-  apiKey: string;
-  /** Anthropic's API when unset (or ANTHROPIC_BASE_URL, which the SDK reads itself). */
-  baseUrl?: string;
-  timeoutMs: number;
-}
-
-type FinishReason = NonNullable<ChatCompletion['choices'][number]['finish_reason']>;
-type ChunkDelta = ChatCompletionChunk['choices'][number]['delta'];
-type ToolCall = NonNullable<ChatCompletion['choices'][number]['message']['tool_calls']>[number];
+// OpenAI chat completion request -> Anthropic Messages request.
 
 /**
- * Anthropic's Messages API behind the OpenAI wire format: requests are translated to
- * Messages requests, answers and raw stream events back to chat completions and chunks.
+ * Refuses, before any money is held, what Claude cannot honour: the parameters (see
+ * `checkParameters`) and the content parts of the client's user messages.
  */
-export class AnthropicAdapter implements ProviderAdapter {
-  private readonly client: Anthropic;
-
-  constructor(options: AnthropicAdapterOptions) {
-    const logger = new Logger('Anthropic');
-    const log = (level: 'error' | 'warn' | 'log' | 'debug') => (message: string, ...rest: unknown[]) =>
-      logger[level]([message, ...rest.map((part) => (typeof part === 'string' ? part : JSON.stringify(part)))].join(' '));
-    this.client = new Anthropic({
-      apiKey: options.apiKey,
-      // Only the key configured for this service authenticates, never a stray ANTHROPIC_AUTH_TOKEN.
-      authToken: null,
-      baseURL: options.baseUrl,
-      // Retries are ours (before the first byte only), so the SDK makes one attempt.
-      maxRetries: 0,
-      timeout: options.timeoutMs,
-      logger: { error: log('error'), warn: log('warn'), info: log('log'), debug: log('debug') },
-    });
-  }
-
-  checkRequest(extra: Record<string, unknown>, messages: ChatMessage[] = []): void {
-    checkParameters(extra);
-    // Content parts are checked message by message: the same translation the call makes.
-    messages.forEach((message, index) => {
-      if (message.role === 'user') userBlocks(message.content, `messages.${index}.content`);
-    });
-  }
-
-  async complete(request: ProviderRequest): Promise<ChatCompletion> {
-    const { params, answer } = translateRequest(request);
-    try {
-      const message = await this.client.messages.create({ ...params, stream: false }, { signal: request.signal });
-      return toChatCompletion(message, request.model.id, answer);
-    } catch (error) {
-      throw normalizeError(error, request.signal);
-    }
-  }
-
-  async *stream(request: ProviderRequest): AsyncIterable<ChatCompletionChunk> {
-    const { params, answer } = translateRequest(request);
-    const translator = new StreamTranslator(request.model.id, answer);
-    try {
-      const events = await this.client.messages.create({ ...params, stream: true }, { signal: request.signal });
-      for await (const event of events) {
-        for (const chunk of translator.push(event)) yield chunk;
-      }
-    } catch (error) {
-      throw normalizeError(error, request.signal);
-    }
-    // The SDK ends a stream quietly when its signal aborts: an abort must still be an error.
-    if (request.signal.aborted) throw abortReason(request.signal);
-    if (!translator.finished) {
-      throw new Error('The Anthropic stream ended before message_stop: the upstream answer is incomplete.');
-    }
-  }
+export function checkAnthropicRequest(extra: Record<string, unknown>, messages: ChatMessage[] = []): void {
+  checkParameters(extra);
+  // Content parts are checked message by message: the same translation the call makes.
+  messages.forEach((message, index) => {
+    if (message.role === 'user') userBlocks(message.content, `messages.${index}.content`);
+  });
 }
-
-// ---------------------------------------------------------------------------------------
-// Request: OpenAI chat completion request -> Anthropic Messages request
-// ---------------------------------------------------------------------------------------
 
 /** The Messages request for a chat request (without `stream`, which the caller sets). */
 export function toAnthropicParams(request: ProviderRequest): MessageCreateParamsNonStreaming {
@@ -126,7 +52,7 @@ export function checkParameters(extra: Record<string, unknown>): void {
 }
 
 /** The Messages request, and the tool that carries a structured answer when response_format asks for one. */
-function translateRequest(request: ProviderRequest): { params: MessageCreateParamsNonStreaming; answer?: AnswerFormat } {
+export function translateRequest(request: ProviderRequest): { params: MessageCreateParamsNonStreaming; answer?: AnswerFormat } {
   const extra = request.extra ?? {};
   checkParameters(extra);
   const { system, messages } = toAnthropicMessages(request.messages);
@@ -439,243 +365,4 @@ function toStopSequences(stop: unknown): string[] {
 
 function firstString(...values: unknown[]): string | undefined {
   return values.find((v): v is string => typeof v === 'string' && v.length > 0);
-}
-
-// ---------------------------------------------------------------------------------------
-// Response: Anthropic Message -> OpenAI ChatCompletion
-// ---------------------------------------------------------------------------------------
-
-/** A completion in OpenAI's shape; the input of the answer tool (see `answerFormat`) becomes the content. */
-export function toChatCompletion(message: Message, modelId: string, answer?: AnswerFormat, created = nowSeconds()): ChatCompletion {
-  let text = message.content.map((block) => (block.type === 'text' ? block.text : '')).join('');
-  const answerBlock = answer && message.content.find((block) => block.type === 'tool_use' && block.name === answer.name);
-  if (answerBlock?.type === 'tool_use') text += answerText(answerBlock.input, answer!);
-  const toolCalls: ToolCall[] = message.content.flatMap((block) =>
-    block.type === 'tool_use' && block !== answerBlock
-      ? [{ id: block.id, type: 'function' as const, function: { name: block.name, arguments: JSON.stringify(block.input ?? {}) } }]
-      : [],
-  );
-  return {
-    id: message.id,
-    object: 'chat.completion',
-    created,
-    model: modelId,
-    choices: [
-      {
-        index: 0,
-        message: {
-          role: 'assistant',
-          content: text === '' && toolCalls.length > 0 ? null : text,
-          refusal: null,
-          ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
-        },
-        finish_reason: toFinishReason(message.stop_reason, toolCalls.length > 0),
-        logprobs: null,
-      },
-    ],
-    usage: toUsage(message.usage),
-  };
-}
-
-function answerText(input: unknown, answer: AnswerFormat): string {
-  const value = answer.wrapped ? (input as { value?: unknown } | null)?.value : input;
-  return JSON.stringify(value ?? {});
-}
-
-export function toFinishReason(stopReason: StopReason | null | undefined, hasToolCalls: boolean): FinishReason {
-  switch (stopReason) {
-    case 'max_tokens':
-    case 'model_context_window_exceeded':
-      return 'length';
-    case 'tool_use':
-      // Only tools Anthropic ran itself would leave no call for the client to make.
-      return hasToolCalls ? 'tool_calls' : 'stop';
-    case 'refusal':
-      return 'content_filter';
-    default:
-      return 'stop'; // end_turn, stop_sequence, pause_turn
-  }
-}
-
-interface AnthropicUsage {
-  input_tokens?: number | null;
-  output_tokens?: number | null;
-  cache_read_input_tokens?: number | null;
-  cache_creation_input_tokens?: number | null;
-}
-
-/** Anthropic counts cache reads and writes apart from input_tokens; OpenAI's prompt_tokens include them. */
-export function toUsage(usage: AnthropicUsage): CompletionUsage {
-  const cached = usage.cache_read_input_tokens ?? 0;
-  const prompt = (usage.input_tokens ?? 0) + cached + (usage.cache_creation_input_tokens ?? 0);
-  const completion = usage.output_tokens ?? 0;
-  return {
-    prompt_tokens: prompt,
-    completion_tokens: completion,
-    total_tokens: prompt + completion,
-    prompt_tokens_details: { cached_tokens: cached },
-  };
-}
-
-// ---------------------------------------------------------------------------------------
-// Stream: Anthropic raw events -> OpenAI chunks
-// ---------------------------------------------------------------------------------------
-
-/**
- * Turns raw Messages stream events into chat completion chunks: the role chunk at
- * message_start, content and tool call deltas, the finishing chunk, and at message_stop a
- * last chunk with no choices and the usage.
- */
-export class StreamTranslator {
-  /** True once message_stop arrived: the answer is complete. */
-  finished = false;
-  private id = '';
-  private readonly created = nowSeconds();
-  /** Content block index -> the tool call's ordinal among tool calls, and whether it got arguments. */
-  private readonly tools = new Map<number, { index: number; hasArguments: boolean }>();
-  private usage: AnthropicUsage = {};
-  private finishReason: FinishReason | undefined;
-  /** The answer tool's block (see `answerFormat`): its input streams as content, or is gathered when wrapped. */
-  private answerBlock?: { index: number; json: string };
-
-  constructor(
-    private readonly modelId: string,
-    private readonly answer?: AnswerFormat,
-  ) {}
-
-  push(event: RawMessageStreamEvent): ChatCompletionChunk[] {
-    switch (event.type) {
-      case 'message_start':
-        this.id = event.message.id;
-        this.usage = { ...event.message.usage };
-        return [this.chunk({ role: 'assistant', content: '' })];
-      case 'content_block_start': {
-        const block = event.content_block;
-        if (block.type === 'text') return block.text ? [this.chunk({ content: block.text })] : [];
-        if (block.type !== 'tool_use') return []; // thinking, and tools Anthropic runs itself
-        if (this.answer && block.name === this.answer.name && !this.answerBlock) {
-          this.answerBlock = { index: event.index, json: '' };
-          return [];
-        }
-        const tool = { index: this.tools.size, hasArguments: false };
-        this.tools.set(event.index, tool);
-        const input = block.input as Record<string, unknown> | undefined;
-        const initial = input && Object.keys(input).length > 0 ? JSON.stringify(input) : '';
-        tool.hasArguments = initial !== '';
-        return [
-          this.chunk({ tool_calls: [{ index: tool.index, id: block.id, type: 'function', function: { name: block.name, arguments: initial } }] }),
-        ];
-      }
-      case 'content_block_delta': {
-        const delta = event.delta;
-        if (delta.type === 'text_delta') return delta.text ? [this.chunk({ content: delta.text })] : [];
-        if (this.answerBlock?.index === event.index && delta.type === 'input_json_delta') {
-          this.answerBlock.json += delta.partial_json;
-          // An object answer streams as it comes; a wrapped one is unwrapped once whole.
-          return delta.partial_json && !this.answer!.wrapped ? [this.chunk({ content: delta.partial_json })] : [];
-        }
-        const tool = this.tools.get(event.index);
-        if (delta.type !== 'input_json_delta' || !tool || !delta.partial_json) return [];
-        tool.hasArguments = true;
-        return [this.chunk({ tool_calls: [{ index: tool.index, function: { arguments: delta.partial_json } }] })];
-      }
-      case 'content_block_stop': {
-        if (this.answerBlock?.index === event.index) return this.finishAnswer();
-        // A call without parameters streams no JSON at all; OpenAI clients expect "{}".
-        const tool = this.tools.get(event.index);
-        if (!tool || tool.hasArguments) return [];
-        tool.hasArguments = true;
-        return [this.chunk({ tool_calls: [{ index: tool.index, function: { arguments: '{}' } }] })];
-      }
-      case 'message_delta': {
-        // Counts in message_delta are cumulative; input counts come with message_start and, lately, here too.
-        const u = event.usage;
-        this.usage = {
-          input_tokens: u.input_tokens ?? this.usage.input_tokens,
-          output_tokens: u.output_tokens ?? this.usage.output_tokens,
-          cache_read_input_tokens: u.cache_read_input_tokens ?? this.usage.cache_read_input_tokens,
-          cache_creation_input_tokens: u.cache_creation_input_tokens ?? this.usage.cache_creation_input_tokens,
-        };
-        if (!event.delta.stop_reason || this.finishReason) return [];
-        this.finishReason = toFinishReason(event.delta.stop_reason, this.tools.size > 0);
-        return [this.chunk({}, this.finishReason)];
-      }
-      case 'message_stop': {
-        this.finished = true;
-        const chunks: ChatCompletionChunk[] = [];
-        if (!this.finishReason) {
-          this.finishReason = 'stop';
-          chunks.push(this.chunk({}, 'stop'));
-        }
-        chunks.push({ id: this.id, object: 'chat.completion.chunk', created: this.created, model: this.modelId, choices: [], usage: toUsage(this.usage) });
-        return chunks;
-      }
-      default:
-        return [];
-    }
-  }
-
-  private finishAnswer(): ChatCompletionChunk[] {
-    const { json } = this.answerBlock!;
-    if (!this.answer!.wrapped) return json ? [] : [this.chunk({ content: '{}' })];
-    let input: unknown;
-    try {
-      input = JSON.parse(json || '{}');
-    } catch {
-      return json ? [this.chunk({ content: json })] : []; // cut short (max_tokens): what came, as it came
-    }
-    return [this.chunk({ content: answerText(input, this.answer!) })];
-  }
-
-  private chunk(delta: ChunkDelta, finishReason: FinishReason | null = null): ChatCompletionChunk {
-    return {
-      id: this.id,
-      object: 'chat.completion.chunk',
-      created: this.created,
-      model: this.modelId,
-      choices: [{ index: 0, delta, finish_reason: finishReason, logprobs: null }],
-    };
-  }
-}
-
-// ---------------------------------------------------------------------------------------
-// Errors
-// ---------------------------------------------------------------------------------------
-
-/** HTTP statuses of Anthropic's error types, for errors that arrive as `event: error` in a stream. */
-const STATUS_OF_ERROR_TYPE: Record<string, number> = {
-  invalid_request_error: 400,
-  authentication_error: 401,
-  billing_error: 402,
-  permission_error: 403,
-  not_found_error: 404,
-  request_too_large: 413,
-  rate_limit_error: 429,
-  api_error: 500,
-  timeout_error: 504,
-  overloaded_error: 529,
-};
-
-/**
- * Aborts become the signal's reason (an AbortError, or the TimeoutError of a timeout
- * signal), which `upstream-errors.ts` recognizes by name; the SDK's own abort error has
- * no distinctive name. An `event: error` in a stream, which the SDK throws without a
- * status, gets the status its error type stands for, so it maps like the HTTP error would.
- */
-function normalizeError(error: unknown, signal: AbortSignal): unknown {
-  if (signal.aborted) return abortReason(signal);
-  if (error instanceof Anthropic.APIError && error.status === undefined && error.type && error.constructor === Anthropic.APIError) {
-    const status = STATUS_OF_ERROR_TYPE[error.type] ?? 500;
-    return Anthropic.APIError.generate(status, error.error as object, undefined, error.headers ?? new Headers());
-  }
-  return error;
-}
-
-function abortReason(signal: AbortSignal): Error {
-  const reason: unknown = signal.reason;
-  return reason instanceof Error ? reason : new DOMException('The upstream request was aborted.', 'AbortError');
-}
-
-function nowSeconds(): number {
-  return Math.floor(Date.now() / 1000);
 }

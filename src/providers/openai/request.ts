@@ -1,6 +1,6 @@
-import OpenAI from 'openai';
-import { ApiError } from '../common/errors/api-error';
-import type { ChatCompletion, ChatCompletionChunk, ProviderAdapter, ProviderRequest } from './provider-adapter';
+import type OpenAI from 'openai';
+import { ApiError } from '../../common/errors/api-error';
+import type { ProviderRequest } from '../provider-adapter';
 
 /**
  * The chat-completion parameters forwarded upstream, beside those the service sets itself
@@ -65,51 +65,21 @@ export function forwardedParameters(extra: Record<string, unknown>): Record<stri
   return Object.fromEntries(Object.entries(extra).filter(([name, value]) => FORWARDED_PARAMETERS.has(name) && value !== undefined && value !== null));
 }
 
-export interface OpenAiAdapterOptions {
-  apiKey: string;
-  /** Any OpenAI-compatible server (OpenRouter, Groq, vLLM, Ollama, ...); OpenAI's when unset. */
-  baseUrl?: string;
-  timeoutMs: number;
-}
-
-/** OpenAI and every OpenAI-compatible server: the request passes through in OpenAI's format, standard parameters only. */
-export class OpenAiAdapter implements ProviderAdapter {
-  private readonly client: OpenAI;
-
-  constructor(private readonly options: OpenAiAdapterOptions) {
-    // Retries are ours (before the first byte only), so the SDK makes one attempt.
-    this.client = new OpenAI({ apiKey: options.apiKey, baseURL: options.baseUrl, maxRetries: 0, timeout: options.timeoutMs });
-  }
-
-  checkRequest(extra: Record<string, unknown>): void {
-    checkOpenAiParameters(extra);
-  }
-
-  complete(request: ProviderRequest): Promise<ChatCompletion> {
-    return this.client.chat.completions.create({ ...this.params(request), stream: false }, { signal: request.signal });
-  }
-
-  async *stream(request: ProviderRequest): AsyncIterable<ChatCompletionChunk> {
-    const stream = await this.client.chat.completions.create(
-      // Usage is always asked for upstream: the cost of a stream is computed from it.
-      { ...this.params(request), stream: true, stream_options: { include_usage: true } },
-      { signal: request.signal },
-    );
-    yield* stream;
-  }
-
-  private params(request: ProviderRequest): OpenAI.Chat.ChatCompletionCreateParamsNonStreaming {
-    // The cap keeps the client's name for it. Without one: OpenAI itself wants
-    // max_completion_tokens, while many compatible servers only know max_tokens.
-    const capField = request.maxTokensField ?? (this.options.baseUrl ? 'max_tokens' : 'max_completion_tokens');
-    checkOpenAiParameters(request.extra);
-    return {
-      ...forwardedParameters(request.extra),
-      model: request.model.upstreamModel,
-      messages: request.messages,
-      ...(request.tools?.length ? { tools: request.tools } : {}),
-      ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
-      [capField]: request.maxTokens,
-    };
-  }
+/**
+ * The upstream request: the client's messages and tools as they came, the forwarded
+ * parameters, and the output cap. `compatibleServer` is true for a BASE_URL other than OpenAI's.
+ */
+export function toOpenAiParams(request: ProviderRequest, compatibleServer: boolean): OpenAI.Chat.ChatCompletionCreateParamsNonStreaming {
+  // The cap keeps the client's name for it. Without one: OpenAI itself wants
+  // max_completion_tokens, while many compatible servers only know max_tokens.
+  const capField = request.maxTokensField ?? (compatibleServer ? 'max_tokens' : 'max_completion_tokens');
+  checkOpenAiParameters(request.extra);
+  return {
+    ...forwardedParameters(request.extra),
+    model: request.model.upstreamModel,
+    messages: request.messages,
+    ...(request.tools?.length ? { tools: request.tools } : {}),
+    ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
+    [capField]: request.maxTokens,
+  };
 }

@@ -1,15 +1,6 @@
-import type { GenerateContentResponse } from '@google/genai';
-import { DEFAULT_CATALOG } from '../models/model-catalog';
-import {
-  GeminiStreamTranslator,
-  mimeTypeOf,
-  SKIP_THOUGHT_SIGNATURE,
-  toChatCompletion,
-  toFinishReason,
-  toGeminiRequest,
-  toUsage,
-} from './google.adapter';
-import type { ProviderRequest } from './provider-adapter';
+import { DEFAULT_CATALOG } from '../../models/model-catalog';
+import type { ProviderRequest } from '../provider-adapter';
+import { mimeTypeOf, SKIP_THOUGHT_SIGNATURE, toGeminiRequest } from './request';
 
 const flash = DEFAULT_CATALOG.find((m) => m.id === 'gemini-2.5-flash')!;
 
@@ -108,65 +99,12 @@ describe('toGeminiRequest', () => {
   });
 });
 
-describe('translation helpers', () => {
+describe('mimeTypeOf', () => {
   it('guesses image types from the URL path', () => {
     expect(mimeTypeOf('https://x.test/a/b.webp?v=1#top')).toBe('image/webp');
     expect(mimeTypeOf('https://x.test/a.JPG')).toBe('image/jpeg');
     expect(mimeTypeOf('https://x.test/doc.pdf')).toBe('application/pdf');
     expect(mimeTypeOf('https://x.test/image')).toBe('image/jpeg');
     expect(mimeTypeOf('gs://bucket/cat.gif')).toBe('image/gif');
-  });
-
-  it('maps finish reasons', () => {
-    expect(toFinishReason('STOP', false)).toBe('stop');
-    expect(toFinishReason(undefined, false)).toBe('stop');
-    expect(toFinishReason('MAX_TOKENS', false)).toBe('length');
-    expect(toFinishReason('STOP', true)).toBe('tool_calls');
-    expect(toFinishReason('MALFORMED_FUNCTION_CALL', false)).toBe('content_filter');
-    expect(toFinishReason('STOP', false, true)).toBe('content_filter');
-  });
-
-  it('bills thinking tokens as output and reports cached tokens', () => {
-    expect(toUsage({ promptTokenCount: 10, candidatesTokenCount: 5, thoughtsTokenCount: 7, cachedContentTokenCount: 4 })).toEqual({
-      prompt_tokens: 10,
-      completion_tokens: 12,
-      total_tokens: 22,
-      prompt_tokens_details: { cached_tokens: 4 },
-      completion_tokens_details: { reasoning_tokens: 7 },
-    });
-    expect(toUsage({})).toMatchObject({ prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 });
-  });
-
-  it('turns a response without candidates into one empty choice', () => {
-    const completion = toChatCompletion({} as GenerateContentResponse, request());
-    expect(completion.choices).toEqual([
-      { index: 0, message: { role: 'assistant', content: '', refusal: null }, finish_reason: 'stop', logprobs: null },
-    ]);
-    expect(completion.usage).toBeUndefined();
-    expect(completion.id).toMatch(/^chatcmpl-[A-Za-z0-9]{29}$/);
-  });
-});
-
-describe('GeminiStreamTranslator', () => {
-  const event = (body: object) => body as GenerateContentResponse;
-
-  it('skips thoughts and empty texts, and sends no usage chunk when Gemini sent none', () => {
-    const translator = new GeminiStreamTranslator(request());
-    const chunks = [
-      ...translator.push(event({ candidates: [{ content: { parts: [{ text: 'hmm', thought: true }] } }] })),
-      ...translator.push(event({ candidates: [{ content: { parts: [{ text: '' }] } }] })),
-      ...translator.push(event({ candidates: [{ content: { parts: [{ text: 'Yes.' }] }, finishReason: 'STOP' }] })),
-      ...translator.finish(),
-    ];
-    expect(chunks.map((c) => c.choices.map((choice) => [choice.delta, choice.finish_reason]))).toEqual([
-      [[{ role: 'assistant', content: '' }, null]],
-      [[{ content: 'Yes.' }, null]],
-      [[{}, 'stop']],
-    ]);
-  });
-
-  it('fails when the stream had no event at all', () => {
-    const translator = new GeminiStreamTranslator(request());
-    expect(() => [...translator.finish()]).toThrow(/without any event/);
   });
 });

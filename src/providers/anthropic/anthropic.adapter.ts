@@ -1,0 +1,72 @@
+import Anthropic from '@anthropic-ai/sdk';
+import { Logger } from '@nestjs/common';
+import type { ChatCompletion, ChatCompletionChunk, ChatMessage, ProviderAdapter, ProviderRequest } from '../provider-adapter';
+import { abortReason, normalizeError } from './errors';
+import { checkAnthropicRequest, translateRequest } from './request';
+import { toChatCompletion } from './response';
+import { StreamTranslator } from './stream';
+
+export interface AnthropicAdapterOptions {
+  apiKey: string;
+  /** Anthropic's API when unset (or ANTHROPIC_BASE_URL, which the SDK reads itself). */
+  baseUrl?: string;
+  timeoutMs: number;
+}
+
+/**
+ * Anthropic's Messages API behind the OpenAI wire format: requests are translated to
+ * Messages requests (`request.ts`), answers and raw stream events back to chat completions
+ * (`response.ts`) and chunks (`stream.ts`); `errors.ts` gives stream errors and aborts the
+ * shape `upstream-errors.ts` maps.
+ */
+export class AnthropicAdapter implements ProviderAdapter {
+  private readonly client: Anthropic;
+
+  constructor(options: AnthropicAdapterOptions) {
+    const logger = new Logger('Anthropic');
+    const log = (level: 'error' | 'warn' | 'log' | 'debug') => (message: string, ...rest: unknown[]) =>
+      logger[level]([message, ...rest.map((part) => (typeof part === 'string' ? part : JSON.stringify(part)))].join(' '));
+    this.client = new Anthropic({
+      apiKey: options.apiKey,
+      // Only the key configured for this service authenticates, never a stray ANTHROPIC_AUTH_TOKEN.
+      authToken: null,
+      baseURL: options.baseUrl,
+      // Retries are ours (before the first byte only), so the SDK makes one attempt.
+      maxRetries: 0,
+      timeout: options.timeoutMs,
+      logger: { error: log('error'), warn: log('warn'), info: log('log'), debug: log('debug') },
+    });
+  }
+
+  checkRequest(extra: Record<string, unknown>, messages: ChatMessage[] = []): void {
+    checkAnthropicRequest(extra, messages);
+  }
+
+  async complete(request: ProviderRequest): Promise<ChatCompletion> {
+    const { params, answer } = translateRequest(request);
+    try {
+      const message = await this.client.messages.create({ ...params, stream: false }, { signal: request.signal });
+      return toChatCompletion(message, request.model.id, answer);
+    } catch (error) {
+      throw normalizeError(error, request.signal);
+    }
+  }
+
+  async *stream(request: ProviderRequest): AsyncIterable<ChatCompletionChunk> {
+    const { params, answer } = translateRequest(request);
+    const translator = new StreamTranslator(request.model.id, answer);
+    try {
+      const events = await this.client.messages.create({ ...params, stream: true }, { signal: request.signal });
+      for await (const event of events) {
+        for (const chunk of translator.push(event)) yield chunk;
+      }
+    } catch (error) {
+      throw normalizeError(error, request.signal);
+    }
+    // The SDK ends a stream quietly when its signal aborts: an abort must still be an error.
+    if (request.signal.aborted) throw abortReason(request.signal);
+    if (!translator.finished) {
+      throw new Error('The Anthropic stream ended before message_stop: the upstream answer is incomplete.');
+    }
+  }
+}

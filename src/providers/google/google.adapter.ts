@@ -1,0 +1,97 @@
+import { GoogleGenAI, type GenerateContentParameters } from '@google/genai';
+import type { ChatCompletion, ChatCompletionChunk, ChatMessage, ProviderAdapter, ProviderRequest } from '../provider-adapter';
+import { CallGuard } from './errors';
+import { checkGeminiRequest, toGeminiRequest } from './request';
+import { toChatCompletion } from './response';
+import { GeminiStreamTranslator } from './stream';
+
+export interface GoogleAdapterOptions {
+  apiKey: string;
+  /** Another endpoint speaking the Gemini API (a proxy, a test server); Google's when unset. */
+  baseUrl?: string;
+  /** How long the upstream may stay silent: until the answer (or a stream's first event), and between stream events. */
+  timeoutMs: number;
+}
+
+/**
+ * Gemini models through the Gemini Developer API, with the official SDK: OpenAI requests are
+ * translated to `generateContent` (`request.ts`) and the answers back to OpenAI completions
+ * (`response.ts`) and chunks (`stream.ts`); `errors.ts` holds the call's timer and error shapes.
+ *
+ * The SDK makes exactly one HTTP request per call: no SDK retries (retries are ours, before
+ * the first chunk only), no automatic continuation and no automatic function calling. Its
+ * own `timeout` is not used, because it bounds a whole stream (a long answer would be cut)
+ * and surfaces as an `AbortError` that looks like the client going away; this adapter keeps
+ * its own inactivity timer instead and throws a `TimeoutError` when it fires.
+ */
+export class GoogleAdapter implements ProviderAdapter {
+  private readonly client: GoogleGenAI;
+
+  constructor(private readonly options: GoogleAdapterOptions) {
+    this.client = new GoogleGenAI({
+      apiKey: options.apiKey,
+      vertexai: false,
+      httpOptions: { ...(options.baseUrl ? { baseUrl: options.baseUrl } : {}), ...fetchOverride() },
+    });
+  }
+
+  checkRequest(extra: Record<string, unknown>, messages: ChatMessage[] = []): void {
+    checkGeminiRequest(extra, messages);
+  }
+
+  async complete(request: ProviderRequest): Promise<ChatCompletion> {
+    const params = toGeminiRequest(request);
+    const guard = new CallGuard(request.signal, this.options.timeoutMs);
+    try {
+      const response = await this.client.models.generateContent(withSignal(params, guard.signal));
+      return toChatCompletion(response, request);
+    } catch (error) {
+      throw guard.explain(error);
+    } finally {
+      guard.close();
+    }
+  }
+
+  async *stream(request: ProviderRequest): AsyncIterable<ChatCompletionChunk> {
+    const params = toGeminiRequest(request);
+    const translator = new GeminiStreamTranslator(request);
+    const guard = new CallGuard(request.signal, this.options.timeoutMs);
+    try {
+      const events = await this.client.models.generateContentStream(withSignal(params, guard.signal));
+      const iterator = events[Symbol.asyncIterator]();
+      for (;;) {
+        guard.arm();
+        const next = await iterator.next();
+        // The clock only runs while waiting for the upstream, not while the consumer is slow.
+        guard.disarm();
+        if (next.done) break;
+        yield* translator.push(next.value);
+      }
+      yield* translator.finish();
+    } catch (error) {
+      throw guard.explain(error);
+    } finally {
+      // Ends the HTTP response too when the consumer stopped early.
+      guard.close();
+    }
+  }
+}
+
+/**
+ * Under Node the SDK hands fetch a dispatcher that delegates to undici's global dispatcher,
+ * which it looks up on `globalThis`. Inside a vm context (Jest's test environment) that
+ * global belongs to the outer realm and every call would fail with "Undici globalDispatcher
+ * is not available"; there only, the SDK gets the context's own fetch instead (with Node's
+ * default header and body timeouts of 300 s). Plain Node keeps the SDK's own path.
+ */
+function fetchOverride(): { fetch?: typeof fetch } {
+  if (typeof Headers !== 'undefined') new Headers(); // Node initializes undici lazily
+  const dispatcher = (globalThis as Record<symbol, unknown>)[Symbol.for('undici.globalDispatcher.1')];
+  if (typeof (dispatcher as { dispatch?: unknown } | undefined)?.dispatch === 'function') return {};
+  return { fetch: (input, init) => fetch(input, init) };
+}
+
+/** The call's own signal (the caller's, our timer's) rides in the request's config. */
+function withSignal(params: GenerateContentParameters, signal: AbortSignal): GenerateContentParameters {
+  return { ...params, config: { ...params.config, abortSignal: signal } };
+}
