@@ -1,12 +1,7 @@
 import type { ModelDefinition } from '../models/model-catalog';
 import type { ChatMessage, CompletionUsage } from '../providers/provider-adapter';
-import { llmCost, MicroMillicents } from '../wallet/cost';
-
-export interface TokenCounts {
-  inputTokens: number;
-  outputTokens: number;
-  cachedTokens: number;
-}
+import { llmCost, MicroMillicents, TokenCounts, toMillicentsNumber } from '../wallet/cost';
+import type { XService } from './completion-types';
 
 /** What one request has used so far, over all its model calls (iterations) and tool calls. */
 export class Spend {
@@ -47,6 +42,16 @@ export class Spend {
 
   get totalMicros(): MicroMillicents {
     return this.llmMicros + this.toolMicros;
+  }
+
+  /** The answer's `x_service`: what the request cost and did. */
+  xService(): XService {
+    return {
+      cost_millicents: toMillicentsNumber(this.totalMicros),
+      iterations: this.iterations,
+      tools_used: [...this.toolsUsed],
+      generated_files: null,
+    };
   }
 
   /**

@@ -13,6 +13,7 @@ export interface TokenPrices {
   cachedInputPrice: number;
 }
 
+/** The tokens of one model call or of a whole request (the chat module sums them per request). */
 export interface TokenCounts {
   inputTokens: number;
   outputTokens: number;
