@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { DataSource, EntityManager } from 'typeorm';
 import { queryRows } from '../common/database/query-rows';
 import { ApiError } from '../common/errors/api-error';
-import type { TierName } from '../workspaces/tiers';
+import type { TierName } from '../common/tier-name';
 import { WorkspacesService } from '../workspaces/workspaces.service';
 import { normalizeEmail, sha256 } from './accounts.service';
 import { isRole, Role } from './entities/membership.entity';

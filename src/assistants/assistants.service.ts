@@ -6,7 +6,7 @@ import { ApiError } from '../common/errors/api-error';
 import { assertUuid } from '../common/validation/uuid';
 import { ModelsService } from '../models/models.service';
 import { Workspace } from '../workspaces/entities/workspace.entity';
-import { TIERS, UNLIMITED } from '../workspaces/tiers';
+import { TIERS, UNLIMITED } from '../limits/tier-policy';
 import { Assistant, AssistantTool, SERVER_TOOL_TYPES, ServerToolType } from './entities/assistant.entity';
 
 export interface AssistantFields {

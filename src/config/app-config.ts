@@ -1,5 +1,5 @@
 import * as path from 'node:path';
-import { TIER_NAMES, TierName } from '../workspaces/tiers';
+import { TIER_NAMES, TierName } from '../common/tier-name';
 import { webSearchConfigProblems } from '../tools/web-search/web-search-config';
 
 export type SimulatorMode = 'auto' | 'on' | 'off';

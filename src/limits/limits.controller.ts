@@ -3,8 +3,9 @@ import { ApiExtraModels, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { CurrentPrincipal } from '../common/auth/auth.decorators';
 import type { Principal } from '../common/http/request-context';
 import { ApiStandardResponses } from '../common/openapi/api-responses';
-import { TIERS } from '../workspaces/tiers';
+import { TIER_NAMES } from '../common/tier-name';
 import { TierDefinitionDto, TierTableResponseDto, WorkspaceLimitsResponseDto } from './dto/limits.dto';
+import { TIERS } from './tier-policy';
 
 @ApiTags('Limits')
 @ApiExtraModels(TierDefinitionDto)
@@ -19,7 +20,7 @@ export class LimitsController {
       data: {
         tier: principal.tier,
         rateLimitRpm: principal.rateLimitRpm,
-        nerfingRules: [],
+        nerfingRules: [...tier.nerfingRules],
         maxAssistants: tier.maxAssistants,
         removeBranding: tier.removeBranding,
       },
@@ -30,6 +31,7 @@ export class LimitsController {
   @ApiOperation({ summary: 'The table of tiers' })
   @ApiStandardResponses({ ok: TierTableResponseDto })
   tiers(): TierTableResponseDto {
-    return { data: { tiers: TIERS } };
+    const tiers = Object.fromEntries(TIER_NAMES.map((name) => [name, TierDefinitionDto.of(TIERS[name])]));
+    return { data: { tiers: tiers as TierTableResponseDto['data']['tiers'] } };
   }
 }

@@ -5,8 +5,8 @@ import { InjectConfig } from '../config/config.module';
 import type { AppConfig } from '../config/app-config';
 import { ApiError } from '../common/errors/api-error';
 import type { ApiRequest, Principal } from '../common/http/request-context';
-import { UNLIMITED } from '../workspaces/tiers';
 import type { PeekableStorage, WindowState } from './fixed-window.storage';
+import { UNLIMITED } from './tier-policy';
 
 /** The rate window of every tier (the spec's unit is requests per minute). */
 export const RATE_WINDOW_MS = 60_000;

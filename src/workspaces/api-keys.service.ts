@@ -7,7 +7,7 @@ import { assertUuid } from '../common/validation/uuid';
 import type { Principal } from '../common/http/request-context';
 import { ApiKey } from './entities/api-key.entity';
 import { Workspace } from './entities/workspace.entity';
-import { effectiveRateLimitRpm } from './tiers';
+import { effectiveRateLimitRpm } from '../limits/tier-policy';
 
 /** `sk-` and 43 characters of base64url: 256 bits from the CSPRNG. */
 const KEY_FORMAT = /^sk-[A-Za-z0-9_-]{32,200}$/;

@@ -1,12 +1,13 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource, EntityManager } from 'typeorm';
+import { InjectRepository } from '@nestjs/typeorm';
+import { EntityManager, Repository } from 'typeorm';
 import { ApiError } from '../common/errors/api-error';
+import { isTierName, TIER_NAMES, TierName } from '../common/tier-name';
 import { assertUuid } from '../common/validation/uuid';
+import { TIERS } from '../limits/tier-policy';
 import { WalletService } from '../wallet/wallet.service';
 import { ApiKeysService } from './api-keys.service';
 import { Workspace } from './entities/workspace.entity';
-import { isTierName, TIER_NAMES, TierName } from './tiers';
 
 export interface CreateWorkspaceCommand {
   name: string;
@@ -36,7 +37,7 @@ export interface CreatedWorkspaceWithoutKey {
 @Injectable()
 export class WorkspacesService {
   constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
+    @InjectRepository(Workspace) private readonly workspaces: Repository<Workspace>,
     private readonly apiKeys: ApiKeysService,
     private readonly wallet: WalletService,
   ) {}
@@ -89,18 +90,21 @@ export class WorkspacesService {
       const key = await this.apiKeys.create(workspace.id, 'default', manager);
       return { workspace, apiKey: key.apiKey, apiKeyId: key.id };
     };
-    return outerTransaction ? create(outerTransaction) : this.dataSource.transaction(create);
+    return outerTransaction ? create(outerTransaction) : this.workspaces.manager.transaction(create);
   }
 
   /**
-   * Moves a workspace to a tier. A custom rate is for enterprise only, and leaving
-   * enterprise drops it. Takes effect on running servers within the key cache's lifetime.
+   * Moves a workspace to a tier. A custom rate is for the tiers whose policy allows one
+   * (enterprise), and moving to another tier drops it. Takes effect on running servers
+   * within the key cache's lifetime.
    */
   async setTier(workspaceId: string, tierName: string, customRateLimitRpm?: number): Promise<Workspace> {
     const tier = parseTier(tierName);
+    const { customRateAllowed } = TIERS[tier];
     if (customRateLimitRpm !== undefined) {
-      if (tier !== 'enterprise') {
-        throw ApiError.badRequest('A custom rate limit is available on the enterprise tier only.', 'rpm');
+      if (!customRateAllowed) {
+        const allowed = TIER_NAMES.filter((name) => TIERS[name].customRateAllowed);
+        throw ApiError.badRequest(`A custom rate limit is available on the ${allowed.join(' and ')} tier only.`, 'rpm');
       }
       if (!Number.isSafeInteger(customRateLimitRpm) || (customRateLimitRpm < 1 && customRateLimitRpm !== -1)) {
         throw ApiError.badRequest('rpm must be a positive whole number, or -1 for no limit.', 'rpm');
@@ -108,19 +112,19 @@ export class WorkspacesService {
     }
     const workspace = await this.get(workspaceId);
     workspace.tier = tier;
-    workspace.customRateLimitRpm = tier === 'enterprise' ? (customRateLimitRpm ?? null) : null;
-    return this.dataSource.getRepository(Workspace).save(workspace);
+    workspace.customRateLimitRpm = customRateAllowed ? (customRateLimitRpm ?? null) : null;
+    return this.workspaces.save(workspace);
   }
 
   async get(workspaceId: string): Promise<Workspace> {
     assertUuid(workspaceId, 'workspace');
-    const workspace = await this.dataSource.getRepository(Workspace).findOneBy({ id: workspaceId });
+    const workspace = await this.workspaces.findOneBy({ id: workspaceId });
     if (!workspace) throw ApiError.notFound(`No workspace with id ${workspaceId}.`, 'workspace_not_found');
     return workspace;
   }
 
   async count(): Promise<number> {
-    return this.dataSource.getRepository(Workspace).count();
+    return this.workspaces.count();
   }
 }
 

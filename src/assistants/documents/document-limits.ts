@@ -1,23 +1,15 @@
-import { TierName, UNLIMITED } from '../../workspaces/tiers';
+import { TIER_NAMES, TierName } from '../../common/tier-name';
+import { DocumentLimits, TIERS } from '../../limits/tier-policy';
 
-/** What a workspace may store for `file_search`, per tier. -1 means no limit. */
-export interface DocumentLimits {
-  /** Documents in the workspace, over all its assistants. */
-  maxDocuments: number;
-  /** Sum of the uploaded files' sizes in the workspace, in bytes. */
-  maxTotalBytes: number;
-}
+export type { DocumentLimits };
 
 const MB = 1024 * 1024;
 const GB = 1024 * MB;
 
-export const DOCUMENT_LIMITS: Readonly<Record<TierName, Readonly<DocumentLimits>>> = {
-  free: { maxDocuments: 5, maxTotalBytes: 5 * MB },
-  hobby: { maxDocuments: 20, maxTotalBytes: 25 * MB },
-  pro: { maxDocuments: 200, maxTotalBytes: 250 * MB },
-  team: { maxDocuments: 1000, maxTotalBytes: 2 * GB },
-  enterprise: { maxDocuments: UNLIMITED, maxTotalBytes: UNLIMITED },
-};
+/** What each tier may store: read from the tier policy (`limits/tier-policy.ts`), where the numbers live. */
+export const DOCUMENT_LIMITS: Readonly<Record<TierName, Readonly<DocumentLimits>>> = Object.fromEntries(
+  TIER_NAMES.map((tier) => [tier, TIERS[tier].documents]),
+) as Record<TierName, DocumentLimits>;
 
 /** The largest single file accepted, on every tier (413 above). */
 export const MAX_FILE_BYTES = 20 * MB;

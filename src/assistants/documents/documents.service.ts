@@ -5,7 +5,7 @@ import { DataSource, EntityManager } from 'typeorm';
 import { ApiError } from '../../common/errors/api-error';
 import { assertUuid } from '../../common/validation/uuid';
 import { Workspace } from '../../workspaces/entities/workspace.entity';
-import { UNLIMITED } from '../../workspaces/tiers';
+import { UNLIMITED } from '../../limits/tier-policy';
 import { Assistant } from '../entities/assistant.entity';
 import { chunkText, DEFAULT_CHUNKING, normalizeText, TextChunk } from './chunking';
 import { DOCUMENT_LIMITS, formatBytes, MAX_FILE_BYTES } from './document-limits';

@@ -1,5 +1,5 @@
 import type { Request } from 'express';
-import type { TierName } from '../../workspaces/tiers';
+import type { TierName } from '../tier-name';
 
 /** Who is calling: resolved from the API key by the ApiKeyGuard. */
 export interface Principal {

@@ -1,7 +1,7 @@
 import { Get, Req, Res } from '@nestjs/common';
 import type { Response } from 'express';
 import { roleAtLeast } from '../../accounts/entities/membership.entity';
-import { UNLIMITED } from '../../workspaces/tiers';
+import { UNLIMITED } from '../../limits/tier-policy';
 import { DashboardController, RequireRole } from '../dashboard.decorators';
 import { formatMillicents } from '../format';
 import type { PageRequest } from '../page-request';

@@ -4,7 +4,8 @@ import { UsageStatsService } from '../../usage/usage-stats.service';
 import { AutoTopupService, AutoTopupSummary } from '../../wallet/auto-topup.service';
 import { WalletBalance, WalletService } from '../../wallet/wallet.service';
 import { ApiKeysService } from '../../workspaces/api-keys.service';
-import { effectiveRateLimitRpm, TIERS, TierName } from '../../workspaces/tiers';
+import type { TierName } from '../../common/tier-name';
+import { effectiveRateLimitRpm, TIERS } from '../../limits/tier-policy';
 import { WorkspacesService } from '../../workspaces/workspaces.service';
 
 /** Below this much available money ($1.00) the overview warns, unless auto top-up watches the balance. */

@@ -1,6 +1,6 @@
 import { DOCUMENT_LIMITS, formatBytes, MAX_FILE_BYTES } from '../../assistants/documents/document-limits';
 import type { Workspace } from '../../workspaces/entities/workspace.entity';
-import { effectiveRateLimitRpm, TIERS, UNLIMITED } from '../../workspaces/tiers';
+import { effectiveRateLimitRpm, TIERS, UNLIMITED } from '../../limits/tier-policy';
 
 /** One line of the read-only "Tier and limits" list. */
 export interface LimitLine {
@@ -13,7 +13,7 @@ export function tierLimits(workspace: Pick<Workspace, 'tier' | 'customRateLimitR
   const tier = TIERS[workspace.tier];
   const documents = DOCUMENT_LIMITS[workspace.tier];
   const rpm = effectiveRateLimitRpm(workspace.tier, workspace.customRateLimitRpm);
-  const custom = workspace.tier === 'enterprise' && workspace.customRateLimitRpm !== null;
+  const custom = tier.customRateAllowed && workspace.customRateLimitRpm !== null;
   const count = (n: number) => (n === UNLIMITED ? 'No limit' : n.toLocaleString('en-US'));
   return [
     { label: 'Requests per minute', value: `${count(rpm)}${custom ? ' (a rate of its own)' : ''}` },

@@ -1,5 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
-import { TIER_NAMES, TierName } from '../../workspaces/tiers';
+import { TIER_NAMES, TierName } from '../../common/tier-name';
+import type { TierPolicy } from '../tier-policy';
 
 export class WorkspaceLimitsDto {
   @ApiProperty({ enum: TIER_NAMES, example: 'pro' })
@@ -28,6 +29,7 @@ export class WorkspaceLimitsResponseDto {
   data: WorkspaceLimitsDto;
 }
 
+/** The spec's columns of the tier table; the policy's other rules are not part of this answer. */
 export class TierDefinitionDto {
   @ApiProperty({ description: '-1 means unlimited', example: 60 })
   rateLimitRpm: number;
@@ -37,6 +39,10 @@ export class TierDefinitionDto {
 
   @ApiProperty({ example: true })
   removeBranding: boolean;
+
+  static of(policy: TierPolicy): TierDefinitionDto {
+    return { rateLimitRpm: policy.rateLimitRpm, maxAssistants: policy.maxAssistants, removeBranding: policy.removeBranding };
+  }
 }
 
 export class TierTableDto {

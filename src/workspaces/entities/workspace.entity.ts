@@ -1,5 +1,5 @@
 import { Column, CreateDateColumn, Entity, PrimaryGeneratedColumn, UpdateDateColumn } from 'typeorm';
-import { TierName } from '../tiers';
+import { TierName } from '../../common/tier-name';
 
 @Entity({ name: 'workspaces' })
 export class Workspace {
