@@ -1,0 +1,446 @@
+import { Logger } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
+import { ApiError } from '../../common/errors/api-error';
+import type { AppConfig } from '../../config/app-config';
+import type { AppendTurnParams } from '../../conversations/conversations.service';
+import type { ModelDefinition } from '../../models/model-catalog';
+import type { ChatMessage } from '../../providers/provider-adapter';
+import { countPromptTokensAsync } from '../../providers/tokens';
+import type { NewUsageRecord } from '../../usage/usage.service';
+import type { Charge, Hold, Settlement } from '../../wallet/wallet.service';
+import { Billing } from './billing';
+import { BillingIncidents, BillingPorts, BillingSession, Estimate } from './billing-session';
+
+/** gpt-4o's prices, millicents per million tokens. */
+const MODEL: ModelDefinition = {
+  id: 'gpt-4o',
+  provider: 'openai',
+  upstreamModel: 'gpt-4o',
+  ownedBy: 'openai',
+  created: 0,
+  contextLength: 128_000,
+  maxOutputTokens: 16_384,
+  vision: true,
+  functionCalling: true,
+  inputPrice: 250_000,
+  outputPrice: 1_000_000,
+  cachedInputPrice: 125_000,
+};
+const TTL_MS = 60_000;
+const PROMPT: ChatMessage[] = [{ role: 'user', content: 'What is the weather in Paris today?' }];
+const REPLY: ChatMessage = { role: 'assistant', content: 'Sunny.' };
+
+/** A transaction's manager, as far as savepoints go: it notes the statements. */
+class FakeManager {
+  readonly statements: string[] = [];
+  async query(sql: string): Promise<unknown[]> {
+    this.statements.push(sql);
+    return [];
+  }
+}
+
+interface SettleCall {
+  hold: Hold;
+  charge: Charge;
+  refund: boolean;
+  settlement: Settlement;
+}
+
+/** The wallet in memory: conditional holds, settlements that can fail a number of times, releases. */
+class FakeWallet implements Pick<BillingPorts['wallet'], keyof BillingPorts['wallet']> {
+  reserved = 0;
+  holds: Hold[] = [];
+  settled: SettleCall[] = [];
+  released: string[] = [];
+  kept = 0;
+  /** Settlements that throw before one goes through. */
+  failingSettlements = 0;
+  readonly manager = new FakeManager();
+
+  constructor(public balanceMillicents: number) {}
+
+  get available(): number {
+    return this.balanceMillicents - this.reserved;
+  }
+
+  async hold(workspaceId: string, requestId: string, amountMillicents: number): Promise<Hold | null> {
+    if (amountMillicents > this.available) return null;
+    this.reserved += amountMillicents;
+    const hold = { id: `hold-${this.holds.length + 1}`, workspaceId, amountMillicents };
+    this.holds.push(hold);
+    return hold;
+  }
+
+  async balance() {
+    return { balanceMillicents: this.balanceMillicents, reservedMillicents: this.reserved, availableMillicents: this.available };
+  }
+
+  async extendHold(hold: Hold, extraMillicents: number): Promise<boolean> {
+    if (extraMillicents <= 0) return true;
+    if (extraMillicents > this.available) return false;
+    this.reserved += extraMillicents;
+    hold.amountMillicents += extraMillicents;
+    return true;
+  }
+
+  async keepHoldAlive(): Promise<void> {
+    this.kept += 1;
+  }
+
+  async settle(
+    hold: Hold,
+    charge: Charge,
+    alsoInTransaction: (manager: EntityManager, settlement: Settlement) => Promise<void> = async () => undefined,
+    options: { refund?: boolean } = {},
+  ): Promise<Settlement> {
+    if (this.failingSettlements > 0) {
+      this.failingSettlements -= 1;
+      throw new Error('connection terminated');
+    }
+    const charged = Number((charge.costMicros + 999_999n) / 1_000_000n);
+    const settlement: Settlement = { chargedMillicents: charged, writtenOffMillicents: 0, balanceAfterMillicents: this.balanceMillicents - charged, applied: true };
+    await alsoInTransaction(this.manager as unknown as EntityManager, settlement);
+    this.reserved -= hold.amountMillicents;
+    if (!options.refund) this.balanceMillicents -= charged;
+    this.settled.push({ hold, charge, refund: options.refund === true, settlement });
+    return settlement;
+  }
+
+  async release(hold: Hold): Promise<void> {
+    this.released.push(hold.id);
+  }
+}
+
+class FakeUsage {
+  records: NewUsageRecord[] = [];
+  refuse = false;
+  async insert(record: NewUsageRecord): Promise<void> {
+    if (this.refuse) throw new Error('usage_records refused');
+    this.records.push(record);
+  }
+  async record(_manager: EntityManager, record: NewUsageRecord): Promise<void> {
+    await this.insert(record);
+  }
+}
+
+class FakeConversations {
+  turns: AppendTurnParams[] = [];
+  refuse = false;
+  async appendTurn(_manager: EntityManager, params: AppendTurnParams) {
+    if (this.refuse) throw new Error('conversation_messages refused');
+    this.turns.push(params);
+    return { messageIds: [], messageCount: params.messages.length, lastMessageAt: new Date() };
+  }
+}
+
+function setUp(balanceMillicents = 100_000) {
+  const wallet = new FakeWallet(balanceMillicents);
+  const usage = new FakeUsage();
+  const conversations = new FakeConversations();
+  const toppedUp: string[] = [];
+  const incidents: BillingIncidents = { conversation_turn_not_stored: 0, usage_record_not_stored: 0, settlement_failed: 0 };
+  const ports: BillingPorts = { wallet, usage, conversations, autoTopup: { afterCharge: (id) => toppedUp.push(id) }, holdTtlMs: TTL_MS, incidents };
+  const client = new AbortController();
+  const estimate = (fields: Partial<Estimate> = {}): Estimate => ({
+    subject: {
+      workspaceId: 'ws-1',
+      requestId: 'req-1',
+      apiKeyId: 'key-1',
+      assistantId: null,
+      model: MODEL.id,
+      userId: null,
+      subscriptionId: null,
+      stream: false,
+    },
+    startedAt: Date.now(),
+    signal: client.signal,
+    model: MODEL,
+    promptTokens: 1_000,
+    outputCap: 1_000,
+    choices: 1,
+    tools: [],
+    toolPriceMicros: 0n,
+    conversation: null,
+    ...fields,
+  });
+  return { wallet, usage, conversations, toppedUp, incidents, ports, client, estimate };
+}
+
+/** 1,000 prompt tokens and 1,000 output tokens of gpt-4o: 250 + 1,000 millicents. */
+const FULL_HOLD = 1_250;
+
+describe('BillingSession', () => {
+  beforeAll(() => Logger.overrideLogger(false));
+  afterAll(() => Logger.overrideLogger(['log', 'error', 'warn']));
+
+  describe('opening: the hold', () => {
+    it('holds prompt + output cap at the model prices', async () => {
+      const { ports, wallet, estimate } = setUp();
+      const session = await BillingSession.open(ports, estimate());
+      expect(wallet.holds).toEqual([{ id: 'hold-1', workspaceId: 'ws-1', amountMillicents: FULL_HOLD }]);
+      expect(session.maxTokens).toBe(1_000);
+      await session.settle(REPLY);
+    });
+
+    it('lowers the output cap to what the wallet affords', async () => {
+      const { ports, wallet, estimate } = setUp(650);
+      const session = await BillingSession.open(ports, estimate());
+      // 650 - 250 for the prompt leaves 400 output tokens at 1 millicent each.
+      expect(session.maxTokens).toBe(400);
+      expect(wallet.holds[0].amountMillicents).toBe(650);
+      await session.settle(REPLY);
+    });
+
+    it('refuses with 402 below a useful minimum, holding nothing', async () => {
+      const { ports, wallet, estimate } = setUp(255);
+      const refusal = await BillingSession.open(ports, estimate()).catch((error: unknown) => error);
+      expect(refusal).toBeInstanceOf(ApiError);
+      expect(refusal).toMatchObject({ status: 402, code: 'insufficient_balance' });
+      expect(wallet.holds).toEqual([]);
+      expect(wallet.reserved).toBe(0);
+    });
+
+    it('keeps the hold alive while the request runs, and stops at its settlement', async () => {
+      jest.useFakeTimers();
+      try {
+        const { ports, wallet, estimate } = setUp();
+        const session = await BillingSession.open(ports, estimate());
+        jest.advanceTimersByTime(TTL_MS);
+        expect(wallet.kept).toBe(3);
+        await session.settle(REPLY);
+        jest.advanceTimersByTime(TTL_MS);
+        expect(wallet.kept).toBe(3);
+      } finally {
+        jest.useRealTimers();
+      }
+    });
+  });
+
+  describe('extension before each further iteration', () => {
+    it('raises the hold to cover what is spent, the tool calls and the next call', async () => {
+      const { ports, wallet, estimate } = setUp();
+      const session = await BillingSession.open(ports, estimate({ toolPriceMicros: 1_000_000_000n }));
+      await session.meter(PROMPT, { prompt_tokens: 1_000, completion_tokens: 20, total_tokens: 1_020 }, '');
+      expect(await session.holdNextIteration(PROMPT, 2)).toBe(true);
+      // Spent 270; two tool calls at 1,000; the next prompt (the messages + 1,500 tokens per result) and 1,000 output tokens.
+      const nextPrompt = (await countPromptTokensAsync(PROMPT)) + 2 * 1_500;
+      expect(wallet.holds[0].amountMillicents).toBe(270 + 2_000 + Math.ceil((nextPrompt * MODEL.inputPrice) / 1e6) + 1_000);
+      await session.settle(REPLY);
+      expect(wallet.reserved).toBe(0);
+    });
+
+    it('answers false when the wallet cannot cover it, leaving the hold as it was', async () => {
+      const { ports, wallet, estimate } = setUp(2_000);
+      const session = await BillingSession.open(ports, estimate({ toolPriceMicros: 1_000_000_000n }));
+      await session.meter(PROMPT, { prompt_tokens: 1_000, completion_tokens: 20, total_tokens: 1_020 }, '');
+      expect(await session.holdNextIteration(PROMPT, 1)).toBe(false);
+      expect(wallet.holds[0].amountMillicents).toBe(FULL_HOLD);
+      await session.settle(REPLY);
+    });
+  });
+
+  describe('settlement', () => {
+    it('charges the exact cost with its usage record and conversation turn, then looks at auto top-up', async () => {
+      const { ports, wallet, usage, conversations, toppedUp, estimate } = setUp();
+      const session = await BillingSession.open(ports, estimate({ conversation: { id: 'conv-1', messages: PROMPT } }));
+      await session.meter(PROMPT, { prompt_tokens: 1_000, completion_tokens: 100, total_tokens: 1_100 }, 'Sunny.');
+      session.addToolCall('web_search', 2_500_000n);
+      await session.settle(REPLY);
+
+      expect(wallet.settled).toHaveLength(1);
+      expect(wallet.settled[0]).toMatchObject({ refund: false, charge: { workspaceId: 'ws-1', costMicros: 352_500_000n } });
+      expect(wallet.settled[0].charge.description).toBe('gpt-4o: 1000 input + 100 output tokens, web_search');
+      expect(usage.records).toEqual([
+        expect.objectContaining({
+          requestId: 'req-1',
+          status: 'success',
+          errorCode: null,
+          inputTokens: 1_000,
+          outputTokens: 100,
+          totalTokens: 1_100,
+          llmCostMillicents: 350,
+          toolCostMillicents: 2.5,
+          totalCostMillicents: 352.5,
+          chargedMillicents: 353,
+          toolsUsed: ['web_search'],
+          iterations: 1,
+        }),
+      ]);
+      expect(conversations.turns).toEqual([
+        expect.objectContaining({ conversationId: 'conv-1', inputTokens: 1_000, outputTokens: 100, costMillicents: '352.500000' }),
+      ]);
+      expect(conversations.turns[0].messages.map((message) => message.role)).toEqual(['user', 'assistant']);
+      expect(toppedUp).toEqual(['ws-1']);
+      expect(wallet.reserved).toBe(0);
+    });
+
+    it('still commits the charge when its usage record cannot be stored (savepoint), and counts the incident', async () => {
+      const { ports, wallet, usage, incidents, estimate } = setUp();
+      const session = await BillingSession.open(ports, estimate());
+      await session.meter(PROMPT, { prompt_tokens: 1_000, completion_tokens: 100, total_tokens: 1_100 }, 'Sunny.');
+      usage.refuse = true;
+      await session.settle(REPLY);
+      expect(wallet.settled).toHaveLength(1);
+      expect(wallet.balanceMillicents).toBe(100_000 - 350);
+      expect(incidents.usage_record_not_stored).toBe(1);
+      expect(wallet.manager.statements.filter((sql) => sql.startsWith('ROLLBACK TO SAVEPOINT'))).toHaveLength(1);
+    });
+
+    it('still commits the charge when the conversation turn cannot be stored, and counts the incident', async () => {
+      const { ports, wallet, usage, conversations, incidents, estimate } = setUp();
+      const session = await BillingSession.open(ports, estimate({ conversation: { id: 'conv-1', messages: PROMPT } }));
+      await session.meter(PROMPT, { prompt_tokens: 1_000, completion_tokens: 100, total_tokens: 1_100 }, 'Sunny.');
+      conversations.refuse = true;
+      await session.settle(REPLY);
+      expect(wallet.settled).toHaveLength(1);
+      expect(usage.records).toHaveLength(1);
+      expect(incidents.conversation_turn_not_stored).toBe(1);
+    });
+
+    it('retries the settlement of a delivered stream, and charges it once', async () => {
+      const { ports, wallet, usage, incidents, estimate } = setUp();
+      const session = await BillingSession.open(ports, estimate({ conversation: { id: 'conv-1', messages: PROMPT } }));
+      await session.meter(PROMPT, { prompt_tokens: 1_000, completion_tokens: 100, total_tokens: 1_100 }, 'Sunny.');
+      wallet.failingSettlements = 2;
+      await session.settleStream(undefined, REPLY);
+      expect(wallet.settled).toHaveLength(1);
+      expect(usage.records).toEqual([expect.objectContaining({ status: 'success' })]);
+      expect(incidents.settlement_failed).toBe(0);
+      expect(wallet.released).toEqual([]);
+    });
+
+    it('releases the hold and counts the incident when a stream cannot be settled, and ends the stream with the error', async () => {
+      const { ports, wallet, incidents, estimate } = setUp();
+      const session = await BillingSession.open(ports, estimate());
+      await session.meter(PROMPT, { prompt_tokens: 1_000, completion_tokens: 100, total_tokens: 1_100 }, 'Sunny.');
+      wallet.failingSettlements = 3;
+      await expect(session.settleStream(undefined, REPLY)).rejects.toThrow('connection terminated');
+      expect(wallet.settled).toEqual([]);
+      expect(wallet.released).toEqual(['hold-1']);
+      expect(incidents.settlement_failed).toBe(1);
+    });
+
+    it('charges what a stalled stream delivered, then ends it with the stall', async () => {
+      const { ports, wallet, usage, estimate } = setUp();
+      const session = await BillingSession.open(ports, estimate());
+      await session.meter(PROMPT, undefined, 'Once upon a time');
+      const stall = new ApiError('upstream_timeout', 'stalled', { code: 'upstream_idle_timeout' });
+      await expect(session.settleStream(stall, REPLY)).rejects.toBe(stall);
+      expect(wallet.settled).toEqual([expect.objectContaining({ refund: false })]);
+      expect(usage.records).toEqual([expect.objectContaining({ status: 'error', errorCode: 'upstream_idle_timeout' })]);
+      expect(usage.records[0].outputTokens).toBeGreaterThanOrEqual(4);
+    });
+  });
+
+  describe('failure', () => {
+    it('charges and refunds what a failed request used, records the failure, and answers with its error', async () => {
+      const { ports, wallet, usage, estimate } = setUp();
+      const session = await BillingSession.open(ports, estimate());
+      await session.meter(PROMPT, { prompt_tokens: 1_000, completion_tokens: 20, total_tokens: 1_020 }, '');
+      const upstream = new ApiError('upstream_error', 'The provider failed.');
+      expect(await session.fail(upstream)).toBe(upstream);
+      expect(wallet.settled).toEqual([expect.objectContaining({ refund: true })]);
+      expect(wallet.balanceMillicents).toBe(100_000);
+      expect(wallet.reserved).toBe(0);
+      expect(usage.records).toEqual([expect.objectContaining({ status: 'error', errorCode: 'upstream_error', chargedMillicents: 0, inputTokens: 1_000 })]);
+    });
+
+    it('records our own failure as internal_error and hands it back as it was', async () => {
+      const { ports, usage, estimate } = setUp();
+      const session = await BillingSession.open(ports, estimate());
+      const bug = new TypeError('undefined is not a function');
+      expect(await session.fail(bug)).toBe(bug);
+      expect(usage.records).toEqual([expect.objectContaining({ status: 'error', errorCode: 'internal_error', iterations: 1 })]);
+    });
+
+    it('releases the hold and counts the incident when the failure cannot be settled either', async () => {
+      const { ports, wallet, incidents, estimate } = setUp();
+      const session = await BillingSession.open(ports, estimate());
+      wallet.failingSettlements = 1;
+      const upstream = new ApiError('upstream_error', 'The provider failed.');
+      expect(await session.fail(upstream)).toBe(upstream);
+      expect(wallet.released).toEqual(['hold-1']);
+      expect(incidents.settlement_failed).toBe(1);
+    });
+
+    it.each(['fail', 'settleStream'] as const)('charges the prompt sent upstream when the client left mid-call (%s)', async (end) => {
+      const { ports, wallet, usage, client, estimate } = setUp();
+      const session = await BillingSession.open(ports, estimate());
+      session.calling(PROMPT);
+      client.abort();
+      const abort = Object.assign(new Error('Request was aborted.'), { name: 'AbortError' });
+      if (end === 'fail') {
+        expect(await session.fail(abort)).toMatchObject({ code: 'client_disconnected' });
+      } else {
+        await session.settleStream(abort, undefined);
+      }
+      expect(wallet.settled).toEqual([expect.objectContaining({ refund: false })]);
+      expect(wallet.settled[0].charge.costMicros).toBeGreaterThan(0n);
+      expect(usage.records).toEqual([expect.objectContaining({ status: 'error', errorCode: 'client_disconnected', outputTokens: 0 })]);
+      expect(usage.records[0].inputTokens).toBeGreaterThan(0);
+      expect(usage.records[0].chargedMillicents).toBeGreaterThan(0);
+    });
+  });
+
+  describe('metering', () => {
+    it('bills our own counts when the provider reports no usage, and clamps a report above the limits', async () => {
+      const { ports, estimate } = setUp();
+      const session = await BillingSession.open(ports, estimate());
+      await session.meter(PROMPT, undefined, 'It is sunny in Paris today.');
+      expect(session.spend.tokens.inputTokens).toBeGreaterThan(0);
+      expect(session.spend.tokens.outputTokens).toBeGreaterThan(3);
+      await session.meter(PROMPT, { prompt_tokens: 10_000_000, completion_tokens: 5_000, total_tokens: 10_005_000 }, '');
+      expect(session.spend.tokens.inputTokens).toBeLessThanOrEqual(MODEL.contextLength + 1_000);
+      expect(session.spend.iterations).toBe(2);
+      await session.settle(REPLY);
+    });
+  });
+});
+
+describe('Billing.recordRefused', () => {
+  beforeAll(() => Logger.overrideLogger(false));
+  afterAll(() => Logger.overrideLogger(['log', 'error', 'warn']));
+
+  const subject = {
+    workspaceId: 'ws-1',
+    requestId: 'req-2',
+    apiKeyId: 'key-1',
+    assistantId: null,
+    model: 'gpt-4o',
+    userId: 'user-7',
+    subscriptionId: null,
+    stream: true,
+  };
+
+  it('records a refused request with nothing used and the refusal code, and never charges it', async () => {
+    const { wallet, usage, conversations } = setUp();
+    const billing = new Billing({ holdTtlMs: TTL_MS } as AppConfig, wallet as never, usage as never, conversations as never, { afterCharge: () => undefined } as never);
+    await billing.recordRefused(subject, 12, new ApiError('insufficient_balance', 'Top up.'));
+    expect(usage.records).toEqual([
+      {
+        ...subject,
+        inputTokens: 0,
+        outputTokens: 0,
+        totalTokens: 0,
+        cachedTokens: 0,
+        llmCostMillicents: 0,
+        toolCostMillicents: 0,
+        totalCostMillicents: 0,
+        chargedMillicents: 0,
+        toolsUsed: [],
+        iterations: 0,
+        latencyMs: 12,
+        status: 'error',
+        errorCode: 'insufficient_balance',
+      },
+    ]);
+    expect(wallet.settled).toEqual([]);
+  });
+
+  it('does not throw when the record cannot be written', async () => {
+    const { wallet, usage, conversations } = setUp();
+    usage.refuse = true;
+    const billing = new Billing({ holdTtlMs: TTL_MS } as AppConfig, wallet as never, usage as never, conversations as never, {} as never);
+    await expect(billing.recordRefused(subject, 0, new Error('boom'))).resolves.toBeUndefined();
+  });
+});

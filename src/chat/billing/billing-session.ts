@@ -1,0 +1,342 @@
+import { Logger } from '@nestjs/common';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { inSavepoint } from '../../common/database/savepoint';
+import { storable } from '../../common/database/storable';
+import { ApiError } from '../../common/errors/api-error';
+import type { ConversationsService } from '../../conversations/conversations.service';
+import type { ModelDefinition } from '../../models/model-catalog';
+import type { ChatMessage, CompletionUsage, FunctionTool } from '../../providers/provider-adapter';
+import { countPromptTokens, countPromptTokensAsync, countTextTokensAsync } from '../../providers/tokens';
+import type { UsageService } from '../../usage/usage.service';
+import type { AutoTopupService } from '../../wallet/auto-topup.service';
+import { ceilMillicents, llmCost, MICROS_PER_MILLICENT, MicroMillicents, toDecimalString, toMillicentsNumber } from '../../wallet/cost';
+import type { Hold, WalletService } from '../../wallet/wallet.service';
+import { checkedUsage, isTokenCount, Spend } from '../spend';
+import { UsageEnding, usageRecord, UsageSubject } from './usage-record';
+
+/** Below this many affordable output tokens a request is refused rather than cut short. */
+export const MIN_USEFUL_OUTPUT_TOKENS = 16;
+/** Room held for each tool result that the next iteration's prompt will carry. */
+const TOKENS_PER_TOOL_RESULT = 1_500;
+/** Tries at settling a request whose answer was delivered, before the hold is given up. */
+const SETTLE_ATTEMPTS = 3;
+const SETTLE_RETRY_MS = 200;
+
+const logger = new Logger('Chat');
+
+/** Writes that failed beside a charge, or settlements that failed, since start (for logs and, later, metrics). */
+export interface BillingIncidents {
+  conversation_turn_not_stored: number;
+  usage_record_not_stored: number;
+  settlement_failed: number;
+}
+
+/** The services a billing session works with: the `Billing` provider passes the real ones, unit tests plain fakes. */
+export interface BillingPorts {
+  wallet: Pick<WalletService, 'hold' | 'balance' | 'settle' | 'extendHold' | 'keepHoldAlive' | 'release'>;
+  usage: Pick<UsageService, 'insert' | 'record'>;
+  conversations: Pick<ConversationsService, 'appendTurn'>;
+  autoTopup: Pick<AutoTopupService, 'afterCharge'>;
+  /** How long a hold lives unless its heartbeat pushes the expiry out (HOLD_TTL_MS). */
+  holdTtlMs: number;
+  incidents: BillingIncidents;
+}
+
+/** What a request is estimated to cost, and what its settlement must record. */
+export interface Estimate {
+  subject: UsageSubject;
+  startedAt: number;
+  /** Aborted when the client goes away: what fails after that is charged, not refunded. */
+  signal: AbortSignal;
+  model: ModelDefinition;
+  /** The prompt of the first model call, counted with our tokenizer. */
+  promptTokens: number;
+  /** The output cap asked for; lowered to what the wallet affords. */
+  outputCap: number;
+  /** Choices asked for (`n`): each can produce the output cap. */
+  choices: number;
+  /** Every tool offered to the model: they count in each call's prompt. */
+  tools: FunctionTool[];
+  /** The most one server tool call can cost (0 without server tools). */
+  toolPriceMicros: MicroMillicents;
+  /** With `conversation_id`: where a successful turn (the request's messages and the reply) is stored. */
+  conversation: { id: string; messages: ChatMessage[] } | null;
+}
+
+/**
+ * The money side of one chat request, from the hold to its one settlement. Opened with the
+ * estimate (which holds the money, or refuses with 402); meters each model and tool call;
+ * raises the hold before each further iteration of a tool loop; keeps the hold alive while
+ * the request runs; and ends in exactly one settlement: the exact cost charged with the usage
+ * record (and conversation turn) in one transaction, or, for a failure, charged and refunded.
+ */
+export class BillingSession {
+  /** What the request has used so far. */
+  readonly spend = new Spend();
+  private readonly heartbeat: NodeJS.Timeout;
+
+  private constructor(
+    private readonly ports: BillingPorts,
+    private readonly estimate: Estimate,
+    readonly hold: Hold,
+    /** The output cap of each model call: the one asked for, or what the wallet could cover. */
+    readonly maxTokens: number,
+  ) {
+    // A request may run longer than a hold lives (a long stream): its expiry is pushed out meanwhile.
+    const ttl = ports.holdTtlMs;
+    this.heartbeat = setInterval(() => {
+      ports.wallet.keepHoldAlive(hold, ttl).catch((error) => logger.warn(`Could not extend hold ${hold.id}: ${String(error)}`));
+    }, ttl / 3).unref();
+  }
+
+  /**
+   * Holds prompt + output cap at the model's prices. When the wallet cannot cover the cap,
+   * the cap is lowered to what it can cover; below a useful minimum the request is refused
+   * with 402. One conditional statement per attempt: never a check, then a write.
+   */
+  static async open(ports: BillingPorts, estimate: Estimate): Promise<BillingSession> {
+    const { model, subject, outputCap, choices } = estimate;
+    const promptCost = llmCost(model, { inputTokens: estimate.promptTokens, outputTokens: 0, cachedTokens: 0 });
+    const outputCost = (tokens: number) => BigInt(tokens) * BigInt(choices) * BigInt(model.outputPrice);
+    const hold = (cap: number) => ports.wallet.hold(subject.workspaceId, subject.requestId, holdAmount(promptCost + outputCost(cap)), ports.holdTtlMs);
+
+    const full = await hold(outputCap);
+    if (full) return new BillingSession(ports, estimate, full, outputCap);
+
+    const { availableMillicents } = await ports.wallet.balance(subject.workspaceId);
+    const perToken = BigInt(choices) * BigInt(Math.max(model.outputPrice, 1));
+    const spare = BigInt(availableMillicents) * MICROS_PER_MILLICENT - promptCost;
+    const affordable = spare > 0n ? Number(spare / perToken) : 0;
+    const cap = Math.min(outputCap, affordable);
+    const minimum = Math.min(outputCap, MIN_USEFUL_OUTPUT_TOKENS);
+    if (cap >= minimum) {
+      const lowered = await hold(cap);
+      if (lowered) return new BillingSession(ports, estimate, lowered, cap);
+    }
+    throw new ApiError(
+      'insufficient_balance',
+      `Your wallet's available balance (${availableMillicents} millicents) does not cover this request on ${model.id} ` +
+        `(at least ${ceilMillicents(promptCost + outputCost(minimum))} millicents). Top up the wallet to continue.`,
+      { code: 'insufficient_balance' },
+    );
+  }
+
+  /** A model call is about to be made with this prompt: a client that leaves before its answer pays for the prompt. */
+  calling(messages: ChatMessage[]): void {
+    this.spend.calling(messages);
+  }
+
+  /**
+   * Adds one model call: the provider's usage report, checked against the model's limits
+   * and what we saw generated; our tokenizer's counts where it reported none.
+   */
+  async meter(messages: ChatMessage[], reported: CompletionUsage | undefined, generatedText: string): Promise<void> {
+    const { model } = this.estimate;
+    // Counted beside other requests; the prompt only when the provider gave no usable count.
+    const countedPrompt = isTokenCount(reported?.prompt_tokens) ? 0 : await this.countPrompt(messages);
+    const { usage, problems } = checkedUsage(reported, {
+      countPrompt: () => countedPrompt,
+      generatedTokens: await countTextTokensAsync(generatedText),
+      maxPromptTokens: model.contextLength,
+      maxCompletionTokens: this.maxTokens * this.estimate.choices,
+    });
+    if (problems.length > 0) {
+      logger.warn(`${model.provider} reported unusable usage for ${model.id}: ${problems.join('; ')}. Billed the checked counts.`);
+    }
+    this.spend.addModelCall(model, usage);
+  }
+
+  addToolCall(name: string, micros: MicroMillicents): void {
+    this.spend.addToolCall(name, micros);
+  }
+
+  /**
+   * Before running tools and calling the model again, makes sure the hold covers what is
+   * spent, these tool calls, and the next call's estimate. False when the wallet cannot:
+   * the request then ends cleanly with what it has.
+   */
+  async holdNextIteration(messages: ChatMessage[], toolCalls: number): Promise<boolean> {
+    const { model, toolPriceMicros } = this.estimate;
+    const nextPromptTokens = (await countPromptTokensAsync(messages)) + toolCalls * TOKENS_PER_TOOL_RESULT;
+    const next = llmCost(model, { inputTokens: nextPromptTokens, outputTokens: this.maxTokens, cachedTokens: 0 });
+    const needed = this.spend.totalMicros + BigInt(toolCalls) * toolPriceMicros + next;
+    return this.ports.wallet.extendHold(this.hold, ceilMillicents(needed) - this.hold.amountMillicents, this.ports.holdTtlMs);
+  }
+
+  /** The request was answered: its cost is charged, and with a conversation the turn is stored. */
+  async settle(reply: ChatMessage | undefined): Promise<void> {
+    await this.settleWith({ status: 'success', errorCode: null }, { reply });
+  }
+
+  /**
+   * Ends a stream, whose answer (or part of it) reached the client. A client that left pays
+   * for what was generated (and for a prompt sent upstream without an answer); a stalled
+   * upstream is charged for what it delivered, then reported; any other failure is charged
+   * and refunded (see `fail`). The settlement is retried: it is idempotent per hold.
+   * Throws the error the stream must end with, if any.
+   */
+  async settleStream(failure: unknown, reply: ChatMessage | undefined): Promise<void> {
+    const disconnected = this.estimate.signal.aborted;
+    const stalled = !disconnected && isStall(failure);
+    if (failure && !disconnected && !stalled) throw await this.fail(failure);
+    if (disconnected) await this.chargeUnansweredPrompt();
+    const ending: UsageEnding = disconnected
+      ? { status: 'error', errorCode: 'client_disconnected' }
+      : stalled
+        ? { status: 'error', errorCode: (failure as ApiError).code }
+        : { status: 'success', errorCode: null };
+    try {
+      await this.settleWithRetries(ending, reply);
+    } catch (error) {
+      await this.giveUp('stream', error);
+      if (!disconnected) throw error;
+      return;
+    }
+    if (stalled) throw failure;
+  }
+
+  /**
+   * A request that failed after its hold. What it had already used (earlier iterations of a
+   * tool loop) is charged and refunded in the same transaction, so the ledger shows both
+   * and the caller pays nothing; the failure is recorded. A client that went away pays
+   * for what it used instead. Returns the error to answer with: an API error, or our own
+   * failure as it was (the global filter makes it a 500, or a 503 when the database is down).
+   */
+  async fail(error: unknown): Promise<unknown> {
+    // Once the client has gone, whatever failed next (an aborted call, in whichever shape the
+    // SDK reports it) failed because it left.
+    const failure = this.estimate.signal.aborted
+      ? new ApiError('bad_request', 'The client closed the request.', { code: 'client_disconnected' })
+      : error;
+    const clientLeft = failure instanceof ApiError && failure.code === 'client_disconnected';
+    if (clientLeft) await this.chargeUnansweredPrompt();
+    const errorCode = failure instanceof ApiError ? failure.code : 'internal_error';
+    try {
+      await this.settleWith({ status: 'error', errorCode }, { refund: !clientLeft });
+    } catch (settleError) {
+      await this.giveUp('failed request', settleError);
+    }
+    return failure;
+  }
+
+  /**
+   * Charges the exact cost, releases the hold and writes the usage record, in one
+   * transaction; with a conversation, a successful turn (the request's messages and the
+   * reply) is stored in the same transaction. What is written besides the charge runs in
+   * savepoints: a turn or record that cannot be stored is logged and counted, and the charge
+   * for what was delivered still commits.
+   */
+  private async settleWith(ending: UsageEnding, options: { refund?: boolean; reply?: ChatMessage }): Promise<void> {
+    const { subject, model, conversation } = this.estimate;
+    const { spend } = this;
+    const refund = options.refund === true;
+    const { inputTokens, outputTokens, cachedTokens } = spend.tokens;
+    clearInterval(this.heartbeat);
+    const settlement = await this.ports.wallet.settle(
+      this.hold,
+      {
+        workspaceId: subject.workspaceId,
+        costMicros: spend.totalMicros,
+        description: `${model.id}: ${inputTokens} input + ${outputTokens} output tokens${
+          spend.toolsUsed.length ? `, ${spend.toolsUsed.join(' and ')}` : ''
+        }${spend.iterations > 1 ? ` over ${spend.iterations} calls` : ''}`,
+      },
+      async (manager, settlement) => {
+        if (conversation && ending.status === 'success' && options.reply) {
+          const turn = storable([...conversation.messages, options.reply]);
+          const failed = await inSavepoint(manager, () =>
+            this.ports.conversations.appendTurn(manager, {
+              workspaceId: subject.workspaceId,
+              conversationId: conversation.id,
+              messages: turn.map((message) => ({
+                ...(message as object),
+                tokens: countPromptTokens([message]),
+              })) as Parameters<ConversationsService['appendTurn']>[1]['messages'],
+              inputTokens,
+              outputTokens,
+              costMillicents: toDecimalString(spend.totalMicros),
+            }),
+          );
+          if (failed) this.incident('conversation_turn_not_stored', failed);
+        }
+        const record = storable(
+          usageRecord(subject, Date.now() - this.estimate.startedAt, ending, {
+            inputTokens,
+            outputTokens,
+            totalTokens: inputTokens + outputTokens,
+            cachedTokens,
+            llmCostMillicents: toMillicentsNumber(spend.llmMicros),
+            toolCostMillicents: toMillicentsNumber(spend.toolMicros),
+            totalCostMillicents: toMillicentsNumber(spend.totalMicros),
+            chargedMillicents: refund ? 0 : settlement.chargedMillicents,
+            toolsUsed: spend.toolsUsed,
+            iterations: Math.max(spend.iterations, 1),
+          }),
+        );
+        const failed = await inSavepoint(manager, () => this.ports.usage.record(manager, record));
+        if (failed) this.incident('usage_record_not_stored', failed);
+      },
+      { refund },
+    );
+    if (settlement.writtenOffMillicents > 0) {
+      logger.warn(
+        `Request ${subject.requestId} cost ${settlement.writtenOffMillicents} millicents more than workspace ` +
+          `${subject.workspaceId} could cover; charged what it had.`,
+      );
+    }
+    // Committed: a balance left below the auto top-up threshold buys a top-up, in the background.
+    this.ports.autoTopup.afterCharge(subject.workspaceId);
+  }
+
+  private async settleWithRetries(ending: UsageEnding, reply: ChatMessage | undefined): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.settleWith(ending, { reply });
+      } catch (error) {
+        if (attempt >= SETTLE_ATTEMPTS) throw error;
+        await sleep(SETTLE_RETRY_MS * attempt);
+      }
+    }
+  }
+
+  /**
+   * The settlement could not be written (the database is gone, say): counted, and the hold
+   * released now rather than at its expiry. Releasing cannot undo a settlement that did
+   * commit after all: that one already removed the hold.
+   */
+  private async giveUp(what: string, error: unknown): Promise<void> {
+    this.incident('settlement_failed', error, `settling the ${what} failed; its hold ${this.hold.id} is released`);
+    await this.ports.wallet.release(this.hold).catch((releaseError) =>
+      logger.error(`Could not release hold ${this.hold.id} either; the sweeper frees it at its expiry: ${String(releaseError)}`),
+    );
+  }
+
+  /** The model call under way when the client left had its prompt sent upstream: that is charged. */
+  private async chargeUnansweredPrompt(): Promise<void> {
+    const prompt = this.spend.unansweredPrompt;
+    if (!prompt) return;
+    const { model } = this.estimate;
+    const tokens = await this.countPrompt(prompt);
+    this.spend.addModelCall(model, { prompt_tokens: Math.min(tokens, model.contextLength), completion_tokens: 0, total_tokens: tokens });
+  }
+
+  private countPrompt(messages: ChatMessage[]): Promise<number> {
+    return countPromptTokensAsync(messages, this.estimate.tools, { limit: this.estimate.model.contextLength });
+  }
+
+  /** Something failed beside (or instead of) a charge: logged and counted. */
+  private incident(kind: keyof BillingIncidents, error: unknown, consequence = 'the charge stands'): void {
+    const { incidents } = this.ports;
+    incidents[kind] += 1;
+    logger.error(`${kind} for request ${this.estimate.subject.requestId} (${incidents[kind]} so far); ${consequence}: ${String(error)}`);
+  }
+}
+
+function holdAmount(micros: MicroMillicents): number {
+  return Math.max(1, ceilMillicents(micros));
+}
+
+/** The stream's upstream stopped sending: the stream ends, and what it delivered is charged. */
+function isStall(failure: unknown): failure is ApiError {
+  return failure instanceof ApiError && failure.code === 'upstream_idle_timeout';
+}
