@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import { DataSource } from 'typeorm';
-import { ChatService } from '../src/chat/chat.service';
+import { Billing } from '../src/chat/billing/billing';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
 import { walletInvariants } from './support/wallet-invariants';
@@ -116,7 +116,7 @@ describe('settlement under hostile providers, stalls and early disconnects', () 
         const workspace = await t.createWorkspace({ balanceMillicents: 100_000 });
         const conversationId = await newConversation(workspace);
         await refuseWritesTo('conversation_messages');
-        const incidents = t.app.get(ChatService).incidents.conversation_turn_not_stored;
+        const incidents = t.app.get(Billing).incidents.conversation_turn_not_stored;
         upstream.script({ kind: 'text', text: 'An answer.', usage: { prompt_tokens: 40, completion_tokens: 3 } });
         const params = { model: 'gpt-4o', messages: [{ role: 'user', content: 'Hi' }], conversation_id: conversationId };
         let text = '';
@@ -132,7 +132,7 @@ describe('settlement under hostile providers, stalls and early disconnects', () 
         expect(await records(workspace)).toEqual([expect.objectContaining({ status: 'success', cost })]);
         expect((await ledger(workspace))[1]).toEqual({ type: 'usage', amount: -Math.floor(cost) });
         expect(await storedMessages(conversationId)).toEqual([]);
-        expect(t.app.get(ChatService).incidents.conversation_turn_not_stored).toBe(incidents + 1);
+        expect(t.app.get(Billing).incidents.conversation_turn_not_stored).toBe(incidents + 1);
         await expectConsistent(workspace);
       });
 
@@ -146,7 +146,7 @@ describe('settlement under hostile providers, stalls and early disconnects', () 
           { type: 'topup', amount: 100_000 },
           { type: 'usage', amount: -Math.floor((4_000 * GPT_4O.input + 2 * GPT_4O.output) / 1e6) },
         ]);
-        expect(t.app.get(ChatService).incidents.usage_record_not_stored).toBeGreaterThan(0);
+        expect(t.app.get(Billing).incidents.usage_record_not_stored).toBeGreaterThan(0);
         await expectConsistent(workspace);
       });
     });

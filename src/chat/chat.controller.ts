@@ -49,26 +49,23 @@ export class ChatController {
     @Req() req: ApiRequest,
     @Res() res: Response,
   ): Promise<void> {
+    const caller = { principal, requestId: req.id };
+    if ((body as { stream?: unknown } | null)?.stream === true) {
+      // Headers go out with the first chunk; until then a failure is an ordinary HTTP error.
+      await writeEventStream(res, this.chat.stream(caller, body), (error) => this.inStreamError(error, req));
+      return;
+    }
     const clientGone = new AbortController();
     res.on('close', () => {
       if (!res.writableFinished) clientGone.abort();
     });
-    const context = { principal, requestId: req.id, signal: clientGone.signal };
-
-    if ((body as { stream?: unknown } | null)?.stream === true) {
-      const events = await this.chat.stream(context, body);
-      writeEventStream(res, events, (error) => this.inStreamError(error, req));
-      return;
-    }
     const idempotencyKey = req.header('Idempotency-Key');
     if (idempotencyKey === undefined) {
-      res.status(200).json(await this.chat.complete(context, body));
+      res.status(200).json(await this.chat.complete(caller, body, clientGone.signal));
       return;
     }
     const claim = { workspaceId: principal.workspaceId, requestId: req.id, key: idempotencyKey };
-    const { response, replayed } = await this.idempotency.run(claim, body, () =>
-      this.chat.complete(context, body),
-    );
+    const { response, replayed } = await this.idempotency.run(claim, body, () => this.chat.complete(caller, body, clientGone.signal));
     if (replayed) res.setHeader('Idempotent-Replayed', 'true');
     res.status(200).json(response);
   }

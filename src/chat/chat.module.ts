@@ -3,16 +3,16 @@ import { AssistantsModule } from '../assistants/assistants.module';
 import { ConversationsModule } from '../conversations/conversations.module';
 import { ModelsModule } from '../models/models.module';
 import { ProvidersModule } from '../providers/providers.module';
-import { ToolsModule } from '../tools/tools.module';
 import { UsageModule } from '../usage/usage.module';
 import { WalletModule } from '../wallet/wallet.module';
+import { Billing } from './billing/billing';
 import { ChatController } from './chat.controller';
 import { ChatService } from './chat.service';
 import { IdempotencyService } from './idempotency.service';
 
 @Module({
-  imports: [ModelsModule, ProvidersModule, WalletModule, UsageModule, AssistantsModule, ToolsModule, ConversationsModule],
+  imports: [ModelsModule, ProvidersModule, WalletModule, UsageModule, AssistantsModule, ConversationsModule],
   controllers: [ChatController],
-  providers: [ChatService, IdempotencyService],
+  providers: [ChatService, Billing, IdempotencyService],
 })
 export class ChatModule {}

@@ -1,37 +1,70 @@
 import type { Response } from 'express';
-import type { Observable } from 'rxjs';
-import { ApiError } from '../common/errors/api-error';
+import { catchError, concatMap, endWith, map, Observable, of } from 'rxjs';
+import type { ApiError } from '../common/errors/api-error';
 import { isKeepAlive } from './completion-types';
+
+const DONE = 'data: [DONE]\n\n';
 
 /**
  * Writes an observable as Server-Sent Events in OpenAI's format: `data: <json>` frames,
- * then `data: [DONE]`. Headers (with the rate-limit headers the guards set) go out at
- * once; an error after that is sent in-band as a last `data: {"error": ...}` frame.
- * A client that disconnects unsubscribes, which ends the upstream call.
+ * then `data: [DONE]`; a keep-alive is an SSE comment (clients ignore it, proxies see
+ * traffic). The headers (with the rate-limit headers the guards set) go out with the first
+ * event; an error after that is sent in-band as a last `data: {"error": ...}` frame, then
+ * `[DONE]`. An error before the first event rejects the returned promise with nothing
+ * written, so that it is answered as any HTTP error. Frames are written one at a time: when
+ * the socket's buffer is full the next waits for `drain`. A client that disconnects
+ * unsubscribes, which stops the request's upstream call.
  */
-export function writeEventStream(res: Response, events: Observable<unknown>, onError: (error: unknown) => ApiError): void {
+export function writeEventStream(res: Response, events: Observable<unknown>, onError: (error: unknown) => ApiError): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    let started = false;
+    const frames = events.pipe(
+      map((event) => {
+        started = true;
+        return isKeepAlive(event) ? ': keep-alive\n\n' : `data: ${JSON.stringify(event)}\n\n`;
+      }),
+      endWith(DONE),
+      catchError((error: unknown) => {
+        if (!started) throw error;
+        return of(`data: ${JSON.stringify(onError(error).toBody())}\n\n`, DONE);
+      }),
+      concatMap((frame) => write(res, frame)),
+    );
+    const subscription = frames.subscribe({
+      error: reject,
+      complete: () => {
+        if (!res.writableEnded) res.end();
+        resolve();
+      },
+    });
+    res.on('close', () => {
+      subscription.unsubscribe();
+      resolve();
+    });
+  });
+}
+
+/** Writes one frame; resolves once the socket can take the next (at once, or on `drain`). */
+function write(res: Response, frame: string): Promise<void> {
+  if (res.writableEnded || res.destroyed) return Promise.resolve();
+  if (!res.headersSent) openEventStream(res);
+  if (res.write(frame)) return Promise.resolve();
+  return new Promise((resolve) => {
+    const go = () => {
+      res.off('drain', go);
+      res.off('close', go);
+      resolve();
+    };
+    res.on('drain', go);
+    res.on('close', go);
+  });
+}
+
+function openEventStream(res: Response): void {
   res.status(200);
   res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
   res.setHeader('Cache-Control', 'no-cache, no-transform');
   res.setHeader('Connection', 'keep-alive');
   res.setHeader('X-Accel-Buffering', 'no'); // nginx: do not buffer the stream
   res.flushHeaders();
-
-  const send = (data: string) => {
-    if (!res.writableEnded) res.write(`data: ${data}\n\n`);
-  };
-  const end = () => {
-    send('[DONE]');
-    if (!res.writableEnded) res.end();
-  };
-  const subscription = events.subscribe({
-    // A keep-alive is an SSE comment: clients ignore it, proxies see traffic.
-    next: (event) => (isKeepAlive(event) ? !res.writableEnded && res.write(': keep-alive\n\n') : send(JSON.stringify(event))),
-    error: (error: unknown) => {
-      send(JSON.stringify(onError(error).toBody()));
-      end();
-    },
-    complete: end,
-  });
-  res.on('close', () => subscription.unsubscribe());
 }

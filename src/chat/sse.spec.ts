@@ -1,0 +1,143 @@
+import { EventEmitter } from 'node:events';
+import type { Response } from 'express';
+import { Observable, Subject } from 'rxjs';
+import { ApiError } from '../common/errors/api-error';
+import { KEEP_ALIVE } from './completion-types';
+import { writeEventStream } from './sse';
+
+/** An HTTP response in memory whose socket buffer can be full: `write` answers false while `full` is set. */
+class FakeResponse extends EventEmitter {
+  statusCode = 0;
+  headers: Record<string, string> = {};
+  headersSent = false;
+  writableEnded = false;
+  destroyed = false;
+  full = false;
+  readonly written: string[] = [];
+
+  status(code: number): this {
+    this.statusCode = code;
+    return this;
+  }
+  setHeader(name: string, value: string): void {
+    this.headers[name.toLowerCase()] = value;
+  }
+  flushHeaders(): void {
+    this.headersSent = true;
+  }
+  write(frame: string): boolean {
+    if (this.writableEnded) throw new Error('write after end');
+    this.headersSent = true;
+    this.written.push(frame);
+    return !this.full;
+  }
+  end(): void {
+    this.writableEnded = true;
+  }
+  /** The socket took what was buffered. */
+  drain(): void {
+    this.full = false;
+    this.emit('drain');
+  }
+  /** The client went away. */
+  disconnect(): void {
+    this.destroyed = true;
+    this.emit('close');
+  }
+}
+
+const asResponse = (res: FakeResponse) => res as unknown as Response;
+const toError = (error: unknown) => (error instanceof ApiError ? error : new ApiError('internal_error', 'The server had an error while streaming.'));
+const nextTick = () => new Promise((resolve) => setImmediate(resolve));
+
+describe('writeEventStream', () => {
+  it('writes data frames, keep-alives as comments, then [DONE], with the event-stream headers first', async () => {
+    const res = new FakeResponse();
+    const events = new Subject<unknown>();
+    const written = writeEventStream(asResponse(res), events, toError);
+    expect(res.headersSent).toBe(false);
+    events.next({ n: 1 });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-type']).toBe('text/event-stream; charset=utf-8');
+    events.next(KEEP_ALIVE);
+    events.next({ n: 2 });
+    events.complete();
+    await written;
+    expect(res.written).toEqual(['data: {"n":1}\n\n', ': keep-alive\n\n', 'data: {"n":2}\n\n', 'data: [DONE]\n\n']);
+    expect(res.writableEnded).toBe(true);
+  });
+
+  it('waits for drain before writing the next frame when the socket buffer is full', async () => {
+    const res = new FakeResponse();
+    const events = new Subject<unknown>();
+    const written = writeEventStream(asResponse(res), events, toError);
+    res.full = true;
+    events.next({ n: 1 });
+    events.next({ n: 2 });
+    events.next({ n: 3 });
+    events.complete();
+    await nextTick();
+    expect(res.written).toEqual(['data: {"n":1}\n\n']);
+    expect(res.writableEnded).toBe(false);
+
+    // Each drain lets exactly one more frame through while the buffer stays full.
+    res.emit('drain');
+    await nextTick();
+    expect(res.written).toEqual(['data: {"n":1}\n\n', 'data: {"n":2}\n\n']);
+    await nextTick();
+    expect(res.written).toHaveLength(2);
+    res.drain();
+    await written;
+    expect(res.written).toEqual(['data: {"n":1}\n\n', 'data: {"n":2}\n\n', 'data: {"n":3}\n\n', 'data: [DONE]\n\n']);
+    expect(res.writableEnded).toBe(true);
+  });
+
+  it('sends an error after the first event in-band, then [DONE]', async () => {
+    const res = new FakeResponse();
+    const events = new Subject<unknown>();
+    const written = writeEventStream(asResponse(res), events, toError);
+    events.next({ n: 1 });
+    events.error(new ApiError('upstream_error', 'The provider failed.'));
+    await written;
+    expect(res.written).toHaveLength(3);
+    expect(JSON.parse(res.written[1].slice('data: '.length))).toMatchObject({ error: { type: 'upstream_error', message: 'The provider failed.' } });
+    expect(res.written[2]).toBe('data: [DONE]\n\n');
+    expect(res.writableEnded).toBe(true);
+  });
+
+  it('rejects with an error that comes before the first event, having written nothing', async () => {
+    const res = new FakeResponse();
+    const refused = new ApiError('insufficient_balance', 'Top up.');
+    await expect(writeEventStream(asResponse(res), new Observable((subscriber) => subscriber.error(refused)), toError)).rejects.toBe(refused);
+    expect(res.headersSent).toBe(false);
+    expect(res.written).toEqual([]);
+  });
+
+  it('unsubscribes when the client disconnects, which ends the request', async () => {
+    const res = new FakeResponse();
+    let tornDown = false;
+    const events = new Observable<unknown>((subscriber) => {
+      subscriber.next({ n: 1 });
+      return () => (tornDown = true);
+    });
+    const written = writeEventStream(asResponse(res), events, toError);
+    expect(tornDown).toBe(false);
+    res.disconnect();
+    await written;
+    expect(tornDown).toBe(true);
+    expect(res.written).toEqual(['data: {"n":1}\n\n']);
+  });
+
+  it('stops waiting for drain when the client disconnects', async () => {
+    const res = new FakeResponse();
+    const events = new Subject<unknown>();
+    const written = writeEventStream(asResponse(res), events, toError);
+    res.full = true;
+    events.next({ n: 1 });
+    events.next({ n: 2 });
+    res.disconnect();
+    await written;
+    expect(events.observed).toBe(false);
+    expect(res.written).toEqual(['data: {"n":1}\n\n']);
+  });
+});

@@ -1,0 +1,98 @@
+import { Observable, Subscriber } from 'rxjs';
+import type { ChatMessage } from '../providers/provider-adapter';
+import type { OpenedStream } from '../providers/providers.service';
+import type { BillingSession } from './billing/billing-session';
+import type { ChatStreamEvent } from './completion-types';
+import { StreamedIteration, StreamRelay } from './stream-relay';
+import { LoopEnd, ModelTurn, OUT_OF_FUNDS_NOTE, runToolLoop, ToolLoop } from './tool-loop';
+
+/** How often a keep-alive goes out while server tools run. */
+const KEEP_ALIVE_MS = 5_000;
+
+/** A streamed request once prepared (its money held): what its tool loop needs. */
+export interface StreamedCall extends Omit<ToolLoop<StreamedTurn>, 'callModel' | 'toolsRunning' | 'billing'> {
+  billing: Pick<BillingSession, 'settleStream'> & ToolLoop<StreamedTurn>['billing'];
+  /** The model id the client sees in every chunk. */
+  modelId: string;
+  /** `stream_options.include_usage`: a last chunk carries the usage. */
+  includeUsage: boolean;
+  isServerTool(name: string | undefined): boolean;
+  /** Opens one model call's stream (retried until its first chunk; see ProvidersService.openStream). */
+  openStream(messages: ChatMessage[], last: boolean): Promise<OpenedStream>;
+}
+
+type StreamedTurn = ModelTurn & Pick<StreamedIteration, 'clientCalls'>;
+
+/**
+ * A streamed completion as a cold Observable. Subscribing starts it: `start` prepares the
+ * request (validation, the hold) with a signal that unsubscribing aborts, so a client that
+ * leaves stops the upstream call and the tools under way, and what was used is settled all
+ * the same. The chunks of all iterations are emitted as one completion, keep-alives while
+ * server tools run, and `x_service` on the last chunk once the request is settled. A failure
+ * is the observable's error: before the first chunk it is still an ordinary HTTP error.
+ */
+export function streamedCompletion(start: (signal: AbortSignal) => Promise<StreamedCall>): Observable<ChatStreamEvent> {
+  return new Observable<ChatStreamEvent>((subscriber) => {
+    const teardown = new AbortController();
+    start(teardown.signal)
+      .then((call) => relayToolLoop(subscriber, call))
+      .catch((error: unknown) => subscriber.error(error));
+    // Runs on unsubscription, and after completion or error, when there is nothing left to stop.
+    return () => teardown.abort();
+  });
+}
+
+async function relayToolLoop(subscriber: Subscriber<ChatStreamEvent>, call: StreamedCall): Promise<void> {
+  const relay = new StreamRelay(subscriber, call.modelId, (name) => call.isServerTool(name));
+  let end: LoopEnd<StreamedTurn> | undefined;
+  let failure: unknown;
+  try {
+    end = await runToolLoop<StreamedTurn>({
+      ...call,
+      callModel: async (messages, last) => {
+        const opened = await call.openStream(messages, last);
+        const iteration: StreamedIteration = { generated: '', content: '', serverCalls: [], clientCalls: [] };
+        let broken: unknown;
+        try {
+          await relay.relay(prepend(opened.first, opened.rest), iteration);
+        } catch (error) {
+          broken = error;
+        }
+        return { ...iteration, content: iteration.content || null, calledClientTools: iteration.clientCalls.length > 0, broken };
+      },
+      toolsRunning: () => {
+        relay.continueLoop();
+        const keepAlive = setInterval(() => relay.keepAlive(), KEEP_ALIVE_MS);
+        return () => clearInterval(keepAlive);
+      },
+    });
+  } catch (error) {
+    failure = error;
+  }
+
+  let finishReason: 'length' | 'stop' | undefined;
+  if (end?.outOfFunds) {
+    relay.say(`${end.turn.content ? '\n\n' : ''}${OUT_OF_FUNDS_NOTE}`);
+    finishReason = 'length';
+  } else if (end && end.turn.serverCalls.length > 0 && !end.turn.calledClientTools) {
+    // Stopped at the iteration limit with server calls only: the client sees an answer, not tool calls.
+    finishReason = 'stop';
+  }
+  // Throws the error to end the stream with; after a disconnect it settles and returns.
+  await call.billing.settleStream(failure, end ? replyOf(end.turn) : undefined);
+  if (subscriber.closed) return;
+  const { spend } = call.billing;
+  relay.finish(spend.xService(), call.includeUsage ? spend.usage() : undefined, finishReason);
+  subscriber.complete();
+}
+
+/** The answer a stream gave the client, to store in its conversation. */
+function replyOf(turn: StreamedTurn): ChatMessage {
+  const toolCalls = turn.clientCalls.map((call) => ({ id: call.id, type: 'function' as const, function: { name: call.name, arguments: call.arguments } }));
+  return { role: 'assistant', content: turn.content, ...(toolCalls.length ? { tool_calls: toolCalls } : {}) };
+}
+
+async function* prepend<T>(first: T, rest: AsyncIterator<T>): AsyncIterable<T> {
+  yield first;
+  for (let next = await rest.next(); !next.done; next = await rest.next()) yield next.value;
+}
