@@ -1,4 +1,4 @@
-import { LogLevel } from '@nestjs/common';
+import { DynamicModule, LogLevel, NestApplicationOptions } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
@@ -15,6 +15,12 @@ import { createValidationPipe } from './common/validation/validation.pipe';
 import type { AppConfig } from './config/app-config';
 import { basePathMiddleware, useDashboard } from './dashboard/dashboard.setup';
 
+/**
+ * Makes the Nest application from the root module: NestFactory.create, unless a test
+ * builds it through @nestjs/testing to override a provider (test/support/test-app.ts).
+ */
+export type AppCreator = (module: DynamicModule, options: NestApplicationOptions) => Promise<NestExpressApplication>;
+
 const LOG_LEVELS: LogLevel[] = ['fatal', 'error', 'warn', 'log', 'debug', 'verbose'];
 
 /** LOG_LEVEL and everything more severe. */
@@ -29,9 +35,10 @@ export function logLevelsFor(level: AppConfig['logLevel']): LogLevel[] {
 export async function createApp(
   config: AppConfig,
   databaseUrl: string,
-  options: { logger?: false } = {},
+  options: { logger?: false; create?: AppCreator } = {},
 ): Promise<NestExpressApplication> {
-  const app = await NestFactory.create<NestExpressApplication>(AppModule.register({ config, databaseUrl }), {
+  const create: AppCreator = options.create ?? ((module, appOptions) => NestFactory.create<NestExpressApplication>(module, appOptions));
+  const app = await create(AppModule.register({ config, databaseUrl }), {
     bodyParser: false,
     // JSON bodies also keep their exact bytes (req.rawBody): Stripe signs its webhook events over them.
     rawBody: true,

@@ -1,10 +1,19 @@
 import { Module } from '@nestjs/common';
 import { ModelsModule } from '../models/models.module';
+import { ToolsModule } from '../tools/tools.module';
+import { WebSearchModule } from '../tools/web-search/web-search.module';
 import { AssistantsService } from './assistants.service';
+import { DocumentsModule } from './documents/documents.module';
+import { SERVER_TOOL_CLASSES } from './server-tools';
 
+/**
+ * Assistants, and the server tools they can offer: the tools are registered here, with the
+ * modules their backends come from, and ToolsService (which runs them) is exported with
+ * AssistantsService.
+ */
 @Module({
-  imports: [ModelsModule],
+  imports: [ModelsModule, ToolsModule.register({ tools: SERVER_TOOL_CLASSES, imports: [WebSearchModule, DocumentsModule] })],
   providers: [AssistantsService],
-  exports: [AssistantsService],
+  exports: [AssistantsService, ToolsModule],
 })
 export class AssistantsModule {}

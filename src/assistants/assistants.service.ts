@@ -7,7 +7,8 @@ import { assertUuid } from '../common/validation/uuid';
 import { ModelsService } from '../models/models.service';
 import { Workspace } from '../workspaces/entities/workspace.entity';
 import { TIERS, UNLIMITED } from '../limits/tier-policy';
-import { Assistant, AssistantTool, SERVER_TOOL_TYPES, ServerToolType } from './entities/assistant.entity';
+import { ToolsService } from '../tools/tools.service';
+import { Assistant, AssistantTool, ServerToolType } from './entities/assistant.entity';
 
 export interface AssistantFields {
   name?: string;
@@ -47,6 +48,7 @@ export class AssistantsService {
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
     private readonly models: ModelsService,
+    private readonly tools: ToolsService,
   ) {}
 
   /** Enforces the tier's maxAssistants under a lock on the workspace, so concurrent creates cannot pass it. */
@@ -140,7 +142,7 @@ export class AssistantsService {
       }
     }
     if (fields.maxTokens !== undefined) values.maxTokens = fields.maxTokens;
-    if (fields.tools !== undefined) values.tools = parseTools(fields.tools);
+    if (fields.tools !== undefined) values.tools = parseTools(fields.tools, this.tools);
     if (fields.maxToolIterations !== undefined) {
       if (!Number.isInteger(fields.maxToolIterations) || fields.maxToolIterations < 1 || fields.maxToolIterations > 20) {
         throw ApiError.badRequest('max_tool_iterations must be an integer from 1 to 20.', 'max_tool_iterations');
@@ -197,11 +199,12 @@ export function slugify(name: string): string {
   return slug && !isUUID(slug) ? slug : 'assistant';
 }
 
-function parseTools(tools: Array<ServerToolType | AssistantTool>): AssistantTool[] {
+/** Each tool must be a registered server tool (ToolsService), once. */
+function parseTools(tools: Array<ServerToolType | AssistantTool>, registered: ToolsService): AssistantTool[] {
   const parsed = tools.map((tool, index) => {
     const value: AssistantTool = typeof tool === 'string' ? { type: tool } : { ...tool };
-    if (!(SERVER_TOOL_TYPES as readonly string[]).includes(value.type)) {
-      throw ApiError.badRequest(`tools.${index} must be one of ${SERVER_TOOL_TYPES.join(', ')} (got "${value.type}").`, `tools.${index}`);
+    if (!registered.isRegistered(value.type)) {
+      throw ApiError.badRequest(`tools.${index} must be one of ${registered.names().join(', ')} (got "${value.type}").`, `tools.${index}`);
     }
     if (value.max_results !== undefined && (!Number.isInteger(value.max_results) || value.max_results < 1 || value.max_results > 20)) {
       throw ApiError.badRequest('max_results must be an integer from 1 to 20.', `tools.${index}.max_results`);

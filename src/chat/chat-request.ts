@@ -1,5 +1,6 @@
 import { plainToInstance } from 'class-transformer';
 import { validate } from 'class-validator';
+import { SERVER_TOOL_NAMES } from '../assistants/server-tools';
 import { ApiError } from '../common/errors/api-error';
 import { toValidationError } from '../common/validation/validation.pipe';
 import type { ChatMessage, FunctionTool } from '../providers/provider-adapter';
@@ -17,9 +18,6 @@ import {
 
 /** OpenAI's bound on `n`; the hold multiplies the output by it, so the wallet bounds it too. */
 const MAX_CHOICES = 128;
-
-/** Tools that run on the server; an assistant offers them, direct mode cannot. */
-export const SERVER_TOOL_NAMES = ['web_search', 'file_search'] as const;
 
 /** Fields the service handles itself; every other field is forwarded to the provider. */
 const OWN_FIELDS = new Set([

@@ -1,12 +1,32 @@
-import { Module } from '@nestjs/common';
-import { DocumentsModule } from '../assistants/documents/documents.module';
+import { DynamicModule, Module, ModuleMetadata } from '@nestjs/common';
+import { SERVER_TOOLS, ServerTool, ServerToolClass } from './server-tool';
 import { ToolsService } from './tools.service';
-import { WebSearchModule } from './web-search';
 
-/** The server-side tools of assistants: web_search and file_search. */
-@Module({
-  imports: [WebSearchModule, DocumentsModule],
-  providers: [ToolsService],
-  exports: [ToolsService],
-})
-export class ToolsModule {}
+export interface ServerToolsOptions {
+  /** The tool classes, each provided here and all of them together under SERVER_TOOLS. */
+  tools: readonly ServerToolClass[];
+  /** The modules whose services the tools need (web search, documents). */
+  imports?: ModuleMetadata['imports'];
+}
+
+/**
+ * Server tools as strategies: `ToolsModule.register({ tools, imports })` provides the tool
+ * classes, gathers them under one token, and exports the `ToolsService` that runs them by
+ * name. The module that registers them (the assistants module, which knows every tool an
+ * assistant can offer) re-exports it. This folder depends on no tool's backend.
+ */
+@Module({})
+export class ToolsModule {
+  static register({ tools, imports = [] }: ServerToolsOptions): DynamicModule {
+    return {
+      module: ToolsModule,
+      imports,
+      providers: [
+        ...tools,
+        { provide: SERVER_TOOLS, useFactory: (...instances: ServerTool[]) => instances, inject: [...tools] },
+        ToolsService,
+      ],
+      exports: [ToolsService],
+    };
+  }
+}

@@ -3,7 +3,9 @@ import OpenAI from 'openai';
 import type { AddressInfo } from 'node:net';
 import { createApp } from '../../src/app.factory';
 import { AppConfig, loadConfig } from '../../src/config/app-config';
+import type { ServerTool } from '../../src/tools/server-tool';
 import { WorkspacesService } from '../../src/workspaces/workspaces.service';
+import { withServerTools } from './extra-server-tools';
 import { createTestDatabase } from './test-database';
 
 export interface TestApp {
@@ -38,11 +40,17 @@ export function testConfig(overrides: TestConfigOverrides = {}): AppConfig {
  * and a free loopback port.
  */
 export async function startTestApp(
-  options: { config?: TestConfigOverrides; databaseUrl?: string } = {},
+  options: {
+    config?: TestConfigOverrides;
+    databaseUrl?: string;
+    /** Server tools registered beside the built-in ones, for tests of the tool registry. */
+    serverTools?: ServerTool[];
+  } = {},
 ): Promise<TestApp> {
   const databaseUrl = options.databaseUrl ?? (await createTestDatabase());
   const config = testConfig(options.config);
-  const app = await createApp(config, databaseUrl, { logger: false });
+  const create = options.serverTools ? withServerTools(options.serverTools) : undefined;
+  const app = await createApp(config, databaseUrl, { logger: false, create });
   await app.listen(0, '127.0.0.1');
   const { port } = app.getHttpServer().address() as AddressInfo;
   const baseUrl = `http://127.0.0.1:${port}`;

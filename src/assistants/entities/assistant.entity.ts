@@ -1,13 +1,16 @@
 import { Column, CreateDateColumn, Entity, PrimaryGeneratedColumn, UpdateDateColumn } from 'typeorm';
+import type { ToolSettings } from '../../tools/server-tool';
+import type { ServerToolName } from '../server-tools';
 
-export const SERVER_TOOL_TYPES = ['web_search', 'file_search'] as const;
-export type ServerToolType = (typeof SERVER_TOOL_TYPES)[number];
+/** A built-in server tool's name; the one list is SERVER_TOOL_CLASSES (`assistants/server-tools.ts`). */
+export type ServerToolType = ServerToolName;
 
-/** A server tool an assistant offers the model, with its own settings. */
-export interface AssistantTool {
+/**
+ * A server tool an assistant offers the model, with its own settings (`max_results`: how
+ * many web pages or document chunks a call returns). Checked against the registered tools.
+ */
+export interface AssistantTool extends ToolSettings {
   type: ServerToolType;
-  /** How many results (web pages or document chunks) a call returns. */
-  max_results?: number;
 }
 
 /** A stored agent: system prompt, model settings and server tools. Addressed by id or slug. */

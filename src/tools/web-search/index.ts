@@ -10,3 +10,4 @@ export {
   type WebSearchOptions,
 } from './web-search.service';
 export { WebSearchModule } from './web-search.module';
+export { WebSearchTool } from './web-search.tool';

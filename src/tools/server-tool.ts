@@ -1,0 +1,76 @@
+import type { Type } from '@nestjs/common';
+import type { FunctionTool } from '../providers/provider-adapter';
+
+/**
+ * A tool that runs on the server when the model calls it, inside the chat's tool loop.
+ * Each tool is a class; the classes are registered in one list (`SERVER_TOOL_CLASSES`,
+ * in `assistants/server-tools.ts`), provided together under `SERVER_TOOLS`, and run by
+ * `ToolsService`, which finds them by name.
+ */
+export interface ServerTool {
+  /** The function name the model calls, and the `type` of the tool in an assistant's settings. */
+  readonly name: string;
+  /** How the model sees the tool: a function with a JSON schema for its arguments. */
+  readonly definition: FunctionTool;
+  /** Results a call returns when the assistant's settings do not say (`max_results`). */
+  readonly defaultMaxResults: number;
+  /** What one call that ran costs the caller, in millicents (from the configuration where it sets one). */
+  readonly priceMillicents: number;
+  /**
+   * Runs one call with the model's JSON arguments and returns the tool message for the
+   * model. A call that returns is charged the tool's price. Throw `ToolArgumentsError` when
+   * the arguments do not fit, `ToolCallError` when the tool could not do its work: the model
+   * is told why, and the call is free.
+   */
+  run(args: string, context: ToolContext): Promise<string>;
+}
+
+/** A class implementing a server tool, with its name readable before any instance exists. */
+export type ServerToolClass = Type<ServerTool> & { readonly toolName: string };
+
+/** Injection token of every registered tool, as an array (see `ToolsModule.register`). */
+export const SERVER_TOOLS = Symbol('SERVER_TOOLS');
+
+/** An assistant's settings for one of its tools, as stored on the assistant. */
+export interface ToolSettings {
+  type: string;
+  /** How many results (web pages, document passages) a call returns. */
+  max_results?: number;
+}
+
+/** What a tool may know of the assistant it runs for (the Assistant entity has this shape). */
+export interface ToolHost {
+  id: string;
+  tools: readonly ToolSettings[];
+}
+
+export interface ToolContext {
+  assistant: ToolHost;
+  /** The assistant's `max_results` for this tool, else the tool's default. */
+  maxResults: number;
+  /** Fires when the client left or the request was cancelled: stop, and let the error through. */
+  signal: AbortSignal;
+}
+
+/** The tool could not do its work; the message, written for the model, says why (`web search failed: timeout`). */
+export class ToolCallError extends Error {
+  override readonly name = 'ToolCallError';
+}
+
+/** The model's arguments do not fit the tool; the message tells the model what they should be. */
+export class ToolArgumentsError extends Error {
+  override readonly name = 'ToolArgumentsError';
+}
+
+/** The `query` of a search tool's arguments (`{"query": "..."}`), trimmed; throws ToolArgumentsError without one. */
+export function queryArgument(args: string, toolName: string): string {
+  let parsed: { query?: unknown } | undefined;
+  try {
+    parsed = JSON.parse(args || '{}') as { query?: unknown };
+  } catch {
+    parsed = undefined;
+  }
+  const query = typeof parsed?.query === 'string' ? parsed.query.trim() : '';
+  if (!query) throw new ToolArgumentsError(`${toolName} needs arguments of the form {"query": "..."}.`);
+  return query;
+}
