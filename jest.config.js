@@ -1,16 +1,15 @@
 /**
- * Unit specs live beside the code (src/**\/*.spec.ts); integration and end-to-end suites in test/.
- * Suites that assert on time (`*.timing-spec.ts`) run apart, alone: jest.timing.config.js.
+ * Both layers as two projects, for `npx jest <path>` while working: the unit specs beside the
+ * code (jest.unit.config.js) and the suites in test/ (jest.e2e.config.js). PostgreSQL starts
+ * only when an e2e file is among those run: a project's global setup runs for its own tests
+ * alone. Suites that assert on time (`*.timing-spec.ts`) run apart, alone: jest.timing.config.js.
  */
+const unit = require('./jest.unit.config');
+// Options of the whole run: jest refuses them inside a project.
+const { testTimeout, maxWorkers, ...e2e } = require('./jest.e2e.config');
+
 module.exports = {
-  rootDir: '.',
-  testEnvironment: 'node',
-  testMatch: ['<rootDir>/src/**/*.spec.ts', '<rootDir>/test/**/*.e2e-spec.ts'],
-  transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] },
-  moduleFileExtensions: ['ts', 'js', 'json'],
-  // One embedded PostgreSQL for the run; each test file clones the migrated template database.
-  globalSetup: '<rootDir>/test/support/global-setup.ts',
-  globalTeardown: '<rootDir>/test/support/global-teardown.ts',
-  testTimeout: 30_000,
-  maxWorkers: 2,
+  projects: [unit, e2e],
+  testTimeout,
+  maxWorkers,
 };
