@@ -53,7 +53,24 @@ DATA_DIR (the running server's, if it is up).`;
 class UsageError extends Error {}
 
 type Options = Record<string, string | undefined>;
-type Command = (app: INestApplicationContext, options: Options) => Promise<object>;
+type Command = (app: INestApplicationContext, options: Options, io: CliIo) => Promise<object>;
+
+/**
+ * Where a run reads its configuration and writes its output. The process's own by default;
+ * tests pass their own to run commands in-process, without booting a Node process per case.
+ */
+export interface CliIo {
+  stdout: (text: string) => void;
+  stderr: (text: string) => void;
+  /** The variables configuration is read from (src/config/app-config.ts). */
+  env: NodeJS.ProcessEnv;
+}
+
+const PROCESS_IO: CliIo = {
+  stdout: (text) => process.stdout.write(text),
+  stderr: (text) => process.stderr.write(text),
+  env: process.env,
+};
 
 const COMMANDS: Record<string, Command> = {
   'workspace create': async (app, o) => {
@@ -91,7 +108,7 @@ const COMMANDS: Record<string, Command> = {
   'assistant update': async (app, o) =>
     describeAssistant(await app.get(AssistantsService).update(required(o, 'assistant'), assistantFields(o))),
   'assistant delete': async (app, o) => app.get(AssistantsService).delete(required(o, 'assistant')),
-  'document add': (app, o) => addDocument(app, o),
+  'document add': (app, o, io) => addDocument(app, o, io),
   'document list': async (app, o) => {
     const documents = app.get(DocumentsService);
     const assistant = await documents.getAssistant(required(o, 'assistant'));
@@ -219,7 +236,7 @@ function boolean(options: Options, name: string): boolean {
  * it is read. Progress goes to stderr, and only once ingestion has taken a second: stdout
  * carries nothing but the JSON result.
  */
-async function addDocument(app: INestApplicationContext, o: Options): Promise<object> {
+async function addDocument(app: INestApplicationContext, o: Options, io: CliIo): Promise<object> {
   const documents = app.get(DocumentsService);
   const assistant = await documents.getAssistant(required(o, 'assistant'));
   const file = required(o, 'file');
@@ -242,7 +259,7 @@ async function addDocument(app: INestApplicationContext, o: Options): Promise<ob
       const now = Date.now();
       if (now - started < 1_000 || (now - printed < 1_000 && progress.stage !== 'stored')) return;
       printed = now;
-      process.stderr.write(`${progress.message} (${((now - started) / 1000).toFixed(1)} s)\n`);
+      io.stderr(`${progress.message} (${((now - started) / 1000).toFixed(1)} s)\n`);
     },
   });
   return { id: document.id, name: document.name, chunks: document.chunkCount, size_bytes: document.sizeBytes };
@@ -278,7 +295,29 @@ function joinNegativeNumbers(argv: string[]): string[] {
   return joined;
 }
 
-async function main(argv: string[]): Promise<number> {
+/**
+ * Runs one command line and answers its exit code: 0 with one JSON object on stdout; 1 with
+ * the reason on stderr; 2 for wrong usage, with the usage text. It never exits the process,
+ * so tests can call it in-process; `node dist/src/cli.js` exits with what it answers.
+ */
+export async function main(argv: string[], io: CliIo = PROCESS_IO): Promise<number> {
+  try {
+    return await run(argv, io);
+  } catch (error) {
+    if (error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+      io.stderr(`${(error as Error).message}\n\n${USAGE}\n`);
+      return 2;
+    }
+    const message =
+      error instanceof ApiError || error instanceof ConfigError || error instanceof EmbeddedPostgresError
+        ? error.message
+        : `Unexpected error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`;
+    io.stderr(`${message}\n`);
+    return 1;
+  }
+}
+
+async function run(argv: string[], io: CliIo): Promise<number> {
   const { positionals, values } = parseArgs({
     args: joinNegativeNumbers(argv),
     allowPositionals: true,
@@ -320,14 +359,19 @@ async function main(argv: string[]): Promise<number> {
   const command = COMMANDS[commandName];
   if (!command || positionals.length !== 2) throw new UsageError(commandName ? `Unknown command "${commandName}"` : 'No command given');
 
-  const config = loadConfig();
+  const config = loadConfig(io.env);
   const database = await openDatabase(config);
   let app: INestApplicationContext | undefined;
   try {
     await runMigrations(database.url);
-    app = await NestFactory.createApplicationContext(cliModule(config, database.url), { logger: ['error'] });
-    const result = await command(app, values as Options);
-    process.stdout.write(`${JSON.stringify(result)}\n`);
+    // abortOnError: false, so a module that fails to start is reported below as any other
+    // error (and the embedded database stopped) instead of Nest exiting the process itself.
+    app = await NestFactory.createApplicationContext(cliModule(config, database.url), {
+      logger: ['error'],
+      abortOnError: false,
+    });
+    const result = await command(app, values as Options, io);
+    io.stdout(`${JSON.stringify(result)}\n`);
     return 0;
   } finally {
     await app?.close();
@@ -335,18 +379,6 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    if (error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
-      process.stderr.write(`${(error as Error).message}\n\n${USAGE}\n`);
-      process.exit(2);
-    }
-    const message =
-      error instanceof ApiError || error instanceof ConfigError || error instanceof EmbeddedPostgresError
-        ? error.message
-        : `Unexpected error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`;
-    process.stderr.write(`${message}\n`);
-    process.exit(1);
-  },
-);
+if (require.main === module) {
+  void main(process.argv.slice(2)).then((code) => process.exit(code));
+}

@@ -1,18 +1,21 @@
 import OpenAI from 'openai';
-import { availableParallelism } from 'node:os';
 import { freePort } from '../src/database/embedded-postgres';
-import { describeResult, ProcessResult, runCli } from './support/processes';
+import { describeResult, ProcessResult, runCli, runCliInProcess } from './support/processes';
 import { openAiClient, startTestApp, TestApp } from './support/test-app';
 
 /**
- * The operator CLI as an operator runs it: the compiled `dist/src/cli.js` in a process of
- * its own, against the database of a running app. Its contract: a command prints exactly
- * one JSON object on stdout and exits 0; a failure prints nothing on stdout, explains
- * itself on stderr and exits 1 (2 for wrong usage, with the usage text).
+ * The operator CLI against the database of a running app. Its contract: a command prints
+ * exactly one JSON object on stdout and exits 0; a failure prints nothing on stdout,
+ * explains itself on stderr and exits 1 (2 for wrong usage, with the usage text).
+ *
+ * The commands run in-process through the exported `main()` (booting a Node process per case
+ * took most of this file's time); two smoke tests at the end run the compiled
+ * `dist/src/cli.js` as an operator does, so the exit code and the bare stdout of a real
+ * process stay covered.
  */
 
-// Every step spawns processes; on a busy machine a test of several CLI runs needs more than 30 s.
-jest.setTimeout(90_000);
+// The smoke tests spawn processes; on a busy machine a test of several CLI runs needs more than 30 s.
+jest.setTimeout(60_000);
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
@@ -62,37 +65,21 @@ const REFUSED_CASES: Array<[string[], string]> = [
   [['wallet', 'adjust', '--workspace', MISSING, '--amount', '0'], 'amount must be a non-zero whole number of millicents.'],
 ];
 
-describe('operator CLI (dist/src/cli.js)', () => {
+describe('operator CLI', () => {
   let t: TestApp;
   let env: Record<string, string>;
-
-  /** The refusals' results, by command line. */
-  const refusals = new Map<string, ProcessResult>();
-  /** Settles (with the error, if any) once every refusal has run. */
-  let refusalsDone: Promise<unknown>;
 
   beforeAll(async () => {
     t = await startTestApp();
     env = { DATABASE_URL: t.databaseUrl, LOG_LEVEL: 'error' };
-    // Each CLI run costs about a second, mostly loading modules. The refusals need no state,
-    // so they run in the background on the cores the tests below (in order) leave free.
-    const commands = [...USAGE_CASES, ...BAD_ID_CASES, ...REFUSED_CASES].map(([args]) => args);
-    const concurrency = Math.min(4, Math.max(1, availableParallelism() - 1));
-    refusalsDone = mapWithConcurrency(commands, concurrency, async (args) => {
-      refusals.set(JSON.stringify(args), await runCli(args, env, { timeoutMs: 60_000 }));
-    }).then(
-      () => undefined,
-      (error: unknown) => error,
-    );
   });
   afterAll(async () => {
-    await refusalsDone;
     await t?.close();
   });
 
   /** Runs a command that must succeed; returns the one JSON object it printed. */
   async function cli(...args: string[]): Promise<Record<string, unknown>> {
-    const result = await runCli(args, env);
+    const result = await runCliInProcess(args, env);
     const lines = result.stdout.split('\n');
     if (result.code !== 0 || lines.length !== 2 || lines[1] !== '' || result.stderr !== '') {
       throw new Error(`Expected exit 0, one line of JSON and nothing on stderr.\n${describeResult(args, result)}`);
@@ -106,7 +93,7 @@ describe('operator CLI (dist/src/cli.js)', () => {
 
   /** Runs a command that must fail with `code`, nothing on stdout and a message on stderr. */
   async function cliFails(code: number, ...args: string[]): Promise<string> {
-    const result: ProcessResult = await runCli(args, env);
+    const result: ProcessResult = await runCliInProcess(args, env);
     if (result.code !== code || result.stdout !== '' || result.stderr.trim() === '') {
       throw new Error(`Expected exit ${code}, empty stdout and a message on stderr.\n${describeResult(args, result)}`);
     }
@@ -288,10 +275,6 @@ describe('operator CLI (dist/src/cli.js)', () => {
     });
   });
 
-  /**
-   * Refusals that need no workspace of their own: run in the background from the first
-   * beforeAll, then each case is checked in a test of its own.
-   */
   describe('assistants', () => {
     it('creates, lists, updates and deletes assistants, within the tier limit', async () => {
       const { id: workspaceId } = await createWorkspace('hobby', 100_000);
@@ -329,39 +312,26 @@ describe('operator CLI (dist/src/cli.js)', () => {
     });
   });
 
+  /** Refusals that need no workspace of their own. */
   describe('refusals', () => {
-    beforeAll(async () => {
-      const error = await refusalsDone;
-      if (error) throw error;
-    });
-
-    /** The recorded result of a case, checked against the failure contract. */
-    function failure(code: number, args: string[]): string {
-      const result = refusals.get(JSON.stringify(args))!;
-      if (result.code !== code || result.stdout !== '' || result.stderr.trim() === '') {
-        throw new Error(`Expected exit ${code}, empty stdout and a message on stderr.\n${describeResult(args, result)}`);
-      }
-      return result.stderr;
-    }
-
-    it.each(USAGE_CASES)('wrong usage %j exits 2 with the usage text on stderr', (args, message) => {
-      const stderr = failure(2, args);
+    it.each(USAGE_CASES)('wrong usage %j exits 2 with the usage text on stderr', async (args, message) => {
+      const stderr = await cliFails(2, ...args);
       expect(stderr).toMatch(message);
       expect(stderr).toMatch(/Usage: npm run cli -- <command>/);
     });
 
-    it.each(BAD_ID_CASES)('a bad id in %j exits 1 with a clear message', (args, message) => {
-      expect(failure(1, args).trim()).toBe(message);
+    it.each(BAD_ID_CASES)('a bad id in %j exits 1 with a clear message', async (args, message) => {
+      expect((await cliFails(1, ...args)).trim()).toBe(message);
     });
 
-    it.each(REFUSED_CASES)('%j exits 1 with the reason', (args, message) => {
-      expect(failure(1, args).trim()).toBe(message);
+    it.each(REFUSED_CASES)('%j exits 1 with the reason', async (args, message) => {
+      expect((await cliFails(1, ...args)).trim()).toBe(message);
     });
   });
 
   describe('configuration and database problems: exit 1', () => {
     it('reports an invalid DATABASE_URL before touching anything', async () => {
-      const result = await runCli(['key', 'revoke', '--key', '00000000-0000-4000-8000-000000000000'], {
+      const result = await runCliInProcess(['key', 'revoke', '--key', MISSING], {
         DATABASE_URL: 'mysql://nope',
         LOG_LEVEL: 'error',
       });
@@ -371,7 +341,7 @@ describe('operator CLI (dist/src/cli.js)', () => {
 
     it('fails fast when the database does not answer', async () => {
       const port = await freePort();
-      const result = await runCli(['key', 'revoke', '--key', '00000000-0000-4000-8000-000000000000'], {
+      const result = await runCliInProcess(['key', 'revoke', '--key', MISSING], {
         DATABASE_URL: `postgres://nobody:nothing@127.0.0.1:${port}/nowhere`,
         LOG_LEVEL: 'error',
       });
@@ -380,13 +350,26 @@ describe('operator CLI (dist/src/cli.js)', () => {
       expect(result.durationMs).toBeLessThan(15_000);
     });
   });
-});
 
-async function mapWithConcurrency<T>(items: T[], concurrency: number, run: (item: T) => Promise<unknown>): Promise<void> {
-  const queue = [...items];
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      for (let item = queue.shift(); item !== undefined; item = queue.shift()) await run(item);
-    }),
-  );
-}
+  /** The compiled CLI as an operator runs it: a process of its own, its exit code, its bare stdout. */
+  describe('as a process (dist/src/cli.js)', () => {
+    it('prints one line of JSON, nothing on stderr, and exits 0; the key works on the running app', async () => {
+      const args = ['workspace', 'create', '--name', 'Smoke', '--tier', 'pro', '--balance', '2500'];
+      const result = await runCli(args, env);
+      if (result.code !== 0 || result.stderr !== '' || !/^\{.*\}\n$/.test(result.stdout)) {
+        throw new Error(`Expected exit 0, one line of JSON and nothing on stderr.\n${describeResult(args, result)}`);
+      }
+      const created = JSON.parse(result.stdout) as Record<string, string>;
+      expect(created).toMatchObject({ workspace_id: expect.stringMatching(UUID), tier: 'pro' });
+      const client = openAiClient(t.baseUrl, created.api_key);
+      expect(await client.get('/wallet')).toMatchObject({ balanceMillicents: 2500 });
+    });
+
+    it('exits 1 with nothing on stdout and the reason on stderr', async () => {
+      const args = ['key', 'create', '--workspace', MISSING];
+      const result = await runCli(args, env);
+      expect({ code: result.code, signal: result.signal, stdout: result.stdout }).toEqual({ code: 1, signal: null, stdout: '' });
+      expect(result.stderr).toBe(`No workspace with id ${MISSING}.\n`);
+    });
+  });
+});
