@@ -1,0 +1,61 @@
+import { loadConfig } from '../../config/app-config';
+import { ToolArgumentsError, ToolCallError, ToolContext } from '../server-tool';
+import type { SearchResult } from './search-provider';
+import { WebSearchError } from './web-search-error';
+import type { WebSearchService } from './web-search.service';
+import { WebSearchTool } from './web-search.tool';
+
+describe('WebSearchTool', () => {
+  const config = { ...loadConfig({}), toolPrices: { web_search: 1_234, file_search: 1 } };
+  const context = (maxResults = 3): ToolContext => ({ assistant: { id: 'a1', tools: [] }, maxResults, signal: new AbortController().signal });
+  const toolWith = (search: (query: string, options: { maxResults: number; signal: AbortSignal }) => Promise<SearchResult[]>) => {
+    const searches: Array<{ query: string; maxResults: number }> = [];
+    const service = {
+      search: async (query: string, options: { maxResults: number; signal: AbortSignal }) => {
+        searches.push({ query, maxResults: options.maxResults });
+        return search(query, options);
+      },
+    } as unknown as WebSearchService;
+    return { tool: new WebSearchTool(config, service), searches };
+  };
+
+  it('is web_search, priced from the configuration, offered as a function of {"query"}', () => {
+    const { tool } = toolWith(async () => []);
+    expect(WebSearchTool.toolName).toBe('web_search');
+    expect(tool.name).toBe('web_search');
+    expect(tool.priceMillicents).toBe(1_234);
+    expect(tool.defaultMaxResults).toBe(5);
+    expect(tool.definition.function).toMatchObject({ name: 'web_search', parameters: { required: ['query'] } });
+  });
+
+  it('searches with the query and the result count, and renders the results for the model', async () => {
+    const { tool, searches } = toolWith(async () => [{ title: 'Node 24', url: 'https://nodejs.org/24', snippet: 'Out now.' }]);
+    const content = await tool.run('{"query":"node release"}', context(2));
+    expect(searches).toEqual([{ query: 'node release', maxResults: 2 }]);
+    expect(content).toContain('1. Node 24');
+    expect(content).toContain('https://nodejs.org/24');
+  });
+
+  it('says when there is nothing', async () => {
+    const { tool } = toolWith(async () => []);
+    expect(await tool.run('{"query":"nothing"}', context())).toBe('No web results.');
+  });
+
+  it('refuses arguments without a query before searching', async () => {
+    const { tool, searches } = toolWith(async () => []);
+    await expect(tool.run('{"q":"x"}', context())).rejects.toThrow(ToolArgumentsError);
+    expect(searches).toEqual([]);
+  });
+
+  it("turns a WebSearchError into a ToolCallError with the same message (it is written for the model); other errors pass", async () => {
+    const failing = toolWith(async () => {
+      throw new WebSearchError('timeout');
+    }).tool;
+    await expect(failing.run('{"query":"x"}', context())).rejects.toEqual(new ToolCallError('web search failed: timeout'));
+    const bug = new TypeError('bug');
+    const broken = toolWith(async () => {
+      throw bug;
+    }).tool;
+    await expect(broken.run('{"query":"x"}', context())).rejects.toBe(bug);
+  });
+});
