@@ -1,13 +1,13 @@
 import * as path from 'node:path';
 import { TIER_NAMES, TierName } from '../common/tier-name';
-import { webSearchConfigProblems } from '../tools/web-search/web-search-config';
+import { WEB_SEARCH_PROVIDERS, webSearchConfigProblems } from './web-search-config';
 
 export type SimulatorMode = 'auto' | 'on' | 'off';
 
 /**
  * The upstream providers, each with the prefix of its variables: `<PREFIX>_API_KEY` and
- * `<PREFIX>_BASE_URL` (a contract: ARCHITECTURE section 7). The names are the catalog's;
- * each has an entry in `providers/provider-registry.ts`, which builds its adapter.
+ * `<PREFIX>_BASE_URL` (a contract: ARCHITECTURE section 7). The catalog's provider names are
+ * these and `simulator`; each has an entry in `providers/provider-registry.ts`, which builds its adapter.
  */
 export const UPSTREAM_PROVIDERS = [
   ['openai', 'OPENAI'],
@@ -116,7 +116,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     upstreamMaxRetries: read.integer('UPSTREAM_MAX_RETRIES', 2, 0, 10),
     holdTtlMs: read.integer('HOLD_TTL_MS', 15 * 60_000, 10_000, 24 * 3_600_000),
     webSearch: {
-      provider: read.oneOf('WEB_SEARCH_PROVIDER', ['searxng', 'tavily', 'brave'] as const),
+      provider: read.oneOf('WEB_SEARCH_PROVIDER', WEB_SEARCH_PROVIDERS),
       apiKey: read.string('WEB_SEARCH_API_KEY'),
       baseUrl: read.url('WEB_SEARCH_BASE_URL', ['http:', 'https:']),
     },

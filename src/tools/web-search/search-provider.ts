@@ -1,3 +1,5 @@
+import { WEB_SEARCH_PROVIDERS } from '../../config/web-search-config';
+
 /** One web search hit, as the `web_search` tool hands it to the model. */
 export interface SearchResult {
   title: string;
@@ -24,5 +26,5 @@ export interface SearchProvider {
   search(query: string, options: SearchOptions): Promise<SearchResult[]>;
 }
 
-export const WEB_SEARCH_PROVIDERS = ['searxng', 'tavily', 'brave'] as const;
+export { WEB_SEARCH_PROVIDERS };
 export type WebSearchProviderName = (typeof WEB_SEARCH_PROVIDERS)[number];

@@ -4,10 +4,10 @@ import { InjectConfig } from '../../config/config.module';
 import { BraveProvider, DEFAULT_BASE_URLS, PROVIDER_MAX_RESULTS, SearxngProvider, TavilyProvider } from './providers';
 import { normalizeResults } from './results';
 import { WEB_SEARCH_PROVIDERS, type SearchProvider, type SearchResult, type WebSearchProviderName } from './search-provider';
-import { webSearchConfigProblems } from './web-search-config';
+import { webSearchConfigProblems } from '../../config/web-search-config';
 import { WebSearchError } from './web-search-error';
 
-export { webSearchConfigProblems } from './web-search-config';
+export { webSearchConfigProblems } from '../../config/web-search-config';
 
 export const DEFAULT_WEB_SEARCH_TIMEOUT_MS = 10_000;
 /** Brave refuses queries over 400 characters; no useful search query is longer. */

@@ -1,5 +1,7 @@
-import type { AppConfig } from '../../config/app-config';
-import { WEB_SEARCH_PROVIDERS } from './search-provider';
+import type { AppConfig } from './app-config';
+
+/** The web search backends WEB_SEARCH_PROVIDER may name (tools/web-search implements each). */
+export const WEB_SEARCH_PROVIDERS = ['searxng', 'tavily', 'brave'] as const;
 
 /**
  * What is wrong with a web search configuration that was started but not finished
