@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
+import { UPSTREAM_PROVIDERS } from '../config/app-config';
 
-export const PROVIDER_NAMES = ['openai', 'anthropic', 'google', 'simulator'] as const;
+/** The upstream providers of the configuration (UPSTREAM_PROVIDERS), and the built-in simulator. */
+export const PROVIDER_NAMES = [...UPSTREAM_PROVIDERS.map(([name]) => name), 'simulator'] as const;
 export type ProviderName = (typeof PROVIDER_NAMES)[number];
 
 /** A model of the curated catalog: who serves it, and what it costs (millicents per million tokens). */

@@ -20,8 +20,8 @@ export interface ProviderEntry {
 
 /**
  * Every upstream provider the service can talk to. Adding one: an adapter (a folder beside
- * these), its name in the catalog's PROVIDER_NAMES and in config's UPSTREAM_PROVIDERS (the
- * prefix of its variables), and a line here.
+ * this file), its name and the prefix of its variables in config's UPSTREAM_PROVIDERS (the
+ * catalog's provider names follow from it), and a line here.
  */
 export const PROVIDERS: readonly ProviderEntry[] = [
   { name: 'openai', create: (options) => new OpenAiAdapter(options) },
