@@ -130,8 +130,8 @@ const COMMANDS: Record<string, Command> = {
       amountMillicents: o.amount === undefined ? undefined : integer(o, 'amount'),
       monthlyCapMillicents:
         o['monthly-cap'] === undefined ? undefined : o['monthly-cap'] === 'none' ? null : integer(o, 'monthly-cap'),
-      stripeCustomerId: o['stripe-customer'],
-      stripePaymentMethodId: o['stripe-payment-method'],
+      customerRef: o['stripe-customer'],
+      paymentMethodRef: o['stripe-payment-method'],
     });
     return autoTopupSettingsJson(settings, autoTopup.providerName);
   },

@@ -2,6 +2,7 @@ import { DataSource } from 'typeorm';
 import { loadConfig } from '../src/config/app-config';
 import { choosePaymentProvider } from '../src/payments/payments.module';
 import { AUTO_TOPUP_MAX_TRIES, AutoTopupService } from '../src/wallet/auto-topup.service';
+import { microsOf } from '../src/wallet/cost';
 import { WalletService } from '../src/wallet/wallet.service';
 import { FakeStripe, signedStripeEvent, startFakeStripe } from './fakes/fake-stripe';
 import { runCli } from './support/processes';
@@ -107,8 +108,8 @@ describe('auto top-up through Stripe (a fake Stripe API)', () => {
       enabled: true,
       thresholdMillicents: THRESHOLD,
       amountMillicents: AMOUNT,
-      stripeCustomerId: 'cus_TestCustomer1',
-      stripePaymentMethodId: 'pm_card_visa',
+      customerRef: 'cus_TestCustomer1',
+      paymentMethodRef: 'pm_card_visa',
       ...overrides,
     });
   const paymentsOf = (workspace: TestWorkspace) => stripe.created().filter((r) => r.params['metadata[workspace_id]'] === workspace.id);
@@ -187,7 +188,7 @@ describe('auto top-up through Stripe (a fake Stripe API)', () => {
     expect(await h.attempts(workspace)).toHaveLength(1);
 
     // The customer saved a new card meanwhile; the retry uses it, as a new payment (new idempotency key).
-    await enable(workspace, { stripePaymentMethodId: 'pm_card_mastercard' });
+    await enable(workspace, { paymentMethodRef: 'pm_card_mastercard' });
     await h.autoTopup().runDueRetries(new Date(Date.now() + 16 * MINUTE));
     const payments = paymentsOf(workspace);
     expect(payments).toHaveLength(2);
@@ -461,12 +462,12 @@ describe('auto top-up through Stripe (a fake Stripe API)', () => {
   it('refuses settings that could never run, naming the field', async () => {
     const workspace = await h.workspace();
     const refused = (overrides: Record<string, unknown>) => enable(workspace, overrides).catch((error: unknown) => error);
-    expect(await refused({ stripePaymentMethodId: undefined })).toMatchObject({ type: 'bad_request', param: 'stripe_payment_method' });
+    expect(await refused({ paymentMethodRef: undefined })).toMatchObject({ type: 'bad_request', param: 'stripe_payment_method' });
     expect(await refused({ amountMillicents: 10_000 })).toMatchObject({ type: 'bad_request', param: 'amount' }); // under Stripe's $0.50
     expect(await refused({ thresholdMillicents: 0 })).toMatchObject({ type: 'bad_request', param: 'threshold' });
     expect(await refused({ monthlyCapMillicents: 99_000 })).toMatchObject({ type: 'bad_request', param: 'monthly_cap' });
     expect(await refused({ amountMillicents: -5 })).toMatchObject({ type: 'bad_request', param: 'amount' });
-    expect(await refused({ stripeCustomerId: 'acct_123' })).toMatchObject({ type: 'bad_request', param: 'stripe_customer' });
+    expect(await refused({ customerRef: 'acct_123' })).toMatchObject({ type: 'bad_request', param: 'stripe_customer' });
     expect(
       await h
         .autoTopup()
@@ -536,6 +537,32 @@ describe('auto top-up without Stripe (simulated payments)', () => {
     await h.expectConsistent(workspace);
   });
 
+  it('is started by the wallet itself once a settlement commits, with no chat request behind it', async () => {
+    const workspace = await h.workspace();
+    await enable(workspace);
+    const wallet = t.app.get(WalletService);
+    const hold = await wallet.hold(workspace.id, 'req_direct_settlement', 10_000, MINUTE);
+    await wallet.settle(hold!, { workspaceId: workspace.id, costMicros: microsOf(5_000), description: 'A charge outside chat' });
+    await h.autoTopup().idle();
+    expect((await h.topups(workspace)).map((row) => row.amount)).toEqual([AMOUNT]);
+    await h.expectConsistent(workspace);
+  });
+
+  it('a charge reported twice (by the wallet and by a caller) buys one top-up, even when one is not enough', async () => {
+    const workspace = await h.workspace();
+    // Too small to lift the balance back over the threshold: a second check would buy a second one.
+    await enable(workspace, { amountMillicents: 10_000 });
+    const wallet = t.app.get(WalletService);
+    const hold = await wallet.hold(workspace.id, 'req_reported_twice', 40_000, MINUTE);
+    await wallet.settle(hold!, { workspaceId: workspace.id, costMicros: microsOf(40_000), description: 'A large charge' });
+    h.autoTopup().afterCharge(workspace.id);
+    await h.autoTopup().idle();
+    expect((await h.topups(workspace)).map((row) => row.amount)).toEqual([10_000]);
+    expect((await t.app.get(WalletService).balance(workspace.id)).balanceMillicents).toBeLessThan(THRESHOLD);
+    expect(await h.attempts(workspace)).toHaveLength(1);
+    await h.expectConsistent(workspace);
+  });
+
   it('charges whole cents: the amount is rounded and exactly what was paid is credited', async () => {
     const workspace = await h.workspace();
     await enable(workspace, { amountMillicents: 100_600 });
@@ -546,12 +573,12 @@ describe('auto top-up without Stripe (simulated payments)', () => {
 
   it("declines with Stripe's declining test card, credits nothing, and retries", async () => {
     const workspace = await h.workspace();
-    await enable(workspace, { stripePaymentMethodId: 'pm_card_chargeDeclined' });
+    await enable(workspace, { paymentMethodRef: 'pm_card_chargeDeclined' });
     await h.chargeAndSettle(workspace);
     expect(await h.topups(workspace)).toEqual([]);
     expect((await h.attempts(workspace))[0]).toMatchObject({ status: 'retry_scheduled', last_failure_code: 'card_declined' });
 
-    await enable(workspace, { stripePaymentMethodId: 'pm_card_visa' });
+    await enable(workspace, { paymentMethodRef: 'pm_card_visa' });
     await h.autoTopup().runDueRetries(new Date(Date.now() + 16 * MINUTE));
     expect((await h.attempts(workspace))[0]).toMatchObject({ status: 'succeeded', tries: 2 });
     expect(await h.topups(workspace)).toHaveLength(1);

@@ -1,10 +1,28 @@
-import type { PaymentProviderName } from '../wallet/entities/auto-topup-attempt.entity';
-
 /** Injection token of the active `PaymentProvider` (null when payments are not configured). */
 export const PAYMENT_PROVIDER = Symbol('PAYMENT_PROVIDER');
 
+/**
+ * Every payment provider, by the name recorded with each payment (`auto_topup_attempts.provider`).
+ * The database does not list them: a new provider is a class and a name here.
+ */
+export const PAYMENT_PROVIDER_NAMES = ['stripe', 'simulated'] as const;
+export type PaymentProviderName = (typeof PAYMENT_PROVIDER_NAMES)[number];
+
+export function isPaymentProviderName(value: unknown): value is PaymentProviderName {
+  return typeof value === 'string' && (PAYMENT_PROVIDER_NAMES as readonly string[]).includes(value);
+}
+
+/**
+ * How a workspace pays, as saved with its auto top-up settings: references that only the
+ * provider understands (Stripe: a `cus_...` customer and a `pm_...` payment method).
+ */
+export interface PaymentMethodRef {
+  customerRef: string | null;
+  paymentMethodRef: string | null;
+}
+
 /** One off-session payment for an auto top-up. */
-export interface PaymentRequest {
+export interface PaymentRequest extends PaymentMethodRef {
   workspaceId: string;
   attemptId: string;
   /** Which payment request of the attempt this is (see `AutoTopupAttempt.chargeSeq`). */
@@ -13,8 +31,6 @@ export interface PaymentRequest {
   amountCents: number;
   /** The same key means the same payment: a repeated request is answered, not charged again. */
   idempotencyKey: string;
-  customerId: string | null;
-  paymentMethodId: string | null;
   description: string;
 }
 
@@ -30,11 +46,21 @@ export type PaymentOutcome =
    */
   | { status: 'failed'; paymentId: string | null; code: string; reason: string; resend: boolean };
 
-/** Takes money for auto top-ups. Stripe in production; a simulated one in development. */
+/**
+ * Takes money for auto top-ups. Stripe in production; a simulated one in development.
+ * Everything that differs between providers is here, so the auto top-up names none.
+ */
 export interface PaymentProvider {
   readonly name: PaymentProviderName;
+  /** The smallest payment the provider takes, in millicents (Stripe: $0.50). */
+  readonly minimumChargeMillicents: number;
   /** True when a saved customer and payment method are required to charge. */
   readonly needsPaymentMethod: boolean;
+  /**
+   * Throws a 400 naming the field when a saved reference is not one of this provider's, or,
+   * with `complete` (auto top-up being enabled), when one it needs is missing.
+   */
+  checkPaymentMethod(ref: PaymentMethodRef, options: { complete: boolean }): void;
   /** The ledger description of a payment credited through this provider. */
   describe(paymentId: string): string;
   /** Charges off-session. Never throws for a payment that failed: the outcome says so. */

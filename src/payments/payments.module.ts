@@ -1,10 +1,8 @@
-import { Global, Logger, Module } from '@nestjs/common';
+import { Logger, Module } from '@nestjs/common';
 import type Stripe from 'stripe';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
-import { AutoTopupService } from '../wallet/auto-topup.service';
-import { WalletModule } from '../wallet/wallet.module';
-import { AutoTopupRetryJob } from './auto-topup-retry.job';
+import { PaymentEvents } from './payment-events';
 import { PAYMENT_PROVIDER, PaymentProvider } from './payment-provider';
 import { SimulatedPaymentProvider } from './simulated-payment.provider';
 import { createStripeClient, STRIPE_CLIENT } from './stripe-client';
@@ -34,20 +32,18 @@ export function choosePaymentProvider(config: AppConfig, stripe: Stripe | null):
 }
 
 /**
- * Payments and the auto top-up. Global so that whatever charges a wallet (the chat path)
- * can call `AutoTopupService.afterCharge` without importing this module.
+ * Payment providers behind one seam (`PAYMENT_PROVIDER`), and their webhooks, whose events
+ * go out through `PaymentEvents`. What payments are for is the wallet's business: the wallet
+ * module imports this one, never the reverse.
  */
-@Global()
 @Module({
-  imports: [WalletModule],
   controllers: [StripeWebhookController],
   providers: [
     { provide: STRIPE_CLIENT, inject: [APP_CONFIG], useFactory: (config: AppConfig) => createStripeClient(config.stripe) },
     { provide: PAYMENT_PROVIDER, inject: [APP_CONFIG, STRIPE_CLIENT], useFactory: choosePaymentProvider },
-    AutoTopupService,
+    PaymentEvents,
     StripeWebhookService,
-    AutoTopupRetryJob,
   ],
-  exports: [AutoTopupService],
+  exports: [PAYMENT_PROVIDER, PaymentEvents],
 })
 export class PaymentsModule {}

@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
-import type { PaymentOutcome, PaymentProvider, PaymentRequest } from './payment-provider';
+import type { PaymentMethodRef, PaymentOutcome, PaymentProvider, PaymentRequest } from './payment-provider';
+import { checkStripeIds } from './stripe-payment.provider';
 
 /**
  * Stands in for a card processor when Stripe is not configured (never in production):
@@ -8,8 +9,15 @@ import type { PaymentOutcome, PaymentProvider, PaymentRequest } from './payment-
  */
 export class SimulatedPaymentProvider implements PaymentProvider {
   readonly name = 'simulated' as const;
+  /** One cent. */
+  readonly minimumChargeMillicents = 1_000;
   readonly needsPaymentMethod = false;
   private readonly logger = new Logger('SimulatedPayments');
+
+  /** Optional here; when given, Stripe's (test) ids, as a workspace would later save for Stripe. */
+  checkPaymentMethod(ref: PaymentMethodRef): void {
+    checkStripeIds(ref);
+  }
 
   describe(): string {
     return 'Automatic top-up (simulated payment)';
@@ -17,7 +25,7 @@ export class SimulatedPaymentProvider implements PaymentProvider {
 
   async charge(request: PaymentRequest): Promise<PaymentOutcome> {
     const paymentId = `simpay_${request.attemptId.replace(/-/g, '')}_${request.chargeSeq}`;
-    const decline = DECLINING_TEST_METHODS[request.paymentMethodId ?? ''];
+    const decline = DECLINING_TEST_METHODS[request.paymentMethodRef ?? ''];
     if (decline) {
       this.logger.warn(`SIMULATED payment ${paymentId} declined (${decline.code}); no card was involved`);
       return { status: 'failed', paymentId, ...decline, resend: false };

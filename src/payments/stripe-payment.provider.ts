@@ -1,5 +1,6 @@
 import type Stripe from 'stripe';
-import type { PaymentEvent, PaymentOutcome, PaymentProvider, PaymentRequest } from './payment-provider';
+import { ApiError } from '../common/errors/api-error';
+import type { PaymentEvent, PaymentMethodRef, PaymentOutcome, PaymentProvider, PaymentRequest } from './payment-provider';
 
 /**
  * Auto top-ups through Stripe: a PaymentIntent confirmed off-session on the workspace's
@@ -7,16 +8,28 @@ import type { PaymentEvent, PaymentOutcome, PaymentProvider, PaymentRequest } fr
  */
 export class StripePaymentProvider implements PaymentProvider {
   readonly name = 'stripe' as const;
+  /** Stripe refuses card payments under $0.50. */
+  readonly minimumChargeMillicents = 50_000;
   readonly needsPaymentMethod = true;
 
   constructor(private readonly stripe: Stripe) {}
+
+  checkPaymentMethod(ref: PaymentMethodRef, { complete }: { complete: boolean }): void {
+    checkStripeIds(ref);
+    if (complete && (!ref.customerRef || !ref.paymentMethodRef)) {
+      throw ApiError.badRequest(
+        'Stripe payments need the saved customer and payment method: set stripe_customer and stripe_payment_method.',
+        ref.customerRef ? 'stripe_payment_method' : 'stripe_customer',
+      );
+    }
+  }
 
   describe(paymentId: string): string {
     return `Automatic top-up (Stripe payment ${paymentId})`;
   }
 
   async charge(request: PaymentRequest): Promise<PaymentOutcome> {
-    if (!request.customerId || !request.paymentMethodId) {
+    if (!request.customerRef || !request.paymentMethodRef) {
       return {
         status: 'failed',
         paymentId: null,
@@ -30,8 +43,8 @@ export class StripePaymentProvider implements PaymentProvider {
         {
           amount: request.amountCents,
           currency: 'usd',
-          customer: request.customerId,
-          payment_method: request.paymentMethodId,
+          customer: request.customerRef,
+          payment_method: request.paymentMethodRef,
           off_session: true,
           confirm: true,
           description: request.description,
@@ -55,6 +68,19 @@ export class StripePaymentProvider implements PaymentProvider {
     } catch {
       return null; // Unknown now; asked again later.
     }
+  }
+}
+
+/**
+ * Refuses references that are not Stripe ids. The fields are named as the operator sets them
+ * (`--stripe-customer`, `--stripe-payment-method`).
+ */
+export function checkStripeIds(ref: PaymentMethodRef): void {
+  if (ref.customerRef !== null && !/^cus_\w+$/.test(ref.customerRef)) {
+    throw ApiError.badRequest('stripe_customer must be a Stripe customer id (cus_...).', 'stripe_customer');
+  }
+  if (ref.paymentMethodRef !== null && !/^pm_\w+$/.test(ref.paymentMethodRef)) {
+    throw ApiError.badRequest('stripe_payment_method must be a Stripe payment method id (pm_...).', 'stripe_payment_method');
   }
 }
 

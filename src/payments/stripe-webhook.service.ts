@@ -3,14 +3,15 @@ import Stripe from 'stripe';
 import { ApiError } from '../common/errors/api-error';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
-import { AutoTopupService } from '../wallet/auto-topup.service';
+import { PaymentEvents } from './payment-events';
 import { STRIPE_CLIENT } from './stripe-client';
 import { paymentEventOf } from './stripe-payment.provider';
 
 /**
  * Stripe's webhook: the event is believed only when its `Stripe-Signature` matches the
- * exact bytes received and `STRIPE_WEBHOOK_SECRET`. Payment outcomes go to the auto top-up,
- * which credits a payment intent once however often its event is delivered.
+ * exact bytes received and `STRIPE_WEBHOOK_SECRET`. Payment outcomes go to the wallet's auto
+ * top-up (through PaymentEvents), which credits a payment intent once however often its event
+ * is delivered.
  */
 @Injectable()
 export class StripeWebhookService {
@@ -19,7 +20,7 @@ export class StripeWebhookService {
   constructor(
     @InjectConfig() private readonly config: AppConfig,
     @Inject(STRIPE_CLIENT) private readonly stripe: Stripe | null,
-    private readonly autoTopup: AutoTopupService,
+    private readonly paymentEvents: PaymentEvents,
   ) {}
 
   async handle(rawBody: Buffer | undefined, signature: string | undefined): Promise<{ received: true }> {
@@ -42,7 +43,7 @@ export class StripeWebhookService {
     }
     const paymentEvent = paymentEventOf(event);
     if (paymentEvent) {
-      const result = await this.autoTopup.applyPaymentEvent('stripe', paymentEvent);
+      const result = await this.paymentEvents.deliver('stripe', paymentEvent);
       this.logger.log(`${event.type} ${event.id} for ${paymentEvent.paymentId}: ${result}`);
     }
     return { received: true };

@@ -1,11 +1,20 @@
-import { Inject, Injectable, Logger, OnModuleDestroy, Optional } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
+import { Inject, Injectable, Logger, OnModuleDestroy, OnModuleInit, Optional } from '@nestjs/common';
+import { InjectRepository } from '@nestjs/typeorm';
+import type { Subscription } from 'rxjs';
+import { EntityManager, Repository } from 'typeorm';
 import { queryRows } from '../common/database/query-rows';
 import { ApiError } from '../common/errors/api-error';
 import { assertUuid } from '../common/validation/uuid';
-import { PAYMENT_PROVIDER, PaymentEvent, PaymentOutcome, PaymentProvider } from '../payments/payment-provider';
-import { AutoTopupAttempt, AutoTopupStatus, PaymentProviderName } from './entities/auto-topup-attempt.entity';
+import { PaymentEventResult, PaymentEvents } from '../payments/payment-events';
+import {
+  PAYMENT_PROVIDER,
+  PaymentEvent,
+  PaymentMethodRef,
+  PaymentOutcome,
+  PaymentProvider,
+  PaymentProviderName,
+} from '../payments/payment-provider';
+import { AutoTopupAttempt, AutoTopupStatus } from './entities/auto-topup-attempt.entity';
 import { AutoTopupSettings } from './entities/auto-topup-settings.entity';
 import { Wallet } from './entities/wallet.entity';
 import { WalletService } from './wallet.service';
@@ -17,8 +26,6 @@ const RETRY_BASE_SECONDS = 15 * 60;
 const RETRY_FACTOR = 4;
 /** A payment still `processing` this long after its last step lost its process: it is resumed. */
 const STUCK_AFTER_SECONDS = 10 * 60;
-/** Stripe refuses card payments under $0.50. */
-const STRIPE_MINIMUM_MILLICENTS = 50_000;
 const RETRY_BATCH = 20;
 
 export interface ConfigureAutoTopup {
@@ -29,8 +36,9 @@ export interface ConfigureAutoTopup {
   amountMillicents?: number;
   /** null removes the cap. */
   monthlyCapMillicents?: number | null;
-  stripeCustomerId?: string;
-  stripePaymentMethodId?: string;
+  /** The payment provider's references (Stripe: `cus_...`, `pm_...`); see PaymentMethodRef. */
+  customerRef?: string;
+  paymentMethodRef?: string;
 }
 
 /** The settings of a wallet as shown to its workspace (camelCase, beside the wallet balance). */
@@ -63,23 +71,41 @@ interface RawAttempt {
 }
 
 /**
- * Automatic top-ups. After every charge, `afterCharge` checks in the background whether
- * the balance fell below the wallet's threshold; if so, one conditional INSERT claims the
- * top-up (at most one open attempt per workspace, within the monthly cap), and the payment
- * provider is charged. A successful payment is credited as an `auto_topup` ledger row
- * keyed by the payment id, so the synchronous answer and the provider's webhook credit it
- * once between them. A failed payment credits nothing and is retried with backoff.
+ * Automatic top-ups. After every charge the wallet commits (WalletService.charges),
+ * `afterCharge` checks in the background whether the balance fell below the wallet's
+ * threshold; if so, one conditional INSERT claims the top-up (at most one open attempt per
+ * workspace, within the monthly cap), and the payment provider is charged. A successful
+ * payment is credited as an `auto_topup` ledger row keyed by the payment id, so the
+ * synchronous answer and the provider's webhook credit it once between them. A failed
+ * payment credits nothing and is retried with backoff.
  */
 @Injectable()
-export class AutoTopupService implements OnModuleDestroy {
+export class AutoTopupService implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger('AutoTopup');
   private readonly background = new Set<Promise<void>>();
+  /** Workspaces whose check runs now, and whether another charge came meanwhile. */
+  private readonly checking = new Map<string, { chargedAgain: boolean }>();
+  private charges?: Subscription;
 
   constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
+    @InjectRepository(AutoTopupSettings) private readonly settings: Repository<AutoTopupSettings>,
+    @InjectRepository(AutoTopupAttempt) private readonly attempts: Repository<AutoTopupAttempt>,
+    @InjectRepository(Wallet) private readonly wallets: Repository<Wallet>,
     private readonly wallet: WalletService,
+    private readonly paymentEvents: PaymentEvents,
     @Optional() @Inject(PAYMENT_PROVIDER) private readonly provider: PaymentProvider | null,
   ) {}
+
+  /** Listens to the wallet's committed charges and to the payment providers' webhooks. */
+  onModuleInit(): void {
+    this.charges = this.wallet.charges.subscribe((workspaceId) => this.afterCharge(workspaceId));
+    this.paymentEvents.handleWith((provider, event) => this.applyPaymentEvent(provider, event));
+  }
+
+  /** Auto top-up's statements run outside any caller's transaction. */
+  private get manager(): EntityManager {
+    return this.attempts.manager;
+  }
 
   /** The provider payments go through: `stripe`, `simulated`, or null when none is configured. */
   get providerName(): PaymentProviderName | null {
@@ -96,11 +122,10 @@ export class AutoTopupService implements OnModuleDestroy {
         throw ApiError.badRequest(`${snake(field)} must be a whole, non-negative number of millicents.`, snake(field));
       }
     }
-    const settingsRepository = this.dataSource.getRepository(AutoTopupSettings);
-    if (!(await this.dataSource.getRepository(Wallet).existsBy({ workspaceId }))) {
+    if (!(await this.wallets.existsBy({ workspaceId }))) {
       throw ApiError.notFound(`No wallet for workspace ${workspaceId}.`, 'wallet_not_found');
     }
-    const stored = await settingsRepository.findOneBy({ workspaceId });
+    const stored = await this.settings.findOneBy({ workspaceId });
     const next = {
       workspaceId,
       enabled: command.enabled,
@@ -108,26 +133,21 @@ export class AutoTopupService implements OnModuleDestroy {
       amountMillicents: command.amountMillicents ?? stored?.amountMillicents ?? 0,
       monthlyCapMillicents:
         command.monthlyCapMillicents !== undefined ? command.monthlyCapMillicents : (stored?.monthlyCapMillicents ?? null),
-      stripeCustomerId: command.stripeCustomerId ?? stored?.stripeCustomerId ?? null,
-      stripePaymentMethodId: command.stripePaymentMethodId ?? stored?.stripePaymentMethodId ?? null,
+      customerRef: command.customerRef ?? stored?.customerRef ?? null,
+      paymentMethodRef: command.paymentMethodRef ?? stored?.paymentMethodRef ?? null,
     };
-    if (next.stripeCustomerId !== null && !/^cus_\w+$/.test(next.stripeCustomerId)) {
-      throw ApiError.badRequest('stripe_customer must be a Stripe customer id (cus_...).', 'stripe_customer');
-    }
-    if (next.stripePaymentMethodId !== null && !/^pm_\w+$/.test(next.stripePaymentMethodId)) {
-      throw ApiError.badRequest('stripe_payment_method must be a Stripe payment method id (pm_...).', 'stripe_payment_method');
-    }
+    this.provider?.checkPaymentMethod(next, { complete: false });
     if (next.enabled) this.assertCanRun(next);
 
     const [row] = await queryRows<Record<string, unknown>>(
-      this.dataSource.manager,
+      this.manager,
       `INSERT INTO auto_topup_settings (workspace_id, enabled, threshold_millicents, amount_millicents,
-              monthly_cap_millicents, stripe_customer_id, stripe_payment_method_id)
+              monthly_cap_millicents, payment_customer_ref, payment_method_ref)
        VALUES ($1, $2, $3, $4, $5, $6, $7)
        ON CONFLICT (workspace_id) DO UPDATE SET
          enabled = EXCLUDED.enabled, threshold_millicents = EXCLUDED.threshold_millicents,
          amount_millicents = EXCLUDED.amount_millicents, monthly_cap_millicents = EXCLUDED.monthly_cap_millicents,
-         stripe_customer_id = EXCLUDED.stripe_customer_id, stripe_payment_method_id = EXCLUDED.stripe_payment_method_id,
+         payment_customer_ref = EXCLUDED.payment_customer_ref, payment_method_ref = EXCLUDED.payment_method_ref,
          updated_at = now()
        RETURNING workspace_id`,
       [
@@ -136,19 +156,19 @@ export class AutoTopupService implements OnModuleDestroy {
         next.thresholdMillicents,
         next.amountMillicents,
         next.monthlyCapMillicents,
-        next.stripeCustomerId,
-        next.stripePaymentMethodId,
+        next.customerRef,
+        next.paymentMethodRef,
       ],
     );
-    return (await settingsRepository.findOneBy({ workspaceId: row.workspace_id as string }))!;
+    return (await this.settings.findOneBy({ workspaceId: row.workspace_id as string }))!;
   }
 
   /** The wallet's settings, or null when auto top-up was never configured. */
   async summary(workspaceId: string): Promise<AutoTopupSummary | null> {
-    const settings = await this.dataSource.getRepository(AutoTopupSettings).findOneBy({ workspaceId });
+    const settings = await this.settings.findOneBy({ workspaceId });
     if (!settings) return null;
     const [{ total }] = await queryRows<{ total: string }>(
-      this.dataSource.manager,
+      this.manager,
       `SELECT coalesce(sum(amount_millicents), 0) AS total FROM auto_topup_attempts
         WHERE workspace_id = $1 AND status IN ('processing', 'retry_scheduled', 'succeeded')
           AND created_at >= date_trunc('month', now(), 'UTC')`,
@@ -160,19 +180,42 @@ export class AutoTopupService implements OnModuleDestroy {
       amountMillicents: settings.amountMillicents,
       monthlyCapMillicents: settings.monthlyCapMillicents,
       monthToDateMillicents: Number(total),
-      paymentMethodSaved: settings.stripePaymentMethodId !== null,
+      paymentMethodSaved: settings.paymentMethodRef !== null,
     };
   }
 
   /**
-   * Called after a charge has committed. Returns at once: the check and any payment run in
-   * the background, so no response waits for them; failures are logged.
+   * Called after a charge has committed (the wallet does, for each settlement). Returns at
+   * once: the check and any payment run in the background, so no response waits for them;
+   * failures are logged. One check per workspace at a time: charges that commit while it
+   * runs are covered by the top-up it claims, or else checked once more when it ends, so
+   * a charge reported twice never buys a second top-up. Across processes the claim itself
+   * allows one open attempt per workspace.
    */
   afterCharge(workspaceId: string): void {
     if (!this.provider) return;
-    this.track(this.topUpIfNeeded(workspaceId)).catch((error: unknown) =>
+    const running = this.checking.get(workspaceId);
+    if (running) {
+      running.chargedAgain = true;
+      return;
+    }
+    const check = { chargedAgain: false };
+    this.checking.set(workspaceId, check);
+    this.track(this.checkAfterCharges(workspaceId, check)).catch((error: unknown) =>
       this.logger.error(`Auto top-up of workspace ${workspaceId} failed: ${describe(error)}`),
     );
+  }
+
+  private async checkAfterCharges(workspaceId: string, check: { chargedAgain: boolean }): Promise<void> {
+    try {
+      for (;;) {
+        check.chargedAgain = false;
+        const claimed = await this.topUpIfNeeded(workspaceId);
+        if (claimed || !check.chargedAgain) return;
+      }
+    } finally {
+      this.checking.delete(workspaceId);
+    }
   }
 
   /**
@@ -204,7 +247,7 @@ export class AutoTopupService implements OnModuleDestroy {
     // Not charged: a retry that is no longer wanted (disabled, or the balance is back above
     // the threshold), and an attempt of a provider no longer configured, once it is idle.
     const canceled = await queryRows<{ id: string }>(
-      this.dataSource.manager,
+      this.manager,
       `UPDATE auto_topup_attempts a
           SET status = 'canceled', next_retry_at = NULL, completed_at = now(), updated_at = now()
          FROM auto_topup_settings s, wallets w
@@ -219,7 +262,7 @@ export class AutoTopupService implements OnModuleDestroy {
     for (const { id } of canceled) this.logger.log(`Auto top-up ${id} canceled: no longer needed, or its payment provider is gone`);
 
     const due = await queryRows<RawAttempt>(
-      this.dataSource.manager,
+      this.manager,
       `UPDATE auto_topup_attempts SET status = 'processing', tries = tries + 1, next_retry_at = NULL, updated_at = now()
         WHERE id IN (SELECT id FROM auto_topup_attempts
                       WHERE status = 'retry_scheduled' AND next_retry_at <= coalesce($1::timestamptz, now())
@@ -231,7 +274,7 @@ export class AutoTopupService implements OnModuleDestroy {
     // Resumed with the same charge_seq, hence the same idempotency key: a payment that did
     // reach the provider is answered again, not made twice.
     const stuck = await queryRows<RawAttempt>(
-      this.dataSource.manager,
+      this.manager,
       `UPDATE auto_topup_attempts SET updated_at = now()
         WHERE id IN (SELECT id FROM auto_topup_attempts
                       WHERE status = 'processing' AND provider = $4
@@ -257,7 +300,7 @@ export class AutoTopupService implements OnModuleDestroy {
    * successful payment once, keyed by its payment id; records a failure of the attempt's
    * current payment. Events about payments that are not auto top-ups are ignored.
    */
-  async applyPaymentEvent(providerName: PaymentProviderName, event: PaymentEvent): Promise<'applied' | 'ignored'> {
+  async applyPaymentEvent(providerName: PaymentProviderName, event: PaymentEvent): Promise<PaymentEventResult> {
     const attempt = await this.attemptOf(providerName, event);
     if (!attempt) {
       this.logger.warn(`Payment ${event.paymentId} is not an auto top-up of this service; ignored`);
@@ -292,16 +335,13 @@ export class AutoTopupService implements OnModuleDestroy {
 
   /** Lets payments under way finish before the database closes. */
   async onModuleDestroy(): Promise<void> {
+    this.charges?.unsubscribe();
     await this.idle();
   }
 
-  private assertCanRun(next: {
-    thresholdMillicents: number;
-    amountMillicents: number;
-    monthlyCapMillicents: number | null;
-    stripeCustomerId: string | null;
-    stripePaymentMethodId: string | null;
-  }): void {
+  private assertCanRun(
+    next: PaymentMethodRef & { thresholdMillicents: number; amountMillicents: number; monthlyCapMillicents: number | null },
+  ): void {
     if (!this.provider) {
       throw ApiError.badRequest(
         'Auto top-up needs a payment provider: set STRIPE_SECRET_KEY (payments are only simulated outside production).',
@@ -313,7 +353,7 @@ export class AutoTopupService implements OnModuleDestroy {
       throw ApiError.badRequest('threshold is required and must be positive to enable auto top-up.', 'threshold');
     }
     const charged = wholeCents(next.amountMillicents);
-    const minimum = this.provider.name === 'stripe' ? STRIPE_MINIMUM_MILLICENTS : 1_000;
+    const minimum = this.provider.minimumChargeMillicents;
     if (charged < minimum) {
       throw ApiError.badRequest(`amount is required and must be at least ${minimum} millicents to enable auto top-up.`, 'amount');
     }
@@ -323,12 +363,7 @@ export class AutoTopupService implements OnModuleDestroy {
         'monthly_cap',
       );
     }
-    if (this.provider.needsPaymentMethod && (!next.stripeCustomerId || !next.stripePaymentMethodId)) {
-      throw ApiError.badRequest(
-        'Stripe payments need the saved customer and payment method: set stripe_customer and stripe_payment_method.',
-        next.stripeCustomerId ? 'stripe_payment_method' : 'stripe_customer',
-      );
-    }
+    this.provider.checkPaymentMethod(next, { complete: true });
   }
 
   /**
@@ -339,7 +374,7 @@ export class AutoTopupService implements OnModuleDestroy {
    */
   private async claim(workspaceId: string, provider: PaymentProvider): Promise<AttemptRow | null> {
     const rows = await queryRows<RawAttempt>(
-      this.dataSource.manager,
+      this.manager,
       `INSERT INTO auto_topup_attempts (workspace_id, status, provider, amount_millicents)
        SELECT s.workspace_id, 'processing', $2, round(s.amount_millicents / 1000.0)::bigint * 1000
          FROM auto_topup_settings s
@@ -347,7 +382,7 @@ export class AutoTopupService implements OnModuleDestroy {
         WHERE s.workspace_id = $1
           AND s.enabled
           AND w.balance_millicents < s.threshold_millicents
-          AND (NOT $3 OR (s.stripe_customer_id IS NOT NULL AND s.stripe_payment_method_id IS NOT NULL))
+          AND (NOT $3 OR (s.payment_customer_ref IS NOT NULL AND s.payment_method_ref IS NOT NULL))
           AND (s.monthly_cap_millicents IS NULL
                OR round(s.amount_millicents / 1000.0)::bigint * 1000 + (
                     SELECT coalesce(sum(a.amount_millicents), 0) FROM auto_topup_attempts a
@@ -366,7 +401,7 @@ export class AutoTopupService implements OnModuleDestroy {
   /** Sends the attempt's current payment request and records its outcome. */
   private async pay(attempt: AttemptRow): Promise<AttemptRow> {
     const provider = this.providerFor(attempt);
-    const settings = await this.dataSource.getRepository(AutoTopupSettings).findOneBy({ workspaceId: attempt.workspaceId });
+    const settings = await this.settings.findOneBy({ workspaceId: attempt.workspaceId });
     const outcome = await provider
       .charge({
         workspaceId: attempt.workspaceId,
@@ -374,8 +409,8 @@ export class AutoTopupService implements OnModuleDestroy {
         chargeSeq: attempt.chargeSeq,
         amountCents: attempt.amountMillicents / 1000,
         idempotencyKey: `auto_topup_${attempt.id}_${attempt.chargeSeq}`,
-        customerId: settings?.stripeCustomerId ?? null,
-        paymentMethodId: settings?.stripePaymentMethodId ?? null,
+        customerRef: settings?.customerRef ?? null,
+        paymentMethodRef: settings?.paymentMethodRef ?? null,
         description: 'Automatic top-up of the Assistant Chat Service wallet',
       })
       .catch((error: unknown): PaymentOutcome => ({
@@ -405,7 +440,7 @@ export class AutoTopupService implements OnModuleDestroy {
         return this.credit(attempt, attempt.provider, outcome);
       case 'pending': {
         const rows = await queryRows<RawAttempt>(
-          this.dataSource.manager,
+          this.manager,
           `UPDATE auto_topup_attempts SET payment_id = $3, updated_at = now()
             WHERE id = $1 AND status = 'processing' AND charge_seq = $2 RETURNING *`,
           [attempt.id, attempt.chargeSeq, outcome.paymentId],
@@ -441,7 +476,7 @@ export class AutoTopupService implements OnModuleDestroy {
       idempotencyKey: `${providerName}:${outcome.paymentId}`,
     });
     const rows = await queryRows<RawAttempt>(
-      this.dataSource.manager,
+      this.manager,
       `UPDATE auto_topup_attempts
           SET status = 'succeeded', payment_id = $2, transaction_id = $3, next_retry_at = NULL,
               completed_at = now(), updated_at = now()
@@ -470,7 +505,7 @@ export class AutoTopupService implements OnModuleDestroy {
     outcome: Extract<PaymentOutcome, { status: 'failed' }>,
   ): Promise<AttemptRow> {
     const rows = await queryRows<RawAttempt & { next_retry_at: Date | null }>(
-      this.dataSource.manager,
+      this.manager,
       `UPDATE auto_topup_attempts SET
          status = CASE WHEN tries >= $3 THEN 'failed' ELSE 'retry_scheduled' END,
          next_retry_at = CASE WHEN tries >= $3 THEN NULL
@@ -506,18 +541,17 @@ export class AutoTopupService implements OnModuleDestroy {
 
   /** The attempt a payment event is about: named in the payment's metadata, or by payment id. */
   private async attemptOf(providerName: PaymentProviderName, event: PaymentEvent): Promise<AttemptRow | null> {
-    const repository = this.dataSource.getRepository(AutoTopupAttempt);
     let attempt: AutoTopupAttempt | null = null;
     if (event.attemptId && isUuidLike(event.attemptId)) {
-      attempt = await repository.findOneBy({ id: event.attemptId });
+      attempt = await this.attempts.findOneBy({ id: event.attemptId });
       if (attempt && event.workspaceId && attempt.workspaceId !== event.workspaceId) attempt = null;
     }
-    attempt ??= await repository.findOneBy({ paymentId: event.paymentId });
+    attempt ??= await this.attempts.findOneBy({ paymentId: event.paymentId });
     return attempt && attempt.provider === providerName ? attempt : null;
   }
 
   private async attemptById(id: string): Promise<AttemptRow | null> {
-    return this.dataSource.getRepository(AutoTopupAttempt).findOneBy({ id });
+    return this.attempts.findOneBy({ id });
   }
 
   private providerFor(attempt: AttemptRow): PaymentProvider {
@@ -532,7 +566,10 @@ export class AutoTopupService implements OnModuleDestroy {
   }
 }
 
-/** The settings as the operator CLI prints them (snake_case, as its other commands). */
+/**
+ * The settings as the operator CLI prints them (snake_case, as its other commands). The
+ * references keep the Stripe names of the CLI's output, a contract older than the neutral columns.
+ */
 export function autoTopupSettingsJson(settings: AutoTopupSettings, provider: PaymentProviderName | null) {
   return {
     workspace_id: settings.workspaceId,
@@ -540,8 +577,8 @@ export function autoTopupSettingsJson(settings: AutoTopupSettings, provider: Pay
     threshold_millicents: settings.thresholdMillicents,
     amount_millicents: settings.amountMillicents,
     monthly_cap_millicents: settings.monthlyCapMillicents,
-    stripe_customer_id: settings.stripeCustomerId,
-    stripe_payment_method_id: settings.stripePaymentMethodId,
+    stripe_customer_id: settings.customerRef,
+    stripe_payment_method_id: settings.paymentMethodRef,
     payment_provider: provider,
   };
 }

@@ -1,11 +1,28 @@
 import { Module } from '@nestjs/common';
-import { WalletController } from './wallet.controller';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { PaymentsModule } from '../payments/payments.module';
+import { AutoTopupRetryJob } from './auto-topup-retry.job';
+import { AutoTopupService } from './auto-topup.service';
+import { AutoTopupAttempt } from './entities/auto-topup-attempt.entity';
+import { AutoTopupSettings } from './entities/auto-topup-settings.entity';
+import { WalletHold } from './entities/wallet-hold.entity';
+import { WalletTransaction } from './entities/wallet-transaction.entity';
+import { Wallet } from './entities/wallet.entity';
 import { HoldSweeper } from './hold-sweeper';
+import { WalletController } from './wallet.controller';
 import { WalletService } from './wallet.service';
 
+/**
+ * The wallet's tables, its ledger and holds, and its auto top-up, which pays through the
+ * payment providers of PaymentsModule and starts itself after each committed charge.
+ */
 @Module({
+  imports: [
+    TypeOrmModule.forFeature([Wallet, WalletTransaction, WalletHold, AutoTopupSettings, AutoTopupAttempt]),
+    PaymentsModule,
+  ],
   controllers: [WalletController],
-  providers: [WalletService, HoldSweeper],
-  exports: [WalletService],
+  providers: [WalletService, HoldSweeper, AutoTopupService, AutoTopupRetryJob],
+  exports: [WalletService, AutoTopupService],
 })
 export class WalletModule {}

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource, EntityManager } from 'typeorm';
+import { InjectRepository } from '@nestjs/typeorm';
+import { Observable, Subject } from 'rxjs';
+import { EntityManager, Repository } from 'typeorm';
 import { ApiError } from '../common/errors/api-error';
 import { assertUuid } from '../common/validation/uuid';
 import { queryRows } from '../common/database/query-rows';
@@ -65,7 +66,22 @@ export const MAX_BALANCE_MILLICENTS = Number.MAX_SAFE_INTEGER;
 /** The wallet: balance, reservations and the append-only ledger. */
 @Injectable()
 export class WalletService {
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+  private readonly committedCharges = new Subject<string>();
+  /**
+   * The workspace of each settlement, once it has committed (in the order they commit). The
+   * wallet's auto top-up listens, so no caller has to remember to start it.
+   */
+  readonly charges: Observable<string> = this.committedCharges.asObservable();
+
+  constructor(
+    @InjectRepository(Wallet) private readonly wallets: Repository<Wallet>,
+    @InjectRepository(WalletTransaction) private readonly ledger: Repository<WalletTransaction>,
+  ) {}
+
+  /** The wallet's statements that run in no caller's transaction. */
+  private get manager(): EntityManager {
+    return this.wallets.manager;
+  }
 
   /** Opens the wallet of a new workspace, inside the transaction that creates it. */
   async open(manager: EntityManager, workspaceId: string): Promise<void> {
@@ -73,7 +89,7 @@ export class WalletService {
   }
 
   async balance(workspaceId: string): Promise<WalletBalance> {
-    const wallet = await this.dataSource.getRepository(Wallet).findOneBy({ workspaceId });
+    const wallet = await this.wallets.findOneBy({ workspaceId });
     if (!wallet) throw ApiError.notFound(`No wallet for workspace ${workspaceId}.`, 'wallet_not_found');
     return {
       balanceMillicents: wallet.balanceMillicents,
@@ -99,11 +115,11 @@ export class WalletService {
       throw ApiError.badRequest(`A ${type} must be positive; use an adjustment to take money out.`, 'amount');
     }
 
-    const existing = await (manager ?? this.dataSource.manager).getRepository(WalletTransaction).findOneBy({ idempotencyKey });
+    const existing = await (manager ?? this.manager).getRepository(WalletTransaction).findOneBy({ idempotencyKey });
     if (existing) return sameMovementOrConflict(existing, command);
     if (manager) return this.creditIn(manager, command);
     try {
-      return await this.dataSource.transaction((transaction) => this.creditIn(transaction, command));
+      return await this.manager.transaction((transaction) => this.creditIn(transaction, command));
     } catch (error) {
       if ((error as { code?: string }).code === UNIQUE_VIOLATION) {
         // A concurrent replay won the race: the transaction rolled back, the winner's row stands.
@@ -150,7 +166,7 @@ export class WalletService {
       throw new Error(`A hold must be a positive whole number of millicents (got ${amountMillicents})`);
     }
     const rows = await queryRows<{ id: string }>(
-      this.dataSource.manager,
+      this.manager,
       `WITH reserved AS (
          UPDATE wallets SET reserved_millicents = reserved_millicents + $2, updated_at = now()
           WHERE workspace_id = $1 AND balance_millicents - reserved_millicents >= $2
@@ -167,7 +183,7 @@ export class WalletService {
    * Charges the actual cost and releases the hold in one transaction, together with
    * whatever else must stand or fall with the charge (`alsoInTransaction`: the usage
    * record, conversation messages). The ledger row is keyed by the hold, so settling the
-   * same hold twice charges once.
+   * same hold twice charges once. Once committed, the charge is announced on `charges`.
    */
   async settle(
     hold: Hold,
@@ -176,8 +192,9 @@ export class WalletService {
     options: { refund?: boolean } = {},
   ): Promise<Settlement> {
     const idempotencyKey = `usage:${hold.id}`;
+    let committed: Settlement;
     try {
-      return await this.dataSource.transaction(async (manager) => {
+      committed = await this.manager.transaction(async (manager) => {
         const [row] = await queryRows<{ balance_millicents: string; charged: string; written_off: string; carry_before: string }>(
           manager,
           // The charge is the cost in whole millicents (the fraction is carried), but never more
@@ -238,6 +255,8 @@ export class WalletService {
       }
       throw error;
     }
+    this.committedCharges.next(charge.workspaceId);
+    return committed;
   }
 
   /**
@@ -250,7 +269,7 @@ export class WalletService {
     // The hold is locked first (the sweeper's order: hold, then wallet), so a hold swept
     // meanwhile is seen as gone and the wallet is left untouched.
     const rows = await queryRows<{ amount_millicents: string }>(
-      this.dataSource.manager,
+      this.manager,
       `WITH live AS (SELECT id, workspace_id FROM wallet_holds WHERE id = $2 FOR UPDATE),
             reserved AS (
               UPDATE wallets w SET reserved_millicents = w.reserved_millicents + $1, updated_at = now()
@@ -274,7 +293,7 @@ export class WalletService {
    * swept (and its money held again by another request) before it settles.
    */
   async keepHoldAlive(hold: Hold, ttlMs: number): Promise<void> {
-    await this.dataSource.query(
+    await this.manager.query(
       `UPDATE wallet_holds SET expires_at = now() + make_interval(secs => $2::double precision / 1000) WHERE id = $1`,
       [hold.id, ttlMs],
     );
@@ -309,7 +328,7 @@ export class WalletService {
 
   /** Gives a hold back without charging (a request that failed before costing anything). */
   async release(hold: Hold): Promise<void> {
-    await this.dataSource.query(
+    await this.manager.query(
       `WITH released AS (DELETE FROM wallet_holds WHERE id = $1 RETURNING workspace_id, amount_millicents)
        UPDATE wallets w SET reserved_millicents = w.reserved_millicents - r.amount_millicents, updated_at = now()
        FROM released r WHERE w.workspace_id = r.workspace_id`,
@@ -323,7 +342,7 @@ export class WalletService {
    */
   async releaseExpiredHolds(): Promise<number> {
     const rows = await queryRows<{ released: string }>(
-      this.dataSource.manager,
+      this.manager,
       `WITH expired AS (DELETE FROM wallet_holds WHERE expires_at < now() RETURNING workspace_id, amount_millicents),
             totals AS (SELECT workspace_id, sum(amount_millicents) AS amount, count(*) AS holds FROM expired GROUP BY workspace_id)
        UPDATE wallets w SET reserved_millicents = w.reserved_millicents - t.amount, updated_at = now()
@@ -336,8 +355,7 @@ export class WalletService {
 
   /** Newest first, with `limit` and an OpenAI-style `starting_after` cursor. */
   async transactions(workspaceId: string, query: TransactionQuery): Promise<Page<WalletTransaction>> {
-    const builder = this.dataSource
-      .getRepository(WalletTransaction)
+    const builder = this.ledger
       .createQueryBuilder('t')
       .where('t.workspace_id = :workspaceId', { workspaceId })
       .orderBy('t.created_at', 'DESC')
@@ -345,9 +363,7 @@ export class WalletService {
       .limit(query.limit + 1);
     if (query.type) builder.andWhere('t.type = :type', { type: query.type });
     if (query.startingAfter) {
-      const cursor = await this.dataSource
-        .getRepository(WalletTransaction)
-        .existsBy({ id: query.startingAfter, workspaceId });
+      const cursor = await this.ledger.existsBy({ id: query.startingAfter, workspaceId });
       if (!cursor) {
         throw ApiError.badRequest('starting_after does not name a transaction of this wallet.', 'starting_after');
       }
@@ -360,7 +376,7 @@ export class WalletService {
   }
 
   private async findByIdempotencyKey(idempotencyKey: string): Promise<WalletTransaction | null> {
-    return this.dataSource.getRepository(WalletTransaction).findOneBy({ idempotencyKey });
+    return this.ledger.findOneBy({ idempotencyKey });
   }
 
   private async explainRefusedCredit(manager: EntityManager, workspaceId: string, amountMillicents: number): Promise<never> {

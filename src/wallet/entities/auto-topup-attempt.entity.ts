@@ -1,5 +1,6 @@
 import { Column, CreateDateColumn, Entity, Index, PrimaryGeneratedColumn, UpdateDateColumn } from 'typeorm';
 import { bigintToNumber } from '../../common/database/transformers';
+import type { PaymentProviderName } from '../../payments/payment-provider';
 
 export const AUTO_TOPUP_STATUSES = ['processing', 'retry_scheduled', 'succeeded', 'failed', 'canceled'] as const;
 /**
@@ -11,8 +12,6 @@ export const AUTO_TOPUP_STATUSES = ['processing', 'retry_scheduled', 'succeeded'
 export type AutoTopupStatus = (typeof AUTO_TOPUP_STATUSES)[number];
 /** The two open statuses: at most one open attempt per workspace (a partial unique index). */
 export const OPEN_AUTO_TOPUP_STATUSES: readonly AutoTopupStatus[] = ['processing', 'retry_scheduled'];
-
-export type PaymentProviderName = 'stripe' | 'simulated';
 
 /** One automatic top-up, from its claim to its credit or its last failure. */
 @Entity({ name: 'auto_topup_attempts' })
@@ -30,6 +29,7 @@ export class AutoTopupAttempt {
   @Column({ type: 'text' })
   status: AutoTopupStatus;
 
+  /** Checked by the app, not by the database: see PAYMENT_PROVIDER_NAMES. */
   @Column({ type: 'text' })
   provider: PaymentProviderName;
 

@@ -21,11 +21,13 @@ export class AutoTopupSettings {
   @Column({ name: 'monthly_cap_millicents', type: 'bigint', nullable: true, transformer: bigintToNumber })
   monthlyCapMillicents: number | null;
 
-  @Column({ name: 'stripe_customer_id', type: 'text', nullable: true })
-  stripeCustomerId: string | null;
+  /** The customer at the payment provider (Stripe: `cus_...`); see PaymentMethodRef. */
+  @Column({ name: 'payment_customer_ref', type: 'text', nullable: true })
+  customerRef: string | null;
 
-  @Column({ name: 'stripe_payment_method_id', type: 'text', nullable: true })
-  stripePaymentMethodId: string | null;
+  /** The saved payment method at the payment provider (Stripe: `pm_...`). */
+  @Column({ name: 'payment_method_ref', type: 'text', nullable: true })
+  paymentMethodRef: string | null;
 
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;

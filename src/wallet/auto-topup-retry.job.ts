@@ -1,6 +1,6 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { Interval } from '@nestjs/schedule';
-import { AutoTopupService } from '../wallet/auto-topup.service';
+import { AutoTopupService } from './auto-topup.service';
 
 /** Every minute: retries failed auto top-up payments that are due, and resumes interrupted ones. */
 @Injectable()
