@@ -5,6 +5,7 @@ import { ModelsModule } from '../models/models.module';
 import { ProvidersModule } from '../providers/providers.module';
 import { UsageModule } from '../usage/usage.module';
 import { WalletModule } from '../wallet/wallet.module';
+import { Billing } from './billing/billing';
 import { ChatController } from './chat.controller';
 import { ChatService } from './chat.service';
 import { IdempotencyService } from './idempotency.service';
@@ -12,6 +13,6 @@ import { IdempotencyService } from './idempotency.service';
 @Module({
   imports: [ModelsModule, ProvidersModule, WalletModule, UsageModule, AssistantsModule, ConversationsModule],
   controllers: [ChatController],
-  providers: [ChatService, IdempotencyService],
+  providers: [ChatService, Billing, IdempotencyService],
 })
 export class ChatModule {}
