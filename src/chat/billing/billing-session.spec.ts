@@ -137,9 +137,8 @@ function setUp(balanceMillicents = 100_000) {
   const wallet = new FakeWallet(balanceMillicents);
   const usage = new FakeUsage();
   const conversations = new FakeConversations();
-  const toppedUp: string[] = [];
   const incidents: BillingIncidents = { conversation_turn_not_stored: 0, usage_record_not_stored: 0, settlement_failed: 0 };
-  const ports: BillingPorts = { wallet, usage, conversations, autoTopup: { afterCharge: (id) => toppedUp.push(id) }, holdTtlMs: TTL_MS, incidents };
+  const ports: BillingPorts = { wallet, usage, conversations, holdTtlMs: TTL_MS, incidents };
   const client = new AbortController();
   const estimate = (fields: Partial<Estimate> = {}): Estimate => ({
     subject: {
@@ -163,7 +162,7 @@ function setUp(balanceMillicents = 100_000) {
     conversation: null,
     ...fields,
   });
-  return { wallet, usage, conversations, toppedUp, incidents, ports, client, estimate };
+  return { wallet, usage, conversations, incidents, ports, client, estimate };
 }
 
 /** 1,000 prompt tokens and 1,000 output tokens of gpt-4o: 250 + 1,000 millicents. */
@@ -240,8 +239,8 @@ describe('BillingSession', () => {
   });
 
   describe('settlement', () => {
-    it('charges the exact cost with its usage record and conversation turn, then looks at auto top-up', async () => {
-      const { ports, wallet, usage, conversations, toppedUp, estimate } = setUp();
+    it('charges the exact cost with its usage record and conversation turn', async () => {
+      const { ports, wallet, usage, conversations, estimate } = setUp();
       const session = await BillingSession.open(ports, estimate({ conversation: { id: 'conv-1', messages: PROMPT } }));
       await session.meter(PROMPT, { prompt_tokens: 1_000, completion_tokens: 100, total_tokens: 1_100 }, 'Sunny.');
       session.addToolCall('web_search', 2_500_000n);
@@ -270,7 +269,6 @@ describe('BillingSession', () => {
         expect.objectContaining({ conversationId: 'conv-1', inputTokens: 1_000, outputTokens: 100, costMillicents: '352.500000' }),
       ]);
       expect(conversations.turns[0].messages.map((message) => message.role)).toEqual(['user', 'assistant']);
-      expect(toppedUp).toEqual(['ws-1']);
       expect(wallet.reserved).toBe(0);
     });
 
@@ -414,7 +412,7 @@ describe('Billing.recordRefused', () => {
 
   it('records a refused request with nothing used and the refusal code, and never charges it', async () => {
     const { wallet, usage, conversations } = setUp();
-    const billing = new Billing({ holdTtlMs: TTL_MS } as AppConfig, wallet as never, usage as never, conversations as never, { afterCharge: () => undefined } as never);
+    const billing = new Billing({ holdTtlMs: TTL_MS } as AppConfig, wallet as never, usage as never, conversations as never);
     await billing.recordRefused(subject, 12, new ApiError('insufficient_balance', 'Top up.'));
     expect(usage.records).toEqual([
       {
@@ -440,7 +438,7 @@ describe('Billing.recordRefused', () => {
   it('does not throw when the record cannot be written', async () => {
     const { wallet, usage, conversations } = setUp();
     usage.refuse = true;
-    const billing = new Billing({ holdTtlMs: TTL_MS } as AppConfig, wallet as never, usage as never, conversations as never, {} as never);
+    const billing = new Billing({ holdTtlMs: TTL_MS } as AppConfig, wallet as never, usage as never, conversations as never);
     await expect(billing.recordRefused(subject, 0, new Error('boom'))).resolves.toBeUndefined();
   });
 });

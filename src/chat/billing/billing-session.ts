@@ -8,7 +8,6 @@ import type { ModelDefinition } from '../../models/model-catalog';
 import type { ChatMessage, CompletionUsage, FunctionTool } from '../../providers/provider-adapter';
 import { countPromptTokens, countPromptTokensAsync, countTextTokensAsync } from '../../providers/tokens';
 import type { UsageService } from '../../usage/usage.service';
-import type { AutoTopupService } from '../../wallet/auto-topup.service';
 import { ceilMillicents, llmCost, MICROS_PER_MILLICENT, MicroMillicents, toDecimalString, toMillicentsNumber } from '../../wallet/cost';
 import type { Hold, WalletService } from '../../wallet/wallet.service';
 import { checkedUsage, isTokenCount, Spend } from '../spend';
@@ -36,7 +35,6 @@ export interface BillingPorts {
   wallet: Pick<WalletService, 'hold' | 'balance' | 'settle' | 'extendHold' | 'keepHoldAlive' | 'release'>;
   usage: Pick<UsageService, 'insert' | 'record'>;
   conversations: Pick<ConversationsService, 'appendTurn'>;
-  autoTopup: Pick<AutoTopupService, 'afterCharge'>;
   /** How long a hold lives unless its heartbeat pushes the expiry out (HOLD_TTL_MS). */
   holdTtlMs: number;
   incidents: BillingIncidents;
@@ -224,7 +222,8 @@ export class BillingSession {
    * transaction; with a conversation, a successful turn (the request's messages and the
    * reply) is stored in the same transaction. What is written besides the charge runs in
    * savepoints: a turn or record that cannot be stored is logged and counted, and the charge
-   * for what was delivered still commits.
+   * for what was delivered still commits. (Once it commits, the wallet announces the charge,
+   * and auto top-up looks at the balance: nothing to do here.)
    */
   private async settleWith(ending: UsageEnding, options: { refund?: boolean; reply?: ChatMessage }): Promise<void> {
     const { subject, model, conversation } = this.estimate;
@@ -284,8 +283,6 @@ export class BillingSession {
           `${subject.workspaceId} could cover; charged what it had.`,
       );
     }
-    // Committed: a balance left below the auto top-up threshold buys a top-up, in the background.
-    this.ports.autoTopup.afterCharge(subject.workspaceId);
   }
 
   private async settleWithRetries(ending: UsageEnding, reply: ChatMessage | undefined): Promise<void> {

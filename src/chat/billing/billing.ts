@@ -4,7 +4,6 @@ import type { AppConfig } from '../../config/app-config';
 import { InjectConfig } from '../../config/config.module';
 import { ConversationsService } from '../../conversations/conversations.service';
 import { UsageService } from '../../usage/usage.service';
-import { AutoTopupService } from '../../wallet/auto-topup.service';
 import { WalletService } from '../../wallet/wallet.service';
 import { BillingIncidents, BillingPorts, BillingSession, Estimate } from './billing-session';
 import { refusedUsageRecord, UsageSubject } from './usage-record';
@@ -24,7 +23,6 @@ export class Billing implements BillingPorts {
     readonly wallet: WalletService,
     readonly usage: UsageService,
     readonly conversations: ConversationsService,
-    readonly autoTopup: AutoTopupService,
   ) {
     this.holdTtlMs = config.holdTtlMs;
   }
