@@ -2,6 +2,7 @@ import { DynamicModule, Module } from '@nestjs/common';
 import { APP_FILTER, APP_GUARD } from '@nestjs/core';
 import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { AssistantsModule } from './assistants/assistants.module';
 import { ChatModule } from './chat/chat.module';
 import { ApiExceptionFilter } from './common/errors/api-exception.filter';
 import { ConversationsModule } from './conversations/conversations.module';
@@ -38,7 +39,7 @@ export class AppModule {
         HealthModule,
         WorkspacesModule,
         LimitsModule,
-        ModelsApiModule,
+        ModelsApiModule.register(AssistantsModule),
         WalletModule,
         ChatModule,
         UsageModule,

@@ -2,6 +2,8 @@ import { Module } from '@nestjs/common';
 import { ModelsModule } from '../models/models.module';
 import { ToolsModule } from '../tools/tools.module';
 import { WebSearchModule } from '../tools/web-search/web-search.module';
+import { ASSISTANT_MODELS } from '../models/assistant-models';
+import { AssistantModelEntries } from './assistant-models.provider';
 import { AssistantsService } from './assistants.service';
 import { DocumentsModule } from './documents/documents.module';
 import { SERVER_TOOL_CLASSES } from './server-tools';
@@ -13,7 +15,7 @@ import { SERVER_TOOL_CLASSES } from './server-tools';
  */
 @Module({
   imports: [ModelsModule, ToolsModule.register({ tools: SERVER_TOOL_CLASSES, imports: [WebSearchModule, DocumentsModule] })],
-  providers: [AssistantsService],
-  exports: [AssistantsService, ToolsModule],
+  providers: [AssistantsService, { provide: ASSISTANT_MODELS, useClass: AssistantModelEntries }],
+  exports: [AssistantsService, ToolsModule, ASSISTANT_MODELS],
 })
 export class AssistantsModule {}

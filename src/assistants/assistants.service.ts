@@ -27,12 +27,6 @@ export interface AssistantFields {
  * `model: "assistant/<slug or uuid>"` selects an assistant, for clients that always send a
  * model (LangChain, the AI SDK) and cannot add `assistant_id`; GET /v1/models lists them so.
  */
-export const ASSISTANT_MODEL_PREFIX = 'assistant/';
-
-/** The assistant a `model` value names, or undefined when it names a catalog model. */
-export function assistantOfModel(model: string | undefined): string | undefined {
-  return model?.startsWith(ASSISTANT_MODEL_PREFIX) ? model.slice(ASSISTANT_MODEL_PREFIX.length) : undefined;
-}
 
 const SLUG = /^[a-z0-9]+(-[a-z0-9]+)*$/;
 const MAX_SLUG_LENGTH = 64;

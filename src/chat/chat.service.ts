@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { Observable } from 'rxjs';
-import { ASSISTANT_MODEL_PREFIX, assistantOfModel, AssistantsService } from '../assistants/assistants.service';
+import { AssistantsService } from '../assistants/assistants.service';
+import { ASSISTANT_MODEL_PREFIX, assistantOfModel } from '../models/assistant-models';
 import type { Assistant, AssistantTool } from '../assistants/entities/assistant.entity';
 import { ApiError } from '../common/errors/api-error';
 import type { Principal } from '../common/http/request-context';

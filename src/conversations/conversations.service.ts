@@ -3,7 +3,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { isUUID } from 'class-validator';
 import { DataSource, EntityManager, In, SelectQueryBuilder } from 'typeorm';
 import { AssistantsService } from '../assistants/assistants.service';
-import type { ContentPart } from '../chat/dto/chat-completion-request.dto';
+import type { ContentPart } from '../providers/provider-adapter';
 import { queryRows } from '../common/database/query-rows';
 import { ApiError } from '../common/errors/api-error';
 import { Page, toPage } from '../common/pagination';

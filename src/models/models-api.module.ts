@@ -1,14 +1,15 @@
-import { Module } from '@nestjs/common';
-import { AssistantsModule } from '../assistants/assistants.module';
+import { DynamicModule, Module, Type } from '@nestjs/common';
 import { ModelsController } from './models.controller';
 import { ModelsModule } from './models.module';
 
 /**
- * `GET /v1/models`: the catalog and the workspace's assistants. Apart from ModelsModule,
- * which the assistants module itself needs for the catalog.
+ * `GET /v1/models`: the catalog, and the workspace's assistants from the module that
+ * provides ASSISTANT_MODELS (the assistants module). The app passes that module in, so
+ * models/ does not import assistants/ (which imports models/ for the catalog).
  */
-@Module({
-  imports: [ModelsModule, AssistantsModule],
-  controllers: [ModelsController],
-})
-export class ModelsApiModule {}
+@Module({})
+export class ModelsApiModule {
+  static register(assistantModels: Type<unknown>): DynamicModule {
+    return { module: ModelsApiModule, imports: [ModelsModule, assistantModels], controllers: [ModelsController] };
+  }
+}

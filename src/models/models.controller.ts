@@ -1,10 +1,10 @@
-import { Controller, Get, Param, Query } from '@nestjs/common';
+import { Controller, Get, Inject, Param, Query } from '@nestjs/common';
 import { ApiOperation, ApiParam, ApiTags } from '@nestjs/swagger';
-import { assistantOfModel, AssistantsService } from '../assistants/assistants.service';
 import { CurrentPrincipal } from '../common/auth/auth.decorators';
 import type { Principal } from '../common/http/request-context';
 import { ApiStandardResponses } from '../common/openapi/api-responses';
 import { ListModelsQueryDto, ModelDto, ModelListDto } from './dto/model.dto';
+import { ASSISTANT_MODELS, AssistantModels, assistantOfModel } from './assistant-models';
 import { ModelsService } from './models.service';
 
 @ApiTags('Models')
@@ -12,7 +12,7 @@ import { ModelsService } from './models.service';
 export class ModelsController {
   constructor(
     private readonly models: ModelsService,
-    private readonly assistants: AssistantsService,
+    @Inject(ASSISTANT_MODELS) private readonly assistants: AssistantModels,
   ) {}
 
   @Get()
@@ -27,18 +27,7 @@ export class ModelsController {
     const catalog = this.models.list().map(ModelDto.from);
     // The specification's list is the catalog alone; assistants are listed only when asked for.
     if (query.include_assistants !== 'true') return { object: 'list', data: catalog };
-    const assistants = await this.assistants.list(principal.workspaceId);
-    return {
-      object: 'list',
-      data: [
-        ...catalog,
-        // An assistant whose model left the catalog cannot run: it is not offered.
-        ...assistants.flatMap((assistant) => {
-          const model = this.models.find(assistant.model);
-          return model ? [ModelDto.fromAssistant(assistant, model)] : [];
-        }),
-      ],
-    };
+    return { object: 'list', data: [...catalog, ...(await this.assistants.list(principal.workspaceId))] };
   }
 
   // `*id` so that ids with a slash (`assistant/support-bot`, `openai/gpt-4o` in a custom catalog) resolve too.
@@ -50,7 +39,6 @@ export class ModelsController {
     const modelId = Array.isArray(id) ? id.join('/') : id;
     const assistantRef = assistantOfModel(modelId);
     if (assistantRef === undefined) return ModelDto.from(this.models.get(modelId, 'id'));
-    const assistant = await this.assistants.resolve(principal.workspaceId, assistantRef, 'id');
-    return ModelDto.fromAssistant(assistant, this.models.get(assistant.model));
+    return this.assistants.get(principal.workspaceId, assistantRef);
   }
 }

@@ -11,6 +11,13 @@ export type ChatCompletionChunk = OpenAI.Chat.ChatCompletionChunk;
 export type FunctionTool = OpenAI.Chat.ChatCompletionFunctionTool;
 export type CompletionUsage = OpenAI.CompletionUsage;
 
+/** A part of a message's content as clients send it (and conversations store it). */
+export type ContentPart =
+  | { type: 'text'; text: string }
+  | { type: 'image_url'; image_url: { url: string; detail?: 'auto' | 'low' | 'high' } }
+  | { type: 'file'; file: { file_data?: string; file_id?: string; filename?: string } }
+  | { type: 'input_audio'; input_audio: { data: string; format: 'wav' | 'mp3' } };
+
 export interface ProviderRequest {
   model: ModelDefinition;
   messages: ChatMessage[];

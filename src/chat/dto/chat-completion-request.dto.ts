@@ -44,11 +44,10 @@ export class ToolCallDto {
   function: FunctionCallDto;
 }
 
-export type ContentPart =
-  | { type: 'text'; text: string }
-  | { type: 'image_url'; image_url: { url: string; detail?: 'auto' | 'low' | 'high' } }
-  | { type: 'file'; file: { file_data?: string; file_id?: string; filename?: string } }
-  | { type: 'input_audio'; input_audio: { data: string; format: 'wav' | 'mp3' } };
+import type { ContentPart } from '../../providers/provider-adapter';
+
+// Declared beside the provider types, so that conversations (which store parts) need not import chat.
+export type { ContentPart } from '../../providers/provider-adapter';
 
 export class ChatMessageDto {
   @ApiProperty({ enum: MESSAGE_ROLES, example: 'user' })

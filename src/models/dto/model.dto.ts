@@ -1,7 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsIn, IsOptional } from 'class-validator';
-import type { Assistant } from '../../assistants/entities/assistant.entity';
-import { ASSISTANT_MODEL_PREFIX } from '../../assistants/assistants.service';
+import { ASSISTANT_MODEL_PREFIX } from '../assistant-models';
 import type { ModelDefinition } from '../model-catalog';
 
 export class ModelCapabilitiesDto {
@@ -38,7 +37,7 @@ export class ModelDto {
   assistant?: { id: string; name: string; model: string };
 
   /** A workspace's assistant as a model entry: its capabilities are those of the model it runs on. */
-  static fromAssistant(assistant: Assistant, model: ModelDefinition): ModelDto {
+  static fromAssistant(assistant: { id: string; name: string; slug: string; createdAt: Date }, model: ModelDefinition): ModelDto {
     return {
       ...ModelDto.from(model),
       id: `${ASSISTANT_MODEL_PREFIX}${assistant.slug}`,
