@@ -39,7 +39,12 @@ const weatherTool = {
   function: {
     name: 'get_weather',
     description: 'Current weather in a city',
-    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false },
+    parameters: {
+      type: 'object' as const,
+      properties: { city: { type: 'string' as const } },
+      required: ['city'],
+      additionalProperties: false,
+    },
   },
 };
 

@@ -84,16 +84,6 @@ describeWithBrowser('dashboard in the browser', () => {
   let emailCounter = 0;
   const newEmail = (tag: string) => `${tag}-${Date.now().toString(36)}-${++emailCounter}@example.com`;
 
-  /** Signs up through the form; ends on the new workspace's overview. */
-  async function signUpInBrowser(page: Page, problems: PageProblem[], who: { name: string; email: string; password: string }) {
-    await go(page, problems, '/signup');
-    await page.getByLabel('Your name').fill(who.name);
-    await page.getByLabel('Email').fill(who.email);
-    await page.getByLabel('Password').fill(who.password);
-    await Promise.all([page.waitForURL(/\/w\/[0-9a-f-]{36}$/), page.getByRole('button', { name: 'Create account' }).click()]);
-    await check(page, problems);
-  }
-
   async function signInInBrowser(page: Page, email: string, password: string): Promise<void> {
     await page.getByLabel('Email').fill(email);
     await page.getByLabel('Password').fill(password);

@@ -6,7 +6,6 @@ import { formatMillicents } from '../src/dashboard/format';
 import { UsageStatsService } from '../src/usage/usage-stats.service';
 import { AutoTopupService } from '../src/wallet/auto-topup.service';
 import { WalletService } from '../src/wallet/wallet.service';
-import { WorkspacesService } from '../src/workspaces/workspaces.service';
 import { BROWSER_ACCEPT, signUp, SignedUpPerson, textOf } from './support/dashboard-client';
 import { openAiClient, startTestApp, TestApp } from './support/test-app';
 

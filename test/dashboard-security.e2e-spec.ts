@@ -12,7 +12,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
 import { AccountsService } from '../src/accounts/accounts.service';
 import { MembersService } from '../src/accounts/members.service';
-import { PAGE_ACCESS } from '../src/dashboard/dashboard.decorators';
+import { PAGE_ACCESS } from '../src/dashboard/page-access';
 import { DashboardGuard } from '../src/dashboard/dashboard.guard';
 import { SESSION_COOKIE } from '../src/dashboard/dashboard.setup';
 import { MailService } from '../src/mail/mail.service';

@@ -48,7 +48,7 @@ describe('client compatibility: requests', () => {
   const lastOpenAiBody = () => openai.requests[openai.requests.length - 1].body;
   const lastAnthropicBody = () => anthropic.requests[anthropic.requests.length - 1].body as Record<string, unknown>;
 
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a JSON body, or the text of a stream
+   
   async function post(body: unknown, path = '/v1/chat/completions'): Promise<{ status: number; body: any }> {
     const response = await fetch(`${t.baseUrl}${path}`, {
       method: 'POST',

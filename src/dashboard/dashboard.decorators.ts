@@ -3,15 +3,7 @@ import { ApiExcludeController } from '@nestjs/swagger';
 import { Public } from '../common/auth/auth.decorators';
 import type { Role } from '../accounts/entities/membership.entity';
 import { DashboardGuard } from './dashboard.guard';
-
-export const PAGE_ACCESS = 'acs:page-access';
-
-/**
- * Who may use a handler: anyone (`public`), any signed-in person (`signed-in`), or a member
- * of the route's workspace with at least a role. Every dashboard handler declares one;
- * a test checks that none is missing.
- */
-export type PageAccess = 'public' | 'signed-in' | Role;
+import { PAGE_ACCESS, PageAccess } from './page-access';
 
 /** A controller of dashboard pages: no API key, no API rate limit, the dashboard's guard and CSRF check. */
 export function DashboardController(path = ''): ClassDecorator {

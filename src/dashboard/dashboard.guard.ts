@@ -4,7 +4,7 @@ import { AccountsService } from '../accounts/accounts.service';
 import { isRole, roleAtLeast } from '../accounts/entities/membership.entity';
 import { MembersService } from '../accounts/members.service';
 import { csrf } from './dashboard.setup';
-import { PAGE_ACCESS, PageAccess } from './dashboard.decorators';
+import { PAGE_ACCESS, PageAccess } from './page-access';
 import type { PageRequest } from './page-request';
 
 /** Thrown when a page needs a signed-in person and the session has none (or has ended). */

@@ -22,7 +22,7 @@ export interface RecordedRequest {
   path: string;
   headers: IncomingHttpHeaders;
   /** The parsed JSON body (undefined when it did not parse). */
-  body: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+  body: any;  
   rawBody: string;
   receivedAt: number;
   /** Status the fake answered with. */

@@ -48,7 +48,7 @@ export interface RecordedSearchRequest {
   query: Record<string, string>;
   headers: IncomingHttpHeaders;
   /** The parsed JSON body (undefined for GET or when it did not parse). */
-  body: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+  body: any;  
   rawBody: string;
   status?: number;
   /** Set when the client closed the connection before the answer was complete. */

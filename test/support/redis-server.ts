@@ -1,4 +1,4 @@
-import { ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import * as net from 'node:net';
