@@ -232,7 +232,8 @@ describeWithBrowser('dashboard in the browser', () => {
       expect(new URL(page.url()).pathname).toBe('/account');
       await check(page, problems);
       await page.getByLabel('Name').fill('Grace B. Hopper');
-      await Promise.all([page.waitForURL('**/account'), page.getByRole('button', { name: 'Save' }).click()]);
+      // Posts from /account land back on /account: waitForURL would match before the post; wait for the next page load.
+      await Promise.all([page.waitForEvent('load'), page.getByRole('button', { name: 'Save' }).click()]);
       await check(page, problems);
       await expect(page.locator('.flash.success').textContent()).resolves.toContain('Saved.');
       await expect(page.getByLabel('Name').inputValue()).resolves.toBe('Grace B. Hopper');
@@ -240,14 +241,13 @@ describeWithBrowser('dashboard in the browser', () => {
 
       await page.getByLabel('Current password').fill('not my password at all');
       await page.getByLabel('New password').fill('yet another passphrase');
-      await page.getByRole('button', { name: 'Change password' }).click();
-      await page.waitForLoadState('load');
+      await Promise.all([page.waitForEvent('load'), page.getByRole('button', { name: 'Change password' }).click()]);
       await expect(page.getByLabel('Current password').getAttribute('aria-invalid')).resolves.toBe('true');
       await check(page, problems, 400);
 
       await page.getByLabel('Current password').fill(person.password);
       await page.getByLabel('New password').fill('yet another passphrase');
-      await Promise.all([page.waitForURL('**/account'), page.getByRole('button', { name: 'Change password' }).click()]);
+      await Promise.all([page.waitForEvent('load'), page.getByRole('button', { name: 'Change password' }).click()]);
       await check(page, problems);
       await expect(page.locator('.flash.success').textContent()).resolves.toContain('Your password is changed.');
       person.password = 'yet another passphrase';
@@ -379,7 +379,9 @@ describeWithBrowser('dashboard in the browser', () => {
       member.email = newEmail('katherine');
       await page.getByLabel('Email').fill(member.email);
       await page.getByLabel('Role', { exact: true }).selectOption('member');
-      await Promise.all([page.waitForURL('**/settings/members'), page.getByRole('button', { name: 'Create invitation link' }).click()]);
+      // The form posts from /settings/members and lands back on it: waitForURL would match the page
+      // before the post (under load, axe then ran on the old page), so wait for the next page load.
+      await Promise.all([page.waitForEvent('load'), page.getByRole('button', { name: 'Create invitation link' }).click()]);
       await check(page, problems);
       // No mail server: the owner gets the link to pass on.
       const link = (await page.locator('#invitation-link').textContent())!.trim();

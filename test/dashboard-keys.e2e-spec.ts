@@ -330,8 +330,8 @@ describeWithBrowser('dashboard: API keys in the browser', () => {
     const apiKey = (await page.locator('#new-key').textContent())!.trim();
     expect(apiKey).toMatch(/^sk-/);
     await expectAccessible(page, 'new key page');
-    await page.getByRole('button', { name: 'Done' }).click();
-    await page.waitForURL(`**${keysPath}`);
+    // The new key's page has the list's URL (the POST's): wait for the next page load, not for the URL.
+    await Promise.all([page.waitForEvent('load'), page.getByRole('button', { name: 'Done' }).click()]);
 
     const row = page.locator('#keys-table tbody tr', { hasText: 'browser key' });
     expect(await row.locator('.key-status').textContent()).toBe('active');
