@@ -1,9 +1,10 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { Cron } from '@nestjs/schedule';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource, QueryResult } from 'typeorm';
+import { InjectRepository } from '@nestjs/typeorm';
+import { QueryResult, Repository } from 'typeorm';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
+import { UsageRecord } from './entities/usage-record.entity';
 
 /** Any number, the same in every replica: only one replica purges at a time. */
 const RETENTION_LOCK_KEY = 4_242_101;
@@ -31,7 +32,7 @@ export class UsageRetention {
   private readonly logger = new Logger('UsageRetention');
 
   constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
+    @InjectRepository(UsageRecord) private readonly records: Repository<UsageRecord>,
     @InjectConfig() private readonly config: AppConfig,
   ) {}
 
@@ -51,7 +52,8 @@ export class UsageRetention {
   async purgeExpired(options: { now?: Date; batchSize?: number } = {}): Promise<PurgeResult> {
     const batchSize = options.batchSize ?? 10_000;
     const cutoff = new Date((options.now ?? new Date()).getTime() - this.config.usageRetentionDays * DAY_MS);
-    const runner = this.dataSource.createQueryRunner();
+    // One connection of the pool for the whole run: the advisory lock belongs to the session.
+    const runner = this.records.manager.connection.createQueryRunner();
     await runner.connect();
     try {
       const [{ locked }] = (await runner.query('SELECT pg_try_advisory_lock($1) AS locked', [RETENTION_LOCK_KEY])) as {

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource, EntityManager } from 'typeorm';
+import { InjectRepository } from '@nestjs/typeorm';
+import { EntityManager, MoreThanOrEqual, Repository } from 'typeorm';
 import { UsageRecord } from './entities/usage-record.entity';
 
 export type NewUsageRecord = Omit<UsageRecord, 'id' | 'createdAt'>;
@@ -8,16 +8,25 @@ export type NewUsageRecord = Omit<UsageRecord, 'id' | 'createdAt'>;
 /** Usage records: written with each settlement, read by the statistics endpoints. */
 @Injectable()
 export class UsageService {
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+  constructor(@InjectRepository(UsageRecord) private readonly records: Repository<UsageRecord>) {}
 
   /** A request that failed before any money was held: there is no settlement to join. */
   async insert(record: NewUsageRecord): Promise<void> {
-    await this.record(this.dataSource.manager, record);
+    await this.record(this.records.manager, record);
   }
 
   /** Inside the settlement's transaction, so a charge never stands without its record. */
   async record(manager: EntityManager, record: NewUsageRecord): Promise<void> {
     await manager.insert(UsageRecord, record);
+  }
+
+  /**
+   * Whether the workspace's request `requestId` left a usage record created at or after
+   * `since` (every settlement writes one). For the idempotency claim, which tells a request
+   * that was charged from one that died mid-flight; in the caller's transaction when given one.
+   */
+  async hasRecordFor(workspaceId: string, requestId: string, since: Date, manager: EntityManager = this.records.manager): Promise<boolean> {
+    return manager.exists(UsageRecord, { where: { workspaceId, requestId, createdAt: MoreThanOrEqual(since) } });
   }
 }
 
