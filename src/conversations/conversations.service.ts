@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
+import { InjectRepository } from '@nestjs/typeorm';
 import { isUUID } from 'class-validator';
-import { DataSource, EntityManager, In, SelectQueryBuilder } from 'typeorm';
+import { EntityManager, In, Repository, SelectQueryBuilder } from 'typeorm';
 import { AssistantsService } from '../assistants/assistants.service';
 import type { ContentPart } from '../providers/provider-adapter';
 import { queryRows } from '../common/database/query-rows';
@@ -165,15 +165,15 @@ const DECIMAL = /^\d{1,14}(\.\d+)?$/;
 @Injectable()
 export class ConversationsService {
   constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
+    @InjectRepository(Conversation) private readonly conversations: Repository<Conversation>,
+    @InjectRepository(ConversationMessage) private readonly conversationMessages: Repository<ConversationMessage>,
     private readonly assistants: AssistantsService,
   ) {}
 
   async create(workspaceId: string, fields: NewConversation): Promise<Conversation> {
     const assistantId = fields.assistantId != null ? (await this.assistants.resolve(workspaceId, fields.assistantId)).id : null;
-    const repository = this.dataSource.getRepository(Conversation);
-    const { id } = await repository.save(
-      repository.create({
+    const { id } = await this.conversations.save(
+      this.conversations.create({
         workspaceId,
         assistantId,
         title: fields.title ?? null,
@@ -187,14 +187,11 @@ export class ConversationsService {
 
   /** Newest activity first (the last message, or the creation when none), with an OpenAI-style cursor. */
   async list(workspaceId: string, query: ConversationListQuery): Promise<Page<Conversation>> {
-    const builder = this.dataSource
-      .getRepository(Conversation)
-      .createQueryBuilder('c')
-      .where('c.workspace_id = :workspaceId', { workspaceId });
+    const builder = this.conversations.createQueryBuilder('c').where('c.workspace_id = :workspaceId', { workspaceId });
     await this.applyFilters(builder, workspaceId, query);
     if (query.startingAfter) {
       const cursor = isUUID(query.startingAfter)
-        ? await this.dataSource.getRepository(Conversation).existsBy({ id: query.startingAfter, workspaceId })
+        ? await this.conversations.existsBy({ id: query.startingAfter, workspaceId })
         : false;
       if (!cursor) {
         throw ApiError.badRequest('starting_after does not name a conversation of this workspace.', 'starting_after');
@@ -216,7 +213,7 @@ export class ConversationsService {
   /** One conversation; unknown, malformed or another workspace's id: 404 `conversation_not_found`. */
   async get(workspaceId: string, conversationId: string): Promise<Conversation> {
     const conversation = isUUID(conversationId)
-      ? await this.dataSource.getRepository(Conversation).findOneBy({ id: conversationId, workspaceId })
+      ? await this.conversations.findOneBy({ id: conversationId, workspaceId })
       : null;
     if (!conversation) throw conversationNotFound(conversationId);
     return conversation;
@@ -228,18 +225,17 @@ export class ConversationsService {
    * comes alone), so that no response carries a whole large conversation.
    */
   async messages(workspaceId: string, conversationId: string, query: MessagePageQuery): Promise<Page<ConversationMessage>> {
-    const repository = this.dataSource.getRepository(ConversationMessage);
     let afterPosition = 0;
     if (query.after) {
       const cursor = isUUID(query.after)
-        ? await repository.findOne({ select: { position: true }, where: { id: query.after, conversationId, workspaceId } })
+        ? await this.conversationMessages.findOne({ select: { position: true }, where: { id: query.after, conversationId, workspaceId } })
         : null;
       if (!cursor) throw ApiError.badRequest('messages_after does not name a message of this conversation.', 'messages_after');
       afterPosition = cursor.position;
     }
     // Sizes first, without reading the content (octet_length does not detoast), then the content of the page only.
     const sizes = await queryRows<{ id: string; bytes: string }>(
-      this.dataSource.manager,
+      this.conversations.manager,
       `SELECT id, octet_length(content) + coalesce(octet_length(tool_calls::text), 0) AS bytes
          FROM conversation_messages
         WHERE conversation_id = $1 AND workspace_id = $2 AND position > $3
@@ -255,7 +251,7 @@ export class ConversationsService {
       if (pageIds.length > 0 && pageBytes > maxBytes) break;
       pageIds.push(id);
     }
-    const rows = pageIds.length > 0 ? await repository.find({ where: { id: In(pageIds) }, order: { position: 'ASC' } }) : [];
+    const rows = pageIds.length > 0 ? await this.conversationMessages.find({ where: { id: In(pageIds) }, order: { position: 'ASC' } }) : [];
     const hasMore = sizes.length > pageIds.length;
     return { data: rows, has_more: hasMore, next_cursor: hasMore ? pageIds[pageIds.length - 1] : null };
   }
@@ -266,9 +262,7 @@ export class ConversationsService {
     if (changes.status !== undefined) values.status = changes.status;
     if (changes.metadata !== undefined) values.metadata = changes.metadata;
     if (Object.keys(values).length === 0 || !isUUID(conversationId)) return this.get(workspaceId, conversationId);
-    const result = await this.dataSource
-      .getRepository(Conversation)
-      .update({ id: conversationId, workspaceId }, values);
+    const result = await this.conversations.update({ id: conversationId, workspaceId }, values);
     if (!result.affected) throw conversationNotFound(conversationId);
     return this.get(workspaceId, conversationId);
   }
@@ -276,7 +270,7 @@ export class ConversationsService {
   /** Deletes the conversation and, by the foreign key's cascade, its messages. */
   async delete(workspaceId: string, conversationId: string): Promise<{ id: string }> {
     const result = isUUID(conversationId)
-      ? await this.dataSource.getRepository(Conversation).delete({ id: conversationId, workspaceId })
+      ? await this.conversations.delete({ id: conversationId, workspaceId })
       : { affected: 0 };
     if (!result.affected) throw conversationNotFound(conversationId);
     return { id: conversationId };
@@ -298,7 +292,7 @@ export class ConversationsService {
       role: StoredMessageRole | null;
       message_created_at: Date | null;
     }>(
-      this.dataSource.manager,
+      this.conversations.manager,
       `WITH query AS (
               -- words: the query's lexemes, to find where a long message first matches.
               SELECT websearch_to_tsquery('english', $2) AS q, tsvector_to_array(to_tsvector('english', $2)) AS words),
@@ -356,7 +350,7 @@ export class ConversationsService {
     const page = rows.slice(0, query.limit);
     const conversations = new Map(
       (page.length > 0
-        ? await this.dataSource.getRepository(Conversation).findBy({ id: In(page.map((row) => row.conversation_id)) })
+        ? await this.conversations.findBy({ id: In(page.map((row) => row.conversation_id)) })
         : []
       ).map((conversation) => [conversation.id, conversation]),
     );
@@ -379,7 +373,7 @@ export class ConversationsService {
   /** Totals of the workspace's conversations, by status and source, and the last 30 UTC days. */
   async stats(workspaceId: string): Promise<ConversationStats> {
     const [totals] = await queryRows<Record<string, string>>(
-      this.dataSource.manager,
+      this.conversations.manager,
       `SELECT count(*) AS conversations,
               count(*) FILTER (WHERE status = 'active') AS active,
               count(*) FILTER (WHERE status = 'archived') AS archived,
@@ -393,7 +387,7 @@ export class ConversationsService {
       [workspaceId],
     );
     const daily = await queryRows<{ date: string; conversations: string; messages: string }>(
-      this.dataSource.manager,
+      this.conversations.manager,
       `WITH today AS (SELECT (now() AT TIME ZONE 'UTC')::date AS day),
             days AS (SELECT (today.day - n) AS day FROM today, generate_series(0, 29) AS n),
             since AS (SELECT (min(day)::timestamp AT TIME ZONE 'UTC') AS at FROM days),
@@ -435,7 +429,7 @@ export class ConversationsService {
    */
   async findForChat(workspaceId: string, conversationId: string): Promise<Conversation> {
     const conversation = isUUID(conversationId)
-      ? await this.dataSource.getRepository(Conversation).findOneBy({ id: conversationId, workspaceId })
+      ? await this.conversations.findOneBy({ id: conversationId, workspaceId })
       : null;
     if (!conversation) throw conversationNotFound(conversationId, 'conversation_id');
     return conversation;
@@ -454,8 +448,7 @@ export class ConversationsService {
     const budget = Math.min(Math.floor(budgetTokens), Number.MAX_SAFE_INTEGER);
     // The window sum runs newest first over the stored token counts only; the content is
     // read for the messages that fit. Tokens are never negative, so what fits is a suffix.
-    const stored = await this.dataSource
-      .getRepository(ConversationMessage)
+    const stored = await this.conversationMessages
       .createQueryBuilder('m')
       .where('m.conversation_id = :conversationId AND m.workspace_id = :workspaceId', { conversationId, workspaceId })
       .andWhere(
