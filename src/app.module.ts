@@ -1,5 +1,5 @@
 import { DynamicModule, Module } from '@nestjs/common';
-import { APP_FILTER, APP_GUARD } from '@nestjs/core';
+import { APP_FILTER, APP_GUARD, APP_INTERCEPTOR } from '@nestjs/core';
 import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { AssistantsModule } from './assistants/assistants.module';
@@ -12,6 +12,8 @@ import type { AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
 import { dataSourceOptions } from './database/data-source';
 import { HealthModule } from './health/health.module';
+import { IdempotencyInterceptor } from './idempotency/idempotency.interceptor';
+import { IdempotencyModule } from './idempotency/idempotency.module';
 import { LimitsModule } from './limits/limits.module';
 import { RateLimitGuard } from './limits/rate-limit.guard';
 import { ModelsApiModule } from './models/models-api.module';
@@ -39,6 +41,7 @@ export class AppModule {
         HealthModule,
         WorkspacesModule,
         LimitsModule,
+        IdempotencyModule,
         ModelsApiModule.register(AssistantsModule),
         WalletModule,
         ChatModule,
@@ -53,6 +56,8 @@ export class AppModule {
         // Guards run in this order: authenticate, then count against the workspace's rate.
         { provide: APP_GUARD, useExisting: ApiKeyGuard },
         { provide: APP_GUARD, useExisting: RateLimitGuard },
+        // Acts only on routes marked @Idempotent().
+        { provide: APP_INTERCEPTOR, useExisting: IdempotencyInterceptor },
         { provide: APP_FILTER, useClass: ApiExceptionFilter },
       ],
     };

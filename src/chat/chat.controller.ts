@@ -1,16 +1,18 @@
-import { Body, Controller, Logger, Post, Req, Res, UseFilters } from '@nestjs/common';
-import { ApiBody, ApiHeader, ApiOperation, ApiProduces, ApiTags } from '@nestjs/swagger';
+import { Body, Controller, HttpCode, Logger, Post, Req, Res, UseFilters } from '@nestjs/common';
+import { ApiBody, ApiOperation, ApiProduces, ApiTags } from '@nestjs/swagger';
 import type { Response } from 'express';
 import { CurrentPrincipal } from '../common/auth/auth.decorators';
 import { ApiError } from '../common/errors/api-error';
 import { databaseUnavailableError, isDatabaseUnavailable } from '../common/errors/database-unavailable';
+import { ClientAbortSignal } from '../common/http/client-abort-signal.decorator';
+import { Idempotent } from '../common/http/idempotent.decorator';
 import type { ApiRequest, Principal } from '../common/http/request-context';
 import { ApiStandardResponses } from '../common/openapi/api-responses';
 import { ChatRefusalFilter } from './chat-refusal.filter';
 import { ChatService } from './chat.service';
+import type { ChatCompletionResponse } from './completion-types';
 import { ChatCompletionRequestDto } from './dto/chat-completion-request.dto';
 import { ChatCompletionResponseDto } from './dto/chat-completion-response.dto';
-import { IdempotencyService } from './idempotency.service';
 import { writeEventStream } from './sse';
 
 @ApiTags('Chat')
@@ -19,12 +21,10 @@ import { writeEventStream } from './sse';
 export class ChatController {
   private readonly logger = new Logger('Chat');
 
-  constructor(
-    private readonly chat: ChatService,
-    private readonly idempotency: IdempotencyService,
-  ) {}
+  constructor(private readonly chat: ChatService) {}
 
   @Post('completions')
+  @HttpCode(200)
   @ApiOperation({
     summary: 'Create a chat completion',
     description:
@@ -33,9 +33,8 @@ export class ChatController {
       'Money for the request is held from the wallet while it runs and the exact cost is charged when it ends.',
   })
   @ApiBody({ type: ChatCompletionRequestDto })
-  @ApiHeader({
-    name: 'Idempotency-Key',
-    required: false,
+  @Idempotent({
+    when: (req) => !isStreamRequest(req.body),
     description:
       'Non-streaming requests: a retry with the same key and body within 24 hours returns the stored response ' +
       '(with `Idempotent-Replayed: true`) and is not charged again. The same key with another body: 409.',
@@ -47,27 +46,18 @@ export class ChatController {
     // Validated by the chat service, so that refused requests get a usage record too.
     @Body() body: unknown,
     @Req() req: ApiRequest,
-    @Res() res: Response,
-  ): Promise<void> {
+    // Passthrough: the JSON answer is returned, so that interceptors (idempotency) see it.
+    @Res({ passthrough: true }) res: Response,
+    @ClientAbortSignal() clientGone: AbortSignal,
+  ): Promise<ChatCompletionResponse | undefined> {
     const caller = { principal, requestId: req.id };
-    if ((body as { stream?: unknown } | null)?.stream === true) {
-      // Headers go out with the first chunk; until then a failure is an ordinary HTTP error.
+    if (isStreamRequest(body)) {
+      // Written here, event by event; headers go out with the first chunk, until then a
+      // failure is an ordinary HTTP error. Nest's reply afterwards finds the response over.
       await writeEventStream(res, this.chat.stream(caller, body), (error) => this.inStreamError(error, req));
-      return;
+      return undefined;
     }
-    const clientGone = new AbortController();
-    res.on('close', () => {
-      if (!res.writableFinished) clientGone.abort();
-    });
-    const idempotencyKey = req.header('Idempotency-Key');
-    if (idempotencyKey === undefined) {
-      res.status(200).json(await this.chat.complete(caller, body, clientGone.signal));
-      return;
-    }
-    const claim = { workspaceId: principal.workspaceId, requestId: req.id, key: idempotencyKey };
-    const { response, replayed } = await this.idempotency.run(claim, body, () => this.chat.complete(caller, body, clientGone.signal));
-    if (replayed) res.setHeader('Idempotent-Replayed', 'true');
-    res.status(200).json(response);
+    return this.chat.complete(caller, body, clientGone);
   }
 
   private inStreamError(error: unknown, req: ApiRequest): ApiError {
@@ -76,4 +66,8 @@ export class ChatController {
     this.logger.error(`Stream failed [request ${req.id}]: ${error instanceof Error ? error.stack : String(error)}`);
     return new ApiError('internal_error', `The server had an error while streaming (request ${req.id}).`);
   }
+}
+
+function isStreamRequest(body: unknown): boolean {
+  return (body as { stream?: unknown } | null)?.stream === true;
 }

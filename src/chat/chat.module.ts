@@ -8,11 +8,10 @@ import { WalletModule } from '../wallet/wallet.module';
 import { Billing } from './billing/billing';
 import { ChatController } from './chat.controller';
 import { ChatService } from './chat.service';
-import { IdempotencyService } from './idempotency.service';
 
 @Module({
   imports: [ModelsModule, ProvidersModule, WalletModule, UsageModule, AssistantsModule, ConversationsModule],
   controllers: [ChatController],
-  providers: [ChatService, Billing, IdempotencyService],
+  providers: [ChatService, Billing],
 })
 export class ChatModule {}

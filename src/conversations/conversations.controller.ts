@@ -1,6 +1,7 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Patch, Post, Query } from '@nestjs/common';
 import { ApiBody, ApiOperation, ApiParam, ApiTags } from '@nestjs/swagger';
 import { CurrentPrincipal } from '../common/auth/auth.decorators';
+import { Idempotent } from '../common/http/idempotent.decorator';
 import type { Principal } from '../common/http/request-context';
 import { ApiStandardResponses } from '../common/openapi/api-responses';
 import { formatMegabytes, MESSAGES_PAGE_BYTES } from './conversation-limits';
@@ -71,7 +72,8 @@ export class ConversationsController {
       'Messages are added by chat completions that carry its `conversation_id`.',
   })
   @ApiBody({ type: CreateConversationDto })
-  @ApiStandardResponses({ ok: ConversationDto, errors: [400, 404, 415] })
+  @Idempotent({ scope: 'conversations.create' })
+  @ApiStandardResponses({ ok: ConversationDto, errors: [400, 404, 409, 415] })
   async create(@CurrentPrincipal() principal: Principal, @Body() body: CreateConversationDto): Promise<ConversationDto> {
     const conversation = await this.conversations.create(principal.workspaceId, {
       title: body.title,

@@ -10,10 +10,23 @@ import { InjectConfig } from '../config/config.module';
 
 const KEY_FORMAT = /^[\x21-\x7e]{1,255}$/;
 
+/** One use of an `Idempotency-Key`: whose, by which request, and what that request was. */
+export interface IdempotencyClaim {
+  workspaceId: string;
+  requestId: string;
+  key: string;
+  /** The request body; a retry must send the same. */
+  body: unknown;
+  /** Set for routes whose keys are kept apart from the other routes' (see IdempotentOptions). */
+  scope?: string;
+  /** The status the route answers with, stored with its answer. */
+  statusCode: number;
+}
+
 /**
- * `Idempotency-Key` on a non-streaming request: a retry with the same key within 24 hours
- * gets the stored answer instead of a second call (and a second charge). The key is claimed
- * with one conditional insert, so two concurrent retries cannot both run.
+ * `Idempotency-Key` on a request: a retry with the same key within 24 hours gets the stored
+ * answer instead of a second run (and, for a chat completion, a second charge). The key is
+ * claimed with one conditional insert, so two concurrent retries cannot both run.
  */
 @Injectable()
 export class IdempotencyService {
@@ -24,16 +37,14 @@ export class IdempotencyService {
     @InjectConfig() private readonly config: AppConfig,
   ) {}
 
-  async run<T>(
-    claim: { workspaceId: string; requestId: string; key: string },
-    body: unknown,
-    execute: () => Promise<T>,
-  ): Promise<{ response: T; replayed: boolean }> {
-    const { workspaceId, requestId, key } = claim;
+  async run<T>(claim: IdempotencyClaim, execute: () => Promise<T>): Promise<{ response: T; replayed: boolean }> {
+    const { workspaceId, requestId, key, body, scope, statusCode } = claim;
     if (!KEY_FORMAT.test(key)) {
       throw ApiError.badRequest('The Idempotency-Key header must be 1 to 255 visible ASCII characters.', 'Idempotency-Key');
     }
-    const hash = createHash('sha256').update(JSON.stringify(body)).digest('hex');
+    const hash = createHash('sha256')
+      .update(scope === undefined ? JSON.stringify(body) : `${scope}\n${JSON.stringify(body)}`)
+      .digest('hex');
     // Claims the key when it is new, when its last use is more than a day old, or when the
     // request that claimed it died mid-flight. That last case is told apart from a request
     // that was charged (whose retry must not run again) by what it left in the wallet: it
@@ -70,7 +81,7 @@ export class IdempotencyService {
         .catch(() => undefined);
       throw error;
     }
-    await this.storeAnswer(workspaceId, key, response);
+    await this.storeAnswer(workspaceId, key, statusCode, response);
     return { response, replayed: false };
   }
 
@@ -79,11 +90,11 @@ export class IdempotencyService {
    * cannot be stored, the claim is still marked finished (status without a response), so
    * retries are told so at once instead of waiting for a request that will never end.
    */
-  private async storeAnswer(workspaceId: string, key: string, response: unknown): Promise<void> {
+  private async storeAnswer(workspaceId: string, key: string, statusCode: number, response: unknown): Promise<void> {
     const store = (answer: string | null) =>
       this.dataSource.query(
-        `UPDATE idempotent_requests SET status_code = 200, response = $3 WHERE workspace_id = $1 AND idempotency_key = $2`,
-        [workspaceId, key, answer],
+        `UPDATE idempotent_requests SET status_code = $3, response = $4 WHERE workspace_id = $1 AND idempotency_key = $2`,
+        [workspaceId, key, statusCode, answer],
       );
     try {
       await store(JSON.stringify(response));
@@ -101,6 +112,7 @@ export class IdempotencyService {
       [workspaceId, key],
     );
     if (!row) throw ApiError.conflict('The request with this Idempotency-Key just failed; retry it.', 'idempotent_request_failed');
+    // A request with another body, or the same body sent to another scoped route.
     if (row.request_hash !== hash) {
       throw ApiError.conflict(
         'This Idempotency-Key was already used with a different request body. Use a new key for a new request.',
