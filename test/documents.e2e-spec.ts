@@ -12,9 +12,11 @@ import { DOCUMENT_LIMITS, MAX_FILE_BYTES } from '../src/assistants/documents/doc
 import { DocumentsModule } from '../src/assistants/documents/documents.module';
 import { AddDocumentCommand, DocumentsService, IngestionProgress } from '../src/assistants/documents/documents.service';
 import { ApiError } from '../src/common/errors/api-error';
+import { ConfigModule } from '../src/config/config.module';
 import { dataSourceOptions } from '../src/database/data-source';
 import { countTextTokens } from '../src/providers/tokens';
 import { describeResult, runCli } from './support/processes';
+import { testConfig } from './support/test-app';
 import { createTestDatabase } from './support/test-database';
 
 /**
@@ -114,7 +116,14 @@ describe('documents for file_search', () => {
 
   beforeAll(async () => {
     databaseUrl = await createTestDatabase();
-    @Module({ imports: [TypeOrmModule.forRoot({ ...dataSourceOptions(databaseUrl), logging: ['error'] }), DocumentsModule] })
+    // DocumentsModule reads the tier through WorkspacesModule, whose modules read the configuration.
+    @Module({
+      imports: [
+        ConfigModule.forRoot(testConfig()),
+        TypeOrmModule.forRoot({ ...dataSourceOptions(databaseUrl), logging: ['error'] }),
+        DocumentsModule,
+      ],
+    })
     class TestModule {}
     app = await NestFactory.createApplicationContext(TestModule, { logger: false });
     dataSource = app.get(DataSource);

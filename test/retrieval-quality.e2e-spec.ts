@@ -6,7 +6,9 @@ import * as path from 'node:path';
 import { DataSource } from 'typeorm';
 import { DocumentsModule } from '../src/assistants/documents/documents.module';
 import { DocumentsService, FileSearchResult } from '../src/assistants/documents/documents.service';
+import { ConfigModule } from '../src/config/config.module';
 import { dataSourceOptions } from '../src/database/data-source';
+import { testConfig } from './support/test-app';
 import { createTestDatabase } from './support/test-database';
 
 /**
@@ -55,7 +57,14 @@ describe('file_search retrieval quality on the fixture corpus', () => {
 
   beforeAll(async () => {
     const databaseUrl = await createTestDatabase();
-    @Module({ imports: [TypeOrmModule.forRoot({ ...dataSourceOptions(databaseUrl), logging: ['error'] }), DocumentsModule] })
+    // DocumentsModule reads the tier through WorkspacesModule, whose modules read the configuration.
+    @Module({
+      imports: [
+        ConfigModule.forRoot(testConfig()),
+        TypeOrmModule.forRoot({ ...dataSourceOptions(databaseUrl), logging: ['error'] }),
+        DocumentsModule,
+      ],
+    })
     class TestModule {}
     app = await NestFactory.createApplicationContext(TestModule, { logger: false });
     documents = app.get(DocumentsService);

@@ -1,13 +1,13 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
+import { InjectRepository } from '@nestjs/typeorm';
 import { isUUID } from 'class-validator';
-import { DataSource, EntityManager } from 'typeorm';
+import { EntityManager, Repository } from 'typeorm';
 import { ApiError } from '../common/errors/api-error';
 import { assertUuid } from '../common/validation/uuid';
 import { ModelsService } from '../models/models.service';
-import { Workspace } from '../workspaces/entities/workspace.entity';
 import { TIERS, UNLIMITED } from '../limits/tier-policy';
 import { ToolsService } from '../tools/tools.service';
+import { WorkspacesService } from '../workspaces/workspaces.service';
 import { Assistant, AssistantTool, ServerToolType } from './entities/assistant.entity';
 
 export interface AssistantFields {
@@ -40,7 +40,8 @@ const UNIQUE_VIOLATION = '23505';
 @Injectable()
 export class AssistantsService {
   constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
+    @InjectRepository(Assistant) private readonly assistants: Repository<Assistant>,
+    private readonly workspaces: WorkspacesService,
     private readonly models: ModelsService,
     private readonly tools: ToolsService,
   ) {}
@@ -55,10 +56,9 @@ export class AssistantsService {
 
     // In the caller's transaction when given one: the first start's demo workspace and assistant commit together.
     const transaction = <T>(work: (manager: EntityManager) => Promise<T>): Promise<T> =>
-      outerTransaction ? work(outerTransaction) : this.dataSource.transaction(work);
+      outerTransaction ? work(outerTransaction) : this.assistants.manager.transaction(work);
     return transaction(async (manager) => {
-      const workspace = await manager.findOne(Workspace, { where: { id: workspaceId }, lock: { mode: 'pessimistic_write' } });
-      if (!workspace) throw ApiError.notFound(`No workspace with id ${workspaceId}.`, 'workspace_not_found');
+      const workspace = await this.workspaces.getLocked(manager, workspaceId);
       const limit = TIERS[workspace.tier].maxAssistants;
       const count = await manager.count(Assistant, { where: { workspaceId } });
       if (limit !== UNLIMITED && count >= limit) {
@@ -75,13 +75,13 @@ export class AssistantsService {
 
   async list(workspaceId: string): Promise<Assistant[]> {
     assertUuid(workspaceId, 'workspace');
-    return this.dataSource.getRepository(Assistant).find({ where: { workspaceId }, order: { createdAt: 'ASC' } });
+    return this.assistants.find({ where: { workspaceId }, order: { createdAt: 'ASC' } });
   }
 
   /** An assistant of the workspace by UUID or slug; another workspace's is as unknown as a missing one. */
   async resolve(workspaceId: string, idOrSlug: string, param = 'assistant_id'): Promise<Assistant> {
     const where = isUUID(idOrSlug) ? { workspaceId, id: idOrSlug } : { workspaceId, slug: idOrSlug };
-    const assistant = await this.dataSource.getRepository(Assistant).findOneBy(where);
+    const assistant = await this.assistants.findOneBy(where);
     if (!assistant) throw ApiError.notFound(`No assistant '${idOrSlug}' in this workspace.`, 'assistant_not_found', param);
     return assistant;
   }
@@ -89,7 +89,7 @@ export class AssistantsService {
   /** For operators: an assistant by id, whatever its workspace. */
   async get(assistantId: string): Promise<Assistant> {
     assertUuid(assistantId, 'assistant');
-    const assistant = await this.dataSource.getRepository(Assistant).findOneBy({ id: assistantId });
+    const assistant = await this.assistants.findOneBy({ id: assistantId });
     if (!assistant) throw ApiError.notFound(`No assistant with id ${assistantId}.`, 'assistant_not_found');
     return assistant;
   }
@@ -98,12 +98,12 @@ export class AssistantsService {
     const assistant = await this.get(assistantId);
     if (fields.name !== undefined && !fields.name.trim()) throw ApiError.badRequest('The name cannot be empty.', 'name');
     Object.assign(assistant, this.validated(fields));
-    return this.saveUnique(this.dataSource.manager, assistant);
+    return this.saveUnique(this.assistants.manager, assistant);
   }
 
   async delete(assistantId: string): Promise<{ id: string; deleted: true }> {
     const assistant = await this.get(assistantId);
-    await this.dataSource.getRepository(Assistant).delete({ id: assistant.id });
+    await this.assistants.delete({ id: assistant.id });
     return { id: assistant.id, deleted: true };
   }
 

@@ -123,6 +123,24 @@ export class WorkspacesService {
     return workspace;
   }
 
+  /**
+   * The workspace, its row locked in the caller's transaction until it ends: what the caller
+   * checks against the tier (assistants per workspace) holds while it writes, and concurrent
+   * callers queue. 404 like `get`.
+   */
+  async getLocked(manager: EntityManager, workspaceId: string): Promise<Workspace> {
+    const workspace = await manager.findOne(Workspace, { where: { id: workspaceId }, lock: { mode: 'pessimistic_write' } });
+    if (!workspace) throw ApiError.notFound(`No workspace with id ${workspaceId}.`, 'workspace_not_found');
+    return workspace;
+  }
+
+  /** Gives a workspace a new name (checked by the caller); false when there is no such workspace. */
+  async rename(workspaceId: string, name: string): Promise<boolean> {
+    if (!name.trim()) throw ApiError.badRequest('A workspace needs a name.', 'name');
+    const result = await this.workspaces.update({ id: workspaceId }, { name });
+    return (result.affected ?? 0) > 0;
+  }
+
   async count(): Promise<number> {
     return this.workspaces.count();
   }

@@ -1,13 +1,21 @@
 import { Module } from '@nestjs/common';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { WorkspacesModule } from '../../workspaces/workspaces.module';
+import { Assistant } from '../entities/assistant.entity';
 import { DocumentSearch } from './document-search';
 import { DocumentsService } from './documents.service';
+import { DocumentChunk } from './entities/document-chunk.entity';
+import { Document } from './entities/document.entity';
 
 /**
- * Documents of assistants and the search over them. Needs only the data source
- * (TypeOrmModule.forRoot) with `Document` and `DocumentChunk` among its entities. Provides
- * the `DocumentSearch` port that the `file_search` tool (FileSearchTool) uses.
+ * Documents of assistants and the search over them: the documents and document_chunks
+ * tables, and a read of the assistants' (the assistants folder owns all three; this module
+ * cannot import AssistantsModule, which imports it for the file_search tool). The tier
+ * whose limits apply comes from WorkspacesService. Provides the `DocumentSearch` port that
+ * the `file_search` tool (FileSearchTool) uses.
  */
 @Module({
+  imports: [TypeOrmModule.forFeature([Document, DocumentChunk, Assistant]), WorkspacesModule],
   providers: [
     DocumentsService,
     // A factory rather than useExisting, so the compiler checks that DocumentsService fits the port.

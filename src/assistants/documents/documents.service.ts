@@ -1,11 +1,11 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
+import { InjectRepository } from '@nestjs/typeorm';
 import * as path from 'node:path';
-import { DataSource, EntityManager } from 'typeorm';
+import { EntityManager, Repository } from 'typeorm';
 import { ApiError } from '../../common/errors/api-error';
 import { assertUuid } from '../../common/validation/uuid';
-import { Workspace } from '../../workspaces/entities/workspace.entity';
 import { UNLIMITED } from '../../limits/tier-policy';
+import { WorkspacesService } from '../../workspaces/workspaces.service';
 import { Assistant } from '../entities/assistant.entity';
 import { chunkText, DEFAULT_CHUNKING, normalizeText, TextChunk } from './chunking';
 import { DOCUMENT_LIMITS, formatBytes, MAX_FILE_BYTES } from './document-limits';
@@ -86,7 +86,13 @@ export function fileTooLarge(fileName: string, sizeBytes: number): ApiError {
  */
 @Injectable()
 export class DocumentsService {
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+  constructor(
+    @InjectRepository(Document) private readonly documents: Repository<Document>,
+    /** The assistants' table is the assistants folder's, of which documents are a part: read to check an assistant's workspace. */
+    @InjectRepository(Assistant) private readonly assistants: Repository<Assistant>,
+    /** The tier, whose limits apply, is the workspace's. */
+    private readonly workspaces: WorkspacesService,
+  ) {}
 
   /**
    * Extracts the file's text, splits it into overlapping chunks and stores the document
@@ -107,12 +113,10 @@ export class DocumentsService {
     if (sizeBytes === 0) throw ApiError.badRequest(`${name} is empty.`, 'file', 'empty_file');
     const format = detectFormat(name, command.mimeType);
 
-    const assistant = await this.dataSource
-      .getRepository(Assistant)
-      .findOneBy({ id: command.assistantId, workspaceId: command.workspaceId });
+    const assistant = await this.assistants.findOneBy({ id: command.assistantId, workspaceId: command.workspaceId });
     if (!assistant) throw assistantNotFound(command.assistantId);
     // Fail fast, before the expensive part; checked again when storing.
-    await this.checkLimits(this.dataSource.manager, command.workspaceId, name, sizeBytes);
+    await this.checkLimits(this.documents.manager, command.workspaceId, name, sizeBytes);
 
     const progress = command.onProgress ?? (() => undefined);
     progress({ stage: 'extracting', message: `Reading ${name}` });
@@ -131,7 +135,7 @@ export class DocumentsService {
     const chunks = chunkText(text, DEFAULT_CHUNKING);
 
     progress({ stage: 'storing', message: `Storing ${chunks.length} chunks` });
-    const document = await this.dataSource.transaction(async (manager) => {
+    const document = await this.documents.manager.transaction(async (manager) => {
       await manager.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`documents:${command.workspaceId}`]);
       await this.checkLimits(manager, command.workspaceId, name, sizeBytes);
       const created = await manager.save(
@@ -158,13 +162,13 @@ export class DocumentsService {
   /** The assistant's documents, oldest first. */
   async list(assistantId: string): Promise<Document[]> {
     assertUuid(assistantId, 'assistant');
-    return this.dataSource.getRepository(Document).find({ where: { assistantId }, order: { createdAt: 'ASC', id: 'ASC' } });
+    return this.documents.find({ where: { assistantId }, order: { createdAt: 'ASC', id: 'ASC' } });
   }
 
   /** For operators: a document by id, whatever its workspace. */
   async get(documentId: string): Promise<Document> {
     assertUuid(documentId, 'document');
-    const document = await this.dataSource.getRepository(Document).findOneBy({ id: documentId });
+    const document = await this.documents.findOneBy({ id: documentId });
     if (!document) throw documentNotFound(documentId);
     return document;
   }
@@ -172,7 +176,7 @@ export class DocumentsService {
   /** For operators: an assistant by id (404 if there is none), to know its workspace. */
   async getAssistant(assistantId: string): Promise<Assistant> {
     assertUuid(assistantId, 'assistant');
-    const assistant = await this.dataSource.getRepository(Assistant).findOneBy({ id: assistantId });
+    const assistant = await this.assistants.findOneBy({ id: assistantId });
     if (!assistant) throw assistantNotFound(assistantId);
     return assistant;
   }
@@ -181,7 +185,7 @@ export class DocumentsService {
   async remove(workspaceId: string, documentId: string): Promise<{ id: string; deleted: true }> {
     assertUuid(workspaceId, 'workspace');
     assertUuid(documentId, 'document');
-    const result = await this.dataSource.getRepository(Document).delete({ id: documentId, workspaceId });
+    const result = await this.documents.delete({ id: documentId, workspaceId });
     if (!result.affected) throw documentNotFound(documentId);
     return { id: documentId, deleted: true };
   }
@@ -189,9 +193,8 @@ export class DocumentsService {
   /** Documents and bytes stored by a workspace, with its tier's limits (-1: none). */
   async usage(workspaceId: string): Promise<{ documents: number; bytes: number; maxDocuments: number; maxTotalBytes: number }> {
     assertUuid(workspaceId, 'workspace');
-    const workspace = await this.dataSource.getRepository(Workspace).findOneBy({ id: workspaceId });
-    if (!workspace) throw ApiError.notFound(`No workspace with id ${workspaceId}.`, 'workspace_not_found');
-    const used = await stored(this.dataSource.manager, workspaceId);
+    const workspace = await this.workspaces.get(workspaceId);
+    const used = await stored(this.documents.manager, workspaceId);
     return { ...used, ...DOCUMENT_LIMITS[workspace.tier] };
   }
 
@@ -208,7 +211,7 @@ export class DocumentsService {
     const text = query.trim();
     if (!text) return [];
     const limit = Math.min(MAX_SEARCH_RESULTS, Math.max(1, Math.floor(maxResults) || 1));
-    const rows = await this.dataSource.query<Array<FileSearchResult & { score: number | string }>>(FILE_SEARCH_SQL, [
+    const rows = await this.documents.query<Array<FileSearchResult & { score: number | string }>>(FILE_SEARCH_SQL, [
       assistantId,
       text,
       limit,
@@ -222,8 +225,8 @@ export class DocumentsService {
   }
 
   private async checkLimits(manager: EntityManager, workspaceId: string, name: string, sizeBytes: number): Promise<void> {
-    const workspace = await manager.findOneBy(Workspace, { id: workspaceId });
-    if (!workspace) throw ApiError.notFound(`No workspace with id ${workspaceId}.`, 'workspace_not_found');
+    // Read again at each check: the tier may change while a large file is being read.
+    const workspace = await this.workspaces.get(workspaceId);
     const limits = DOCUMENT_LIMITS[workspace.tier];
     const used = await stored(manager, workspaceId);
     if (limits.maxDocuments !== UNLIMITED && used.documents >= limits.maxDocuments) {
