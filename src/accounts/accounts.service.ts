@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
+import { InjectRepository } from '@nestjs/typeorm';
 import { createHash, randomBytes } from 'node:crypto';
-import { DataSource, EntityManager } from 'typeorm';
+import { EntityManager, In, Repository } from 'typeorm';
 import { queryRows } from '../common/database/query-rows';
 import { ApiError } from '../common/errors/api-error';
 import { WorkspacesService } from '../workspaces/workspaces.service';
@@ -43,7 +43,7 @@ export interface SignedUp {
 @Injectable()
 export class AccountsService {
   constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
+    @InjectRepository(User) private readonly users: Repository<User>,
     private readonly workspaces: WorkspacesService,
   ) {}
 
@@ -81,7 +81,7 @@ export class AccountsService {
       const verificationToken = await this.issueToken(user.id, 'verify_email', manager);
       return { user, workspaceId, verificationToken };
     };
-    return this.dataSource.transaction(work);
+    return this.users.manager.transaction(work);
   }
 
   /**
@@ -105,8 +105,7 @@ export class AccountsService {
 
   /** The account of these credentials, or null; as slow for an unknown email as for a wrong password. */
   async authenticate(email: string, password: string): Promise<User | null> {
-    const row = await this.dataSource
-      .getRepository(User)
+    const row = await this.users
       .createQueryBuilder('user')
       .addSelect('user.passwordHash')
       .where('user.email = :email', { email: safeEmail(email) })
@@ -118,25 +117,34 @@ export class AccountsService {
   }
 
   async hasPassword(userId: string): Promise<boolean> {
-    const rows: unknown[] = await this.dataSource.query(`SELECT 1 FROM users WHERE id = $1 AND password_hash IS NOT NULL`, [userId]);
+    const rows: unknown[] = await this.users.query(`SELECT 1 FROM users WHERE id = $1 AND password_hash IS NOT NULL`, [userId]);
     return rows.length > 0;
   }
 
   async findById(userId: string): Promise<User | null> {
-    return this.dataSource.getRepository(User).findOneBy({ id: userId });
+    return this.users.findOneBy({ id: userId });
+  }
+
+  /**
+   * The names of these accounts, by id (ids of no account, and nulls, are left out): for
+   * pages that show who did something, such as the creator of an API key.
+   */
+  async namesOf(userIds: ReadonlyArray<string | null>): Promise<Map<string, string>> {
+    const ids = [...new Set(userIds.filter((id): id is string => id !== null))];
+    const users = ids.length > 0 ? await this.users.find({ select: { id: true, name: true }, where: { id: In(ids) } }) : [];
+    return new Map(users.map((user) => [user.id, user.name]));
   }
 
   async findByEmail(email: string): Promise<User | null> {
-    return this.dataSource.getRepository(User).findOneBy({ email: safeEmail(email) });
+    return this.users.findOneBy({ email: safeEmail(email) });
   }
 
   async updateName(userId: string, name: string): Promise<void> {
-    await this.dataSource.getRepository(User).update({ id: userId }, { name: normalizeName(name) });
+    await this.users.update({ id: userId }, { name: normalizeName(name) });
   }
 
   async markEmailVerified(userId: string): Promise<void> {
-    await this.dataSource
-      .getRepository(User)
+    await this.users
       .createQueryBuilder()
       .update()
       .set({ emailVerifiedAt: () => 'COALESCE(email_verified_at, now())' })
@@ -150,8 +158,7 @@ export class AccountsService {
    * account without a password (first start) sets its first one without it.
    */
   async changePassword(userId: string, newPassword: string, currentPassword?: string): Promise<Date> {
-    const row = await this.dataSource
-      .getRepository(User)
+    const row = await this.users
       .createQueryBuilder('user')
       .addSelect('user.passwordHash')
       .where('user.id = :userId', { userId })
@@ -165,7 +172,7 @@ export class AccountsService {
 
   /** Resets a password through a reset link; the link is spent, every session ended. */
   async resetPassword(token: string, newPassword: string): Promise<User> {
-    return this.dataSource.transaction(async (manager) => {
+    return this.users.manager.transaction(async (manager) => {
       const userId = await this.consumeToken(token, 'reset_password', manager);
       if (!userId) throw invalidLink();
       const user = await manager.findOneByOrFail(User, { id: userId });
@@ -179,7 +186,7 @@ export class AccountsService {
   /** A new single-use link secret for the person; only its SHA-256 is kept. */
   async issueToken(userId: string, purpose: OneTimeTokenPurpose, manager?: EntityManager): Promise<string> {
     const token = randomBytes(32).toString('base64url');
-    await (manager ?? this.dataSource.manager).insert(OneTimeToken, {
+    await (manager ?? this.users.manager).insert(OneTimeToken, {
       userId,
       purpose,
       tokenHash: sha256(token),
@@ -197,7 +204,7 @@ export class AccountsService {
     if (!/^[A-Za-z0-9_-]{43}$/.test(token)) return null;
     // queryRows: TypeORM answers an UPDATE with [rows, rowCount], not with the rows.
     const rows = await queryRows<{ user_id: string }>(
-      manager ?? this.dataSource.manager,
+      manager ?? this.users.manager,
       `UPDATE one_time_tokens SET used_at = now()
         WHERE token_hash = $1 AND purpose = $2 AND used_at IS NULL AND expires_at > now()
         RETURNING user_id`,
@@ -209,7 +216,7 @@ export class AccountsService {
   /** Whether a link can still be used, without spending it (to show its form). */
   async tokenIsUsable(token: string, purpose: OneTimeTokenPurpose): Promise<boolean> {
     if (!/^[A-Za-z0-9_-]{43}$/.test(token)) return false;
-    const rows: unknown[] = await this.dataSource.query(
+    const rows: unknown[] = await this.users.query(
       `SELECT 1 FROM one_time_tokens WHERE token_hash = $1 AND purpose = $2 AND used_at IS NULL AND expires_at > now()`,
       [sha256(token), purpose],
     );
@@ -221,7 +228,7 @@ export class AccountsService {
     if (problem) throw ApiError.badRequest(problem, 'password', 'weak_password');
     const passwordHash = await hashPassword(password);
     const [{ now }] = await queryRows<{ now: Date }>(
-      manager ?? this.dataSource.manager,
+      manager ?? this.users.manager,
       `UPDATE users SET password_hash = $2, sessions_valid_from = now(), updated_at = now() WHERE id = $1 RETURNING now() AS now`,
       [userId, passwordHash],
     );

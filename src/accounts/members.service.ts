@@ -1,14 +1,14 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
+import { InjectRepository } from '@nestjs/typeorm';
 import { isUUID } from 'class-validator';
 import { randomBytes } from 'node:crypto';
-import { DataSource, EntityManager } from 'typeorm';
+import { EntityManager, Repository } from 'typeorm';
 import { queryRows } from '../common/database/query-rows';
 import { ApiError } from '../common/errors/api-error';
 import type { TierName } from '../common/tier-name';
 import { WorkspacesService } from '../workspaces/workspaces.service';
 import { normalizeEmail, sha256 } from './accounts.service';
-import { isRole, Role } from './entities/membership.entity';
+import { isRole, Membership, Role } from './entities/membership.entity';
 
 /** How long an invitation link can be used. */
 export const INVITATION_LIFETIME_MS = 7 * 24 * 3_600_000;
@@ -53,18 +53,25 @@ export interface PendingInvitation {
 
 const MAX_WORKSPACE_NAME_LENGTH = 100;
 
-/** Who belongs to which workspace, with which role. */
+/**
+ * Who belongs to which workspace, with which role: the memberships and invitations tables
+ * (and the users', this module's too). Workspaces are WorkspacesService's to create and
+ * rename. The lists a member sees (their workspaces, an invitation's workspace) still read
+ * the workspace's name and tier by a join in the same statement: a join for display is
+ * not ownership, and it keeps each page one indexed query instead of a query per module.
+ */
 @Injectable()
 export class MembersService {
   constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
+    /** Its manager runs the raw SQL and the transactions (the same pool as every repository). */
+    @InjectRepository(Membership) private readonly memberships: Repository<Membership>,
     private readonly workspaces: WorkspacesService,
   ) {}
 
   /** The person's workspace with their role, or null when they are not a member (or the id is not a uuid). */
   async membership(userId: string, workspaceId: string): Promise<MemberWorkspace | null> {
     if (!isUUID(workspaceId)) return null;
-    const rows: MemberWorkspace[] = await this.dataSource.query(
+    const rows: MemberWorkspace[] = await this.memberships.query(
       `SELECT w.id, w.name, w.tier, m.role FROM memberships m JOIN workspaces w ON w.id = m.workspace_id
         WHERE m.user_id = $1 AND m.workspace_id = $2`,
       [userId, workspaceId],
@@ -74,7 +81,7 @@ export class MembersService {
 
   /** Every workspace of the person, by name. */
   async workspacesOf(userId: string): Promise<MemberWorkspace[]> {
-    return this.dataSource.query(
+    return this.memberships.query(
       `SELECT w.id, w.name, w.tier, m.role FROM memberships m JOIN workspaces w ON w.id = m.workspace_id
         WHERE m.user_id = $1 ORDER BY lower(w.name), w.created_at`,
       [userId],
@@ -86,7 +93,7 @@ export class MembersService {
     if (!isRole(role)) throw ApiError.badRequest('Choose a role: member, admin or owner.', 'role', 'invalid_role');
     const address = normalizeEmail(email);
     const token = randomBytes(32).toString('base64url');
-    const rows: { id: string }[] = await this.dataSource.query(
+    const rows: { id: string }[] = await this.memberships.query(
       `INSERT INTO invitations (workspace_id, email, role, token_hash, invited_by, expires_at)
        VALUES ($1, $2, $3, $4, $5, now() + $6 * interval '1 millisecond') RETURNING id`,
       [workspaceId, address, role, sha256(token), invitedBy, INVITATION_LIFETIME_MS],
@@ -98,7 +105,7 @@ export class MembersService {
   async usableInvitation(token: string): Promise<UsableInvitation | null> {
     if (!/^[A-Za-z0-9_-]{43}$/.test(token)) return null;
     const rows: (Omit<UsableInvitation, 'workspaceName' | 'invitedByName'> & { workspace_name: string; invited_by_name: string | null })[] =
-      await this.dataSource.query(
+      await this.memberships.query(
         `SELECT i.id, i.workspace_id AS "workspaceId", w.name AS workspace_name, i.email, i.role,
                 u.name AS invited_by_name, i.expires_at AS "expiresAt"
            FROM invitations i JOIN workspaces w ON w.id = i.workspace_id LEFT JOIN users u ON u.id = i.invited_by
@@ -146,12 +153,12 @@ export class MembersService {
       );
       return { workspaceId: invitation.workspace_id, role: invitation.role };
     };
-    return manager ? work(manager) : this.dataSource.transaction(work);
+    return manager ? work(manager) : this.memberships.manager.transaction(work);
   }
 
   /** The workspace's people, owners first, then by name. */
   async members(workspaceId: string): Promise<WorkspaceMember[]> {
-    return this.dataSource.query(
+    return this.memberships.query(
       `SELECT u.id AS "userId", u.name, u.email, m.role, m.created_at AS "joinedAt"
          FROM memberships m JOIN users u ON u.id = m.user_id
         WHERE m.workspace_id = $1
@@ -161,7 +168,7 @@ export class MembersService {
   }
 
   async ownerCount(workspaceId: string): Promise<number> {
-    const rows: { count: number }[] = await this.dataSource.query(
+    const rows: { count: number }[] = await this.memberships.query(
       `SELECT count(*)::int AS count FROM memberships WHERE workspace_id = $1 AND role = 'owner'`,
       [workspaceId],
     );
@@ -170,7 +177,7 @@ export class MembersService {
 
   /** Invitations that can still be accepted, newest first. */
   async pendingInvitations(workspaceId: string): Promise<PendingInvitation[]> {
-    return this.dataSource.query(
+    return this.memberships.query(
       `SELECT i.id, i.email, i.role, u.name AS "invitedByName", i.created_at AS "createdAt", i.expires_at AS "expiresAt"
          FROM invitations i LEFT JOIN users u ON u.id = i.invited_by
         WHERE i.workspace_id = $1 AND i.accepted_at IS NULL AND i.revoked_at IS NULL AND i.expires_at > now()
@@ -191,7 +198,7 @@ export class MembersService {
   ): Promise<{ id: string; token: string; email: string; replaced: boolean }> {
     const address = normalizeEmail(email);
     if (!isRole(role)) throw ApiError.badRequest('Choose a role: member, admin or owner.', 'role', 'invalid_role');
-    const existing: { role: Role }[] = await this.dataSource.query(
+    const existing: { role: Role }[] = await this.memberships.query(
       `SELECT m.role FROM memberships m JOIN users u ON u.id = m.user_id WHERE m.workspace_id = $1 AND u.email = $2`,
       [workspaceId, address],
     );
@@ -202,7 +209,7 @@ export class MembersService {
       });
     }
     const replaced = await queryRows(
-      this.dataSource.manager,
+      this.memberships.manager,
       `UPDATE invitations SET revoked_at = now()
         WHERE workspace_id = $1 AND email = $2 AND accepted_at IS NULL AND revoked_at IS NULL AND expires_at > now()
         RETURNING id`,
@@ -216,14 +223,14 @@ export class MembersService {
   async revokeInvitation(workspaceId: string, invitationId: string): Promise<{ email: string }> {
     if (!isUUID(invitationId)) throw invitationNotFound();
     const rows = await queryRows<{ email: string }>(
-      this.dataSource.manager,
+      this.memberships.manager,
       `UPDATE invitations SET revoked_at = COALESCE(revoked_at, now())
         WHERE id = $1 AND workspace_id = $2 AND accepted_at IS NULL
         RETURNING email`,
       [invitationId, workspaceId],
     );
     if (rows[0]) return { email: rows[0].email };
-    const accepted: unknown[] = await this.dataSource.query(`SELECT 1 FROM invitations WHERE id = $1 AND workspace_id = $2`, [
+    const accepted: unknown[] = await this.memberships.query(`SELECT 1 FROM invitations WHERE id = $1 AND workspace_id = $2`, [
       invitationId,
       workspaceId,
     ]);
@@ -269,11 +276,7 @@ export class MembersService {
   /** Renames a workspace (an owner's act). */
   async renameWorkspace(workspaceId: string, name: string): Promise<string> {
     const normalized = normalizeWorkspaceName(name);
-    const rows = await queryRows(this.dataSource.manager, `UPDATE workspaces SET name = $2, updated_at = now() WHERE id = $1 RETURNING id`, [
-      workspaceId,
-      normalized,
-    ]);
-    if (rows.length === 0) throw ApiError.notFound('No such workspace.', 'workspace_not_found');
+    if (!(await this.workspaces.rename(workspaceId, normalized))) throw ApiError.notFound('No such workspace.', 'workspace_not_found');
     return normalized;
   }
 
@@ -282,7 +285,7 @@ export class MembersService {
    */
   async createWorkspaceFor(userId: string, name: string, tier: TierName): Promise<{ id: string; name: string }> {
     const normalized = normalizeWorkspaceName(name);
-    return this.dataSource.transaction(async (manager) => {
+    return this.memberships.manager.transaction(async (manager) => {
       const { workspace } = await this.workspaces.create({ name: normalized, tier, withApiKey: false }, manager);
       await manager.query(`INSERT INTO memberships (workspace_id, user_id, role) VALUES ($1, $2, 'owner')`, [workspace.id, userId]);
       return { id: workspace.id, name: workspace.name };
@@ -302,7 +305,7 @@ export class MembersService {
     work: (db: EntityManager, target: { userId: string; name: string; role: Role }, owners: string[]) => Promise<T>,
   ): Promise<T> {
     if (!isUUID(userId)) throw memberNotFound();
-    return this.dataSource.transaction(async (db) => {
+    return this.memberships.manager.transaction(async (db) => {
       const ownerRows: { user_id: string }[] = await db.query(
         `SELECT user_id FROM memberships WHERE workspace_id = $1 AND role = 'owner' ORDER BY user_id FOR UPDATE`,
         [workspaceId],

@@ -54,10 +54,11 @@ export interface ApiKeySummary {
   /** `sk-` and the first 8 characters. */
   displayPrefix: string;
   createdAt: Date;
-  /** The user who made it; null for keys made by the CLI or at first start (or whose user is gone). */
+  /**
+   * The user who made it; null for keys made by the CLI or at first start (or whose user is
+   * gone). Their name is the accounts module's (AccountsService.namesOf).
+   */
   createdBy: string | null;
-  createdByName: string | null;
-  createdByEmail: string | null;
   expiresAt: Date | null;
   /** Coarse: written every LAST_USED_FLUSH_INTERVAL_MS by each replica. */
   lastUsedAt: Date | null;
@@ -72,8 +73,6 @@ interface ApiKeySummaryRow {
   display_prefix: string;
   created_at: Date;
   created_by: string | null;
-  created_by_name: string | null;
-  created_by_email: string | null;
   expires_at: Date | null;
   last_used_at: Date | null;
   revoked_at: Date | null;
@@ -153,17 +152,14 @@ export class ApiKeysService implements OnApplicationBootstrap, BeforeApplication
     return { id: row.id, apiKey, displayPrefix: row.displayPrefix, expiresAt: row.expiresAt };
   }
 
-  /** The workspace's keys, newest first, with who made them. Revoked and expired ones included. */
+  /** The workspace's keys, newest first, with the id of who made them. Revoked and expired ones included. */
   async list(workspaceId: string): Promise<ApiKeySummary[]> {
     assertUuid(workspaceId, 'workspace');
     const rows: ApiKeySummaryRow[] = await this.keys.query(
-      `SELECT k.id, k.name, k.display_prefix, k.created_at, k.created_by,
-              u.name AS created_by_name, u.email AS created_by_email,
-              k.expires_at, k.last_used_at, k.revoked_at
-         FROM api_keys k
-         LEFT JOIN users u ON u.id = k.created_by
-        WHERE k.workspace_id = $1
-        ORDER BY k.created_at DESC, k.id DESC`,
+      `SELECT id, name, display_prefix, created_at, created_by, expires_at, last_used_at, revoked_at
+         FROM api_keys
+        WHERE workspace_id = $1
+        ORDER BY created_at DESC, id DESC`,
       [workspaceId],
     );
     const now = Date.now();
@@ -173,8 +169,6 @@ export class ApiKeysService implements OnApplicationBootstrap, BeforeApplication
       displayPrefix: row.display_prefix,
       createdAt: row.created_at,
       createdBy: row.created_by,
-      createdByName: row.created_by_name,
-      createdByEmail: row.created_by_email,
       expiresAt: row.expires_at,
       lastUsedAt: row.last_used_at,
       revokedAt: row.revoked_at,

@@ -67,7 +67,8 @@ export interface KeyRow {
   statusText: string;
 }
 
-export function keyRow(key: ApiKeySummary): KeyRow {
+/** `creators`: the names of the keys' creators by id (AccountsService.namesOf). */
+export function keyRow(key: ApiKeySummary, creators: ReadonlyMap<string, string>): KeyRow {
   return {
     id: key.id,
     name: key.name,
@@ -75,7 +76,7 @@ export function keyRow(key: ApiKeySummary): KeyRow {
     created: formatDate(key.createdAt),
     createdIso: key.createdAt.toISOString(),
     // No user: made by the CLI or at first start (an account's deletion clears it too).
-    createdBy: key.createdByName ?? 'CLI',
+    createdBy: (key.createdBy !== null ? creators.get(key.createdBy) : undefined) ?? 'CLI',
     lastUsed: key.lastUsedAt ? formatDateTime(key.lastUsedAt) : 'never',
     expires: key.expiresAt ? formatDateTime(key.expiresAt) : 'never',
     status: key.status,

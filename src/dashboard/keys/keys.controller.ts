@@ -1,6 +1,7 @@
 import { Body, Get, NotFoundException, Param, Post, Req, Res } from '@nestjs/common';
 import { isUUID } from 'class-validator';
 import type { Response } from 'express';
+import { AccountsService } from '../../accounts/accounts.service';
 import { ApiKeysService } from '../../workspaces/api-keys.service';
 import { roleAtLeast } from '../../accounts/entities/membership.entity';
 import { DashboardController, RequireRole } from '../dashboard.decorators';
@@ -24,6 +25,7 @@ export class KeysController {
   constructor(
     private readonly pages: PagesService,
     private readonly apiKeys: ApiKeysService,
+    private readonly accounts: AccountsService,
   ) {}
 
   @Get()
@@ -80,7 +82,7 @@ export class KeysController {
       csrfToken: '',
       member: req.member,
       canManage: true,
-      key: keyRow(key),
+      key: keyRow(key, await this.accounts.namesOf([key.createdBy])),
     });
     // The row first: in a <template>, a <div> after a <tr> is kept, one before it would drop the row.
     const message = await this.pages.fragment('partials/flash', { flash: [flash] });
@@ -99,12 +101,13 @@ export class KeysController {
     status = 200,
   ): Promise<void> {
     const keys = await this.apiKeys.list(req.member!.id);
+    const creators = await this.accounts.namesOf(keys.map((key) => key.createdBy));
     await this.pages.render(
       req,
       res,
       'keys',
       {
-        keys: keys.map(keyRow),
+        keys: keys.map((key) => keyRow(key, creators)),
         canManage: roleAtLeast(req.member!.role, 'admin'),
         values,
         errors,
