@@ -7,6 +7,7 @@ import { assertUuid } from '../common/validation/uuid';
 import { queryRows } from '../common/database/query-rows';
 import { Page, toPage } from '../common/pagination';
 import { MicroMillicents, toDecimalString } from './cost';
+import { WalletHold } from './entities/wallet-hold.entity';
 import { TransactionType, WalletTransaction } from './entities/wallet-transaction.entity';
 import { Wallet } from './entities/wallet.entity';
 
@@ -334,6 +335,15 @@ export class WalletService {
        FROM released r WHERE w.workspace_id = r.workspace_id`,
       [hold.id],
     );
+  }
+
+  /**
+   * Whether the workspace's request `requestId` still holds money (its hold is neither
+   * settled, released nor swept). For the idempotency claim, which tells a request still
+   * under way from one that died; in the caller's transaction when given one.
+   */
+  async hasHoldFor(workspaceId: string, requestId: string, manager: EntityManager = this.manager): Promise<boolean> {
+    return manager.exists(WalletHold, { where: { workspaceId, requestId } });
   }
 
   /**
