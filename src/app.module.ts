@@ -15,7 +15,7 @@ import { HealthModule } from './health/health.module';
 import { IdempotencyInterceptor } from './idempotency/idempotency.interceptor';
 import { IdempotencyModule } from './idempotency/idempotency.module';
 import { LimitsModule } from './limits/limits.module';
-import { RateLimitGuard } from './limits/rate-limit.guard';
+import { WorkspaceThrottlerGuard } from './limits/workspace-throttler.guard';
 import { ModelsApiModule } from './models/models-api.module';
 import { PaymentsModule } from './payments/payments.module';
 import { UsageModule } from './usage/usage.module';
@@ -55,7 +55,7 @@ export class AppModule {
       providers: [
         // Guards run in this order: authenticate, then count against the workspace's rate.
         { provide: APP_GUARD, useExisting: ApiKeyGuard },
-        { provide: APP_GUARD, useExisting: RateLimitGuard },
+        { provide: APP_GUARD, useExisting: WorkspaceThrottlerGuard },
         // Acts only on routes marked @Idempotent().
         { provide: APP_INTERCEPTOR, useExisting: IdempotencyInterceptor },
         { provide: APP_FILTER, useClass: ApiExceptionFilter },

@@ -5,16 +5,15 @@ import { APP_CONFIG } from '../config/config.module';
 import { FixedWindowRedisStorage } from './fixed-window-redis.storage';
 import { FixedWindowMemoryStorage } from './fixed-window.storage';
 import { LimitsController } from './limits.controller';
-import { RATE_WINDOW_MS, RateLimitService } from './rate-limit.service';
-import { RateLimitGuard } from './rate-limit.guard';
+import { RateLimitService } from './rate-limit.service';
+import { workspaceThrottling, WorkspaceThrottlerGuard } from './workspace-throttler.guard';
 
 @Module({
   imports: [
     ThrottlerModule.forRootAsync({
       inject: [APP_CONFIG],
       useFactory: (config: AppConfig) => ({
-        // Limits are per tier and resolved per request by RateLimitService; this entry only names the window.
-        throttlers: [{ name: 'rpm', ttl: RATE_WINDOW_MS, limit: 1 }],
+        ...workspaceThrottling,
         storage: config.redisUrl
           ? // While Redis is unreachable a command fails at once and the request goes through unlimited (see RateLimitService).
             new FixedWindowRedisStorage(config.redisUrl)
@@ -23,7 +22,7 @@ import { RateLimitGuard } from './rate-limit.guard';
     }),
   ],
   controllers: [LimitsController],
-  providers: [RateLimitService, RateLimitGuard],
-  exports: [RateLimitService, RateLimitGuard],
+  providers: [RateLimitService, WorkspaceThrottlerGuard],
+  exports: [RateLimitService, WorkspaceThrottlerGuard],
 })
 export class LimitsModule {}

@@ -4,7 +4,7 @@ import type { Response } from 'express';
 import { InjectConfig } from '../config/config.module';
 import type { AppConfig } from '../config/app-config';
 import { ApiError } from '../common/errors/api-error';
-import type { ApiRequest, Principal } from '../common/http/request-context';
+import type { ApiRequest } from '../common/http/request-context';
 import type { PeekableStorage, WindowState } from './fixed-window.storage';
 import { UNLIMITED } from './tier-policy';
 
@@ -22,9 +22,11 @@ export interface RateLimitState {
 }
 
 /**
- * Counts requests per workspace (or per client address for callers without a valid key)
- * in 60-second windows, in the throttler storage: in memory by default, in Redis when
- * REDIS_URL is set so that every replica counts against one limit.
+ * Counts requests in fixed windows in the throttler storage (in memory by default, in Redis
+ * when REDIS_URL is set so that every replica counts against one limit) and answers with the
+ * API's headers and 429. Used by the WorkspaceThrottlerGuard (per workspace) and by the
+ * ApiKeyGuard (per client address, for requests without a valid key: that count depends on
+ * the outcome of the key lookup, so it lives in that guard rather than in a throttler).
  */
 @Injectable()
 export class RateLimitService {
@@ -36,14 +38,9 @@ export class RateLimitService {
     @InjectConfig() private readonly config: AppConfig,
   ) {}
 
-  /** Counts a request of a workspace; throws 429 once it is over its tier's rate. */
-  async limitWorkspace(principal: Principal, res: Response): Promise<void> {
-    await this.enforce(`ws:${principal.workspaceId}`, principal.rateLimitRpm, res);
-  }
-
   /** Counts a request that has no valid key against its client address. */
   async limitClientAddress(req: ApiRequest, res: Response): Promise<void> {
-    await this.enforce(clientAddressTracker(req), this.config.anonymousRateLimitRpm, res);
+    await this.enforce(clientAddressTracker(req), this.config.anonymousRateLimitRpm, RATE_WINDOW_MS, res);
   }
 
   /**
@@ -60,8 +57,9 @@ export class RateLimitService {
     this.apply({ limit, remaining: 0, resetAt, retryAfterSeconds: secondsLeft }, res);
   }
 
-  private async enforce(tracker: string, limit: number, res: Response): Promise<void> {
-    this.apply(await this.consume(tracker, limit), res);
+  /** Counts a request against `key`; sets the `X-RateLimit-*` headers, then throws 429 once it is over `limit`. */
+  async enforce(key: string, limit: number, windowMs: number, res: Response): Promise<void> {
+    this.apply(await this.consume(key, limit, windowMs), res);
   }
 
   /** Sets the `X-RateLimit-*` headers, and throws 429 when the caller must wait. */
@@ -77,20 +75,20 @@ export class RateLimitService {
     }
   }
 
-  async consume(tracker: string, limit: number): Promise<RateLimitState> {
+  async consume(tracker: string, limit: number, windowMs = RATE_WINDOW_MS): Promise<RateLimitState> {
     const nowSeconds = Math.floor(Date.now() / 1000);
     if (limit === UNLIMITED) {
-      return { limit: UNLIMITED, remaining: UNLIMITED, resetAt: nowSeconds + RATE_WINDOW_MS / 1000, retryAfterSeconds: 0 };
+      return { limit: UNLIMITED, remaining: UNLIMITED, resetAt: nowSeconds + windowMs / 1000, retryAfterSeconds: 0 };
     }
     // Both storages count fixed windows and block while hits exceed the limit; the block
     // duration argument of ThrottlerStorage is unused by them.
     let record: Awaited<ReturnType<ThrottlerStorage['increment']>>;
     try {
-      record = await this.storage.increment(tracker, RATE_WINDOW_MS, limit, 1, THROTTLER_NAME);
+      record = await this.storage.increment(tracker, windowMs, limit, 1, THROTTLER_NAME);
     } catch (error) {
       // Failing open: an unreachable Redis must not take the whole API down with it.
       this.warnStorageDown(error);
-      return { limit, remaining: limit, resetAt: nowSeconds + RATE_WINDOW_MS / 1000, retryAfterSeconds: 0 };
+      return { limit, remaining: limit, resetAt: nowSeconds + windowMs / 1000, retryAfterSeconds: 0 };
     }
     const secondsLeft = Math.max(1, record.timeToExpire);
     return {

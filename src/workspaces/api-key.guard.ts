@@ -29,7 +29,7 @@ export class ApiKeyGuard implements CanActivate {
     const header = req.headers.authorization;
     const apiKey = header ? /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1] : undefined;
     // A key this process has found valid before is no guess: it is limited per workspace
-    // only (RateLimitGuard), never refused for its address. Anything else from an address
+    // only (WorkspaceThrottlerGuard), never refused for its address. Anything else from an address
     // already at its limit is refused before the lookup, so a flood of wrong keys costs no
     // database queries once limited.
     if (!apiKey || !this.apiKeys.seenValid(apiKey)) await this.rateLimits.refuseLimitedClientAddress(req, res);
