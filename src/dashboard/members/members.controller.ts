@@ -9,13 +9,6 @@ import type { PageRequest } from '../page-request';
 import { PagesService } from '../pages.service';
 import { formErrors } from '../sessions';
 
-declare module 'express-session' {
-  interface SessionData {
-    /** The link of an invitation just made without a mail server, shown once to the inviter with a copy button. */
-    invitationLink: { email: string; href: string };
-  }
-}
-
 /**
  * Settings > Members: who belongs to the workspace, pending invitations, inviting, roles,
  * removal. Everyone in the workspace sees the lists; every change needs the owner role.
@@ -58,16 +51,24 @@ export class MembersController {
     const replaced = invitation.replaced ? ' The earlier invitation to this address no longer works.' : '';
     if (delivery === 'smtp') {
       this.pages.flash(req, { kind: 'success', text: `Invitation sent to ${invitation.email}.${replaced}` });
-    } else {
-      // No mail server: the inviter passes the link on themselves.
-      req.session.invitationLink = { email: invitation.email, href: link };
-      this.pages.flash(req, {
-        kind: 'info',
-        text: `No mail server is configured, so send ${invitation.email} this invitation link yourself (it works once, for 7 days):${replaced}`,
-        link: { href: link, label: link },
-      });
+      return this.pages.redirect(req, res, `/w/${workspace.id}/settings/members`);
     }
-    this.pages.redirect(req, res, `/w/${workspace.id}/settings/members`);
+    // No mail server: the inviter passes the link on. It is shown once, in the answer to this
+    // POST (as a new API key is), and never stored in the session.
+    await this.render(
+      req,
+      res,
+      {
+        invitationLink: { email: invitation.email, href: link },
+        flash: [
+          {
+            kind: 'info',
+            text: `No mail server is configured, so send ${invitation.email} this invitation link yourself (it works once, for 7 days).${replaced}`,
+          },
+        ],
+      },
+      201,
+    );
   }
 
   @Post('invitations/:invitationId/revoke')
@@ -130,13 +131,16 @@ export class MembersController {
   private async render(
     req: PageRequest,
     res: Response,
-    data: { errors?: Record<string, string>; values?: Record<string, string> },
+    data: {
+      errors?: Record<string, string>;
+      values?: Record<string, string>;
+      invitationLink?: { email: string; href: string };
+      flash?: { kind: 'info'; text: string }[];
+    },
     status = 200,
   ): Promise<void> {
     const workspaceId = req.member!.id;
     const [members, invitations] = await Promise.all([this.members.members(workspaceId), this.members.pendingInvitations(workspaceId)]);
-    const invitationLink = req.session.invitationLink ?? null;
-    delete req.session.invitationLink;
     await this.pages.render(
       req,
       res,
@@ -147,7 +151,8 @@ export class MembersController {
         ownerCount: members.filter((m) => m.role === 'owner').length,
         canManage: req.member!.role === 'owner',
         roles: ROLES,
-        invitationLink,
+        invitationLink: data.invitationLink ?? null,
+        ...(data.flash ? { flash: data.flash } : {}),
         errors: data.errors ?? {},
         values: data.values ?? { email: '', role: 'member' },
         formatDate,
