@@ -57,9 +57,15 @@ export class PagesService {
     return this.eta.renderAsync(template, data);
   }
 
-  /** Post/redirect/get: `to` is a path inside the dashboard (`/w/...`). */
-  redirect(req: PageRequest, res: Response, to: string, flash?: Flash): void {
+  /**
+   * Post/redirect/get: `to` is a path inside the dashboard (`/w/...`). The session is saved
+   * before the redirect is sent: express-session would otherwise send the headers while its
+   * save is still under way, and a browser that follows the `Location` at once (a loaded
+   * database makes this likely) reads the session from before, losing the flash message.
+   */
+  async redirect(req: PageRequest, res: Response, to: string, flash?: Flash): Promise<void> {
     if (flash) this.flash(req, flash);
+    if (req.session) await new Promise<void>((resolve, reject) => req.session.save((error) => (error ? reject(error) : resolve())));
     res.redirect(303, `${req.basePath ?? ''}${to}`);
   }
 

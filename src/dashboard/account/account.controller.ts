@@ -31,7 +31,7 @@ export class AccountController {
     } catch (error) {
       return this.render(req, res, formErrors(error), 400);
     }
-    this.pages.redirect(req, res, '/account', { kind: 'success', text: 'Saved.' });
+    await this.pages.redirect(req, res, '/account', { kind: 'success', text: 'Saved.' });
   }
 
   /**
@@ -53,7 +53,7 @@ export class AccountController {
     }
     // regenerate() deletes the old session from the store and starts one under a new id.
     await startSession(req, req.user!.id, Math.max(Date.now(), changedAt.getTime()));
-    this.pages.redirect(req, res, '/account', { kind: 'success', text: 'Your password is changed. Your other sessions have ended.' });
+    await this.pages.redirect(req, res, '/account', { kind: 'success', text: 'Your password is changed. Your other sessions have ended.' });
   }
 
   @Post('verification')
@@ -63,7 +63,7 @@ export class AccountController {
     if (user.emailVerifiedAt) return this.pages.redirect(req, res, '/account', { kind: 'info', text: 'Your email address is already verified.' });
     const token = await this.accounts.issueToken(user.id, 'verify_email');
     await this.verification.send(req, user.email, token);
-    this.pages.redirect(req, res, '/account');
+    await this.pages.redirect(req, res, '/account');
   }
 
   private async render(req: PageRequest, res: Response, errors: Record<string, string>, status = 200): Promise<void> {

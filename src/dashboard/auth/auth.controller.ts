@@ -67,7 +67,7 @@ export class AuthController {
       );
     }
     await startSession(req, user.id);
-    this.pages.redirect(req, res, safeNext(next) ?? '/');
+    await this.pages.redirect(req, res, safeNext(next) ?? '/');
   }
 
   @Post('logout')
@@ -127,7 +127,7 @@ export class AuthController {
     const { user, workspaceId, verificationToken } = signedUp;
     await this.verification.send(req, user.email, verificationToken);
     await startSession(req, user.id);
-    this.pages.redirect(req, res, `/w/${workspaceId ?? invitation!.workspaceId}`);
+    await this.pages.redirect(req, res, `/w/${workspaceId ?? invitation!.workspaceId}`);
   }
 
   /** The link of the verification mail: GET, as mail clients open links. */
@@ -145,7 +145,7 @@ export class AuthController {
       );
     }
     await this.accounts.markEmailVerified(userId);
-    this.pages.redirect(req, res, req.user ? '/' : '/login', { kind: 'success', text: 'Your email address is verified.' });
+    await this.pages.redirect(req, res, req.user ? '/' : '/login', { kind: 'success', text: 'Your email address is verified.' });
   }
 
   @Get('password/forgot')
@@ -216,7 +216,7 @@ export class AuthController {
     const userId = await this.accounts.consumeToken(token, 'sign_in');
     if (!userId) return this.expiredLink(req, res, 'login');
     await startSession(req, userId);
-    this.pages.redirect(req, res, '/account', { kind: 'info', text: 'You are signed in. Set a password to sign in with it next time.' });
+    await this.pages.redirect(req, res, '/account', { kind: 'info', text: 'You are signed in. Set a password to sign in with it next time.' });
   }
 
   private async signupClosed(req: PageRequest, res: Response): Promise<void> {

@@ -20,6 +20,6 @@ export class HomeController {
     const workspaces = await this.members.workspacesOf(req.user.id);
     const last = workspaces.find((workspace) => workspace.id === req.session.lastWorkspaceId);
     const target = last ?? workspaces[0];
-    this.pages.redirect(req, res, target ? `/w/${target.id}` : '/workspaces/new');
+    await this.pages.redirect(req, res, target ? `/w/${target.id}` : '/workspaces/new');
   }
 }

@@ -44,7 +44,7 @@ export class InvitationsController {
       throw error;
     }
     req.session.lastWorkspaceId = joined.workspaceId;
-    this.pages.redirect(req, res, `/w/${joined.workspaceId}`, {
+    await this.pages.redirect(req, res, `/w/${joined.workspaceId}`, {
       kind: 'success',
       text: `You joined ${invitation.workspaceName}; your role is ${joined.role}.`,
     });

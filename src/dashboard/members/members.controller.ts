@@ -81,7 +81,7 @@ export class MembersController {
     } catch (error) {
       return this.render(req, res, { errors: formErrors(error) }, statusOf(error));
     }
-    this.pages.redirect(req, res, `/w/${workspaceId}/settings/members`, {
+    await this.pages.redirect(req, res, `/w/${workspaceId}/settings/members`, {
       kind: 'success',
       text: `The invitation to ${revoked.email} is revoked: its link no longer works.`,
     });
@@ -103,7 +103,7 @@ export class MembersController {
       return this.render(req, res, { errors: formErrors(error) }, statusOf(error));
     }
     const you = userId === req.user!.id;
-    this.pages.redirect(req, res, `/w/${workspaceId}/settings/members`, {
+    await this.pages.redirect(req, res, `/w/${workspaceId}/settings/members`, {
       kind: 'success',
       text: you ? `You are now ${article(changed.role)} ${changed.role}.` : `${changed.name} is now ${article(changed.role)} ${changed.role}.`,
     });
@@ -122,7 +122,7 @@ export class MembersController {
     if (userId === req.user!.id) {
       return this.pages.redirect(req, res, '/', { kind: 'success', text: `You left ${workspace.name}.` });
     }
-    this.pages.redirect(req, res, `/w/${workspace.id}/settings/members`, {
+    await this.pages.redirect(req, res, `/w/${workspace.id}/settings/members`, {
       kind: 'success',
       text: `${removed.name} is removed from ${workspace.name}.`,
     });

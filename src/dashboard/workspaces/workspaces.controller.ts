@@ -36,7 +36,7 @@ export class WorkspacesController {
     } catch (error) {
       return this.renderSettings(req, res, formErrors(error), { name: String(name ?? '') }, 400);
     }
-    this.pages.redirect(req, res, `/w/${workspaceId}/settings`, { kind: 'success', text: 'The workspace is renamed.' });
+    await this.pages.redirect(req, res, `/w/${workspaceId}/settings`, { kind: 'success', text: 'The workspace is renamed.' });
   }
 
   @Post('w/:workspaceId/leave')
@@ -49,7 +49,7 @@ export class WorkspacesController {
       return this.renderSettings(req, res, formErrors(error), {}, error instanceof ApiError ? error.status : 400);
     }
     if (req.session.lastWorkspaceId === workspace.id) delete req.session.lastWorkspaceId;
-    this.pages.redirect(req, res, '/', { kind: 'success', text: `You left ${workspace.name}.` });
+    await this.pages.redirect(req, res, '/', { kind: 'success', text: `You left ${workspace.name}.` });
   }
 
   @Get('workspaces/new')
@@ -74,7 +74,7 @@ export class WorkspacesController {
         400,
       );
     }
-    this.pages.redirect(req, res, `/w/${created.id}`, { kind: 'success', text: `${created.name} is created. You are its owner.` });
+    await this.pages.redirect(req, res, `/w/${created.id}`, { kind: 'success', text: `${created.name} is created. You are its owner.` });
   }
 
   private async renderSettings(
