@@ -1,6 +1,5 @@
 import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import { createHash, randomBytes } from 'node:crypto';
 import { EntityManager, In, Repository } from 'typeorm';
 import { queryRows } from '../common/database/query-rows';
 import { ApiError } from '../common/errors/api-error';
@@ -8,6 +7,7 @@ import { WorkspacesService } from '../workspaces/workspaces.service';
 import { Membership, Role } from './entities/membership.entity';
 import { OneTimeToken, OneTimeTokenPurpose } from './entities/one-time-token.entity';
 import { User } from './entities/user.entity';
+import { isLinkSecret, newLinkSecret, sha256 } from './link-secrets';
 import { hashPassword, passwordProblem, verifyPassword } from './passwords';
 
 /** How long each kind of single-use link lives. */
@@ -185,11 +185,11 @@ export class AccountsService {
 
   /** A new single-use link secret for the person; only its SHA-256 is kept. */
   async issueToken(userId: string, purpose: OneTimeTokenPurpose, manager?: EntityManager): Promise<string> {
-    const token = randomBytes(32).toString('base64url');
+    const { secret: token, hash } = newLinkSecret();
     await (manager ?? this.users.manager).insert(OneTimeToken, {
       userId,
       purpose,
-      tokenHash: sha256(token),
+      tokenHash: hash,
       expiresAt: new Date(Date.now() + TOKEN_LIFETIME_MS[purpose]),
       usedAt: null,
     });
@@ -201,7 +201,7 @@ export class AccountsService {
    * twice at once works once. Returns its account, or null for an unknown, used or expired link.
    */
   async consumeToken(token: string, purpose: OneTimeTokenPurpose, manager?: EntityManager): Promise<string | null> {
-    if (!/^[A-Za-z0-9_-]{43}$/.test(token)) return null;
+    if (!isLinkSecret(token)) return null;
     // queryRows: TypeORM answers an UPDATE with [rows, rowCount], not with the rows.
     const rows = await queryRows<{ user_id: string }>(
       manager ?? this.users.manager,
@@ -215,7 +215,7 @@ export class AccountsService {
 
   /** Whether a link can still be used, without spending it (to show its form). */
   async tokenIsUsable(token: string, purpose: OneTimeTokenPurpose): Promise<boolean> {
-    if (!/^[A-Za-z0-9_-]{43}$/.test(token)) return false;
+    if (!isLinkSecret(token)) return false;
     const rows: unknown[] = await this.users.query(
       `SELECT 1 FROM one_time_tokens WHERE token_hash = $1 AND purpose = $2 AND used_at IS NULL AND expires_at > now()`,
       [sha256(token), purpose],
@@ -247,10 +247,6 @@ export class AccountsService {
     if (rows.length === 0) throw ApiError.conflict('An account with this email exists.', 'email_taken');
     return manager.findOneByOrFail(User, { id: rows[0].id });
   }
-}
-
-export function sha256(value: string): string {
-  return createHash('sha256').update(value).digest('hex');
 }
 
 /** Trimmed and lower-cased; refused when it cannot be an address. */

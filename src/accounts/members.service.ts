@@ -1,13 +1,13 @@
 import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { isUUID } from 'class-validator';
-import { randomBytes } from 'node:crypto';
 import { EntityManager, Repository } from 'typeorm';
 import { queryRows } from '../common/database/query-rows';
 import { ApiError } from '../common/errors/api-error';
 import type { TierName } from '../common/tier-name';
 import { WorkspacesService } from '../workspaces/workspaces.service';
-import { normalizeEmail, sha256 } from './accounts.service';
+import { normalizeEmail } from './accounts.service';
+import { isLinkSecret, newLinkSecret, sha256 } from './link-secrets';
 import { isRole, Membership, Role } from './entities/membership.entity';
 
 /** How long an invitation link can be used. */
@@ -92,18 +92,18 @@ export class MembersService {
   async invite(workspaceId: string, email: string, role: string, invitedBy: string): Promise<{ id: string; token: string; email: string }> {
     if (!isRole(role)) throw ApiError.badRequest('Choose a role: member, admin or owner.', 'role', 'invalid_role');
     const address = normalizeEmail(email);
-    const token = randomBytes(32).toString('base64url');
+    const { secret: token, hash } = newLinkSecret();
     const rows: { id: string }[] = await this.memberships.query(
       `INSERT INTO invitations (workspace_id, email, role, token_hash, invited_by, expires_at)
        VALUES ($1, $2, $3, $4, $5, now() + $6 * interval '1 millisecond') RETURNING id`,
-      [workspaceId, address, role, sha256(token), invitedBy, INVITATION_LIFETIME_MS],
+      [workspaceId, address, role, hash, invitedBy, INVITATION_LIFETIME_MS],
     );
     return { id: rows[0].id, token, email: address };
   }
 
   /** The pending, unexpired invitation of a link, or null. */
   async usableInvitation(token: string): Promise<UsableInvitation | null> {
-    if (!/^[A-Za-z0-9_-]{43}$/.test(token)) return null;
+    if (!isLinkSecret(token)) return null;
     const rows: (Omit<UsableInvitation, 'workspaceName' | 'invitedByName'> & { workspace_name: string; invited_by_name: string | null })[] =
       await this.memberships.query(
         `SELECT i.id, i.workspace_id AS "workspaceId", w.name AS workspace_name, i.email, i.role,

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { createHash } from 'node:crypto';
+import { sha256 } from '../accounts/link-secrets';
 import { ApiError } from '../common/errors/api-error';
 import type { ApiRequest } from '../common/http/request-context';
 import { clientAddressTracker, RateLimitService } from '../limits/rate-limit.service';
@@ -20,7 +20,7 @@ export class LoginThrottle {
   constructor(private readonly rateLimits: RateLimitService) {}
 
   async check(req: ApiRequest, action: 'login' | 'reset' | 'signup', email: string): Promise<void> {
-    const account = createHash('sha256').update(String(email).trim().toLowerCase()).digest('hex');
+    const account = sha256(String(email).trim().toLowerCase());
     const [byAddress, byAccount] = await Promise.all([
       this.rateLimits.countAttempt(`${action}:${clientAddressTracker(req)}`, PER_ADDRESS, WINDOW_MS),
       this.rateLimits.countAttempt(`${action}:account:${account}`, PER_ACCOUNT, WINDOW_MS),
