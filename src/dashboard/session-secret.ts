@@ -27,7 +27,10 @@ export function sessionSecret(config: AppConfig): string {
     writeFileSync(file, `${secret}\n`, { mode: 0o600, flag: 'wx' });
     return secret;
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return readFileSync(file, 'utf8').trim();
+    // Only the write's EEXIST means another process won the race; DATA_DIR being a file is EEXIST from mkdir.
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST' && (error as NodeJS.ErrnoException).syscall === 'open') {
+      return readFileSync(file, 'utf8').trim();
+    }
     new Logger('Dashboard').warn(
       `SESSION_SECRET is unset and ${file} cannot be written (${(error as Error).message}): dashboard sessions end when this process stops. Set SESSION_SECRET.`,
     );
