@@ -45,6 +45,7 @@ describe('traces of a request: WalletService.hasHoldFor and UsageService.hasReco
       model: 'gpt-4o-mini',
       latencyMs: 1,
       stream: false,
+      source: 'api',
       status: 'error',
       errorCode: 'test',
       userId: null,

@@ -32,6 +32,8 @@ export class ChatRefusalFilter implements ExceptionFilter {
         userId: text(body.user_id),
         subscriptionId: text(body.subscription_id),
         stream: body.stream === true,
+        // Only API requests pass the rate-limit guard; the playground counts its own.
+        source: 'api' as const,
       };
       void this.billing.recordRefused(subject, 0, error);
     }

@@ -15,6 +15,7 @@ import { ServerToolCall, ToolsService } from '../tools/tools.service';
 import { Billing } from './billing/billing';
 import { BillingSession, MIN_USEFUL_OUTPUT_TOKENS } from './billing/billing-session';
 import type { UsageSubject } from './billing/usage-record';
+import type { UsageSource } from '../usage/entities/usage-record.entity';
 import { ChatRequest, parseChatRequest } from './chat-request';
 import type { ChatCompletionResponse, ChatStreamEvent } from './completion-types';
 import { streamedCompletion } from './streamed-completion';
@@ -22,8 +23,11 @@ import { answerOf, completionTurn, runToolLoop } from './tool-loop';
 
 /** Who calls, and the request's id (its usage record and hold are keyed by it). */
 export interface ChatCaller {
-  principal: Principal;
+  /** The workspace that pays; its API key, or null for the dashboard's playground (a signed-in person, no key). */
+  principal: Omit<Principal, 'apiKeyId'> & { apiKeyId: string | null };
   requestId: string;
+  /** Where the request came from, kept on its usage record; `api` unless said. */
+  source?: UsageSource;
 }
 
 /** A request that passed validation and has money held for it. */
@@ -203,6 +207,7 @@ export class ChatService {
       userId: request?.dto.user_id ?? null,
       subscriptionId: request?.dto.subscription_id ?? null,
       stream: request?.dto.stream === true,
+      source: caller.source ?? 'api',
     };
   }
 

@@ -142,6 +142,8 @@ export interface AppendTurnParams {
   outputTokens: number;
   /** Millicents, possibly fractional: a number, or an exact decimal string such as `"12.750000"`. */
   costMillicents: number | string;
+  /** The server tools the turn ran; kept with the cost on its last message (the reply), for the transcript. */
+  toolsUsed?: readonly string[];
 }
 
 export interface AppendedTurn {
@@ -551,8 +553,11 @@ export class ConversationsService {
     const inserted = await queryRows<{ id: string; position: number }>(
       manager,
       `INSERT INTO conversation_messages
-         (conversation_id, workspace_id, position, role, content_type, content, tool_calls, tool_call_id, tokens)
-       SELECT $1, $2, $3::integer + m.ord, m.role, m.content_type, m.content, m.tool_calls::jsonb, m.tool_call_id, m.tokens
+         (conversation_id, workspace_id, position, role, content_type, content, tool_calls, tool_call_id, tokens, cost_millicents, tools_used)
+       SELECT $1, $2, $3::integer + m.ord, m.role, m.content_type, m.content, m.tool_calls::jsonb, m.tool_call_id, m.tokens,
+              -- The turn's cost and tools go on its last message, the reply.
+              CASE WHEN m.ord = cardinality($4::text[]) THEN $10::numeric END,
+              CASE WHEN m.ord = cardinality($4::text[]) THEN $11::text[] END
          FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::integer[])
               WITH ORDINALITY AS m(role, content_type, content, tool_calls, tool_call_id, tokens, ord)
         ORDER BY m.ord
@@ -567,6 +572,8 @@ export class ConversationsService {
         rows.map((row) => row.toolCallsJson),
         rows.map((row) => row.toolCallId),
         rows.map((row) => row.tokens),
+        cost,
+        params.toolsUsed ? [...params.toolsUsed] : null,
       ],
     );
     result.messageIds = inserted.sort((a, b) => a.position - b.position).map((row) => row.id);

@@ -150,6 +150,7 @@ function setUp(balanceMillicents = 100_000) {
       userId: null,
       subscriptionId: null,
       stream: false,
+      source: 'api',
     },
     startedAt: Date.now(),
     signal: client.signal,
@@ -408,6 +409,7 @@ describe('Billing.recordRefused', () => {
     userId: 'user-7',
     subscriptionId: null,
     stream: true,
+    source: 'api' as const,
   };
 
   it('records a refused request with nothing used and the refusal code, and never charges it', async () => {

@@ -4,7 +4,7 @@ import { NewUsageRecord, NOTHING_USED } from '../../usage/usage.service';
 /** Who made a request and what it asked for: the part of its usage record known before it runs. */
 export type UsageSubject = Pick<
   NewUsageRecord,
-  'workspaceId' | 'requestId' | 'apiKeyId' | 'assistantId' | 'model' | 'userId' | 'subscriptionId' | 'stream'
+  'workspaceId' | 'requestId' | 'apiKeyId' | 'assistantId' | 'model' | 'userId' | 'subscriptionId' | 'stream' | 'source'
 >;
 
 /** What a request used and was charged: tokens, costs, tools and model calls. */

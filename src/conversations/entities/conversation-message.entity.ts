@@ -1,4 +1,5 @@
 import { Column, CreateDateColumn, Entity, PrimaryGeneratedColumn } from 'typeorm';
+import { numericToNumber } from '../../common/database/transformers';
 
 export const STORED_MESSAGE_ROLES = ['system', 'user', 'assistant', 'tool'] as const;
 export type StoredMessageRole = (typeof STORED_MESSAGE_ROLES)[number];
@@ -49,6 +50,14 @@ export class ConversationMessage {
 
   @Column({ type: 'integer', default: 0 })
   tokens: number;
+
+  /** On the last message of a turn (the reply): what the turn cost. Null on the others, and on turns stored before it was kept. */
+  @Column({ name: 'cost_millicents', type: 'numeric', precision: 20, scale: 6, nullable: true, transformer: numericToNumber })
+  costMillicents: number | null;
+
+  /** On the last message of a turn: the server tools the turn ran (empty: none). Null where it was not recorded. */
+  @Column({ name: 'tools_used', type: 'text', array: true, nullable: true })
+  toolsUsed: string[] | null;
 
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;

@@ -3,6 +3,10 @@ import { bigintToNumber, numericToNumber } from '../../common/database/transform
 
 export type UsageStatus = 'success' | 'error';
 
+export const USAGE_SOURCES = ['api', 'dashboard', 'widget'] as const;
+/** Who made the request: an API key (`api`), the dashboard's playground (`dashboard`), or a chat widget (`widget`). */
+export type UsageSource = (typeof USAGE_SOURCES)[number];
+
 /** One row per authenticated chat request, successful or not. Kept for USAGE_RETENTION_DAYS. */
 @Entity({ name: 'usage_records' })
 export class UsageRecord {
@@ -73,6 +77,9 @@ export class UsageRecord {
 
   @Column({ type: 'integer', default: 1 })
   iterations: number;
+
+  @Column({ type: 'text', default: 'api' })
+  source: UsageSource;
 
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;
