@@ -1,4 +1,4 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Logger } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import * as path from 'node:path';
 import { EntityManager, Repository } from 'typeorm';
@@ -9,8 +9,8 @@ import { WorkspacesService } from '../../workspaces/workspaces.service';
 import { Assistant } from '../entities/assistant.entity';
 import { chunkText, DEFAULT_CHUNKING, normalizeText, TextChunk } from './chunking';
 import { DOCUMENT_LIMITS, formatBytes, MAX_FILE_BYTES } from './document-limits';
-import { Document } from './entities/document.entity';
-import { detectFormat, extractText, mimeTypeOf } from './extract-text';
+import { Document, DocumentStatus } from './entities/document.entity';
+import { detectFormat, DocumentFormat, extractText, mimeTypeOf } from './extract-text';
 
 export interface AddDocumentCommand {
   workspaceId: string;
@@ -68,6 +68,11 @@ export function documentView(document: Document): DocumentView {
 
 export const MAX_SEARCH_RESULTS = 50;
 const MAX_FILE_NAME_LENGTH = 255;
+/**
+ * How long a background reading of a document may go without a sign of life before another
+ * process takes the document up (its reader renews the lease while it works).
+ */
+export const LEASE_SECONDS = 120;
 /** Chunks per INSERT statement. */
 const INSERT_BATCH = 500;
 
@@ -86,6 +91,8 @@ export function fileTooLarge(fileName: string, sizeBytes: number): ApiError {
  */
 @Injectable()
 export class DocumentsService {
+  private readonly logger = new Logger('DocumentsService');
+
   constructor(
     @InjectRepository(Document) private readonly documents: Repository<Document>,
     /** The assistants' table is the assistants folder's, of which documents are a part: read to check an assistant's workspace. */
@@ -101,6 +108,131 @@ export class DocumentsService {
    * so concurrent uploads cannot pass them together.
    */
   async add(command: AddDocumentCommand): Promise<Document> {
+    const upload = await this.checkUpload(command);
+    const progress = command.onProgress ?? (() => undefined);
+    const chunks = await readChunks(upload.format, command.data, upload.name, progress);
+
+    progress({ stage: 'storing', message: `Storing ${chunks.length} chunks` });
+    const document = await this.documents.manager
+      .transaction(async (manager) => {
+        await this.lockAndCheckLimits(manager, command.workspaceId, upload.name, upload.sizeBytes);
+        const created = await manager.save(
+          manager.create(Document, {
+            workspaceId: command.workspaceId,
+            assistantId: command.assistantId,
+            name: upload.name,
+            mimeType: mimeTypeOf(upload.format),
+            sizeBytes: upload.sizeBytes,
+            chunkCount: chunks.length,
+          }),
+        );
+        await insertChunks(manager, created, chunks);
+        return created;
+      })
+      .catch(rethrowDeletedAssistant(command.assistantId));
+    progress({ stage: 'stored', message: `Stored ${upload.name}: ${chunks.length} chunks` });
+    return document;
+  }
+
+  /**
+   * Stores the file as a `processing` document, to be read later by `ingest` (the
+   * dashboard's uploads: a large PDF must not hold up the page). The same checks as `add`
+   * come first, and the document counts against the tier's limits from now on, so an upload
+   * accepted here is never refused later for room. The caller holds the ingestion lease
+   * for LEASE_SECONDS: it should call `ingest` now, or the sweeper will.
+   */
+  async enqueue(command: AddDocumentCommand): Promise<Document> {
+    const upload = await this.checkUpload(command);
+    return this.documents.manager
+      .transaction(async (manager) => {
+        await this.lockAndCheckLimits(manager, command.workspaceId, upload.name, upload.sizeBytes);
+        const [row] = await manager.query<Array<{ id: string }>>(
+          `INSERT INTO documents (workspace_id, assistant_id, name, mime_type, size_bytes, chunk_count, status, upload, ingestion_lease_until)
+           VALUES ($1, $2, $3, $4, $5, 0, 'processing', $6, now() + make_interval(secs => $7))
+           RETURNING id`,
+          [command.workspaceId, command.assistantId, upload.name, mimeTypeOf(upload.format), upload.sizeBytes, command.data, LEASE_SECONDS],
+        );
+        return manager.findOneByOrFail(Document, { id: row.id });
+      })
+      .catch(rethrowDeletedAssistant(command.assistantId));
+  }
+
+  /**
+   * Reads a `processing` document's stored file: on success its chunks are stored and it
+   * becomes `ready`, otherwise `failed` with the reason. Either way the file is dropped.
+   * Two processes reading the same document (a lease that ran out under a slow read) both
+   * finish, but only the first to commit stores anything: the status change is conditional.
+   * Returns the status reached, or null when the document is gone or no longer processing.
+   */
+  async ingest(documentId: string): Promise<DocumentStatus | null> {
+    const [row] = await this.documents.query<Array<{ name: string; mime_type: string; upload: Buffer | null }>>(
+      `SELECT name, mime_type, upload FROM documents WHERE id = $1 AND status = 'processing'`,
+      [documentId],
+    );
+    if (!row) return null;
+    let chunks: TextChunk[];
+    try {
+      if (!row.upload) throw ApiError.badRequest(`The file of ${row.name} was not kept; upload it again.`, 'file');
+      chunks = await readChunks(detectFormat(row.name, row.mime_type), row.upload, row.name, () => undefined);
+    } catch (error) {
+      if (!(error instanceof ApiError)) this.logger.error(`Reading document ${documentId} (${row.name}) failed: ${String(error)}`);
+      const reason = failureReason(error, row.name, row.mime_type);
+      const failed = await this.documents.query<unknown[]>(
+        `UPDATE documents SET status = 'failed', failure_reason = $2, upload = NULL, ingestion_lease_until = NULL
+         WHERE id = $1 AND status = 'processing' RETURNING id`,
+        [documentId, reason],
+      );
+      return failed.length > 0 ? 'failed' : null;
+    }
+    return this.documents.manager.transaction(async (manager) => {
+      const [updated] = await manager.query<Array<{ id: string; assistant_id: string }>>(
+        `UPDATE documents SET status = 'ready', chunk_count = $2, upload = NULL, ingestion_lease_until = NULL
+         WHERE id = $1 AND status = 'processing' RETURNING id, assistant_id`,
+        [documentId, chunks.length],
+      );
+      if (!updated) return null;
+      await insertChunks(manager, { id: updated.id, assistantId: updated.assistant_id }, chunks);
+      return 'ready' as const;
+    });
+  }
+
+  /** Extends the lease of a document being read, so that no other process takes it up. */
+  async renewLease(documentId: string): Promise<void> {
+    await this.documents.query(
+      `UPDATE documents SET ingestion_lease_until = now() + make_interval(secs => $2) WHERE id = $1 AND status = 'processing'`,
+      [documentId, LEASE_SECONDS],
+    );
+  }
+
+  /**
+   * Takes the lease of one `processing` document that nobody is reading (its reader
+   * stopped: a crash, a restart) and returns its id, or null when there is none. Safe to
+   * call from every process at once: each gets a different document.
+   */
+  async claimAbandoned(): Promise<string | null> {
+    const [row] = await this.documents.query<Array<{ id: string }>>(
+      `UPDATE documents SET ingestion_lease_until = now() + make_interval(secs => $1)
+       WHERE id = (
+         SELECT id FROM documents
+         WHERE status = 'processing' AND (ingestion_lease_until IS NULL OR ingestion_lease_until < now())
+         ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+       RETURNING id`,
+      [LEASE_SECONDS],
+    );
+    return row?.id ?? null;
+  }
+
+  /** A document of the workspace, or 404 (another workspace's is unknown too). */
+  async getInWorkspace(workspaceId: string, documentId: string): Promise<Document> {
+    assertUuid(workspaceId, 'workspace');
+    assertUuid(documentId, 'document');
+    const document = await this.documents.findOneBy({ id: documentId, workspaceId });
+    if (!document) throw documentNotFound(documentId);
+    return document;
+  }
+
+  /** Name, size and format of an upload, with the checks every upload gets before its file is read. */
+  private async checkUpload(command: AddDocumentCommand): Promise<{ name: string; sizeBytes: number; format: DocumentFormat }> {
     assertUuid(command.workspaceId, 'workspace');
     assertUuid(command.assistantId, 'assistant');
     const name = path.basename(command.fileName.replace(/\\/g, '/')).trim();
@@ -117,46 +249,13 @@ export class DocumentsService {
     if (!assistant) throw assistantNotFound(command.assistantId);
     // Fail fast, before the expensive part; checked again when storing.
     await this.checkLimits(this.documents.manager, command.workspaceId, name, sizeBytes);
+    return { name, sizeBytes, format };
+  }
 
-    const progress = command.onProgress ?? (() => undefined);
-    progress({ stage: 'extracting', message: `Reading ${name}` });
-    const raw = await extractText(format, command.data, name, {
-      onPage: (done, pages) => progress({ stage: 'extracting', message: `Read page ${done} of ${pages} of ${name}` }),
-    });
-    const text = normalizeText(raw);
-    if (!text) {
-      throw ApiError.badRequest(
-        `No text could be extracted from ${name}${format === 'pdf' ? ' (a scanned PDF without a text layer has none)' : ''}.`,
-        'file',
-        'no_text',
-      );
-    }
-    progress({ stage: 'chunking', message: `Splitting ${text.length} characters into chunks` });
-    const chunks = chunkText(text, DEFAULT_CHUNKING);
-
-    progress({ stage: 'storing', message: `Storing ${chunks.length} chunks` });
-    const document = await this.documents.manager.transaction(async (manager) => {
-      await manager.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`documents:${command.workspaceId}`]);
-      await this.checkLimits(manager, command.workspaceId, name, sizeBytes);
-      const created = await manager.save(
-        manager.create(Document, {
-          workspaceId: command.workspaceId,
-          assistantId: command.assistantId,
-          name,
-          mimeType: mimeTypeOf(format),
-          sizeBytes,
-          chunkCount: chunks.length,
-        }),
-      );
-      await insertChunks(manager, created, chunks);
-      return created;
-    }).catch((error: unknown) => {
-      // The assistant was deleted while the file was being read.
-      if ((error as { code?: string }).code === '23503') throw assistantNotFound(command.assistantId);
-      throw error;
-    });
-    progress({ stage: 'stored', message: `Stored ${name}: ${chunks.length} chunks` });
-    return document;
+  /** One upload at a time per workspace past this point, so concurrent uploads cannot pass the limits together. */
+  private async lockAndCheckLimits(manager: EntityManager, workspaceId: string, name: string, sizeBytes: number): Promise<void> {
+    await manager.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`documents:${workspaceId}`]);
+    await this.checkLimits(manager, workspaceId, name, sizeBytes);
   }
 
   /** The assistant's documents, oldest first. */
@@ -284,7 +383,7 @@ export function formatResultsForModel(results: FileSearchResult[]): string {
     .join('\n\n---\n\n');
 }
 
-async function insertChunks(manager: EntityManager, document: Document, chunks: TextChunk[]): Promise<void> {
+async function insertChunks(manager: EntityManager, document: Pick<Document, 'id' | 'assistantId'>, chunks: TextChunk[]): Promise<void> {
   for (let start = 0; start < chunks.length; start += INSERT_BATCH) {
     const batch = chunks.slice(start, start + INSERT_BATCH);
     await manager.query(
@@ -304,10 +403,58 @@ async function insertChunks(manager: EntityManager, document: Document, chunks: 
 
 async function stored(manager: EntityManager, workspaceId: string): Promise<{ documents: number; bytes: number }> {
   const [row] = await manager.query<Array<{ documents: number; bytes: string }>>(
-    'SELECT count(*)::int AS documents, coalesce(sum(size_bytes), 0)::bigint AS bytes FROM documents WHERE workspace_id = $1',
+    // A failed upload stores nothing and takes no room; one still processing does.
+    "SELECT count(*)::int AS documents, coalesce(sum(size_bytes), 0)::bigint AS bytes FROM documents WHERE workspace_id = $1 AND status <> 'failed'",
     [workspaceId],
   );
   return { documents: row.documents, bytes: Number(row.bytes) };
+}
+
+/** Extraction and chunking of a file; a file without text is a 400 `no_text`. */
+async function readChunks(
+  format: DocumentFormat,
+  data: Buffer,
+  name: string,
+  progress: (progress: IngestionProgress) => void,
+): Promise<TextChunk[]> {
+  progress({ stage: 'extracting', message: `Reading ${name}` });
+  const raw = await extractText(format, data, name, {
+    onPage: (done, pages) => progress({ stage: 'extracting', message: `Read page ${done} of ${pages} of ${name}` }),
+  });
+  const text = normalizeText(raw);
+  if (!text) {
+    throw ApiError.badRequest(
+      `No text could be extracted from ${name}${format === 'pdf' ? ' (a scanned PDF without a text layer has none)' : ''}.`,
+      'file',
+      'no_text',
+    );
+  }
+  progress({ stage: 'chunking', message: `Splitting ${text.length} characters into chunks` });
+  return chunkText(text, DEFAULT_CHUNKING);
+}
+
+/**
+ * What a person is told when their upload could not be read. A PDF without text is almost
+ * always a scan: say so, and what to do. Anything unexpected is logged by the caller and
+ * told in general terms (never a stack trace).
+ */
+export function failureReason(error: unknown, name: string, mimeType: string): string {
+  if (error instanceof ApiError && error.status < 500) {
+    if (error.code === 'no_text' && mimeType === mimeTypeOf('pdf')) {
+      return `No text found in ${name}: it looks like a scanned PDF (pictures of pages, no text layer). Scanned PDFs need OCR: run it through OCR and upload the result.`;
+    }
+    if (error.code === 'no_text') return `No text found in ${name}: there is nothing to search in it.`;
+    return error.message;
+  }
+  return `${name} could not be read because of an error on our side. Delete it and upload it again; if it fails again, tell the operator.`;
+}
+
+/** The document's insert failed on its assistant's foreign key: the assistant was deleted meanwhile. */
+function rethrowDeletedAssistant(assistantId: string): (error: unknown) => never {
+  return (error: unknown) => {
+    if ((error as { code?: string }).code === '23503') throw assistantNotFound(assistantId);
+    throw error;
+  };
 }
 
 function assistantNotFound(assistantId: string): ApiError {

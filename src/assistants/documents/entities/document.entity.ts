@@ -1,7 +1,14 @@
 import { Column, CreateDateColumn, Entity, PrimaryGeneratedColumn } from 'typeorm';
 import { bigintToNumber } from '../../../common/database/transformers';
 
-/** A file attached to an assistant for `file_search`: its text lives in `document_chunks`. */
+/** Where a document is in its reading: see the migration DocumentIngestion for the lifecycle. */
+export type DocumentStatus = 'processing' | 'ready' | 'failed';
+
+/**
+ * A file attached to an assistant for `file_search`: its text lives in `document_chunks`.
+ * The uploaded file itself (`upload`, bytea) is kept only while the document is processing
+ * and is never mapped here, so listing documents never reads megabytes of files.
+ */
 @Entity({ name: 'documents' })
 export class Document {
   @PrimaryGeneratedColumn('uuid')
@@ -27,6 +34,14 @@ export class Document {
 
   @Column({ name: 'chunk_count', type: 'integer' })
   chunkCount: number;
+
+  /** `processing` while read in the background (dashboard uploads); the CLI stores documents `ready`. */
+  @Column({ type: 'text', default: 'ready' })
+  status: DocumentStatus;
+
+  /** Why a `failed` document could not be read, in words for the person who uploaded it. */
+  @Column({ name: 'failure_reason', type: 'text', nullable: true })
+  failureReason: string | null;
 
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;

@@ -1,0 +1,74 @@
+import { BeforeApplicationShutdown, Injectable, Logger } from '@nestjs/common';
+import { Interval } from '@nestjs/schedule';
+import { DocumentsService, LEASE_SECONDS } from './documents.service';
+
+/** How often a reader renews its lease, well within LEASE_SECONDS. */
+const RENEW_EVERY_MS = (LEASE_SECONDS * 1000) / 4;
+/** On shutdown, how long to let documents being read finish; the rest are taken up again after their lease. */
+const SHUTDOWN_WAIT_MS = 10_000;
+
+/**
+ * Reads uploaded documents in the background of the server process: `start` right after an
+ * upload is stored, and every 30 seconds a sweep takes up documents whose reader stopped
+ * (a crash or restart leaves them `processing` with a lease that runs out), so nothing
+ * uploaded is lost or left processing for ever. Not part of DocumentsModule, so that the
+ * CLI, which adds documents in the foreground, runs no sweeper.
+ */
+@Injectable()
+export class DocumentIngestion implements BeforeApplicationShutdown {
+  private readonly logger = new Logger('DocumentIngestion');
+  private readonly reading = new Map<string, Promise<void>>();
+
+  constructor(private readonly documents: DocumentsService) {}
+
+  /** Starts reading the document now, without waiting; this process must hold its lease. */
+  start(documentId: string): void {
+    if (this.reading.has(documentId)) return;
+    const work = this.read(documentId).finally(() => this.reading.delete(documentId));
+    this.reading.set(documentId, work);
+  }
+
+  /** Takes up every abandoned document there is, one after another. Returns how many were taken. */
+  @Interval(30_000)
+  async sweep(): Promise<number> {
+    let taken = 0;
+    try {
+      for (let id = await this.documents.claimAbandoned(); id; id = await this.documents.claimAbandoned()) {
+        taken++;
+        this.logger.warn(`Taking up document ${id}, left processing by a reader that stopped`);
+        this.start(id);
+        await this.reading.get(id);
+      }
+    } catch (error) {
+      this.logger.error(`Sweeping documents left processing failed: ${String(error)}`);
+    }
+    return taken;
+  }
+
+  /** Resolves when the documents being read now are done (for tests and shutdown). */
+  async idle(): Promise<void> {
+    while (this.reading.size > 0) await Promise.allSettled([...this.reading.values()]);
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, SHUTDOWN_WAIT_MS).unref()));
+    await Promise.race([this.idle(), timeout]);
+    clearTimeout(timer);
+  }
+
+  private async read(documentId: string): Promise<void> {
+    const renew = setInterval(() => {
+      this.documents.renewLease(documentId).catch((error: unknown) => this.logger.warn(`Renewing the lease of ${documentId}: ${String(error)}`));
+    }, RENEW_EVERY_MS).unref();
+    try {
+      const status = await this.documents.ingest(documentId);
+      if (status === 'failed') this.logger.log(`Document ${documentId} could not be read`);
+    } catch (error) {
+      // The database went away mid-way: the lease runs out and a sweep takes the document up again.
+      this.logger.error(`Reading document ${documentId} failed: ${String(error)}`);
+    } finally {
+      clearInterval(renew);
+    }
+  }
+}
