@@ -1,0 +1,128 @@
+/**
+ * The processes of the chat benchmark (bench/chat.ts): each server runs as its own child
+ * process on 127.0.0.1 and is stopped by its PID at the end. Also what the benchmark reads
+ * from them: readiness over HTTP and memory from /proc/<pid>/status.
+ */
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import * as net from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export interface ServerProcess {
+  name: string;
+  pid: number;
+  child: ChildProcess;
+  /** The last few KB the process wrote to stdout and stderr, to show when it fails. */
+  output(): string;
+  /** SIGTERM, then SIGKILL after `graceMs` if it has not exited; resolves once it has. */
+  stop(graceMs?: number): Promise<void>;
+}
+
+/** A port nobody listens on right now (taken by the kernel, then released for the child). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * Starts `node <args>` with exactly `env` (plus PATH and HOME), keeping the tail of its
+ * output: a child whose pipe nobody reads would block on its next write.
+ */
+export function startNode(name: string, args: string[], env: Record<string, string>): ServerProcess {
+  const child = spawn(process.execPath, args, {
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let tail = '';
+  const keep = (chunk: Buffer) => {
+    tail = (tail + chunk.toString('utf8')).slice(-4_000);
+  };
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
+  const exited = new Promise<void>((resolve) => {
+    if (child.exitCode !== null) resolve();
+    child.once('exit', () => resolve());
+  });
+  return {
+    name,
+    pid: child.pid!,
+    child,
+    output: () => tail,
+    async stop(graceMs = 5_000) {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/** Resolves with the first line the process prints on stdout (servers that announce their port). */
+export function firstLine(server: ServerProcess, timeoutMs: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let buffered = '';
+    const timer = setTimeout(() => reject(new Error(`${server.name}: no output within ${timeoutMs} ms\n${server.output()}`)), timeoutMs);
+    const onData = (chunk: Buffer) => {
+      buffered += chunk.toString('utf8');
+      const newline = buffered.indexOf('\n');
+      if (newline >= 0) {
+        clearTimeout(timer);
+        server.child.stdout!.off('data', onData);
+        resolve(buffered.slice(0, newline));
+      }
+    };
+    server.child.stdout!.on('data', onData);
+    server.child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${server.name} exited with code ${code}\n${server.output()}`));
+    });
+  });
+}
+
+/** Polls `url` until it answers 200, or fails naming the process and its output. */
+export async function waitUntilServing(server: ServerProcess, url: string, timeoutMs: number, init?: RequestInit): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last = '';
+  while (Date.now() < deadline) {
+    if (server.child.exitCode !== null) throw new Error(`${server.name} exited with code ${server.child.exitCode}\n${server.output()}`);
+    try {
+      const res = await fetch(url, init);
+      last = `${res.status} ${(await res.text()).slice(0, 300)}`;
+      if (res.status === 200) return;
+    } catch (error) {
+      last = String(error);
+    }
+    await sleep(200);
+  }
+  throw new Error(`${server.name}: ${url} did not answer 200 within ${timeoutMs} ms (last: ${last})\n${server.output()}`);
+}
+
+/** Resident memory now and at its peak (VmRSS, VmHWM), in MB; undefined where /proc is not there. */
+export async function memoryOf(pid: number): Promise<{ rssMb: number; peakRssMb: number } | undefined> {
+  try {
+    const status = await readFile(`/proc/${pid}/status`, 'utf8');
+    const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
+    return { rssMb: Math.round(kb('VmRSS') / 102.4) / 10, peakRssMb: Math.round(kb('VmHWM') / 102.4) / 10 };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Runs `node <args>` to its end; answers its stdout, or fails with its stderr. */
+export function runNode(args: string[], env: Record<string, string>, timeoutMs: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile(
+      process.execPath,
+      args,
+      { env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env }, timeout: timeoutMs, maxBuffer: 10_000_000 },
+      (error, stdout, stderr) => (error ? reject(new Error(`node ${args.join(' ')}: ${error.message}\n${stderr}`)) : resolve(stdout)),
+    );
+  });
+}

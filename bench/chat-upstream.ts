@@ -1,0 +1,109 @@
+/**
+ * The fake OpenAI-compatible upstream of the chat benchmark (bench/chat.ts): the floor
+ * that the service and Portkey's gateway are measured against, so it must cost as little
+ * as possible. Every answer is serialized once at start; a request is read to its end and
+ * answered with a constant buffer. Runs as its own process:
+ *
+ *   node dist/bench/chat-upstream.js [port]      (prints {"port": n} on its first line)
+ *
+ * - POST /v1/chat/completions: a fixed short answer with `usage`; with `"stream": true`,
+ *   Server-Sent Events: a role chunk, three content chunks, a finish chunk, a usage chunk
+ *   when `stream_options.include_usage` is set (the service always sets it), then [DONE].
+ *   The whole stream goes out in one write: the floor is the cost of HTTP, not of pacing.
+ * - GET /v1/models: one model.
+ *
+ * The request body is not parsed as JSON (that would be the floor's main cost); the two
+ * flags are found with a regular expression, which is exact for the bodies the benchmark,
+ * the service and Portkey send.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+const MODEL = 'gpt-4o-mini-2024-07-18';
+const CREATED = 1_700_000_000;
+const ANSWER = ['Hello', '! How can I', ' help you today?'];
+/** What `Say hello` and the answer above would count; any fixed numbers do, the service prices them. */
+const USAGE = { prompt_tokens: 9, completion_tokens: 9, total_tokens: 18 };
+
+const json = (value: unknown) => Buffer.from(JSON.stringify(value));
+
+const COMPLETION = json({
+  id: 'chatcmpl-bench',
+  object: 'chat.completion',
+  created: CREATED,
+  model: MODEL,
+  choices: [{ index: 0, message: { role: 'assistant', content: ANSWER.join(''), refusal: null }, logprobs: null, finish_reason: 'stop' }],
+  usage: USAGE,
+});
+
+function sse(includeUsage: boolean): Buffer {
+  const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
+    `data: ${JSON.stringify({ id: 'chatcmpl-bench', object: 'chat.completion.chunk', created: CREATED, model: MODEL, choices, ...extra })}\n\n`;
+  const events = [
+    chunk([{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }]),
+    ...ANSWER.map((text) => chunk([{ index: 0, delta: { content: text }, logprobs: null, finish_reason: null }])),
+    chunk([{ index: 0, delta: {}, logprobs: null, finish_reason: 'stop' }]),
+    ...(includeUsage ? [chunk([], { usage: USAGE })] : []),
+    'data: [DONE]\n\n',
+  ];
+  return Buffer.from(events.join(''));
+}
+const STREAM_WITH_USAGE = sse(true);
+const STREAM_WITHOUT_USAGE = sse(false);
+
+const MODELS = json({ object: 'list', data: [{ id: 'gpt-4o-mini', object: 'model', created: CREATED, owned_by: 'openai' }] });
+const NOT_FOUND = json({ error: { message: 'Not found', type: 'invalid_request_error', code: 'not_found' } });
+
+const STREAM_FLAG = /"stream"\s*:\s*true/;
+const INCLUDE_USAGE_FLAG = /"include_usage"\s*:\s*true/;
+
+function send(res: ServerResponse, status: number, contentType: string, body: Buffer): void {
+  res.writeHead(status, { 'content-type': contentType, 'content-length': body.length });
+  res.end(body);
+}
+
+function handle(req: IncomingMessage, res: ServerResponse): void {
+  if (req.method === 'GET' && req.url?.startsWith('/v1/models')) {
+    req.resume();
+    return send(res, 200, 'application/json', MODELS);
+  }
+  if (req.method !== 'POST' || !req.url?.startsWith('/v1/chat/completions')) {
+    req.resume();
+    return send(res, 404, 'application/json', NOT_FOUND);
+  }
+  let body = '';
+  req.setEncoding('utf8');
+  req.on('data', (chunk: string) => (body += chunk));
+  req.on('end', () => {
+    if (!STREAM_FLAG.test(body)) return send(res, 200, 'application/json', COMPLETION);
+    const stream = INCLUDE_USAGE_FLAG.test(body) ? STREAM_WITH_USAGE : STREAM_WITHOUT_USAGE;
+    send(res, 200, 'text/event-stream; charset=utf-8', stream);
+  });
+}
+
+/** Starts the fake on 127.0.0.1; port 0 takes a free one. */
+export function startChatUpstream(port = 0): Promise<{ port: number; close: () => Promise<void> }> {
+  const server = createServer(handle);
+  // Clients keep their connections for the whole run; Node's default closes idle ones after 5 s.
+  server.keepAliveTimeout = 120_000;
+  server.headersTimeout = 130_000;
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', () => {
+      resolve({
+        port: (server.address() as AddressInfo).port,
+        close: () => new Promise<void>((done) => server.close(() => done())),
+      });
+    });
+  });
+}
+
+if (require.main === module) {
+  startChatUpstream(Number(process.argv[2] ?? 0)).then(
+    ({ port }) => process.stdout.write(`${JSON.stringify({ port })}\n`),
+    (error: unknown) => {
+      console.error(`chat-upstream: ${String(error)}`);
+      process.exit(1);
+    },
+  );
+}

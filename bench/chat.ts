@@ -1,0 +1,507 @@
+/**
+ * Throughput and added latency of the chat path, with full accounting, against Portkey's
+ * open-source gateway as the peer (issue 11). See bench/README.md.
+ *
+ *   npm run bench:chat
+ *
+ * Every server is its own process on 127.0.0.1: a fake OpenAI-compatible upstream
+ * (bench/chat-upstream.ts), Portkey's gateway in front of it, and the service as
+ * production runs it (`node dist/src/main.js`, NODE_ENV=production) on the harness's
+ * embedded PostgreSQL, configured with OPENAI_BASE_URL = the fake. The load generators run
+ * on worker threads of this process (bench/chat-load.ts). After each measurement of the
+ * service the database is checked: nothing left reserved, every wallet equal to the sum of
+ * its ledger, one usage record per answered request.
+ *
+ * Exit code: 0 when every target is met, 2 when one is missed (printed), 1 on an error.
+ */
+import 'reflect-metadata';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Client } from 'pg';
+import { openLoop, type OpenLoopResult, saturate, type SaturatedRun, type Target } from './chat-load';
+import { firstLine, freePort, memoryOf, runNode, type ServerProcess, startNode, waitUntilServing } from './chat-processes';
+import { type BenchContext, closeApp, runBench, summarize, table, writeResults } from './harness';
+
+// ---------------------------------------------------------------------------------------
+// Settings: one place, recorded in the JSON output.
+// ---------------------------------------------------------------------------------------
+const SETTINGS = {
+  model: 'gpt-4o-mini',
+  connections: 32,
+  warmupSeconds: 3,
+  durationSeconds: 10,
+  openLoop: { ratePerSecond: 200, warmupSeconds: 2, durationSeconds: 10, timeoutMs: 30_000 },
+  manyWorkspaces: 200,
+  /** 10^12 millicents ($10,000,000) per workspace: the run never runs out. */
+  balanceMillicents: 1_000_000_000_000,
+  /** Counted on every request, never reached. */
+  customRateLimitRpm: 100_000_000,
+  /** After a measurement of the service: how long the wallets may take to settle. */
+  settleGraceMs: 15_000,
+  hardTimeoutMs: 360_000,
+} as const;
+
+const TARGETS = {
+  /** Service non-streaming req/s, at least this times Portkey's in the same run. */
+  throughputVsPortkey: 1.5,
+  addedP50Ms: 2,
+  addedP99Ms: 10,
+} as const;
+
+const CHAT = '/v1/chat/completions';
+const BODY = JSON.stringify({ model: SETTINGS.model, messages: [{ role: 'user', content: 'Say hello' }], max_tokens: 16 });
+const STREAM_BODY = JSON.stringify({ model: SETTINGS.model, messages: [{ role: 'user', content: 'Say hello' }], max_tokens: 16, stream: true });
+
+const round1 = (v: number) => Math.round(v * 10) / 10;
+const round3 = (v: number) => Math.round(v * 1000) / 1000;
+
+// ---------------------------------------------------------------------------------------
+// The accounting checks, in SQL on the service's database.
+// ---------------------------------------------------------------------------------------
+interface Accounting {
+  /** Sum of reserved_millicents over the bench workspaces' wallets. */
+  reservedMillicents: number;
+  /** Wallets whose balance is not the sum of their ledger rows. */
+  ledgerMismatches: { workspaceId: string; balance: string; ledger: string }[];
+  usageRecords: number;
+  usageByStatus: Record<string, number>;
+}
+
+async function readAccounting(db: Client, workspaceIds: string[]): Promise<Accounting> {
+  const wallets = await db.query<{ workspace_id: string; balance: string; reserved: string; ledger: string }>(
+    `SELECT w.workspace_id, w.balance_millicents::text AS balance, w.reserved_millicents::text AS reserved,
+            COALESCE((SELECT SUM(t.amount_millicents) FROM wallet_transactions t WHERE t.workspace_id = w.workspace_id), 0)::text AS ledger
+       FROM wallets w WHERE w.workspace_id = ANY($1::uuid[])`,
+    [workspaceIds],
+  );
+  const usage = await db.query<{ status: string; n: string }>(
+    'SELECT status, COUNT(*)::text AS n FROM usage_records WHERE workspace_id = ANY($1::uuid[]) GROUP BY status',
+    [workspaceIds],
+  );
+  const usageByStatus = Object.fromEntries(usage.rows.map((r) => [r.status, Number(r.n)]));
+  return {
+    // bigint sums as BigInt: 200 wallets of 10^12 exceed nothing, but reserved must be exact.
+    reservedMillicents: Number(wallets.rows.reduce((sum, r) => sum + BigInt(r.reserved), 0n)),
+    ledgerMismatches: wallets.rows.filter((r) => r.balance !== r.ledger).map((r) => ({ workspaceId: r.workspace_id, balance: r.balance, ledger: r.ledger })),
+    usageRecords: Object.values(usageByStatus).reduce((a, b) => a + b, 0),
+    usageByStatus,
+  };
+}
+
+interface Check {
+  measurement: string;
+  /** Answers counted 2xx by the clients (warm-up included) and requests they sent. */
+  answered2xx: number;
+  sent: number;
+  /** Usage records written during the measurement, by status. */
+  usageRecords: number;
+  usageByStatus: Record<string, number>;
+  reservedMillicents: number;
+  ledgerMismatches: number;
+  waitedMs: number;
+  nothingReserved: boolean;
+  ledgerMatches: boolean;
+  /** Every answered request has its record, and no request has two: 2xx <= records <= sent. */
+  usageMatches: boolean;
+  pass: boolean;
+}
+
+/**
+ * Waits until nothing is reserved and the number of usage records stops moving (the
+ * requests in flight at the clients' cut-off finish on the server), then checks.
+ */
+async function settleAndCheck(
+  db: Client,
+  workspaceIds: string[],
+  measurement: string,
+  before: Accounting,
+  counted: { answered2xx: number; sent: number },
+): Promise<Check> {
+  const started = Date.now();
+  let now = await readAccounting(db, workspaceIds);
+  let stableSince = Date.now();
+  while (Date.now() - started < SETTINGS.settleGraceMs) {
+    await sleep(250);
+    const next = await readAccounting(db, workspaceIds);
+    if (next.usageRecords !== now.usageRecords || next.reservedMillicents !== now.reservedMillicents) stableSince = Date.now();
+    now = next;
+    if (now.reservedMillicents === 0 && Date.now() - stableSince >= 1_000) break;
+  }
+  const usageByStatus = Object.fromEntries(
+    Object.keys({ ...before.usageByStatus, ...now.usageByStatus }).map((s) => [s, (now.usageByStatus[s] ?? 0) - (before.usageByStatus[s] ?? 0)]),
+  );
+  const usageRecords = now.usageRecords - before.usageRecords;
+  const check = {
+    measurement,
+    ...counted,
+    usageRecords,
+    usageByStatus,
+    reservedMillicents: now.reservedMillicents,
+    ledgerMismatches: now.ledgerMismatches.length,
+    waitedMs: Date.now() - started,
+    nothingReserved: now.reservedMillicents === 0,
+    ledgerMatches: now.ledgerMismatches.length === 0,
+    usageMatches: usageRecords >= counted.answered2xx && usageRecords <= counted.sent,
+  };
+  return { ...check, pass: check.nothingReserved && check.ledgerMatches && check.usageMatches };
+}
+
+// ---------------------------------------------------------------------------------------
+// The run.
+// ---------------------------------------------------------------------------------------
+interface Row {
+  target: string;
+  reqPerSec: number;
+  p50Ms: number;
+  p99Ms: number;
+  non2xx: number;
+  errors: number;
+  /** Of the service processes measured, after the run: VmRSS / VmHWM. */
+  rssMb?: number;
+  peakRssMb?: number;
+  run: SaturatedRun;
+}
+
+async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: BenchContext): Promise<number> {
+  const dist = path.join(__dirname, '..'); // dist/
+  const cliJs = path.join(dist, 'src', 'cli.js');
+  const mainJs = path.join(dist, 'src', 'main.js');
+  const portkeyJs = require.resolve('@portkey-ai/gateway/build/start-server.js');
+  log(`1-min load average at start: ${startLoad[0]} on ${os.cpus().length} CPUs`);
+
+  const servers: ServerProcess[] = [];
+  const start = (name: string, args: string[], env: Record<string, string>) => {
+    const server = startNode(name, args, env);
+    servers.push(server);
+    onCleanup(() => server.stop());
+    return server;
+  };
+
+  // --- The fake upstream: the floor ------------------------------------------------------
+  const upstream = start('fake upstream', [path.join(__dirname, 'chat-upstream.js'), '0'], {});
+  const upstreamPort = (JSON.parse(await firstLine(upstream, 10_000)) as { port: number }).port;
+  const upstreamUrl = `http://127.0.0.1:${upstreamPort}`;
+  await waitUntilServing(upstream, `${upstreamUrl}/v1/models`, 5_000);
+
+  // --- Portkey's gateway in front of it: the peer --------------------------------------
+  const portkeyPort = await freePort();
+  const portkey = start('Portkey gateway', ['-r', path.join(__dirname, 'loopback-only.js'), portkeyJs, `--port=${portkeyPort}`, '--headless'], {
+    NODE_ENV: 'production',
+  });
+  const portkeyUrl = `http://127.0.0.1:${portkeyPort}`;
+  const portkeyHeaders = { authorization: 'Bearer bench', 'x-portkey-provider': 'openai', 'x-portkey-custom-host': `${upstreamUrl}/v1` };
+  await waitUntilServing(portkey, `${portkeyUrl}${CHAT}`, 30_000, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...portkeyHeaders },
+    body: BODY,
+  });
+  log(`Fake upstream on ${upstreamUrl}, Portkey ${portkeyVersion()} on ${portkeyUrl} (answers 200 through the fake)`);
+
+  // --- The workspaces ------------------------------------------------------------------
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'acs-bench-chat-data-'));
+  onCleanup(() => rm(dataDir, { recursive: true, force: true }));
+  const serviceEnv = {
+    NODE_ENV: 'production',
+    DATABASE_URL: databaseUrl,
+    DATA_DIR: dataDir,
+    SESSION_SECRET: randomBytes(32).toString('base64url'),
+    SIGNUP: 'closed',
+    OPENAI_API_KEY: 'bench',
+    OPENAI_BASE_URL: `${upstreamUrl}/v1`,
+    LLM_SIMULATOR: 'off',
+    LOG_LEVEL: 'error',
+    HOST: '127.0.0.1',
+  };
+  // The one workspace as an operator makes it: with the CLI.
+  const cli = async (...args: string[]) => JSON.parse(await runNode([cliJs, ...args], serviceEnv, 60_000)) as Record<string, unknown>;
+  const created = await cli('workspace', 'create', '--name', 'Benchmark', '--tier', 'enterprise', '--balance', String(SETTINGS.balanceMillicents));
+  const workspaceId = created.workspace_id as string;
+  const apiKey = created.api_key as string;
+  await cli('workspace', 'set-tier', '--workspace', workspaceId, '--tier', 'enterprise', '--rpm', String(SETTINGS.customRateLimitRpm));
+  // The 200 of the many-workspaces run in-process (two CLI starts each would take minutes), through the same service.
+  const many = await createWorkspaces(databaseUrl, SETTINGS.manyWorkspaces);
+  log(`Workspaces: 1 by the CLI, ${many.length} in-process; enterprise, ${SETTINGS.customRateLimitRpm} rpm, ${SETTINGS.balanceMillicents} millicents each`);
+
+  // --- The service, as production runs it --------------------------------------------
+  const startService = async (name: string) => {
+    const port = await freePort();
+    const server = start(name, [mainJs], { ...serviceEnv, PORT: String(port) });
+    const baseUrl = `http://127.0.0.1:${port}`;
+    await waitUntilServing(server, `${baseUrl}/health/ready`, 60_000);
+    return { server, baseUrl };
+  };
+  const serviceA = await startService('service A');
+  const serviceTarget = (baseUrl: string, key: string, body = BODY): Target => ({ baseUrl, path: CHAT, headers: { authorization: `Bearer ${key}` }, body });
+  await probeService(serviceA.baseUrl, apiKey);
+  log(`Service on ${serviceA.baseUrl} (pid ${serviceA.server.pid}, NODE_ENV=production); a chat answer and a stream answer 200 (${Date.now() - startedAt} ms)`);
+
+  const db = new Client({ connectionString: databaseUrl });
+  await db.connect();
+  onCleanup(() => db.end());
+
+  const checks: Check[] = [];
+  const rows: Row[] = [];
+  const saturated = async (label: string, targets: Target[], connections = SETTINGS.connections): Promise<SaturatedRun> => {
+    log(`${label}: ${SETTINGS.warmupSeconds} s warm-up, then ${SETTINGS.durationSeconds} s at ${connections} connections`);
+    const warm = await saturate(targets, connections, SETTINGS.warmupSeconds);
+    const run = await saturate(targets, connections, SETTINGS.durationSeconds);
+    return { ...run, warmup: warm };
+  };
+  const addRow = async (target: string, run: SaturatedRun, services: ServerProcess[] = []) => {
+    const memory = await Promise.all(services.map((s) => memoryOf(s.pid)));
+    const known = memory.filter((m) => m !== undefined);
+    rows.push({
+      target,
+      reqPerSec: round1(run.reqPerSec),
+      p50Ms: run.p50Ms,
+      p99Ms: run.p99Ms,
+      non2xx: run.non2xx,
+      errors: run.errors,
+      rssMb: known.length ? round1(known.reduce((s, m) => s + m.rssMb, 0)) : undefined,
+      peakRssMb: known.length ? round1(known.reduce((s, m) => s + m.peakRssMb, 0)) : undefined,
+      run,
+    });
+  };
+  /** Measures the service and checks the accounting the measurement left behind. */
+  const measureService = async <T>(label: string, workspaceIds: string[], measure: () => Promise<T>, counted: (r: T) => { answered2xx: number; sent: number }) => {
+    const before = await readAccounting(db, workspaceIds);
+    const result = await measure();
+    const check = await settleAndCheck(db, workspaceIds, label, before, counted(result));
+    checks.push(check);
+    log(
+      `  accounting after "${label}": reserved ${check.reservedMillicents} (${check.nothingReserved ? 'PASS' : 'FAIL'}), ` +
+        `ledger = balance in every wallet (${check.ledgerMatches ? 'PASS' : `FAIL: ${check.ledgerMismatches} wallets differ`}), ` +
+        `usage records ${check.usageRecords} for ${check.answered2xx} 2xx answers of ${check.sent} sent (${check.usageMatches ? 'PASS' : 'FAIL'}) [${check.waitedMs} ms]`,
+    );
+    return result;
+  };
+  const cannonCounts = (r: SaturatedRun) => ({
+    answered2xx: r.ok2xx + (r.warmup?.ok2xx ?? 0),
+    sent: r.sent + (r.warmup?.sent ?? 0),
+  });
+
+  // 1-2. The floor and the peer, saturated.
+  const floorTarget: Target = { baseUrl: upstreamUrl, path: CHAT, headers: { authorization: 'Bearer bench' }, body: BODY };
+  await addRow('fake upstream alone (the floor)', await saturated('floor', [floorTarget]));
+  await addRow('Portkey gateway 1.15 (no accounting)', await saturated('Portkey', [{ baseUrl: portkeyUrl, path: CHAT, headers: portkeyHeaders, body: BODY }]), [portkey]);
+
+  // 3-4. The service, saturated.
+  const one = [workspaceId];
+  await addRow(
+    'service, non-streaming',
+    await measureService('service non-streaming', one, () => saturated('service non-streaming', [serviceTarget(serviceA.baseUrl, apiKey)]), cannonCounts),
+    [serviceA.server],
+  );
+  await addRow(
+    'service, streaming',
+    await measureService('service streaming', one, () => saturated('service streaming', [serviceTarget(serviceA.baseUrl, apiKey, STREAM_BODY)]), cannonCounts),
+    [serviceA.server],
+  );
+
+  // 5. Open loop at a fixed rate: the latency the service adds over the floor.
+  const { ratePerSecond, warmupSeconds, durationSeconds, timeoutMs } = SETTINGS.openLoop;
+  const fixedRate = async (label: string, target: Target) => {
+    log(`${label}: open loop at ${ratePerSecond} req/s, ${warmupSeconds} s warm-up, ${durationSeconds} s measured`);
+    return openLoop({ target, ratePerSecond, warmupSeconds, durationSeconds, timeoutMs });
+  };
+  const openCounts = (r: OpenLoopResult) => ({ answered2xx: r.totalOk2xx, sent: r.sent });
+  const floorFixed = await fixedRate('floor', floorTarget);
+  const serviceFixed = await measureService('service non-streaming, 200 req/s', one, () => fixedRate('service non-streaming', serviceTarget(serviceA.baseUrl, apiKey)), openCounts);
+  const floorStreamFixed = await fixedRate('floor, streaming', { ...floorTarget, body: STREAM_BODY });
+  const serviceStreamFixed = await measureService(
+    'service streaming, 200 req/s',
+    one,
+    () => fixedRate('service streaming', serviceTarget(serviceA.baseUrl, apiKey, STREAM_BODY)),
+    openCounts,
+  );
+
+  // 6. Many workspaces, one key each, in rotation.
+  const manyIds = many.map((w) => w.workspaceId);
+  await addRow(
+    `service, ${many.length} workspaces in rotation`,
+    await measureService(`service, ${many.length} workspaces`, manyIds, () => saturated(`${many.length} workspaces`, many.map((w) => serviceTarget(serviceA.baseUrl, w.apiKey))), cannonCounts),
+    [serviceA.server],
+  );
+
+  // 7. Two replicas on the one PostgreSQL, the load split between them.
+  const serviceB = await startService('service B');
+  await probeService(serviceB.baseUrl, apiKey);
+  const half = SETTINGS.connections / 2;
+  const twoReplicas = await measureService(
+    'two replicas',
+    one,
+    async () => {
+      log(`two replicas: ${SETTINGS.warmupSeconds} s warm-up, then ${SETTINGS.durationSeconds} s, ${half} connections on each`);
+      const both = () =>
+        Promise.all([saturate([serviceTarget(serviceA.baseUrl, apiKey)], half, SETTINGS.durationSeconds), saturate([serviceTarget(serviceB.baseUrl, apiKey)], half, SETTINGS.durationSeconds)]);
+      const warm = await Promise.all([saturate([serviceTarget(serviceA.baseUrl, apiKey)], half, SETTINGS.warmupSeconds), saturate([serviceTarget(serviceB.baseUrl, apiKey)], half, SETTINGS.warmupSeconds)]);
+      return { warm, run: await both() };
+    },
+    ({ warm, run }) => ({ answered2xx: [...warm, ...run].reduce((s, r) => s + r.ok2xx, 0), sent: [...warm, ...run].reduce((s, r) => s + r.sent, 0) }),
+  );
+  const [ra, rb] = twoReplicas.run;
+  await addRow(
+    'service, two replicas (sum)',
+    {
+      ...ra,
+      reqPerSec: ra.reqPerSec + rb.reqPerSec,
+      // The worse of the two: a merged histogram is not available from two autocannon runs.
+      p50Ms: Math.max(ra.p50Ms, rb.p50Ms),
+      p99Ms: Math.max(ra.p99Ms, rb.p99Ms),
+      completed: ra.completed + rb.completed,
+      sent: ra.sent + rb.sent,
+      ok2xx: ra.ok2xx + rb.ok2xx,
+      non2xx: ra.non2xx + rb.non2xx,
+      errors: ra.errors + rb.errors,
+    },
+    [serviceA.server, serviceB.server],
+  );
+
+  // --- Report --------------------------------------------------------------------------
+  const latency = (label: string, floor: OpenLoopResult, service: OpenLoopResult) => {
+    const f = summarize(floor.latenciesNs);
+    const s = summarize(service.latenciesNs);
+    const ms = (ns: number) => round3(ns / 1e6);
+    return {
+      label,
+      n: s.n,
+      floorP50Ms: ms(f.p50),
+      floorP99Ms: ms(f.p99),
+      serviceP50Ms: ms(s.p50),
+      serviceP99Ms: ms(s.p99),
+      addedP50Ms: ms(s.p50 - f.p50),
+      addedP99Ms: ms(s.p99 - f.p99),
+      sendLagP99Ms: ms(Math.max(summarize(floor.sendLagNs).p99, summarize(service.sendLagNs).p99)),
+      achievedReqPerSec: round1(service.ok2xx / Math.max(service.wallSeconds, durationSeconds)),
+      non2xx: floor.non2xx + service.non2xx,
+      errors: floor.errors + service.errors,
+    };
+  };
+  const added = [latency('non-streaming', floorFixed, serviceFixed), latency('streaming', floorStreamFixed, serviceStreamFixed)];
+
+  log('');
+  log(`Chat completions, ${SETTINGS.model}, max_tokens 16, against the fake upstream; 1-min load at start ${startLoad[0]}, now ${round1(os.loadavg()[0])}`);
+  log(`Saturated: ${SETTINGS.connections} connections, ${SETTINGS.durationSeconds} s (autocannon; req/s = 2xx answers / s; latencies in whole ms)`);
+  log(
+    table(
+      ['target', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'errors', 'RSS MB', 'peak RSS MB'],
+      rows.map((r) => [r.target, r.reqPerSec, r.p50Ms, r.p99Ms, r.non2xx, r.errors, r.rssMb ?? '-', r.peakRssMb ?? '-']),
+    ),
+  );
+  log('');
+  log(`Added latency at a fixed ${ratePerSecond} req/s (open loop, scheduled send to last byte, microsecond timing)`);
+  log(
+    table(
+      ['path', 'n', 'floor p50', 'floor p99', 'service p50', 'service p99', 'added p50', 'added p99', 'served req/s', 'timer lag p99', 'non-2xx', 'errors'],
+      added.map((a) => [a.label, a.n, a.floorP50Ms, a.floorP99Ms, a.serviceP50Ms, a.serviceP99Ms, a.addedP50Ms, a.addedP99Ms, a.achievedReqPerSec, a.sendLagP99Ms, a.non2xx, a.errors]),
+    ),
+  );
+  log('(all in ms)');
+  log('');
+  log('Accounting after each measurement of the service');
+  log(
+    table(
+      ['measurement', '2xx', 'sent', 'usage records', 'reserved', 'ledger', 'usage', 'result'],
+      checks.map((c) => [
+        c.measurement,
+        c.answered2xx,
+        c.sent,
+        `${c.usageRecords} ${JSON.stringify(c.usageByStatus)}`,
+        c.reservedMillicents,
+        c.ledgerMatches ? 'matches' : `${c.ledgerMismatches} differ`,
+        c.usageMatches ? 'matches' : 'differs',
+        c.pass ? 'PASS' : 'FAIL',
+      ]),
+    ),
+  );
+
+  // --- Targets -------------------------------------------------------------------------
+  const portkeyRow = rows[1];
+  const serviceRow = rows[2];
+  const serviceRows = rows.slice(2);
+  const missed: string[] = [];
+  const ratio = serviceRow.reqPerSec / portkeyRow.reqPerSec;
+  if (ratio < TARGETS.throughputVsPortkey) {
+    missed.push(`service non-streaming ${serviceRow.reqPerSec} req/s is ${round3(ratio)}x Portkey's ${portkeyRow.reqPerSec} (target >= ${TARGETS.throughputVsPortkey}x)`);
+  }
+  for (const a of added) {
+    if (a.addedP50Ms > TARGETS.addedP50Ms) missed.push(`added p50 latency at ${ratePerSecond} req/s, ${a.label}: ${a.addedP50Ms} ms (target <= ${TARGETS.addedP50Ms} ms)`);
+    if (a.addedP99Ms > TARGETS.addedP99Ms) missed.push(`added p99 latency at ${ratePerSecond} req/s, ${a.label}: ${a.addedP99Ms} ms (target <= ${TARGETS.addedP99Ms} ms)`);
+  }
+  const serviceNon2xx = serviceRows.reduce((s, r) => s + r.non2xx, 0) + serviceFixed.non2xx + serviceStreamFixed.non2xx;
+  const serviceErrors = serviceRows.reduce((s, r) => s + r.errors, 0) + serviceFixed.errors + serviceStreamFixed.errors;
+  if (serviceNon2xx > 0 || serviceErrors > 0) missed.push(`the service answered ${serviceNon2xx} non-2xx responses and ${serviceErrors} requests failed (target: none)`);
+  for (const c of checks.filter((c) => !c.pass)) {
+    missed.push(
+      `accounting after "${c.measurement}": ${[
+        c.nothingReserved ? '' : `${c.reservedMillicents} millicents still reserved`,
+        c.ledgerMatches ? '' : `${c.ledgerMismatches} wallets differ from their ledger`,
+        c.usageMatches ? '' : `${c.usageRecords} usage records for ${c.answered2xx} 2xx answers of ${c.sent} sent`,
+      ]
+        .filter(Boolean)
+        .join('; ')}`,
+    );
+  }
+  log('');
+  log(`Service non-streaming / Portkey: ${round3(ratio)}x (target >= ${TARGETS.throughputVsPortkey}x)`);
+  if (missed.length === 0) log('All targets MET');
+  else for (const m of missed) log(`Target NOT MET: ${m}`);
+
+  const results = {
+    settings: SETTINGS,
+    targets: TARGETS,
+    targetsMet: missed.length === 0,
+    missed,
+    saturated: rows,
+    addedLatency: added,
+    checks,
+    portkeyVersion: portkeyVersion(),
+    loadAverage: { start: startLoad, end: os.loadavg().map(round1) },
+    wallSeconds: round1((Date.now() - startedAt) / 1000),
+  };
+  const file = await writeResults('chat', results);
+  log(`Results written to ${file} (${results.wallSeconds} s)`);
+  return missed.length === 0 ? 0 : 2;
+}
+
+/** One plain and one streamed chat request must answer 200 before anything is measured. */
+async function probeService(baseUrl: string, apiKey: string): Promise<void> {
+  for (const body of [BODY, STREAM_BODY]) {
+    const res = await fetch(`${baseUrl}${CHAT}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` }, body });
+    const text = await res.text();
+    if (res.status !== 200) throw new Error(`The service answered ${res.status} to a chat request: ${text.slice(0, 500)}`);
+  }
+}
+
+/**
+ * The workspaces of the many-workspaces run, through WorkspacesService as the CLI does,
+ * in one app started in this process and closed again before anything is measured.
+ */
+async function createWorkspaces(databaseUrl: string, count: number): Promise<{ workspaceId: string; apiKey: string }[]> {
+  const { createApp } = await import('../src/app.factory');
+  const { loadConfig } = await import('../src/config/app-config');
+  const { WorkspacesService } = await import('../src/workspaces/workspaces.service');
+  const app = await createApp(loadConfig({ LOG_LEVEL: 'error' }), databaseUrl, { logger: false });
+  try {
+    const workspaces = app.get(WorkspacesService);
+    const created: { workspaceId: string; apiKey: string }[] = [];
+    for (let i = 0; i < count; i += 1) {
+      const w = await workspaces.create({ name: `Benchmark ${i + 1}`, tier: 'enterprise', balanceMillicents: SETTINGS.balanceMillicents });
+      await workspaces.setTier(w.workspace.id, 'enterprise', SETTINGS.customRateLimitRpm);
+      created.push({ workspaceId: w.workspace.id, apiKey: w.apiKey });
+    }
+    return created;
+  } finally {
+    await closeApp(app);
+  }
+}
+
+function portkeyVersion(): string {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return (require('@portkey-ai/gateway/package.json') as { version: string }).version;
+}
+
+runBench('chat', { hardTimeoutMs: SETTINGS.hardTimeoutMs }, main);
