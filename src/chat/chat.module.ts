@@ -13,5 +13,7 @@ import { ChatService } from './chat.service';
   imports: [ModelsModule, ProvidersModule, WalletModule, UsageModule, AssistantsModule, ConversationsModule],
   controllers: [ChatController],
   providers: [ChatService, Billing],
+  // The dashboard's playground runs requests through the same service.
+  exports: [ChatService],
 })
 export class ChatModule {}

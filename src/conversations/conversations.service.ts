@@ -372,6 +372,23 @@ export class ConversationsService {
     };
   }
 
+  /**
+   * For the dashboard's statistics: conversations and their messages per assistant (null:
+   * direct mode, or an assistant deleted since), most conversations first. One grouped scan
+   * of the workspace's conversations; messages come from their counters, not a count.
+   */
+  async countsByAssistant(workspaceId: string): Promise<Array<{ assistantId: string | null; conversations: number; messages: number }>> {
+    const rows = await queryRows<{ assistant_id: string | null; conversations: string; messages: string }>(
+      this.conversations.manager,
+      `SELECT assistant_id, count(*) AS conversations, coalesce(sum(message_count), 0) AS messages
+         FROM conversations WHERE workspace_id = $1
+        GROUP BY assistant_id
+        ORDER BY count(*) DESC, assistant_id NULLS LAST`,
+      [workspaceId],
+    );
+    return rows.map((row) => ({ assistantId: row.assistant_id, conversations: Number(row.conversations), messages: Number(row.messages) }));
+  }
+
   /** Totals of the workspace's conversations, by status and source, and the last 30 UTC days. */
   async stats(workspaceId: string): Promise<ConversationStats> {
     const [totals] = await queryRows<Record<string, string>>(

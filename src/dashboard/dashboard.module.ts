@@ -1,6 +1,9 @@
 import { Module } from '@nestjs/common';
 import { AccountsModule } from '../accounts/accounts.module';
 import { AssistantsModule } from '../assistants/assistants.module';
+import { ChatModule } from '../chat/chat.module';
+import { ConversationsModule } from '../conversations/conversations.module';
+import { ModelsModule } from '../models/models.module';
 import { ERROR_PAGE_RENDERER } from '../common/errors/error-pages';
 import { LimitsModule } from '../limits/limits.module';
 import { MailModule } from '../mail/mail.module';
@@ -8,7 +11,11 @@ import { UsageModule } from '../usage/usage.module';
 import { WalletModule } from '../wallet/wallet.module';
 import { WorkspacesModule } from '../workspaces/workspaces.module';
 import { AccountController } from './account/account.controller';
+import { AssistantPagesModule } from './assistants/assistant-pages.module';
+import { AssistantsController } from './assistants/assistants.controller';
+import { DocumentsController } from './assistants/documents.controller';
 import { AuthController } from './auth/auth.controller';
+import { BillingController } from './billing/billing.controller';
 import { VerificationMail } from './auth/verification-mail';
 import { DashboardGuard } from './dashboard.guard';
 import { ErrorPagesRenderer } from './error-pages.renderer';
@@ -20,6 +27,7 @@ import { KeysController } from './keys/keys.controller';
 import { OverviewController } from './overview/overview.controller';
 import { OverviewService } from './overview/overview.service';
 import { PagesService } from './pages.service';
+import { PlaygroundController } from './playground/playground.controller';
 import { WorkspacesController } from './workspaces/workspaces.controller';
 
 /**
@@ -28,8 +36,8 @@ import { WorkspacesController } from './workspaces/workspaces.controller';
  * up by useDashboard() in dashboard.setup.ts; its guard checks CSRF, session and role.
  */
 @Module({
-  imports: [AccountsModule, WorkspacesModule, LimitsModule, MailModule, WalletModule, UsageModule, AssistantsModule],
-  controllers: [HomeController, AuthController, AccountController, OverviewController, KeysController, WorkspacesController, MembersController, InvitationsController],
+  imports: [AccountsModule, WorkspacesModule, LimitsModule, MailModule, WalletModule, UsageModule, AssistantsModule, ChatModule, ConversationsModule, ModelsModule, AssistantPagesModule],
+  controllers: [HomeController, AuthController, AccountController, OverviewController, KeysController, WorkspacesController, MembersController, InvitationsController, PlaygroundController, AssistantsController, DocumentsController, BillingController],
   providers: [
     PagesService,
     OverviewService,
