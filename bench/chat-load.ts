@@ -117,6 +117,8 @@ export interface OpenLoopResult {
   non2xx: number;
   errors: number;
   statusCodes: Record<string, number>;
+  /** The start of the first answer of each non-2xx status, to tell why. */
+  sampleBodies: Record<string, string>;
   /** Time from the first measured send to the last answer, in seconds. */
   wallSeconds: number;
 }
@@ -130,7 +132,7 @@ async function openLoopClient(job: OpenLoopJob): Promise<OpenLoopResult> {
   const warmupCount = Math.round(job.warmupSeconds * job.ratePerSecond);
   const total = warmupCount + Math.round(job.durationSeconds * job.ratePerSecond);
 
-  const result: OpenLoopResult = { latenciesNs: [], sendLagNs: [], sent: 0, totalOk2xx: 0, ok2xx: 0, non2xx: 0, errors: 0, statusCodes: {}, wallSeconds: 0 };
+  const result: OpenLoopResult = { latenciesNs: [], sendLagNs: [], sent: 0, totalOk2xx: 0, ok2xx: 0, non2xx: 0, errors: 0, statusCodes: {}, sampleBodies: {}, wallSeconds: 0 };
   let outstanding = 0;
   let scheduledCount = 0;
   let lastAnswerAt = 0n;
@@ -151,30 +153,40 @@ async function openLoopClient(job: OpenLoopJob): Promise<OpenLoopResult> {
       outstanding += 1;
       result.sent += 1;
       let settled = false;
-      const done = (status: number | undefined) => {
+      const done = (status: number | undefined, text = '') => {
         if (settled) return;
         settled = true;
         outstanding -= 1;
         lastAnswerAt = process.hrtime.bigint();
         if (status !== undefined && status >= 200 && status < 300) result.totalOk2xx += 1;
         if (measured) {
-          if (status === undefined) result.errors += 1;
+          if (status === undefined) {
+            result.errors += 1;
+            result.sampleBodies.error ??= text;
+          }
           else {
             result.statusCodes[status] = (result.statusCodes[status] ?? 0) + 1;
             if (status >= 200 && status < 300) result.ok2xx += 1;
-            else result.non2xx += 1;
+            else {
+              result.non2xx += 1;
+              result.sampleBodies[status] ??= text.slice(0, 300);
+            }
             result.latenciesNs.push(Number(lastAnswerAt - scheduled));
           }
         }
         finishIfDone();
       };
       const req = http.request({ host: url.hostname, port: url.port, method: 'POST', path: job.target.path, headers, agent }, (res) => {
-        res.on('data', () => undefined);
-        res.on('end', () => done(res.statusCode));
-        res.on('error', () => done(undefined));
+        const status = res.statusCode ?? 0;
+        let text = '';
+        res.on('data', (chunk: Buffer) => {
+          if (status >= 300 && text.length < 300) text += chunk.toString('utf8');
+        });
+        res.on('end', () => done(status, text));
+        res.on('error', (error) => done(undefined, error.message));
       });
       req.setTimeout(job.timeoutMs, () => req.destroy(new Error('timeout')));
-      req.on('error', () => done(undefined));
+      req.on('error', (error) => done(undefined, error.message));
       req.end(body);
     };
     // Fires every send whose time has come, then sleeps until the next one: never waits for answers.

@@ -356,6 +356,10 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
       ok2xx: ra.ok2xx + rb.ok2xx,
       non2xx: ra.non2xx + rb.non2xx,
       errors: ra.errors + rb.errors,
+      statusCodes: Object.fromEntries(
+        [...new Set([...Object.keys(ra.statusCodes), ...Object.keys(rb.statusCodes)])].map((code) => [code, (ra.statusCodes[code] ?? 0) + (rb.statusCodes[code] ?? 0)]),
+      ),
+      warmup: undefined,
     },
     [serviceA.server, serviceB.server],
   );
@@ -378,6 +382,8 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
       achievedReqPerSec: round1(service.ok2xx / Math.max(service.wallSeconds, durationSeconds)),
       non2xx: floor.non2xx + service.non2xx,
       errors: floor.errors + service.errors,
+      statusCodes: { floor: floor.statusCodes, service: service.statusCodes },
+      sampleBodies: { ...floor.sampleBodies, ...service.sampleBodies },
     };
   };
   const added = [latency('non-streaming', floorFixed, serviceFixed), latency('streaming', floorStreamFixed, serviceStreamFixed)];
@@ -400,6 +406,9 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
     ),
   );
   log('(all in ms)');
+  for (const a of added) {
+    for (const [status, body] of Object.entries(a.sampleBodies)) log(`  ${a.label}: ${status === 'error' ? 'failed requests' : `${a.statusCodes.service[status] ?? 0} answers ${status}`}, e.g. ${body}`);
+  }
   log('');
   log('Accounting after each measurement of the service');
   log(
