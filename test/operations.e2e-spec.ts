@@ -137,31 +137,35 @@ describe('operations', () => {
     const usageCharges = async (workspace: TestWorkspace) =>
       (await db.query(`SELECT count(*)::int AS n FROM wallet_transactions WHERE workspace_id = $1 AND type = 'usage'`, [workspace.id]))[0].n;
 
-    /** What a process killed mid-request leaves: a claim without an answer, as old as `ageMs`. */
+    /** What a process killed mid-request leaves: a claim without an answer, last kept alive `ageMs` ago. */
     async function leaveClaim(workspace: TestWorkspace, key: string, content: string, requestId: string, ageMs: number): Promise<void> {
       const hash = createHash('sha256').update(JSON.stringify(body(content))).digest('hex');
       await db.query(
-        `INSERT INTO idempotent_requests (workspace_id, idempotency_key, request_hash, request_id, created_at)
-         VALUES ($1, $2, $3, $4, now() - make_interval(secs => $5::double precision / 1000))`,
+        `INSERT INTO idempotent_requests (workspace_id, idempotency_key, request_hash, request_id, created_at, alive_at)
+         VALUES ($1, $2, $3, $4, now() - make_interval(secs => $5::double precision / 1000), now() - make_interval(secs => $5::double precision / 1000))`,
         [workspace.id, key, hash, requestId, ageMs],
       );
     }
 
-    it('runs a retry again once the dead request holds no money and was never charged', async () => {
+    it('runs a retry again once the dead request stopped keeping its claim alive and was never charged', async () => {
       const workspace = await t.createWorkspace({ balanceMillicents: 100_000 });
       const requestId = `req_killed_${randomBytes(4).toString('hex')}`;
       await leaveClaim(workspace, 'killed-mid-request', 'are you there?', requestId, t.config.holdTtlMs + 60_000);
-      // Its hold is still there: the request may still be running, so the key stays claimed.
-      const hold = await wallet.hold(workspace.id, requestId, 500, t.config.holdTtlMs);
-      expect(hold).not.toBeNull();
+      // An old claim that its process kept alive a moment ago: the request is still running.
+      await db.query(`UPDATE idempotent_requests SET alive_at = now() WHERE workspace_id = $1 AND idempotency_key = 'killed-mid-request'`, [
+        workspace.id,
+      ]);
       expect(await errorOf(ask(workspace, 'killed-mid-request', 'are you there?'))).toMatchObject({
         status: 409,
         error: { code: 'idempotent_request_in_progress' },
       });
 
-      // The process is gone: nobody keeps the hold alive, the sweeper releases it.
-      await db.query(`UPDATE wallet_holds SET expires_at = now() - interval '1 second' WHERE id = $1`, [hold!.id]);
-      expect(await wallet.releaseExpiredHolds()).toBeGreaterThanOrEqual(1);
+      // The process is gone: nobody keeps the claim alive any more.
+      await db.query(
+        `UPDATE idempotent_requests SET alive_at = now() - make_interval(secs => $2::double precision / 1000)
+          WHERE workspace_id = $1 AND idempotency_key = 'killed-mid-request'`,
+        [workspace.id, t.config.holdTtlMs + 1_000],
+      );
 
       upstream.script({ kind: 'text', text: 'yes, this time', usage: { prompt_tokens: 100, completion_tokens: 10 } });
       const calls = upstream.requests.length;
@@ -180,7 +184,7 @@ describe('operations', () => {
       expect(replay.data.choices[0].message.content).toBe('yes, this time');
     });
 
-    it('keeps a younger claim than the hold TTL: its request may not have taken its hold yet', async () => {
+    it('keeps a claim kept alive within the hold TTL: its request may still be running', async () => {
       const workspace = await t.createWorkspace();
       await leaveClaim(workspace, 'just-claimed', 'hello', `req_young_${randomBytes(4).toString('hex')}`, 1_000);
       expect(await errorOf(ask(workspace, 'just-claimed', 'hello'))).toMatchObject({

@@ -56,6 +56,8 @@ export interface AppConfig {
   upstreamMaxRetries: number;
   /** How long a wallet hold lives before the sweeper gives its money back. */
   holdTtlMs: number;
+  /** How long a budget lease stays unused before it goes back to the wallet; 0: as soon as nothing is in flight. */
+  walletLeaseIdleMs: number;
   webSearch: { provider?: string; apiKey?: string; baseUrl?: string };
   /** What one call of a server tool costs the caller, in millicents. */
   toolPrices: { web_search: number; file_search: number };
@@ -115,6 +117,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     upstreamIdleTimeoutMs: read.integer('UPSTREAM_IDLE_TIMEOUT_MS', 60_000, 100, 3_600_000),
     upstreamMaxRetries: read.integer('UPSTREAM_MAX_RETRIES', 2, 0, 10),
     holdTtlMs: read.integer('HOLD_TTL_MS', 15 * 60_000, 10_000, 24 * 3_600_000),
+    walletLeaseIdleMs: read.integer('WALLET_LEASE_IDLE_MS', 500, 0, 60_000),
     webSearch: {
       provider: read.oneOf('WEB_SEARCH_PROVIDER', WEB_SEARCH_PROVIDERS),
       apiKey: read.string('WEB_SEARCH_API_KEY'),

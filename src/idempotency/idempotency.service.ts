@@ -46,24 +46,21 @@ export class IdempotencyService {
       .update(scope === undefined ? JSON.stringify(body) : `${scope}\n${JSON.stringify(body)}`)
       .digest('hex');
     // Claims the key when it is new, when its last use is more than a day old, or when the
-    // request that claimed it died mid-flight. That last case is told apart from a request
-    // that was charged (whose retry must not run again) by what it left in the wallet: it
-    // has no hold any more (released by the sweeper once its process stopped keeping it
-    // alive) and no usage record (written with every settlement). The claim must also be
-    // older than a hold lives, so that a request still on its way to taking its hold is not
-    // taken for dead.
+    // request that claimed it died mid-flight. A request in flight says so by pushing its
+    // claim's alive_at out (below); a claim not kept alive for as long as a hold lives belongs
+    // to a process that stopped. It is still told apart from a request that was charged
+    // (whose retry must not run again) by the usage record every settlement writes.
     const claimed = await queryRows<{ claimed: boolean }>(
       this.dataSource.manager,
       `INSERT INTO idempotent_requests AS claim (workspace_id, idempotency_key, request_hash, request_id)
        VALUES ($1, $2, $3, $4)
        ON CONFLICT (workspace_id, idempotency_key) DO UPDATE
          SET request_hash = EXCLUDED.request_hash, request_id = EXCLUDED.request_id,
-             status_code = NULL, response = NULL, created_at = now()
+             status_code = NULL, response = NULL, created_at = now(), alive_at = now()
          WHERE claim.created_at < now() - interval '24 hours'
             OR (claim.status_code IS NULL
                 AND claim.request_id IS NOT NULL
-                AND claim.created_at < now() - make_interval(secs => $5::double precision / 1000)
-                AND NOT EXISTS (SELECT 1 FROM wallet_holds h WHERE h.workspace_id = $1 AND h.request_id = claim.request_id)
+                AND claim.alive_at < now() - make_interval(secs => $5::double precision / 1000)
                 AND NOT EXISTS (SELECT 1 FROM usage_records u
                                  WHERE u.workspace_id = $1 AND u.request_id = claim.request_id AND u.created_at >= claim.created_at))
        RETURNING true AS claimed`,
@@ -72,6 +69,11 @@ export class IdempotencyService {
     if (claimed.length === 0) return { response: await this.replay<T>(workspaceId, key, hash), replayed: true };
 
     let response: T;
+    const heartbeat = setInterval(() => {
+      this.dataSource
+        .query(`UPDATE idempotent_requests SET alive_at = now() WHERE workspace_id = $1 AND idempotency_key = $2`, [workspaceId, key])
+        .catch((error) => this.logger.warn(`Could not keep Idempotency-Key ${key} alive: ${String(error)}`));
+    }, this.config.holdTtlMs / 3).unref();
     try {
       response = await execute();
     } catch (error) {
@@ -80,6 +82,8 @@ export class IdempotencyService {
         .query(`DELETE FROM idempotent_requests WHERE workspace_id = $1 AND idempotency_key = $2`, [workspaceId, key])
         .catch(() => undefined);
       throw error;
+    } finally {
+      clearInterval(heartbeat);
     }
     await this.storeAnswer(workspaceId, key, statusCode, response);
     return { response, replayed: false };

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import { EntityManager, MoreThanOrEqual, Repository } from 'typeorm';
+import { EntityManager, Repository } from 'typeorm';
 import { UsageRecord } from './entities/usage-record.entity';
 
 export type NewUsageRecord = Omit<UsageRecord, 'id' | 'createdAt'>;
@@ -20,13 +20,9 @@ export class UsageService {
     await manager.insert(UsageRecord, record);
   }
 
-  /**
-   * Whether the workspace's request `requestId` left a usage record created at or after
-   * `since` (every settlement writes one). For the idempotency claim, which tells a request
-   * that was charged from one that died mid-flight; in the caller's transaction when given one.
-   */
-  async hasRecordFor(workspaceId: string, requestId: string, since: Date, manager: EntityManager = this.records.manager): Promise<boolean> {
-    return manager.exists(UsageRecord, { where: { workspaceId, requestId, createdAt: MoreThanOrEqual(since) } });
+  /** The records of a batch of settlements, in one statement of the batch's transaction. */
+  async recordMany(manager: EntityManager, records: NewUsageRecord[]): Promise<void> {
+    await manager.insert(UsageRecord, records);
   }
 }
 

@@ -9,7 +9,10 @@ import { WalletHold } from './entities/wallet-hold.entity';
 import { WalletTransaction } from './entities/wallet-transaction.entity';
 import { Wallet } from './entities/wallet.entity';
 import { HoldSweeper } from './hold-sweeper';
+import { LedgerQueryService } from './ledger-query.service';
+import { TopupCheckoutService } from './topup-checkout.service';
 import { WalletController } from './wallet.controller';
+import { WalletLeases } from './wallet-leases';
 import { WalletService } from './wallet.service';
 
 /**
@@ -22,7 +25,7 @@ import { WalletService } from './wallet.service';
     PaymentsModule,
   ],
   controllers: [WalletController],
-  providers: [WalletService, HoldSweeper, AutoTopupService, AutoTopupRetryJob],
-  exports: [WalletService, AutoTopupService],
+  providers: [WalletService, WalletLeases, HoldSweeper, AutoTopupService, AutoTopupRetryJob, LedgerQueryService, TopupCheckoutService],
+  exports: [WalletService, AutoTopupService, LedgerQueryService, TopupCheckoutService],
 })
 export class WalletModule {}

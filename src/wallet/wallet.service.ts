@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
+import { randomUUID } from 'node:crypto';
 import { Observable, Subject } from 'rxjs';
 import { EntityManager, Repository } from 'typeorm';
 import { ApiError } from '../common/errors/api-error';
@@ -7,9 +8,10 @@ import { assertUuid } from '../common/validation/uuid';
 import { queryRows } from '../common/database/query-rows';
 import { Page, toPage } from '../common/pagination';
 import { MicroMillicents, toDecimalString } from './cost';
-import { WalletHold } from './entities/wallet-hold.entity';
 import { TransactionType, WalletTransaction } from './entities/wallet-transaction.entity';
 import { Wallet } from './entities/wallet.entity';
+import { carryToMicros, ChargeOutcome, LockedWallet, planSettlements } from './settlement-plan';
+import { Lease, WalletLeases } from './wallet-leases';
 
 export interface WalletBalance {
   balanceMillicents: number;
@@ -27,10 +29,14 @@ export interface CreditCommand {
   idempotencyKey: string;
 }
 
+/** Money set aside for one request: a row of its own in wallet_holds, or an admission from this process's lease. */
 export interface Hold {
+  /** The hold's row; for a leased request, an id of its own that keys its settlement. */
   id: string;
   workspaceId: string;
   amountMillicents: number;
+  /** Set when the request was admitted from a budget lease (see WalletLeases). */
+  lease?: Lease;
 }
 
 export interface Charge {
@@ -40,14 +46,16 @@ export interface Charge {
   description: string;
 }
 
-export interface Settlement {
-  /** Whole millicents taken from the balance (0 when the cost stayed within the carried fraction). */
-  chargedMillicents: number;
-  /** Whole millicents of the cost the wallet could not cover (see `settle`); usually 0. */
-  writtenOffMillicents: number;
-  balanceAfterMillicents: number;
-  /** False when this hold had already been settled: nothing was charged again. */
-  applied: boolean;
+export type Settlement = Omit<ChargeOutcome, 'releasedFromLeaseMillicents'>;
+
+/** One request's settlement in a batch (see `settleMany`). */
+export interface SettlementOrder {
+  hold: Hold;
+  charge: Charge;
+  /** A failed request: what it used is charged and refunded in the same transaction. */
+  refund?: boolean;
+  /** An earlier attempt may have committed: its ledger rows are looked up first. */
+  retry?: boolean;
 }
 
 export interface TransactionQuery {
@@ -77,6 +85,7 @@ export class WalletService {
   constructor(
     @InjectRepository(Wallet) private readonly wallets: Repository<Wallet>,
     @InjectRepository(WalletTransaction) private readonly ledger: Repository<WalletTransaction>,
+    private readonly leases: WalletLeases,
   ) {}
 
   /** The wallet's statements that run in no caller's transaction. */
@@ -181,10 +190,22 @@ export class WalletService {
   }
 
   /**
+   * Sets money aside for a request: admitted from this process's lease on the workspace's
+   * wallet (no write to the wallet's row), or, when the lease cannot be grown that far, held
+   * by one conditional statement of its own after the lease's spare went back. Null when
+   * the wallet cannot cover it.
+   */
+  async reserve(workspaceId: string, requestId: string, amountMillicents: number, ttlMs: number): Promise<Hold | null> {
+    const lease = await this.leases.admit(workspaceId, amountMillicents);
+    if (lease) return { id: randomUUID(), workspaceId, amountMillicents, lease };
+    await this.leases.returnSpare(workspaceId);
+    return this.hold(workspaceId, requestId, amountMillicents, ttlMs);
+  }
+
+  /**
    * Charges the actual cost and releases the hold in one transaction, together with
-   * whatever else must stand or fall with the charge (`alsoInTransaction`: the usage
-   * record, conversation messages). The ledger row is keyed by the hold, so settling the
-   * same hold twice charges once. Once committed, the charge is announced on `charges`.
+   * whatever else must stand or fall with the charge (`alsoInTransaction`). The ledger row
+   * is keyed by the hold, so settling the same hold twice charges once.
    */
   async settle(
     hold: Hold,
@@ -192,72 +213,134 @@ export class WalletService {
     alsoInTransaction: (manager: EntityManager, settlement: Settlement) => Promise<void> = async () => undefined,
     options: { refund?: boolean } = {},
   ): Promise<Settlement> {
-    const idempotencyKey = `usage:${hold.id}`;
-    let committed: Settlement;
-    try {
-      committed = await this.manager.transaction(async (manager) => {
-        const [row] = await queryRows<{ balance_millicents: string; charged: string; written_off: string; carry_before: string }>(
-          manager,
-          // The charge is the cost in whole millicents (the fraction is carried), but never more
-          // than the wallet can cover: this request's own hold plus what no other request holds.
-          // A cost past that (a provider counting more prompt tokens than the estimate, on a
-          // nearly empty wallet) is written off, so the balance never goes below zero and never
-          // below what other requests in flight hold, however many overshoot at once.
-          `WITH released AS (DELETE FROM wallet_holds WHERE id = $2 RETURNING amount_millicents),
-                held AS (SELECT coalesce(sum(amount_millicents), 0) AS amount FROM released),
-                current AS (SELECT balance_millicents, reserved_millicents, carry_millicents FROM wallets WHERE workspace_id = $1 FOR UPDATE),
-                due AS (
-                  SELECT c.carry_millicents AS carry_before,
-                         floor(c.carry_millicents + $3::numeric) AS whole,
-                         (c.carry_millicents + $3::numeric) - floor(c.carry_millicents + $3::numeric) AS fraction,
-                         greatest(c.balance_millicents - (c.reserved_millicents - held.amount), 0) AS coverable,
-                         held.amount AS held
-                    FROM current c CROSS JOIN held)
-           UPDATE wallets w SET
-             balance_millicents = w.balance_millicents - least(d.whole, d.coverable),
-             carry_millicents = CASE WHEN d.whole <= d.coverable THEN d.fraction ELSE 0 END,
-             reserved_millicents = w.reserved_millicents - d.held,
-             updated_at = now()
-           FROM due d
-           WHERE w.workspace_id = $1
-           RETURNING w.balance_millicents, least(d.whole, d.coverable)::bigint AS charged,
-                     (d.whole - least(d.whole, d.coverable))::bigint AS written_off, d.carry_before`,
-          [charge.workspaceId, hold.id, toDecimalString(charge.costMicros)],
-        );
-        if (!row) throw new Error(`No wallet for workspace ${charge.workspaceId}`);
-        const settlement: Settlement = {
-          chargedMillicents: Number(row.charged),
-          writtenOffMillicents: Number(row.written_off),
-          balanceAfterMillicents: Number(row.balance_millicents),
-          applied: true,
-        };
-        if (settlement.chargedMillicents > 0) {
-          await manager.insert(WalletTransaction, {
-            workspaceId: charge.workspaceId,
-            type: 'usage',
-            amountMillicents: -settlement.chargedMillicents,
-            balanceAfterMillicents: settlement.balanceAfterMillicents,
-            description: charge.description,
-            idempotencyKey,
-          });
-        }
-        if (options.refund) {
-          settlement.balanceAfterMillicents = await this.refund(manager, hold, charge, settlement.chargedMillicents, row.carry_before);
-        }
-        await alsoInTransaction(manager, settlement);
-        return settlement;
-      });
-    } catch (error) {
-      if ((error as { code?: string }).code === UNIQUE_VIOLATION) {
-        const existing = await this.findByIdempotencyKey(idempotencyKey);
-        if (existing) {
-          return { chargedMillicents: 0, writtenOffMillicents: 0, balanceAfterMillicents: existing.balanceAfterMillicents, applied: false };
-        }
+    const [settlement] = await this.settleMany([{ hold, charge, refund: options.refund }], (manager, [outcome]) =>
+      outcome.applied ? alsoInTransaction(manager, outcome) : Promise.resolve(),
+    );
+    return settlement;
+  }
+
+  /**
+   * Settles a batch of requests in one transaction (group commit): the holds and leases and
+   * then the wallets are locked (the sweeper's order), every charge is worked out in order
+   * (planSettlements), and each wallet is written once, the ledger rows in one statement,
+   * with `alsoInTransaction` (the usage records, conversation turns) in the same
+   * transaction. Once it commits, the leases learn what left them, and a wallet that went
+   * below its auto top-up threshold is announced on `charges`.
+   */
+  async settleMany(
+    orders: SettlementOrder[],
+    alsoInTransaction: (manager: EntityManager, settlements: Settlement[]) => Promise<void> = async () => undefined,
+  ): Promise<Settlement[]> {
+    const { outcomes, belowThreshold } = await this.manager.transaction(async (manager) => {
+      const holdRowIds = [...new Set(orders.map(({ hold }) => hold.lease?.id ?? hold.id))];
+      const workspaceIds = [...new Set(orders.map(({ charge }) => charge.workspaceId))];
+      const holdRows = await queryRows<{ id: string; amount_millicents: string }>(
+        manager,
+        `SELECT id, amount_millicents FROM wallet_holds WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`,
+        [holdRowIds],
+      );
+      const walletRows = await queryRows<{
+        workspace_id: string;
+        balance_millicents: string;
+        reserved_millicents: string;
+        carry: string;
+        threshold: string | null;
+      }>(
+        manager,
+        `SELECT w.workspace_id, w.balance_millicents, w.reserved_millicents, w.carry_millicents::text AS carry,
+                CASE WHEN s.enabled THEN s.threshold_millicents END AS threshold
+           FROM wallets w LEFT JOIN auto_topup_settings s ON s.workspace_id = w.workspace_id
+          WHERE w.workspace_id = ANY($1::uuid[]) ORDER BY w.workspace_id FOR UPDATE OF w`,
+        [workspaceIds],
+      );
+      const applied = orders.some((order) => order.retry) ? await this.appliedKeys(manager, orders) : new Set<string>();
+      const plan = planSettlements(
+        new Map(
+          walletRows.map((row): [string, LockedWallet] => [
+            row.workspace_id,
+            { balance: BigInt(row.balance_millicents), reserved: BigInt(row.reserved_millicents), carry: carryToMicros(row.carry) },
+          ]),
+        ),
+        new Map(holdRows.map((row) => [row.id, BigInt(row.amount_millicents)])),
+        orders.map(({ hold, charge, refund }) => ({
+          key: hold.id,
+          workspaceId: charge.workspaceId,
+          holdRowId: hold.lease?.id ?? hold.id,
+          holdKind: hold.lease ? 'lease' : 'request',
+          costMicros: charge.costMicros,
+          refund: refund === true,
+          description: charge.description,
+          alreadyApplied: applied.has(`usage:${hold.id}`),
+        })),
+      );
+      const wallets = [...plan.wallets];
+      await manager.query(
+        `UPDATE wallets w SET balance_millicents = v.balance, reserved_millicents = v.reserved, carry_millicents = v.carry, updated_at = now()
+           FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::numeric[]) AS v(workspace_id, balance, reserved, carry)
+          WHERE w.workspace_id = v.workspace_id`,
+        [
+          wallets.map(([id]) => id),
+          wallets.map(([, w]) => w.balance.toString()),
+          wallets.map(([, w]) => w.reserved.toString()),
+          wallets.map(([, w]) => toDecimalString(w.carry)),
+        ],
+      );
+      if (plan.releasedHolds.length > 0) {
+        await manager.query(`DELETE FROM wallet_holds WHERE id = ANY($1::uuid[])`, [plan.releasedHolds]);
       }
-      throw error;
-    }
-    this.committedCharges.next(charge.workspaceId);
-    return committed;
+      if (plan.leases.size > 0) {
+        await manager.query(
+          `UPDATE wallet_holds h SET amount_millicents = v.amount
+             FROM unnest($1::uuid[], $2::bigint[]) AS v(id, amount) WHERE h.id = v.id`,
+          [[...plan.leases.keys()], [...plan.leases.values()].map(String)],
+        );
+      }
+      if (plan.ledger.length > 0) {
+        // The rows of one batch are a microsecond apart, in settlement order, so that the
+        // ledger reads in the order its balances were reached.
+        await manager.query(
+          `INSERT INTO wallet_transactions (workspace_id, type, amount_millicents, balance_after_millicents, description, idempotency_key, created_at)
+           SELECT v.workspace_id, v.type, v.amount, v.balance_after, v.description, v.idempotency_key, now() + (v.n - 1) * interval '1 microsecond'
+             FROM unnest($1::uuid[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::text[])
+                  WITH ORDINALITY AS v(workspace_id, type, amount, balance_after, description, idempotency_key, n)`,
+          [
+            plan.ledger.map((row) => row.workspaceId),
+            plan.ledger.map((row) => row.type),
+            plan.ledger.map((row) => row.amountMillicents.toString()),
+            plan.ledger.map((row) => row.balanceAfterMillicents.toString()),
+            plan.ledger.map((row) => row.description),
+            plan.ledger.map((row) => row.idempotencyKey),
+          ],
+        );
+      }
+      await alsoInTransaction(manager, plan.outcomes);
+      const thresholds = new Map(walletRows.map((row) => [row.workspace_id, row.threshold]));
+      const belowThreshold = wallets
+        .filter(([id, wallet]) => thresholds.get(id) != null && wallet.balance < BigInt(thresholds.get(id)!))
+        .map(([id]) => id);
+      return { outcomes: plan.outcomes, belowThreshold };
+    });
+    await Promise.all(
+      orders.map(({ hold }, index) => {
+        const outcome = outcomes[index];
+        if (!hold.lease) return undefined;
+        return outcome.applied
+          ? this.leases.settled(hold.lease, hold.amountMillicents, outcome.releasedFromLeaseMillicents, outcome.chargedMillicents)
+          : this.leases.release(hold.lease, hold.amountMillicents);
+      }),
+    );
+    for (const workspaceId of belowThreshold) this.committedCharges.next(workspaceId);
+    return outcomes.map(({ releasedFromLeaseMillicents: _released, ...settlement }) => settlement);
+  }
+
+  /** The usage ledger keys, among these orders', that an earlier attempt did write. */
+  private async appliedKeys(manager: EntityManager, orders: SettlementOrder[]): Promise<Set<string>> {
+    const rows = await queryRows<{ idempotency_key: string }>(
+      manager,
+      `SELECT idempotency_key FROM wallet_transactions WHERE idempotency_key = ANY($1::text[])`,
+      [orders.map(({ hold }) => `usage:${hold.id}`)],
+    );
+    return new Set(rows.map((row) => row.idempotency_key));
   }
 
   /**
@@ -267,6 +350,11 @@ export class WalletService {
    */
   async extendHold(hold: Hold, extraMillicents: number, ttlMs: number): Promise<boolean> {
     if (extraMillicents <= 0) return true;
+    if (hold.lease) {
+      const admitted = await this.leases.admitMore(hold.lease, extraMillicents);
+      if (admitted) hold.amountMillicents += extraMillicents;
+      return admitted;
+    }
     // The hold is locked first (the sweeper's order: hold, then wallet), so a hold swept
     // meanwhile is seen as gone and the wallet is left untouched.
     const rows = await queryRows<{ amount_millicents: string }>(
@@ -294,56 +382,23 @@ export class WalletService {
    * swept (and its money held again by another request) before it settles.
    */
   async keepHoldAlive(hold: Hold, ttlMs: number): Promise<void> {
+    // A leased request lives as long as its process: the lease's own heartbeat keeps it.
+    if (hold.lease) return;
     await this.manager.query(
       `UPDATE wallet_holds SET expires_at = now() + make_interval(secs => $2::double precision / 1000) WHERE id = $1`,
       [hold.id, ttlMs],
     );
   }
 
-  /**
-   * Gives back what a failed request was charged, and puts the carry back where it was
-   * before the charge, so the wallet ends exactly where it was. Runs in the settlement's
-   * transaction, which still holds the wallet's row lock.
-   */
-  private async refund(manager: EntityManager, hold: Hold, charge: Charge, chargedMillicents: number, carryBefore: string): Promise<number> {
-    const [row] = await queryRows<{ balance_millicents: string }>(
-      manager,
-      `UPDATE wallets SET balance_millicents = balance_millicents + $2, carry_millicents = $3::numeric, updated_at = now()
-       WHERE workspace_id = $1
-       RETURNING balance_millicents`,
-      [charge.workspaceId, chargedMillicents, carryBefore],
-    );
-    const balanceAfter = Number(row.balance_millicents);
-    // Below a whole millicent nothing was taken: only the carry had to be wound back.
-    if (chargedMillicents === 0) return balanceAfter;
-    await manager.insert(WalletTransaction, {
-      workspaceId: charge.workspaceId,
-      type: 'refund',
-      amountMillicents: chargedMillicents,
-      balanceAfterMillicents: balanceAfter,
-      description: `Refund: ${charge.description}`,
-      idempotencyKey: `refund:${hold.id}`,
-    });
-    return balanceAfter;
-  }
-
   /** Gives a hold back without charging (a request that failed before costing anything). */
   async release(hold: Hold): Promise<void> {
+    if (hold.lease) return this.leases.release(hold.lease, hold.amountMillicents);
     await this.manager.query(
       `WITH released AS (DELETE FROM wallet_holds WHERE id = $1 RETURNING workspace_id, amount_millicents)
        UPDATE wallets w SET reserved_millicents = w.reserved_millicents - r.amount_millicents, updated_at = now()
        FROM released r WHERE w.workspace_id = r.workspace_id`,
       [hold.id],
     );
-  }
-
-  /**
-   * Whether the workspace's request `requestId` still holds money (its hold is neither
-   * settled, released nor swept). For the idempotency claim, which tells a request still
-   * under way from one that died; in the caller's transaction when given one.
-   */
-  async hasHoldFor(workspaceId: string, requestId: string, manager: EntityManager = this.manager): Promise<boolean> {
-    return manager.exists(WalletHold, { where: { workspaceId, requestId } });
   }
 
   /**

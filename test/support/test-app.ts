@@ -31,7 +31,9 @@ export type TestConfigOverrides = Partial<Omit<AppConfig, 'providers'>> & { prov
 
 /** Defaults as on a developer's machine, minus anything read from the real environment. */
 export function testConfig(overrides: TestConfigOverrides = {}): AppConfig {
-  const defaults = loadConfig({ LOG_LEVEL: 'error' });
+  // Budget leases go back as soon as nothing is in flight, so that a test sees `reserved`
+  // back at 0 when its request is answered (test/wallet-leases covers the idle delay).
+  const defaults = { ...loadConfig({ LOG_LEVEL: 'error' }), walletLeaseIdleMs: 0 };
   return { ...defaults, ...overrides, providers: { ...defaults.providers, ...overrides.providers } };
 }
 

@@ -7,9 +7,10 @@ import type { ModelDefinition } from '../../models/model-catalog';
 import type { ChatMessage } from '../../providers/provider-adapter';
 import { countPromptTokensAsync } from '../../providers/tokens';
 import type { NewUsageRecord } from '../../usage/usage.service';
-import type { Charge, Hold, Settlement } from '../../wallet/wallet.service';
+import type { Charge, Hold, Settlement, SettlementOrder } from '../../wallet/wallet.service';
 import { Billing } from './billing';
 import { BillingIncidents, BillingPorts, BillingSession, Estimate } from './billing-session';
+import { SettlementWriter } from './settlement-writer';
 
 /** gpt-4o's prices, millicents per million tokens. */
 const MODEL: ModelDefinition = {
@@ -63,7 +64,7 @@ class FakeWallet implements Pick<BillingPorts['wallet'], keyof BillingPorts['wal
     return this.balanceMillicents - this.reserved;
   }
 
-  async hold(workspaceId: string, requestId: string, amountMillicents: number): Promise<Hold | null> {
+  async reserve(workspaceId: string, requestId: string, amountMillicents: number): Promise<Hold | null> {
     if (amountMillicents > this.available) return null;
     this.reserved += amountMillicents;
     const hold = { id: `hold-${this.holds.length + 1}`, workspaceId, amountMillicents };
@@ -87,23 +88,26 @@ class FakeWallet implements Pick<BillingPorts['wallet'], keyof BillingPorts['wal
     this.kept += 1;
   }
 
-  async settle(
-    hold: Hold,
-    charge: Charge,
-    alsoInTransaction: (manager: EntityManager, settlement: Settlement) => Promise<void> = async () => undefined,
-    options: { refund?: boolean } = {},
-  ): Promise<Settlement> {
+  /** Settles a batch, as WalletService.settleMany does: all of it, with what is written beside, or (failing) none. */
+  async settleMany(
+    orders: SettlementOrder[],
+    alsoInTransaction: (manager: EntityManager, settlements: Settlement[]) => Promise<void> = async () => undefined,
+  ): Promise<Settlement[]> {
     if (this.failingSettlements > 0) {
       this.failingSettlements -= 1;
       throw new Error('connection terminated');
     }
-    const charged = Number((charge.costMicros + 999_999n) / 1_000_000n);
-    const settlement: Settlement = { chargedMillicents: charged, writtenOffMillicents: 0, balanceAfterMillicents: this.balanceMillicents - charged, applied: true };
-    await alsoInTransaction(this.manager as unknown as EntityManager, settlement);
-    this.reserved -= hold.amountMillicents;
-    if (!options.refund) this.balanceMillicents -= charged;
-    this.settled.push({ hold, charge, refund: options.refund === true, settlement });
-    return settlement;
+    const settlements = orders.map(({ charge }): Settlement => {
+      const charged = Number((charge.costMicros + 999_999n) / 1_000_000n);
+      return { chargedMillicents: charged, writtenOffMillicents: 0, balanceAfterMillicents: this.balanceMillicents - charged, applied: true };
+    });
+    await alsoInTransaction(this.manager as unknown as EntityManager, settlements);
+    orders.forEach(({ hold, charge, refund }, index) => {
+      this.reserved -= hold.amountMillicents;
+      if (!refund) this.balanceMillicents -= settlements[index].chargedMillicents;
+      this.settled.push({ hold, charge, refund: refund === true, settlement: settlements[index] });
+    });
+    return settlements;
   }
 
   async release(hold: Hold): Promise<void> {
@@ -118,8 +122,9 @@ class FakeUsage {
     if (this.refuse) throw new Error('usage_records refused');
     this.records.push(record);
   }
-  async record(_manager: EntityManager, record: NewUsageRecord): Promise<void> {
-    await this.insert(record);
+  async recordMany(_manager: EntityManager, records: NewUsageRecord[]): Promise<void> {
+    if (this.refuse) throw new Error('usage_records refused');
+    this.records.push(...records);
   }
 }
 
@@ -138,7 +143,8 @@ function setUp(balanceMillicents = 100_000) {
   const usage = new FakeUsage();
   const conversations = new FakeConversations();
   const incidents: BillingIncidents = { conversation_turn_not_stored: 0, usage_record_not_stored: 0, settlement_failed: 0 };
-  const ports: BillingPorts = { wallet, usage, conversations, holdTtlMs: TTL_MS, incidents };
+  const settlements = new SettlementWriter({ wallet, usage, conversations, incident: (kind) => void (incidents[kind] += 1) });
+  const ports: BillingPorts = { wallet, settlements, holdTtlMs: TTL_MS, incidents };
   const client = new AbortController();
   const estimate = (fields: Partial<Estimate> = {}): Estimate => ({
     subject: {

@@ -1,16 +1,15 @@
 import { Logger } from '@nestjs/common';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { inSavepoint } from '../../common/database/savepoint';
 import { storable } from '../../common/database/storable';
 import { ApiError } from '../../common/errors/api-error';
-import type { ConversationsService } from '../../conversations/conversations.service';
+import type { AppendTurnParams } from '../../conversations/conversations.service';
 import type { ModelDefinition } from '../../models/model-catalog';
 import type { ChatMessage, CompletionUsage, FunctionTool } from '../../providers/provider-adapter';
 import { countPromptTokens, countPromptTokensAsync, countTextTokensAsync } from '../../providers/tokens';
-import type { UsageService } from '../../usage/usage.service';
 import { ceilMillicents, llmCost, MICROS_PER_MILLICENT, MicroMillicents, toDecimalString, toMillicentsNumber } from '../../wallet/cost';
 import type { Hold, WalletService } from '../../wallet/wallet.service';
 import { checkedUsage, isTokenCount, Spend } from '../spend';
+import type { SettlementWriter } from './settlement-writer';
 import { UsageEnding, usageRecord, UsageSubject } from './usage-record';
 
 /** Below this many affordable output tokens a request is refused rather than cut short. */
@@ -32,9 +31,9 @@ export interface BillingIncidents {
 
 /** The services a billing session works with: the `Billing` provider passes the real ones, unit tests plain fakes. */
 export interface BillingPorts {
-  wallet: Pick<WalletService, 'hold' | 'balance' | 'settle' | 'extendHold' | 'keepHoldAlive' | 'release'>;
-  usage: Pick<UsageService, 'insert' | 'record'>;
-  conversations: Pick<ConversationsService, 'appendTurn'>;
+  wallet: Pick<WalletService, 'reserve' | 'balance' | 'extendHold' | 'keepHoldAlive' | 'release'>;
+  /** Where settlements are written, many to a transaction. */
+  settlements: Pick<SettlementWriter, 'submit'>;
   /** How long a hold lives unless its heartbeat pushes the expiry out (HOLD_TTL_MS). */
   holdTtlMs: number;
   incidents: BillingIncidents;
@@ -71,7 +70,8 @@ export interface Estimate {
 export class BillingSession {
   /** What the request has used so far. */
   readonly spend = new Spend();
-  private readonly heartbeat: NodeJS.Timeout;
+  private readonly heartbeat?: NodeJS.Timeout;
+  private settleAttempts = 0;
 
   private constructor(
     private readonly ports: BillingPorts,
@@ -80,8 +80,10 @@ export class BillingSession {
     /** The output cap of each model call: the one asked for, or what the wallet could cover. */
     readonly maxTokens: number,
   ) {
-    // A request may run longer than a hold lives (a long stream): its expiry is pushed out meanwhile.
+    // A request may run longer than a hold lives (a long stream): its expiry is pushed out
+    // meanwhile. A leased request needs none: its lease lives as long as its process.
     const ttl = ports.holdTtlMs;
+    if (hold.lease) return;
     this.heartbeat = setInterval(() => {
       ports.wallet.keepHoldAlive(hold, ttl).catch((error) => logger.warn(`Could not extend hold ${hold.id}: ${String(error)}`));
     }, ttl / 3).unref();
@@ -96,7 +98,7 @@ export class BillingSession {
     const { model, subject, outputCap, choices } = estimate;
     const promptCost = llmCost(model, { inputTokens: estimate.promptTokens, outputTokens: 0, cachedTokens: 0 });
     const outputCost = (tokens: number) => BigInt(tokens) * BigInt(choices) * BigInt(model.outputPrice);
-    const hold = (cap: number) => ports.wallet.hold(subject.workspaceId, subject.requestId, holdAmount(promptCost + outputCost(cap)), ports.holdTtlMs);
+    const hold = (cap: number) => ports.wallet.reserve(subject.workspaceId, subject.requestId, holdAmount(promptCost + outputCost(cap)), ports.holdTtlMs);
 
     const full = await hold(outputCap);
     if (full) return new BillingSession(ports, estimate, full, outputCap);
@@ -219,11 +221,11 @@ export class BillingSession {
 
   /**
    * Charges the exact cost, releases the hold and writes the usage record, in one
-   * transaction; with a conversation, a successful turn (the request's messages and the
-   * reply) is stored in the same transaction. What is written besides the charge runs in
-   * savepoints: a turn or record that cannot be stored is logged and counted, and the charge
-   * for what was delivered still commits. (Once it commits, the wallet announces the charge,
-   * and auto top-up looks at the balance: nothing to do here.)
+   * transaction, shared with other requests' settlements (SettlementWriter); with a
+   * conversation, a successful turn (the request's messages and the reply) is stored in the
+   * same transaction. What is written besides the charge runs in savepoints: a turn or
+   * record that cannot be stored is logged and counted, and the charge for what was
+   * delivered still commits. Resolves once that transaction has committed.
    */
   private async settleWith(ending: UsageEnding, options: { refund?: boolean; reply?: ChatMessage }): Promise<void> {
     const { subject, model, conversation } = this.estimate;
@@ -231,35 +233,25 @@ export class BillingSession {
     const refund = options.refund === true;
     const { inputTokens, outputTokens, cachedTokens } = spend.tokens;
     clearInterval(this.heartbeat);
-    const settlement = await this.ports.wallet.settle(
-      this.hold,
-      {
-        workspaceId: subject.workspaceId,
-        costMicros: spend.totalMicros,
-        description: `${model.id}: ${inputTokens} input + ${outputTokens} output tokens${
-          spend.toolsUsed.length ? `, ${spend.toolsUsed.join(' and ')}` : ''
-        }${spend.iterations > 1 ? ` over ${spend.iterations} calls` : ''}`,
+    const latencyMs = Date.now() - this.estimate.startedAt;
+    const settlement = await this.ports.settlements.submit({
+      requestId: subject.requestId,
+      order: {
+        hold: this.hold,
+        charge: {
+          workspaceId: subject.workspaceId,
+          costMicros: spend.totalMicros,
+          description: `${model.id}: ${inputTokens} input + ${outputTokens} output tokens${
+            spend.toolsUsed.length ? `, ${spend.toolsUsed.join(' and ')}` : ''
+          }${spend.iterations > 1 ? ` over ${spend.iterations} calls` : ''}`,
+        },
+        refund,
+        // A second attempt may follow one that did commit: its ledger rows are looked up first.
+        retry: this.settleAttempts++ > 0,
       },
-      async (manager, settlement) => {
-        if (conversation && ending.status === 'success' && options.reply) {
-          const turn = storable([...conversation.messages, options.reply]);
-          const failed = await inSavepoint(manager, () =>
-            this.ports.conversations.appendTurn(manager, {
-              workspaceId: subject.workspaceId,
-              conversationId: conversation.id,
-              messages: turn.map((message) => ({
-                ...(message as object),
-                tokens: countPromptTokens([message]),
-              })) as Parameters<ConversationsService['appendTurn']>[1]['messages'],
-              inputTokens,
-              outputTokens,
-              costMillicents: toDecimalString(spend.totalMicros),
-            }),
-          );
-          if (failed) this.incident('conversation_turn_not_stored', failed);
-        }
-        const record = storable(
-          usageRecord(subject, Date.now() - this.estimate.startedAt, ending, {
+      record: (settled) =>
+        storable(
+          usageRecord(subject, latencyMs, ending, {
             inputTokens,
             outputTokens,
             totalTokens: inputTokens + outputTokens,
@@ -267,22 +259,37 @@ export class BillingSession {
             llmCostMillicents: toMillicentsNumber(spend.llmMicros),
             toolCostMillicents: toMillicentsNumber(spend.toolMicros),
             totalCostMillicents: toMillicentsNumber(spend.totalMicros),
-            chargedMillicents: refund ? 0 : settlement.chargedMillicents,
+            chargedMillicents: refund ? 0 : settled.chargedMillicents,
             toolsUsed: spend.toolsUsed,
             iterations: Math.max(spend.iterations, 1),
           }),
-        );
-        const failed = await inSavepoint(manager, () => this.ports.usage.record(manager, record));
-        if (failed) this.incident('usage_record_not_stored', failed);
-      },
-      { refund },
-    );
+        ),
+      turn: conversation && ending.status === 'success' && options.reply ? this.turnOf(conversation, options.reply) : null,
+    });
     if (settlement.writtenOffMillicents > 0) {
       logger.warn(
         `Request ${subject.requestId} cost ${settlement.writtenOffMillicents} millicents more than workspace ` +
           `${subject.workspaceId} could cover; charged what it had.`,
       );
     }
+  }
+
+  /** The conversation turn a successful request stores: its messages and the reply, each with its token count. */
+  private turnOf(conversation: { id: string; messages: ChatMessage[] }, reply: ChatMessage): AppendTurnParams {
+    const { spend } = this;
+    const { inputTokens, outputTokens } = spend.tokens;
+    return {
+      workspaceId: this.estimate.subject.workspaceId,
+      conversationId: conversation.id,
+      messages: storable([...conversation.messages, reply]).map((message) => ({
+        ...(message as object),
+        tokens: countPromptTokens([message]),
+      })) as AppendTurnParams['messages'],
+      inputTokens,
+      outputTokens,
+      costMillicents: toDecimalString(spend.totalMicros),
+      toolsUsed: spend.toolsUsed,
+    };
   }
 
   private async settleWithRetries(ending: UsageEnding, reply: ChatMessage | undefined): Promise<void> {

@@ -1,4 +1,4 @@
-import { Injectable, Logger } from '@nestjs/common';
+import { BeforeApplicationShutdown, Injectable, Logger } from '@nestjs/common';
 import { ApiError } from '../../common/errors/api-error';
 import type { AppConfig } from '../../config/app-config';
 import { InjectConfig } from '../../config/config.module';
@@ -6,25 +6,37 @@ import { ConversationsService } from '../../conversations/conversations.service'
 import { UsageService } from '../../usage/usage.service';
 import { WalletService } from '../../wallet/wallet.service';
 import { BillingIncidents, BillingPorts, BillingSession, Estimate } from './billing-session';
+import { SettlementWriter } from './settlement-writer';
 import { refusedUsageRecord, UsageSubject } from './usage-record';
 
 /**
- * Opens the billing session of each chat request, and records the requests refused before
- * any money was held (by the chat service, or by a guard: see ChatRefusalFilter).
+ * Opens the billing session of each chat request, writes their settlements (many to a
+ * transaction: SettlementWriter), and records the requests refused before any money was
+ * held (by the chat service, or by a guard: see ChatRefusalFilter).
  */
 @Injectable()
-export class Billing implements BillingPorts {
+export class Billing implements BillingPorts, BeforeApplicationShutdown {
   private readonly logger = new Logger('Chat');
   readonly incidents: BillingIncidents = { conversation_turn_not_stored: 0, usage_record_not_stored: 0, settlement_failed: 0 };
   readonly holdTtlMs: number;
+  readonly settlements: SettlementWriter;
 
   constructor(
     @InjectConfig() config: AppConfig,
     readonly wallet: WalletService,
-    readonly usage: UsageService,
-    readonly conversations: ConversationsService,
+    private readonly usage: UsageService,
+    conversations: ConversationsService,
   ) {
     this.holdTtlMs = config.holdTtlMs;
+    this.settlements = new SettlementWriter({
+      wallet,
+      usage,
+      conversations,
+      incident: (kind, requestId, error) => {
+        this.incidents[kind] += 1;
+        this.logger.error(`${kind} for request ${requestId} (${this.incidents[kind]} so far); the charge stands: ${String(error)}`);
+      },
+    });
   }
 
   /** Holds the estimate (or refuses with 402): the session then owns the hold until it settles. */
@@ -38,5 +50,10 @@ export class Billing implements BillingPorts {
     await this.usage
       .insert(refusedUsageRecord(subject, latencyMs, code))
       .catch((recordError) => this.logger.error(`Could not record refused request ${subject.requestId}: ${String(recordError)}`));
+  }
+
+  /** Settlements still being written finish before the database closes. */
+  async beforeApplicationShutdown(): Promise<void> {
+    await this.settlements.idle();
   }
 }

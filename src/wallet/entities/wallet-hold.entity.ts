@@ -1,7 +1,11 @@
 import { Column, CreateDateColumn, Entity, PrimaryGeneratedColumn } from 'typeorm';
 import { bigintToNumber } from '../../common/database/transformers';
 
-/** Money set aside for a request in flight. `wallets.reserved_millicents` is the sum of these. */
+/**
+ * Money set aside: for one request in flight (`request`), or a budget lease from which a
+ * process admits many (`lease`, see WalletLeases). `wallets.reserved_millicents` is the sum
+ * of these.
+ */
 @Entity({ name: 'wallet_holds' })
 export class WalletHold {
   @PrimaryGeneratedColumn('uuid')
@@ -12,6 +16,9 @@ export class WalletHold {
 
   @Column({ name: 'request_id', type: 'text' })
   requestId: string;
+
+  @Column({ type: 'text', default: 'request' })
+  kind: 'request' | 'lease';
 
   @Column({ name: 'amount_millicents', type: 'bigint', transformer: bigintToNumber })
   amountMillicents: number;

@@ -1,0 +1,99 @@
+import type { EntityManager } from 'typeorm';
+import type { NewUsageRecord } from '../../usage/usage.service';
+import type { Settlement, SettlementOrder } from '../../wallet/wallet.service';
+import { SettlementJob, SettlementWriter } from './settlement-writer';
+
+/** A manager that accepts any statement (savepoints). */
+const manager = { query: async () => [] } as unknown as EntityManager;
+
+function job(id: string, costMicros = 1_000_000n): SettlementJob {
+  return {
+    requestId: id,
+    order: { hold: { id, workspaceId: 'ws', amountMillicents: 10 }, charge: { workspaceId: 'ws', costMicros, description: id } },
+    record: (settlement) => ({ requestId: id, chargedMillicents: settlement.chargedMillicents }) as unknown as NewUsageRecord,
+    turn: null,
+  };
+}
+
+/** The wallet's settleMany, one transaction at a time, each taking until released by the test. */
+class SlowWallet {
+  batches: string[][] = [];
+  poisoned = new Set<string>();
+  private gate: (() => void) | null = null;
+
+  async settleMany(orders: SettlementOrder[], also: (manager: EntityManager, settlements: Settlement[]) => Promise<void>): Promise<Settlement[]> {
+    this.batches.push(orders.map((order) => order.hold.id));
+    await new Promise<void>((resolve) => (this.gate = resolve));
+    if (orders.some((order) => this.poisoned.has(order.hold.id))) throw new Error('refused by the database');
+    const settlements = orders.map(() => ({ chargedMillicents: 1, writtenOffMillicents: 0, balanceAfterMillicents: 0, applied: true }));
+    await also(manager, settlements);
+    return settlements;
+  }
+
+  /** Lets the transaction under way commit. */
+  async commit(): Promise<void> {
+    while (!this.gate) await new Promise((resolve) => setImmediate(resolve));
+    const open = this.gate;
+    this.gate = null;
+    open();
+  }
+}
+
+function setUp() {
+  const wallet = new SlowWallet();
+  const records: NewUsageRecord[] = [];
+  const writer = new SettlementWriter({
+    wallet,
+    usage: { recordMany: async (_m, rows) => void records.push(...rows) },
+    conversations: { appendTurn: async () => null },
+    incident: () => undefined,
+  });
+  return { wallet, writer, records };
+}
+
+describe('SettlementWriter', () => {
+  it('writes a lone settlement at once, and those that end meanwhile together in the next transaction', async () => {
+    const { wallet, writer, records } = setUp();
+    const first = writer.submit(job('a'));
+    const later = [writer.submit(job('b')), writer.submit(job('c')), writer.submit(job('d'))];
+    await wallet.commit();
+    await first;
+    await wallet.commit();
+    await Promise.all(later);
+    expect(wallet.batches).toEqual([['a'], ['b', 'c', 'd']]);
+    expect(records.map((record) => record.requestId)).toEqual(['a', 'b', 'c', 'd']);
+    await writer.idle();
+  });
+
+  it('resolves a request only once its transaction has committed', async () => {
+    const { wallet, writer } = setUp();
+    let done = false;
+    const settled = writer.submit(job('a')).then(() => (done = true));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(done).toBe(false);
+    await wallet.commit();
+    await settled;
+    expect(done).toBe(true);
+  });
+
+  it('writes a failed batch again one settlement at a time, so only the bad one fails', async () => {
+    const { wallet, writer, records } = setUp();
+    wallet.poisoned.add('bad');
+    const first = writer.submit(job('first'));
+    const results = [writer.submit(job('ok1')), writer.submit(job('bad')), writer.submit(job('ok2'))].map((promise) =>
+      promise.then(
+        () => 'settled',
+        (error: Error) => error.message,
+      ),
+    );
+    await wallet.commit(); // first
+    await first;
+    await wallet.commit(); // the batch of three: fails
+    await wallet.commit(); // ok1
+    await wallet.commit(); // bad
+    await wallet.commit(); // ok2
+    expect(await Promise.all(results)).toEqual(['settled', 'refused by the database', 'settled']);
+    expect(wallet.batches).toEqual([['first'], ['ok1', 'bad', 'ok2'], ['ok1'], ['bad'], ['ok2']]);
+    expect(records.map((record) => record.requestId)).toEqual(['first', 'ok1', 'ok2']);
+  });
+});
