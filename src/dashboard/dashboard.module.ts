@@ -26,6 +26,7 @@ import { MembersController } from './members/members.controller';
 import { KeysController } from './keys/keys.controller';
 import { OverviewController } from './overview/overview.controller';
 import { OverviewService } from './overview/overview.service';
+import { ConversationPagesController } from './conversations/conversation-pages.controller';
 import { PagesService } from './pages.service';
 import { PlaygroundController } from './playground/playground.controller';
 import { WorkspacesController } from './workspaces/workspaces.controller';
@@ -37,7 +38,7 @@ import { WorkspacesController } from './workspaces/workspaces.controller';
  */
 @Module({
   imports: [AccountsModule, WorkspacesModule, LimitsModule, MailModule, WalletModule, UsageModule, AssistantsModule, ChatModule, ConversationsModule, ModelsModule, AssistantPagesModule],
-  controllers: [HomeController, AuthController, AccountController, OverviewController, KeysController, WorkspacesController, MembersController, InvitationsController, PlaygroundController, AssistantsController, DocumentsController, BillingController],
+  controllers: [HomeController, AuthController, AccountController, OverviewController, KeysController, WorkspacesController, MembersController, InvitationsController, PlaygroundController, AssistantsController, DocumentsController, BillingController, ConversationPagesController],
   providers: [
     PagesService,
     OverviewService,
