@@ -17,11 +17,20 @@ export class WalletLeases1764001600000 implements MigrationInterface {
     await queryRunner.query(
       `ALTER TABLE wallet_holds ADD COLUMN kind text NOT NULL DEFAULT 'request' CHECK (kind IN ('request', 'lease'))`,
     );
+    // A lease whose charges used it up stays until it grows or goes back: it may hold 0.
+    await queryRunner.query(`ALTER TABLE wallet_holds DROP CONSTRAINT wallet_holds_amount_millicents_check`);
+    await queryRunner.query(
+      `ALTER TABLE wallet_holds ADD CONSTRAINT wallet_holds_amount_millicents_check
+         CHECK (amount_millicents > 0 OR (kind = 'lease' AND amount_millicents >= 0))`,
+    );
     await queryRunner.query(`ALTER TABLE idempotent_requests ADD COLUMN alive_at timestamptz NOT NULL DEFAULT now()`);
   }
 
   public async down(queryRunner: QueryRunner): Promise<void> {
     await queryRunner.query(`ALTER TABLE idempotent_requests DROP COLUMN alive_at`);
+    await queryRunner.query(`DELETE FROM wallet_holds WHERE kind = 'lease' AND amount_millicents = 0`);
+    await queryRunner.query(`ALTER TABLE wallet_holds DROP CONSTRAINT wallet_holds_amount_millicents_check`);
+    await queryRunner.query(`ALTER TABLE wallet_holds ADD CONSTRAINT wallet_holds_amount_millicents_check CHECK (amount_millicents > 0)`);
     await queryRunner.query(`ALTER TABLE wallet_holds DROP COLUMN kind`);
   }
 }

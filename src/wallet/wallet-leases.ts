@@ -123,7 +123,7 @@ export class WalletLeases implements BeforeApplicationShutdown {
   private async returnIfIdle(lease: Lease): Promise<void> {
     if (this.idleMs > 0 || lease.admitted > 0) return;
     await this.serially(lease.workspaceId, async () => {
-      if (lease.admitted === 0 && lease.amount > 0) await this.shrink(lease);
+      if (lease.admitted === 0 && !lease.retired) await this.shrink(lease);
     }).catch((error) => this.logger.warn(`Could not give back lease ${lease.id}: ${String(error)}`));
   }
 
