@@ -1,10 +1,11 @@
 import { Injectable } from '@nestjs/common';
-import type { PaymentEvent, PaymentProviderName } from './payment-provider';
+import type { CheckoutCompletion, PaymentEvent, PaymentProviderName } from './payment-provider';
 
 /** Whether the event changed anything ('ignored': not ours, or nothing to do). */
 export type PaymentEventResult = 'applied' | 'ignored';
 
 export type PaymentEventHandler = (provider: PaymentProviderName, event: PaymentEvent) => Promise<PaymentEventResult>;
+export type CheckoutHandler = (provider: PaymentProviderName, completion: CheckoutCompletion) => Promise<PaymentEventResult>;
 
 /**
  * Where a provider's webhook hands over the payments it reports. Payments know nothing of
@@ -14,6 +15,7 @@ export type PaymentEventHandler = (provider: PaymentProviderName, event: Payment
 @Injectable()
 export class PaymentEvents {
   private handler: PaymentEventHandler | null = null;
+  private checkoutHandler: CheckoutHandler | null = null;
 
   handleWith(handler: PaymentEventHandler): void {
     if (this.handler) throw new Error('Payment events already have a handler');
@@ -27,5 +29,17 @@ export class PaymentEvents {
   deliver(provider: PaymentProviderName, event: PaymentEvent): Promise<PaymentEventResult> {
     if (!this.handler) throw new Error('No handler for payment events is registered');
     return this.handler(provider, event);
+  }
+
+  /** Completed checkouts (manual top-ups, saved cards) go to the wallet's top-up checkout. */
+  handleCheckoutsWith(handler: CheckoutHandler): void {
+    if (this.checkoutHandler) throw new Error('Checkout completions already have a handler');
+    this.checkoutHandler = handler;
+  }
+
+  /** As deliver(): without a handler it throws, so the provider delivers the event again. */
+  deliverCheckout(provider: PaymentProviderName, completion: CheckoutCompletion): Promise<PaymentEventResult> {
+    if (!this.checkoutHandler) throw new Error('No handler for checkout completions is registered');
+    return this.checkoutHandler(provider, completion);
   }
 }

@@ -78,3 +78,47 @@ export interface PaymentEvent {
   chargeSeq?: number;
   outcome: PaymentOutcome;
 }
+
+/**
+ * A hosted checkout the person is sent to: `payment` buys credit now (a manual top-up),
+ * `setup` saves a card for later off-session payments (auto top-up).
+ */
+export type CheckoutMode = 'payment' | 'setup';
+
+export interface CheckoutRequest {
+  workspaceId: string;
+  mode: CheckoutMode;
+  /** Whole cents, US dollars (`payment` only). */
+  amountCents?: number;
+  /** The workspace's customer at the provider, when one was saved (`setup` reuses it). */
+  customerRef: string | null;
+  /** Where the provider sends the person back; `{CHECKOUT_SESSION_ID}` is replaced by the session's id. */
+  successUrl: string;
+  cancelUrl: string;
+  description: string;
+}
+
+export type CheckoutStart =
+  /** Send the person to `url`; the provider's webhook reports the outcome later. */
+  | { kind: 'redirect'; sessionId: string; url: string }
+  /** Done already (the simulated provider): the completion goes the webhook's way at once. */
+  | { kind: 'completed'; completion: CheckoutCompletion };
+
+/** A checkout that ended well, as its webhook reports it, provider-neutral. */
+export type CheckoutCompletion = {
+  sessionId: string;
+  /** From the session's metadata, as we sent it. */
+  workspaceId: string;
+} & (
+  | { mode: 'payment'; paymentId: string; amountCents: number }
+  | { mode: 'setup'; customerRef: string; paymentMethodRef: string }
+);
+
+/** Providers that can run a hosted checkout (both of ours). */
+export interface CheckoutProvider {
+  startCheckout(request: CheckoutRequest): Promise<CheckoutStart>;
+}
+
+export function canCheckout(provider: PaymentProvider | null): provider is PaymentProvider & CheckoutProvider {
+  return typeof (provider as Partial<CheckoutProvider> | null)?.startCheckout === 'function';
+}

@@ -1,12 +1,22 @@
 import type Stripe from 'stripe';
 import { ApiError } from '../common/errors/api-error';
-import type { PaymentEvent, PaymentMethodRef, PaymentOutcome, PaymentProvider, PaymentRequest } from './payment-provider';
+import type {
+  CheckoutCompletion,
+  CheckoutProvider,
+  CheckoutRequest,
+  CheckoutStart,
+  PaymentEvent,
+  PaymentMethodRef,
+  PaymentOutcome,
+  PaymentProvider,
+  PaymentRequest,
+} from './payment-provider';
 
 /**
  * Auto top-ups through Stripe: a PaymentIntent confirmed off-session on the workspace's
  * saved customer and payment method, in US dollars.
  */
-export class StripePaymentProvider implements PaymentProvider {
+export class StripePaymentProvider implements PaymentProvider, CheckoutProvider {
   readonly name = 'stripe' as const;
   /** Stripe refuses card payments under $0.50. */
   readonly minimumChargeMillicents = 50_000;
@@ -60,6 +70,53 @@ export class StripePaymentProvider implements PaymentProvider {
     } catch (error) {
       return outcomeOfError(error);
     }
+  }
+
+  /**
+   * Stripe Checkout, hosted by Stripe: a session in `payment` mode buys credit (one line of
+   * "Account credit" for the amount), one in `setup` mode saves a card on the workspace's
+   * customer (created on first use) for auto top-up's off-session payments. The outcome comes
+   * by webhook (`checkout.session.completed`), never from the person's return to our page.
+   */
+  async startCheckout(request: CheckoutRequest): Promise<CheckoutStart> {
+    const metadata = { workspace_id: request.workspaceId, purpose: request.mode === 'payment' ? 'topup' : 'card_setup' };
+    const common = {
+      client_reference_id: request.workspaceId,
+      success_url: request.successUrl,
+      cancel_url: request.cancelUrl,
+      metadata,
+    };
+    let session: Stripe.Checkout.Session;
+    if (request.mode === 'payment') {
+      if (!request.amountCents || !Number.isSafeInteger(request.amountCents) || request.amountCents <= 0) {
+        throw new Error('A checkout payment needs a positive whole number of cents');
+      }
+      session = await this.stripe.checkout.sessions.create({
+        ...common,
+        mode: 'payment',
+        line_items: [
+          {
+            quantity: 1,
+            price_data: { currency: 'usd', unit_amount: request.amountCents, product_data: { name: request.description } },
+          },
+        ],
+        payment_intent_data: { description: request.description, metadata },
+        ...(request.customerRef ? { customer: request.customerRef } : {}),
+      });
+    } else {
+      const customer =
+        request.customerRef ??
+        (await this.stripe.customers.create({ description: request.description, metadata: { workspace_id: request.workspaceId } })).id;
+      session = await this.stripe.checkout.sessions.create({
+        ...common,
+        mode: 'setup',
+        currency: 'usd',
+        customer,
+        setup_intent_data: { description: request.description, metadata },
+      });
+    }
+    if (!session.url) throw new Error(`Stripe gave checkout session ${session.id} no URL`);
+    return { kind: 'redirect', sessionId: session.id, url: session.url };
   }
 
   async retrieve(paymentId: string): Promise<PaymentOutcome | null> {
@@ -160,4 +217,29 @@ function snakeCase(name: string): string {
 
 function withDeclineCode(message: string, declineCode: string | undefined): string {
   return declineCode ? `${message} (decline code: ${declineCode})` : message;
+}
+
+/**
+ * A `checkout.session.completed` (or `.async_payment_succeeded`) event as a completion;
+ * null for other events and for sessions not yet paid (a bank debit still under way, whose
+ * `async_payment_succeeded` comes later). A setup session's card is read from its
+ * SetupIntent, which the event names but does not include.
+ */
+export async function checkoutCompletionOf(stripe: Stripe, event: Stripe.Event): Promise<CheckoutCompletion | null> {
+  if (event.type !== 'checkout.session.completed' && event.type !== 'checkout.session.async_payment_succeeded') return null;
+  const session = event.data.object;
+  const workspaceId = session.metadata?.workspace_id ?? session.client_reference_id;
+  if (!workspaceId) return null;
+  if (session.mode === 'payment') {
+    if (session.payment_status !== 'paid' || session.amount_total === null) return null;
+    const paymentId = typeof session.payment_intent === 'string' ? session.payment_intent : (session.payment_intent?.id ?? session.id);
+    return { sessionId: session.id, workspaceId, mode: 'payment', paymentId, amountCents: session.amount_total };
+  }
+  if (session.mode !== 'setup' || !session.setup_intent) return null;
+  const setupIntent =
+    typeof session.setup_intent === 'string' ? await stripe.setupIntents.retrieve(session.setup_intent) : session.setup_intent;
+  const paymentMethod = typeof setupIntent.payment_method === 'string' ? setupIntent.payment_method : setupIntent.payment_method?.id;
+  const customer = typeof session.customer === 'string' ? session.customer : session.customer?.id;
+  if (setupIntent.status !== 'succeeded' || !paymentMethod || !customer) return null;
+  return { sessionId: session.id, workspaceId, mode: 'setup', customerRef: customer, paymentMethodRef: paymentMethod };
 }

@@ -5,13 +5,14 @@ import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 import { PaymentEvents } from './payment-events';
 import { STRIPE_CLIENT } from './stripe-client';
-import { paymentEventOf } from './stripe-payment.provider';
+import { checkoutCompletionOf, paymentEventOf } from './stripe-payment.provider';
 
 /**
  * Stripe's webhook: the event is believed only when its `Stripe-Signature` matches the
  * exact bytes received and `STRIPE_WEBHOOK_SECRET`. Payment outcomes go to the wallet's auto
  * top-up (through PaymentEvents), which credits a payment intent once however often its event
- * is delivered.
+ * is delivered; completed Checkout sessions (manual top-ups, saved cards) go to the wallet's
+ * top-up checkout the same way, credited once per session.
  */
 @Injectable()
 export class StripeWebhookService {
@@ -45,6 +46,11 @@ export class StripeWebhookService {
     if (paymentEvent) {
       const result = await this.paymentEvents.deliver('stripe', paymentEvent);
       this.logger.log(`${event.type} ${event.id} for ${paymentEvent.paymentId}: ${result}`);
+    }
+    const completion = await checkoutCompletionOf(this.stripe, event);
+    if (completion) {
+      const result = await this.paymentEvents.deliverCheckout('stripe', completion);
+      this.logger.log(`${event.type} ${event.id} for checkout ${completion.sessionId} (${completion.mode}): ${result}`);
     }
     return { received: true };
   }

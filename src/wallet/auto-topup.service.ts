@@ -184,6 +184,28 @@ export class AutoTopupService implements OnModuleInit, OnModuleDestroy {
     };
   }
 
+  /** The saved payment references, for a checkout that reuses the workspace's customer; never shown to people. */
+  async paymentMethodOf(workspaceId: string): Promise<PaymentMethodRef | null> {
+    const settings = await this.settings.findOneBy({ workspaceId });
+    return settings ? { customerRef: settings.customerRef, paymentMethodRef: settings.paymentMethodRef } : null;
+  }
+
+  /**
+   * Saves the card a checkout in setup mode produced, keeping the other settings (a workspace
+   * without settings gets them, disabled). Saving the same card twice changes nothing.
+   */
+  async savePaymentMethod(workspaceId: string, ref: { customerRef: string; paymentMethodRef: string }): Promise<void> {
+    assertUuid(workspaceId, 'workspace');
+    this.provider?.checkPaymentMethod(ref, { complete: true });
+    await this.manager.query(
+      `INSERT INTO auto_topup_settings (workspace_id, enabled, payment_customer_ref, payment_method_ref)
+       VALUES ($1, false, $2, $3)
+       ON CONFLICT (workspace_id) DO UPDATE SET
+         payment_customer_ref = EXCLUDED.payment_customer_ref, payment_method_ref = EXCLUDED.payment_method_ref, updated_at = now()`,
+      [workspaceId, ref.customerRef, ref.paymentMethodRef],
+    );
+  }
+
   /**
    * Called after a charge has committed (the wallet does, for each settlement). Returns at
    * once: the check and any payment run in the background, so no response waits for them;
