@@ -177,18 +177,22 @@ export class DocumentsService {
     } catch (error) {
       if (!(error instanceof ApiError)) this.logger.error(`Reading document ${documentId} (${row.name}) failed: ${String(error)}`);
       const reason = failureReason(error, row.name, row.mime_type);
-      const failed = await this.documents.query<unknown[]>(
-        `UPDATE documents SET status = 'failed', failure_reason = $2, upload = NULL, ingestion_lease_until = NULL
-         WHERE id = $1 AND status = 'processing' RETURNING id`,
-        [documentId, reason],
+      const failed = updatedRows(
+        await this.documents.query(
+          `UPDATE documents SET status = 'failed', failure_reason = $2, upload = NULL, ingestion_lease_until = NULL
+           WHERE id = $1 AND status = 'processing' RETURNING id`,
+          [documentId, reason],
+        ),
       );
       return failed.length > 0 ? 'failed' : null;
     }
     return this.documents.manager.transaction(async (manager) => {
-      const [updated] = await manager.query<Array<{ id: string; assistant_id: string }>>(
-        `UPDATE documents SET status = 'ready', chunk_count = $2, upload = NULL, ingestion_lease_until = NULL
-         WHERE id = $1 AND status = 'processing' RETURNING id, assistant_id`,
-        [documentId, chunks.length],
+      const [updated] = updatedRows<{ id: string; assistant_id: string }>(
+        await manager.query(
+          `UPDATE documents SET status = 'ready', chunk_count = $2, upload = NULL, ingestion_lease_until = NULL
+           WHERE id = $1 AND status = 'processing' RETURNING id, assistant_id`,
+          [documentId, chunks.length],
+        ),
       );
       if (!updated) return null;
       await insertChunks(manager, { id: updated.id, assistantId: updated.assistant_id }, chunks);
@@ -210,14 +214,16 @@ export class DocumentsService {
    * call from every process at once: each gets a different document.
    */
   async claimAbandoned(): Promise<string | null> {
-    const [row] = await this.documents.query<Array<{ id: string }>>(
-      `UPDATE documents SET ingestion_lease_until = now() + make_interval(secs => $1)
-       WHERE id = (
-         SELECT id FROM documents
-         WHERE status = 'processing' AND (ingestion_lease_until IS NULL OR ingestion_lease_until < now())
-         ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-       RETURNING id`,
-      [LEASE_SECONDS],
+    const [row] = updatedRows<{ id: string }>(
+      await this.documents.query(
+        `UPDATE documents SET ingestion_lease_until = now() + make_interval(secs => $1)
+         WHERE id = (
+           SELECT id FROM documents
+           WHERE status = 'processing' AND (ingestion_lease_until IS NULL OR ingestion_lease_until < now())
+           ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+         RETURNING id`,
+        [LEASE_SECONDS],
+      ),
     );
     return row?.id ?? null;
   }
@@ -408,6 +414,11 @@ async function stored(manager: EntityManager, workspaceId: string): Promise<{ do
     [workspaceId],
   );
   return { documents: row.documents, bytes: Number(row.bytes) };
+}
+
+/** The rows of an UPDATE ... RETURNING: TypeORM's PostgreSQL driver answers `[rows, affected]` for it. */
+function updatedRows<T = unknown>(result: unknown): T[] {
+  return (result as [T[], number])[0];
 }
 
 /** Extraction and chunking of a file; a file without text is a 400 `no_text`. */

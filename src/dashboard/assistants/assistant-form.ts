@@ -1,0 +1,206 @@
+import type { AssistantFields } from '../../assistants/assistants.service';
+import type { Assistant, AssistantTool, ServerToolType } from '../../assistants/entities/assistant.entity';
+import type { Document } from '../../assistants/documents/entities/document.entity';
+import { formatBytes } from '../../assistants/documents/document-limits';
+import type { ModelDefinition } from '../../models/model-catalog';
+import { formatDateTime, formatMillicents } from '../format';
+
+export const NAME_MAX_LENGTH = 100;
+export const DESCRIPTION_MAX_LENGTH = 1000;
+/** The form is posted urlencoded, within the dashboard's 100 kB body limit. */
+export const SYSTEM_PROMPT_MAX_LENGTH = 50_000;
+/** The server tools the editor offers as switches, in this order. */
+export const TOOL_SWITCHES: ReadonlyArray<{ type: ServerToolType; label: string; help: string }> = [
+  { type: 'file_search', label: 'file_search: search the documents below', help: 'The model can look up passages of this assistant\'s documents.' },
+  { type: 'web_search', label: 'web_search: search the web', help: 'The model can search the web; each search is charged to the wallet.' },
+];
+
+/** The editor's fields as typed (strings), to show them again with the errors. */
+export interface AssistantFormValues {
+  name: string;
+  slug: string;
+  description: string;
+  system_prompt: string;
+  model: string;
+  temperature: string;
+  max_tokens: string;
+  max_tool_iterations: string;
+  tools: ServerToolType[];
+}
+
+export type AssistantForm = { ok: true; fields: AssistantFields } | { ok: false; errors: Record<string, string> };
+
+/** The values of a posted form; a checkbox that is not ticked is not sent. */
+export function formValues(form: Record<string, string | string[] | undefined>): AssistantFormValues {
+  const text = (name: string): string => {
+    const value = form[name];
+    return typeof value === 'string' ? value : '';
+  };
+  return {
+    name: text('name'),
+    slug: text('slug'),
+    description: text('description'),
+    system_prompt: text('system_prompt'),
+    model: text('model'),
+    temperature: text('temperature'),
+    max_tokens: text('max_tokens'),
+    max_tool_iterations: text('max_tool_iterations'),
+    tools: TOOL_SWITCHES.filter((tool) => form[`tool_${tool.type}`] !== undefined).map((tool) => tool.type),
+  };
+}
+
+/** An assistant's stored values in the editor's form. */
+export function valuesOf(assistant: Assistant): AssistantFormValues {
+  return {
+    name: assistant.name,
+    slug: assistant.slug,
+    description: assistant.description,
+    system_prompt: assistant.systemPrompt,
+    model: assistant.model,
+    temperature: assistant.temperature === null ? '' : String(assistant.temperature),
+    max_tokens: assistant.maxTokens === null ? '' : String(assistant.maxTokens),
+    max_tool_iterations: String(assistant.maxToolIterations),
+    tools: assistant.tools.map((tool) => tool.type),
+  };
+}
+
+/** A new assistant's form: the first model, file_search on (most assistants answer from documents). */
+export function newAssistantValues(models: readonly ModelDefinition[]): AssistantFormValues {
+  const model = models.find((m) => m.id === 'gpt-4o-mini') ?? models.find((m) => m.functionCalling) ?? models[0];
+  return {
+    name: '',
+    slug: '',
+    description: '',
+    system_prompt: '',
+    model: model?.id ?? '',
+    temperature: '',
+    max_tokens: '',
+    max_tool_iterations: '5',
+    tools: ['file_search'],
+  };
+}
+
+/**
+ * Reads the editor's form into the service's fields. Only what the form itself knows is
+ * checked here (a number is a number, lengths, the model is in the catalog); the service
+ * checks the rest (slug syntax, ranges, the tier's limit), the same rules as for the CLI.
+ * `current`: the tools the assistant has, whose settings (max_results) a save keeps.
+ */
+export function readAssistantForm(
+  values: AssistantFormValues,
+  models: readonly ModelDefinition[],
+  current: readonly AssistantTool[] = [],
+): AssistantForm {
+  const errors: Record<string, string> = {};
+  const name = values.name.trim();
+  if (!name) errors.name = 'Give the assistant a name.';
+  else if (name.length > NAME_MAX_LENGTH) errors.name = `A name has at most ${NAME_MAX_LENGTH} characters.`;
+  const slug = values.slug.trim();
+  if (values.description.length > DESCRIPTION_MAX_LENGTH) errors.description = `A description has at most ${DESCRIPTION_MAX_LENGTH} characters.`;
+  if (values.system_prompt.length > SYSTEM_PROMPT_MAX_LENGTH) {
+    errors.system_prompt = `A system prompt has at most ${SYSTEM_PROMPT_MAX_LENGTH.toLocaleString('en-US')} characters.`;
+  }
+  if (!models.some((model) => model.id === values.model)) errors.model = 'Choose one of the models of the list.';
+
+  const temperature = optionalNumber(values.temperature);
+  if (Number.isNaN(temperature)) errors.temperature = 'temperature must be a number from 0 to 2, or empty for the model\'s default.';
+  const maxTokens = optionalNumber(values.max_tokens);
+  if (Number.isNaN(maxTokens)) errors.max_tokens = 'max_tokens must be a whole number, or empty for the model\'s default.';
+  const iterations = optionalNumber(values.max_tool_iterations);
+  if (iterations === null || Number.isNaN(iterations)) errors.max_tool_iterations = 'max_tool_iterations must be a whole number from 1 to 20.';
+
+  if (Object.keys(errors).length > 0) return { ok: false, errors };
+  const tools: AssistantTool[] = values.tools.map((type) => current.find((tool) => tool.type === type) ?? { type });
+  return {
+    ok: true,
+    fields: {
+      name,
+      // Left empty on a new assistant: the service derives it from the name (and makes it unique).
+      ...(slug ? { slug } : {}),
+      description: values.description,
+      systemPrompt: values.system_prompt,
+      model: values.model,
+      temperature,
+      maxTokens,
+      tools,
+      maxToolIterations: iterations!,
+    },
+  };
+}
+
+/** '' is null; anything else must read as a number (NaN otherwise). */
+function optionalNumber(text: string): number | null {
+  const trimmed = text.trim();
+  if (trimmed === '') return null;
+  return /^-?\d+(\.\d+)?$/.test(trimmed) ? Number(trimmed) : NaN;
+}
+
+/** A model as the picker shows it: context length and prices per million tokens. */
+export interface ModelChoice {
+  id: string;
+  label: string;
+  contextLength: string;
+  inputPrice: string;
+  outputPrice: string;
+  functionCalling: boolean;
+}
+
+export function modelChoices(models: readonly ModelDefinition[]): ModelChoice[] {
+  return models.map((model) => {
+    const contextLength = `${model.contextLength.toLocaleString('en-US')} tokens`;
+    const inputPrice = formatMillicents(model.inputPrice);
+    const outputPrice = formatMillicents(model.outputPrice);
+    return {
+      id: model.id,
+      label: `${model.id} (${contextLength}; ${inputPrice} in, ${outputPrice} out per 1M tokens)`,
+      contextLength,
+      inputPrice,
+      outputPrice,
+      functionCalling: model.functionCalling,
+    };
+  });
+}
+
+/** A row of the assistants' list. */
+export interface AssistantRow {
+  id: string;
+  name: string;
+  slug: string;
+  model: string;
+  tools: string;
+  description: string;
+}
+
+export function assistantRow(assistant: Assistant): AssistantRow {
+  return {
+    id: assistant.id,
+    name: assistant.name,
+    slug: assistant.slug,
+    model: assistant.model,
+    tools: assistant.tools.map((tool) => tool.type).join(', ') || 'none',
+    description: assistant.description,
+  };
+}
+
+/** A document as its list shows it. */
+export interface DocumentRow {
+  id: string;
+  name: string;
+  size: string;
+  chunks: number;
+  status: Document['status'];
+  failureReason: string | null;
+  uploaded: string;
+}
+
+export function documentRow(document: Document): DocumentRow {
+  return {
+    id: document.id,
+    name: document.name,
+    size: formatBytes(document.sizeBytes),
+    chunks: document.chunkCount,
+    status: document.status,
+    failureReason: document.failureReason,
+    uploaded: formatDateTime(document.createdAt),
+  };
+}
