@@ -1,8 +1,13 @@
+import * as path from 'node:path';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { DataSource } from 'typeorm';
 import { MembersService } from '../src/accounts/members.service';
 import { AssistantsService } from '../src/assistants/assistants.service';
+import { DocumentsService } from '../src/assistants/documents/documents.service';
+import { formatMillicents } from '../src/dashboard/format';
 import { WalletService } from '../src/wallet/wallet.service';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
+import { collectConsoleErrors, describeWithBrowser, expectAccessible, launchChromium, PageProblem } from './support/browser';
 import { DashboardClient, signUp, SignedUpPerson, textOf } from './support/dashboard-client';
 import { startTestApp, TestApp } from './support/test-app';
 
@@ -265,5 +270,161 @@ describe('dashboard: playground', () => {
     await workspace.client.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] });
     const records = await db.query('SELECT source, api_key_id FROM usage_records WHERE workspace_id = $1', [workspace.id]);
     expect(records).toEqual([{ source: 'api', api_key_id: workspace.apiKeyId }]);
+  });
+});
+
+/**
+ * The playground in Chromium: an assistant with file_search and a document that carries a
+ * fact; the question's answer streams in word by word (the fake upstream is slowed so the
+ * screenshot catches it mid-answer), then its cost; the conversation is found by search and
+ * opened. Every page passes axe and shows no console error or CSP violation.
+ */
+describeWithBrowser('dashboard: playground in the browser', () => {
+  jest.setTimeout(120_000);
+  const SCREENSHOT = path.join(__dirname, '..', 'docs', 'playground.png');
+  const FACT = 'Damaged goods are replaced free of charge; send a photo of the damage to support.';
+  const ANSWER =
+    'Good news: **damaged goods are replaced free of charge**.\n\nWhat to do:\n\n1. Take a photo of the damage.\n2. Send it to `support@example.com`.\n\nNo need to return the item first.';
+  let upstream: FakeOpenAi;
+  let t: TestApp;
+  let browser: Browser;
+  let person: SignedUpPerson;
+
+  beforeAll(async () => {
+    upstream = await startFakeOpenAi();
+    [t, browser] = await Promise.all([
+      startTestApp({ config: { providers: { openai: { apiKey: 'sk-upstream', baseUrl: upstream.url } }, llmSimulator: 'off', upstreamMaxRetries: 0 } }),
+      launchChromium(),
+    ]);
+    person = await signUp(t.baseUrl, { email: 'bea@example.com', name: 'Bea Browser' });
+    await t.app.get(DataSource).query(`UPDATE workspaces SET tier = 'team' WHERE id = $1`, [person.workspaceId]);
+    // A verified address: the screenshot shows the playground, not the verification banner.
+    await t.app.get(DataSource).query(`UPDATE users SET email_verified_at = now() WHERE email = 'bea@example.com'`);
+    // Sign-up's message (the verification link) is shown once, here, not in the browser.
+    await person.client.get(`/w/${person.workspaceId}`);
+    await t.app.get(WalletService).credit({ workspaceId: person.workspaceId, amountMillicents: 500_000, type: 'topup', idempotencyKey: 'browser-fund' });
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await t?.close();
+    await upstream?.close();
+  });
+
+  /** A browser page signed in as the person (their session cookie from sign-up). */
+  async function signedInPage(): Promise<{ context: BrowserContext; page: Page; problems: PageProblem[] }> {
+    const context = await browser.newContext({ baseURL: t.baseUrl, viewport: { width: 1280, height: 900 }, locale: 'en-US' });
+    await context.addCookies([{ name: 'acs.sid', value: person.client.sessionCookie!, url: t.baseUrl }]);
+    const page = await context.newPage();
+    return { context, page, problems: collectConsoleErrors(page) };
+  }
+
+  async function settled(page: Page, problems: PageProblem[]) {
+    await page.waitForLoadState('load');
+    await page.evaluate(() => new Promise((resolve) => setTimeout(resolve, 50)));
+    await expectAccessible(page);
+    expect(problems).toEqual([]);
+  }
+
+  it('asks an assistant with file_search, sees the answer stream in with its cost, then finds the conversation and opens it', async () => {
+    const bot = await t.app.get(AssistantsService).create(person.workspaceId, { name: 'Policy bot', model: 'gpt-4o-mini', tools: ['file_search'] });
+    await t.app.get(DocumentsService).add({
+      workspaceId: person.workspaceId,
+      assistantId: bot.id,
+      fileName: 'policy.md',
+      data: Buffer.from(`# Returns\n\nCustomers may return any item within 30 days.\n${FACT}\n`),
+    });
+    upstream.script(
+      { kind: 'tool_calls', calls: [{ id: 'call_fs', name: 'file_search', arguments: '{"query":"damaged goods"}' }], usage: { prompt_tokens: 200, completion_tokens: 10 } },
+      { kind: 'text', text: ANSWER, usage: { prompt_tokens: 400, completion_tokens: 40 }, chunkDelayMs: 120 },
+    );
+    const balanceBefore = (await t.app.get(WalletService).balance(person.workspaceId)).balanceMillicents;
+
+    const { context, page, problems } = await signedInPage();
+    await page.goto(`/w/${person.workspaceId}/playground`);
+    await settled(page, problems);
+    expect(await page.locator('#playground-empty').textContent()).toContain('Nothing said yet.');
+    await page.selectOption('#playground-target', `assistant:${bot.id}`);
+    await page.fill('#playground-message', 'What happens if my parcel arrives damaged?');
+    await page.click('#playground-send');
+
+    // Mid-answer: some words shown, not all, no cost yet.
+    const answer = page.locator('#streaming-answer .md');
+    await page.locator('#streaming-answer .md', { hasText: 'What to do' }).waitFor();
+    const partial = (await answer.textContent()) ?? '';
+    expect(partial.length).toBeGreaterThan(0);
+    expect(partial).not.toContain('No need to return the item first.');
+    expect(await page.locator('#streaming-answer .turn-meta').count()).toBe(0);
+    // The Markdown is rendered as it arrives: bold and a list, never the asterisks.
+    expect(await answer.locator('strong').first().textContent()).toBe('damaged goods are replaced free of charge');
+    await page.locator('#streaming-answer').scrollIntoViewIfNeeded();
+    await page.screenshot({ path: SCREENSHOT, type: 'png' });
+
+    // The end: the whole answer, then its x_service.
+    const meta = page.locator('#playground-transcript .message-assistant .turn-meta').last();
+    await meta.waitFor({ timeout: 30_000 });
+    const finalText = (await page.locator('#playground-transcript .message-assistant .md').last().textContent()) ?? '';
+    expect(finalText).toContain('No need to return the item first.');
+    expect(finalText.startsWith(partial)).toBe(true);
+    expect(await page.locator('#playground-transcript .message-assistant .md').last().locator('ol li').count()).toBe(2);
+
+    // The fact reached the model through file_search, from the document.
+    const toolMessage = (upstream.requests.at(-1)!.body.messages as Array<{ role: string; content: string }>).at(-1)!;
+    expect(toolMessage.role).toBe('tool');
+    expect(toolMessage.content).toContain(FACT);
+
+    // The cost shown is the request's: its usage record (from the dashboard) and what the wallet lost.
+    const [record] = await t.app.get(DataSource).query(
+      `SELECT total_cost_millicents::float8 AS cost, charged_millicents::int AS charged, tools_used, iterations, source
+         FROM usage_records WHERE workspace_id = $1`,
+      [person.workspaceId],
+    );
+    expect(record).toMatchObject({ source: 'dashboard', tools_used: ['file_search'], iterations: 2 });
+    const metaText = (await meta.textContent()) ?? '';
+    expect(metaText).toBe(`Cost ${formatMillicents(record.cost)} (${record.cost} millicents) · 2 iterations · tools used: file_search`);
+    let balance = balanceBefore;
+    // The settlement may be written a moment after the stream ended.
+    for (let i = 0; i < 50 && balance === balanceBefore; i++) {
+      balance = (await t.app.get(WalletService).balance(person.workspaceId)).balanceMillicents;
+      if (balance === balanceBefore) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(record.charged).toBeGreaterThan(0);
+    expect(balance).toBe(balanceBefore - record.charged);
+    expect(page.url()).toMatch(/\/playground\?conversation=[0-9a-f-]{36}$/);
+    expect(await page.locator('#transcript-heading').textContent()).toBe('What happens if my parcel arrives damaged?');
+    await settled(page, problems);
+
+    // Conversations: search, then open the result.
+    await page.goto(`/w/${person.workspaceId}/conversations`);
+    await settled(page, problems);
+    await page.fill('#search-q', 'damaged parcel');
+    await Promise.all([page.waitForEvent('load'), page.click('#search-form button[type="submit"]')]);
+    await settled(page, problems);
+    const hit = page.locator('#search-results .search-hit').first();
+    expect(await hit.locator('mark').count()).toBeGreaterThan(0);
+    await Promise.all([page.waitForEvent('load'), hit.locator('a').click()]);
+    await settled(page, problems);
+    expect(await page.locator('h1').textContent()).toBe('What happens if my parcel arrives damaged?');
+    expect(await page.locator('.message-assistant .md strong').first().textContent()).toBe('damaged goods are replaced free of charge');
+    expect(await page.locator('.message-assistant .turn-cost').textContent()).toBe(`${formatMillicents(record.cost)} (${record.cost} millicents)`);
+    await context.close();
+  });
+
+  it('shows a refusal as a message in the page (an empty wallet: 402)', async () => {
+    const broke = await signUp(t.baseUrl, { email: 'broke-browser@example.com', name: 'Broke Browser' });
+    const context = await browser.newContext({ baseURL: t.baseUrl, viewport: { width: 1280, height: 900 } });
+    await context.addCookies([{ name: 'acs.sid', value: broke.client.sessionCookie!, url: t.baseUrl }]);
+    const page = await context.newPage();
+    const problems = collectConsoleErrors(page);
+    await page.goto(`/w/${broke.workspaceId}/playground`);
+    await page.fill('#playground-message', 'Hello?');
+    await page.click('#playground-send');
+    const error = page.locator('#playground-error');
+    await error.waitFor({ state: 'visible' });
+    expect(await error.textContent()).toMatch(/balance.*Add credit to the workspace on the Billing page, or ask an admin\.$/s);
+    expect(await page.locator('#playground-transcript .message-assistant').count()).toBe(0);
+    await expectAccessible(page);
+    // Chromium logs the refused fetch itself; nothing else may appear.
+    expect(problems.filter((problem) => !problem.text.includes('status of 402'))).toEqual([]);
+    await context.close();
   });
 });

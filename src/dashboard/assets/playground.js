@@ -92,11 +92,12 @@
     return message;
   }
 
-  function setBusy(value) {
+  function setBusy(value, article) {
     busy = value;
     sendButton.disabled = value;
     sendButton.setAttribute('aria-busy', value ? 'true' : 'false');
-    transcript.setAttribute('aria-busy', value ? 'true' : 'false');
+    // Assistive technology waits for the answer to be complete before reading it.
+    if (article) article.setAttribute('aria-busy', value ? 'true' : 'false');
   }
 
   function describeXService(x) {
@@ -117,12 +118,12 @@
     }
     errorBox.hidden = true;
     statusLine.textContent = 'Answering…';
-    setBusy(true);
 
     var mine = addMessage('user', 'You');
     mine.body.innerHTML = markdown.render(text);
     var answer = addMessage('assistant', targetSelect.options[targetSelect.selectedIndex].getAttribute('data-label') || 'Assistant');
     answer.article.id = 'streaming-answer';
+    setBusy(true, answer.article);
     var meta = element('p', 'turn-meta');
     var written = '';
     var scheduled = false;
@@ -178,7 +179,7 @@
       })
       .then(function () {
         answer.article.removeAttribute('id');
-        setBusy(false);
+        setBusy(false, answer.article);
       });
   });
 
@@ -216,6 +217,7 @@
     option.value = id;
     conversationSelect.insertBefore(option, conversationSelect.options[1] || null);
     conversationSelect.value = id;
+    document.getElementById('transcript-heading').textContent = option.textContent;
     window.history.replaceState(null, '', form.getAttribute('data-page-url') + '?conversation=' + encodeURIComponent(id));
   }
 })();
