@@ -104,7 +104,10 @@ export interface OpenLoopJob {
 }
 
 export interface OpenLoopResult {
-  /** Latency of each measured request, scheduled send to last byte, in nanoseconds. */
+  /**
+   * Latency of each measured request, scheduled send to last byte, in nanoseconds; for a
+   * request that failed or was abandoned, the time until then (a lower bound).
+   */
   latenciesNs: number[];
   /** How late the timer fired each measured send, in nanoseconds (part of the latency above). */
   sendLagNs: number[];
@@ -161,8 +164,11 @@ async function openLoopClient(job: OpenLoopJob): Promise<OpenLoopResult> {
         if (status !== undefined && status >= 200 && status < 300) result.totalOk2xx += 1;
         if (measured) {
           if (status === undefined) {
+            // Abandoned (or failed) requests keep their place in the percentiles, with the time
+            // waited so far: leaving them out would report the survivors of an overload only.
             result.errors += 1;
             result.sampleBodies.error ??= text;
+            result.latenciesNs.push(Number(lastAnswerAt - scheduled));
           }
           else {
             result.statusCodes[status] = (result.statusCodes[status] ?? 0) + 1;

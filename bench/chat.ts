@@ -33,7 +33,7 @@ const SETTINGS = {
   connections: 32,
   warmupSeconds: 3,
   durationSeconds: 10,
-  openLoop: { ratePerSecond: 200, warmupSeconds: 2, durationSeconds: 10, timeoutMs: 15_000 },
+  openLoop: { ratePerSecond: 200, warmupSeconds: 2, durationSeconds: 10, timeoutMs: 30_000 },
   manyWorkspaces: 200,
   /** 10^12 millicents ($10,000,000) per workspace: the run never runs out. */
   balanceMillicents: 1_000_000_000_000,
