@@ -11,6 +11,8 @@ import { InjectConfig } from '../config/config.module';
 const MAX_LEASE_TTL_MS = 60_000;
 /** A lease is asked for this many times what the request needs, at least. */
 const LEASE_MULTIPLE = 64;
+/** After the wallet refused a lease, requests as large go straight to holds of their own for this long. */
+const REFUSAL_MEMORY_MS = 1_000;
 /** How long a stopping process waits for its leased requests to settle before giving back what it can. */
 const SHUTDOWN_WAIT_MS = 5_000;
 
@@ -50,6 +52,8 @@ export class WalletLeases implements BeforeApplicationShutdown {
   private readonly current = new Map<string, Lease>();
   /** Per workspace: the lease statement under way, so that concurrent requests share one. */
   private readonly busy = new Map<string, Promise<unknown>>();
+  /** Per workspace: when the wallet last refused to lease, and for how large a request. */
+  private readonly refusedAt = new Map<string, { at: number; amount: number }>();
   /** Per workspace: millicents charged in the current and the last second. */
   private readonly spending = new Map<string, { since: number; charged: number; lastSecond: number }>();
   private readonly ttlMs: number;
@@ -81,8 +85,15 @@ export class WalletLeases implements BeforeApplicationShutdown {
         lease.lastUsedAt = Date.now();
         return lease;
       }
+      // The wallet just refused to lease this much: a hold of its own decides, without another try.
+      const refused = this.refusedAt.get(workspaceId);
+      if (refused && Date.now() - refused.at < REFUSAL_MEMORY_MS && amount >= refused.amount) return null;
       const need = amount - (lease ? lease.amount - lease.admitted : 0);
-      if (!(await this.serially(workspaceId, () => this.grow(workspaceId, need, amount)))) return null;
+      if (!(await this.serially(workspaceId, () => this.grow(workspaceId, need, amount)))) {
+        this.refusedAt.set(workspaceId, { at: Date.now(), amount });
+        return null;
+      }
+      this.refusedAt.delete(workspaceId);
     }
     return null;
   }
@@ -132,6 +143,8 @@ export class WalletLeases implements BeforeApplicationShutdown {
    * for want of money sees all of it. The lease's row goes too when nothing is admitted.
    */
   async returnSpare(workspaceId: string): Promise<void> {
+    const lease = this.current.get(workspaceId);
+    if (!lease || (lease.admitted > 0 && lease.amount - lease.admitted <= 0)) return;
     await this.serially(workspaceId, async () => {
       const lease = this.current.get(workspaceId);
       if (lease) await this.shrink(lease);

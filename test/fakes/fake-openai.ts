@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 
 /** What the fake answers to the next chat request. */
 export type OpenAiScenario =
-  | { kind: 'text'; text: string; usage?: Usage | null; finishReason?: string; chunkDelayMs?: number }
+  | { kind: 'text'; text: string; usage?: Usage | null; finishReason?: string; chunkDelayMs?: number; /** Before a plain answer. */ delayMs?: number }
   | { kind: 'tool_calls'; calls: Array<{ id: string; name: string; arguments: string }>; usage?: Usage }
   | { kind: 'http_error'; status: number; body?: unknown; headers?: Record<string, string> }
   /** Streams some words, then breaks: an in-band error event, the socket cut, or silence with the socket open. */
@@ -96,6 +96,7 @@ async function answer(scenario: OpenAiScenario, body: Record<string, unknown>, r
   }
 
   if (!stream) {
+    if (scenario.kind === 'text' && scenario.delayMs) await new Promise((resolve) => setTimeout(resolve, scenario.delayMs));
     const message =
       scenario.kind === 'tool_calls'
         ? {
