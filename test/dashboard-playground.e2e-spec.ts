@@ -270,6 +270,9 @@ describe('dashboard: playground', () => {
     await workspace.client.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] });
     const records = await db.query('SELECT source, api_key_id FROM usage_records WHERE workspace_id = $1', [workspace.id]);
     expect(records).toEqual([{ source: 'api', api_key_id: workspace.apiKeyId }]);
+    // /v1/usage/recent says where each request came from.
+    const recent = (await workspace.client.get('/usage/recent')) as { data: Array<{ source: string }> };
+    expect(recent.data.map((record) => record.source)).toEqual(['api']);
   });
 });
 

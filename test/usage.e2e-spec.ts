@@ -360,6 +360,7 @@ describe('usage statistics', () => {
             user_id: null,
             subscription_id: null,
             tools_used: [],
+            source: 'api',
             created_at: new Date(base + 1).toISOString(),
           },
           {
@@ -379,6 +380,7 @@ describe('usage statistics', () => {
             user_id: 'user-1',
             subscription_id: 'sub-9',
             tools_used: ['web_search'],
+            source: 'api',
             created_at: new Date(base).toISOString(),
           },
         ],

@@ -6,7 +6,7 @@ import { Page, toPage } from '../common/pagination';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 import type { DailyUsageDto, UsageRecordDto, UsageSummaryDto } from './dto/usage.dto';
-import { UsageRecord, type UsageStatus } from './entities/usage-record.entity';
+import { UsageRecord, type UsageSource, type UsageStatus } from './entities/usage-record.entity';
 import { resolvePeriod, UsagePeriod } from './usage-period';
 
 export interface RecentUsageQuery {
@@ -82,7 +82,7 @@ export interface UsageTotals {
 
 const RECORD_COLUMNS = `id, request_id, assistant_id, model, input_tokens, output_tokens, total_tokens,
   llm_cost_millicents, tool_cost_millicents, total_cost_millicents, latency_ms, status, error_code,
-  user_id, subscription_id, tools_used, created_at`;
+  user_id, subscription_id, tools_used, source, created_at`;
 
 /** The newest `query.limit + 1` records (the extra one tells whether more follow) after an optional cursor, filtered. */
 export function recentSql(workspaceId: string, query: RecentUsageQuery): { sql: string; parameters: unknown[] } {
@@ -141,6 +141,7 @@ interface RecordRow {
   user_id: string | null;
   subscription_id: string | null;
   tools_used: string[];
+  source: UsageSource;
   created_at: Date;
 }
 
@@ -250,6 +251,7 @@ function toRecordDto(row: RecordRow): UsageRecordDto {
     user_id: row.user_id,
     subscription_id: row.subscription_id,
     tools_used: row.tools_used,
+    source: row.source,
     created_at: row.created_at.toISOString(),
   };
 }

@@ -3,7 +3,7 @@ import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsOptional, IsString, MaxLength, MinLength, ValidateBy } from 'class-validator';
 import { PageMetaDto, PageQueryDto } from '../../common/pagination';
 import { OptionalEnum, OptionalUuid } from '../../common/validation/decorators';
-import type { UsageStatus } from '../entities/usage-record.entity';
+import { USAGE_SOURCES, type UsageStatus } from '../entities/usage-record.entity';
 import { parseDay } from '../usage-period';
 
 export const USAGE_STATUSES: readonly UsageStatus[] = ['success', 'error'];
@@ -178,6 +178,13 @@ export class UsageRecordDto {
 
   @ApiProperty({ type: [String], description: 'Server-side tools the request used.', example: ['web_search'] })
   tools_used: string[];
+
+  @ApiProperty({
+    enum: USAGE_SOURCES,
+    description: 'Where the request came from: `api` (an API key), `dashboard` (the playground), `widget` (a chat widget).',
+    example: 'api',
+  })
+  source: string;
 
   @ApiProperty({ format: 'date-time', example: '2026-11-22T10:15:00.000Z' })
   created_at: string;
