@@ -16,6 +16,7 @@ import { AssistantsController } from './assistants/assistants.controller';
 import { DocumentsController } from './assistants/documents.controller';
 import { AuthController } from './auth/auth.controller';
 import { BillingController } from './billing/billing.controller';
+import { UsagePagesController } from './usage/usage-pages.controller';
 import { VerificationMail } from './auth/verification-mail';
 import { DashboardGuard } from './dashboard.guard';
 import { ErrorPagesRenderer } from './error-pages.renderer';
@@ -38,7 +39,7 @@ import { WorkspacesController } from './workspaces/workspaces.controller';
  */
 @Module({
   imports: [AccountsModule, WorkspacesModule, LimitsModule, MailModule, WalletModule, UsageModule, AssistantsModule, ChatModule, ConversationsModule, ModelsModule, AssistantPagesModule],
-  controllers: [HomeController, AuthController, AccountController, OverviewController, KeysController, WorkspacesController, MembersController, InvitationsController, PlaygroundController, AssistantsController, DocumentsController, BillingController, ConversationPagesController],
+  controllers: [HomeController, AuthController, AccountController, OverviewController, KeysController, WorkspacesController, MembersController, InvitationsController, PlaygroundController, AssistantsController, DocumentsController, BillingController, ConversationPagesController, UsagePagesController],
   providers: [
     PagesService,
     OverviewService,

@@ -110,12 +110,14 @@ export function useDashboard(app: INestApplication, config: AppConfig): { close(
   return { close: () => store.close() };
 }
 
-/** Every asset comes from this process (no CDN): pico and htmx from node_modules, ours beside this file. */
+/** Every asset comes from this process (no CDN): pico, htmx and uplot from node_modules, ours beside this file. */
 function assetsRouter(): express.Router {
   const router = express.Router();
   const vendor: Record<string, string> = {
     'pico.min.css': require.resolve('@picocss/pico/css/pico.min.css'),
     'htmx.min.js': require.resolve('htmx.org/dist/htmx.min.js'),
+    'uplot.min.js': require.resolve('uplot/dist/uPlot.iife.min.js'),
+    'uplot.min.css': require.resolve('uplot/dist/uPlot.min.css'),
   };
   for (const [name, file] of Object.entries(vendor)) {
     router.get(`/${name}`, (_req, res) => res.sendFile(file, { maxAge: '1d' }));

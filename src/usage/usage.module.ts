@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { UsageRecord } from './entities/usage-record.entity';
 import { UsageController } from './usage.controller';
+import { UsageExplorerService } from './usage-explorer.service';
 import { UsageRetention } from './usage-retention';
 import { UsageStatsService } from './usage-stats.service';
 import { UsageService } from './usage.service';
@@ -10,7 +11,7 @@ import { UsageService } from './usage.service';
 @Module({
   imports: [TypeOrmModule.forFeature([UsageRecord])],
   controllers: [UsageController],
-  providers: [UsageService, UsageStatsService, UsageRetention],
-  exports: [UsageService, UsageStatsService],
+  providers: [UsageService, UsageStatsService, UsageRetention, UsageExplorerService],
+  exports: [UsageService, UsageStatsService, UsageExplorerService],
 })
 export class UsageModule {}
