@@ -122,6 +122,8 @@ export interface OpenLoopResult {
   statusCodes: Record<string, number>;
   /** The start of the first answer of each non-2xx status, to tell why. */
   sampleBodies: Record<string, string>;
+  /** Failed requests by error message ('timeout': abandoned after timeoutMs). */
+  errorCounts: Record<string, number>;
   /** Time from the first measured send to the last answer, in seconds. */
   wallSeconds: number;
 }
@@ -135,7 +137,7 @@ async function openLoopClient(job: OpenLoopJob): Promise<OpenLoopResult> {
   const warmupCount = Math.round(job.warmupSeconds * job.ratePerSecond);
   const total = warmupCount + Math.round(job.durationSeconds * job.ratePerSecond);
 
-  const result: OpenLoopResult = { latenciesNs: [], sendLagNs: [], sent: 0, totalOk2xx: 0, ok2xx: 0, non2xx: 0, errors: 0, statusCodes: {}, sampleBodies: {}, wallSeconds: 0 };
+  const result: OpenLoopResult = { latenciesNs: [], sendLagNs: [], sent: 0, totalOk2xx: 0, ok2xx: 0, non2xx: 0, errors: 0, statusCodes: {}, sampleBodies: {}, errorCounts: {}, wallSeconds: 0 };
   let outstanding = 0;
   let scheduledCount = 0;
   let lastAnswerAt = 0n;
@@ -167,7 +169,7 @@ async function openLoopClient(job: OpenLoopJob): Promise<OpenLoopResult> {
             // Abandoned (or failed) requests keep their place in the percentiles, with the time
             // waited so far: leaving them out would report the survivors of an overload only.
             result.errors += 1;
-            result.sampleBodies.error ??= text;
+            result.errorCounts[text] = (result.errorCounts[text] ?? 0) + 1;
             result.latenciesNs.push(Number(lastAnswerAt - scheduled));
           }
           else {

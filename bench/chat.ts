@@ -40,8 +40,9 @@ const SETTINGS = {
   /** Counted on every request, never reached. */
   customRateLimitRpm: 100_000_000,
   /** After a measurement of the service: how long the wallets may take to settle. */
-  settleGraceMs: 15_000,
-  hardTimeoutMs: 360_000,
+  settleGraceMs: 10_000,
+  /** About 4 min when the service keeps up; an overloaded one makes the fixed-rate runs wait up to 30 s each for their answers. */
+  hardTimeoutMs: 420_000,
 } as const;
 
 const TARGETS = {
@@ -68,6 +69,8 @@ interface Accounting {
   ledgerMismatches: { workspaceId: string; balance: string; ledger: string }[];
   usageRecords: number;
   usageByStatus: Record<string, number>;
+  /** Rows of wallet_holds and the age of the oldest, when that table exists. */
+  holds?: { count: number; oldestAgeSeconds: number | null };
 }
 
 async function readAccounting(db: Client, workspaceIds: string[]): Promise<Accounting> {
@@ -82,7 +85,14 @@ async function readAccounting(db: Client, workspaceIds: string[]): Promise<Accou
     [workspaceIds],
   );
   const usageByStatus = Object.fromEntries(usage.rows.map((r) => [r.status, Number(r.n)]));
+  // Where reserved money sits, to tell a leaked hold from a request still running. Only a
+  // diagnostic: the table is the wallet's own business and may change.
+  const holds = await db
+    .query<{ n: string; oldest: Date | null }>('SELECT COUNT(*)::text AS n, MIN(created_at) AS oldest FROM wallet_holds WHERE workspace_id = ANY($1::uuid[])', [workspaceIds])
+    .then((r) => ({ count: Number(r.rows[0].n), oldestAgeSeconds: r.rows[0].oldest ? Math.round((Date.now() - r.rows[0].oldest.getTime()) / 1000) : null }))
+    .catch(() => undefined);
   return {
+    holds,
     // bigint sums as BigInt: 200 wallets of 10^12 exceed nothing, but reserved must be exact.
     reservedMillicents: Number(wallets.rows.reduce((sum, r) => sum + BigInt(r.reserved), 0n)),
     ledgerMismatches: wallets.rows.filter((r) => r.balance !== r.ledger).map((r) => ({ workspaceId: r.workspace_id, balance: r.balance, ledger: r.ledger })),
@@ -100,6 +110,7 @@ interface Check {
   usageRecords: number;
   usageByStatus: Record<string, number>;
   reservedMillicents: number;
+  holds?: Accounting['holds'];
   ledgerMismatches: number;
   waitedMs: number;
   nothingReserved: boolean;
@@ -140,6 +151,7 @@ async function settleAndCheck(
     usageRecords,
     usageByStatus,
     reservedMillicents: now.reservedMillicents,
+    holds: now.holds,
     ledgerMismatches: now.ledgerMismatches.length,
     waitedMs: Date.now() - started,
     nothingReserved: now.reservedMillicents === 0,
@@ -272,7 +284,8 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
     const check = await settleAndCheck(db, workspaceIds, label, before, counted(result));
     checks.push(check);
     log(
-      `  accounting after "${label}": reserved ${check.reservedMillicents} (${check.nothingReserved ? 'PASS' : 'FAIL'}), ` +
+      `  accounting after "${label}": reserved ${check.reservedMillicents} ` +
+        `(${check.nothingReserved ? 'PASS' : `FAIL: ${check.holds?.count ?? '?'} holds, the oldest ${check.holds?.oldestAgeSeconds ?? '?'} s old`}), ` +
         `ledger = balance in every wallet (${check.ledgerMatches ? 'PASS' : `FAIL: ${check.ledgerMismatches} wallets differ`}), ` +
         `usage records ${check.usageRecords} for ${check.answered2xx} 2xx answers of ${check.sent} sent (${check.usageMatches ? 'PASS' : 'FAIL'}) [${check.waitedMs} ms]`,
     );
@@ -384,6 +397,7 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
       errors: floor.errors + service.errors,
       statusCodes: { floor: floor.statusCodes, service: service.statusCodes },
       sampleBodies: { ...floor.sampleBodies, ...service.sampleBodies },
+      errorCounts: service.errorCounts,
     };
   };
   const added = [latency('non-streaming', floorFixed, serviceFixed), latency('streaming', floorStreamFixed, serviceStreamFixed)];
@@ -407,7 +421,8 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
   );
   log('(all in ms)');
   for (const a of added) {
-    for (const [status, body] of Object.entries(a.sampleBodies)) log(`  ${a.label}: ${status === 'error' ? 'failed requests' : `${a.statusCodes.service[status] ?? 0} answers ${status}`}, e.g. ${body}`);
+    for (const [status, body] of Object.entries(a.sampleBodies)) log(`  ${a.label}: ${a.statusCodes.service[status] ?? 0} answers ${status}, e.g. ${body}`);
+    for (const [message, count] of Object.entries(a.errorCounts)) log(`  ${a.label}: ${count} requests failed: ${message}`);
   }
   log('');
   log('Accounting after each measurement of the service');
@@ -446,7 +461,10 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
   for (const c of checks.filter((c) => !c.pass)) {
     missed.push(
       `accounting after "${c.measurement}": ${[
-        c.nothingReserved ? '' : `${c.reservedMillicents} millicents still reserved`,
+        c.nothingReserved
+          ? ''
+          : `${c.reservedMillicents} millicents still reserved` +
+            (c.holds ? ` (${c.holds.count} rows in wallet_holds, the oldest ${c.holds.oldestAgeSeconds} s old)` : ''),
         c.ledgerMatches ? '' : `${c.ledgerMismatches} wallets differ from their ledger`,
         c.usageMatches ? '' : `${c.usageRecords} usage records for ${c.answered2xx} 2xx answers of ${c.sent} sent`,
       ]
