@@ -138,7 +138,9 @@ describe('dashboard: assistants and documents', () => {
 
     it('shows the catalog with context length and prices', async () => {
       const page = await owner.client.get(`${base}/new`);
-      expect(textOf(page.html)).toContain('gpt-4o-mini (128,000 tokens; $0.15 in, $0.60 out per 1M tokens)');
+      expect(textOf(page.html)).toContain('gpt-4o-mini · 128K context · $0.15 / $0.60');
+      expect(textOf(page.html)).toContain('gemini-2.5-pro · 1M context · $1.25 / $10.00');
+      expect(textOf(page.html)).toContain('gpt-4o-mini 128,000 tokens $0.15 $0.60 yes');
       expect(page.html).toMatch(/<option value="gpt-4o-mini" selected>/);
     });
 

@@ -152,13 +152,20 @@ export function modelChoices(models: readonly ModelDefinition[]): ModelChoice[] 
     const outputPrice = formatMillicents(model.outputPrice);
     return {
       id: model.id,
-      label: `${model.id} (${contextLength}; ${inputPrice} in, ${outputPrice} out per 1M tokens)`,
+      label: `${model.id} · ${shortTokens(model.contextLength)} context · ${inputPrice} / ${outputPrice}`,
       contextLength,
       inputPrice,
       outputPrice,
       functionCalling: model.functionCalling,
     };
   });
+}
+
+/** 128000 -> "128K", 1000000 -> "1M": context lengths in a picker's line. */
+function shortTokens(tokens: number): string {
+  if (tokens >= 1_000_000 && tokens % 100_000 === 0) return `${tokens / 1_000_000}M`;
+  if (tokens >= 1000 && tokens % 100 === 0) return `${tokens / 1000}K`;
+  return tokens.toLocaleString('en-US');
 }
 
 /** A row of the assistants' list. */
