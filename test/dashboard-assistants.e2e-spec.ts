@@ -10,7 +10,7 @@ import { ApiKeysService } from '../src/workspaces/api-keys.service';
 import { WorkspacesService } from '../src/workspaces/workspaces.service';
 import { BROWSER_ACCEPT, DashboardClient, DashboardResponse, signUp, SignedUpPerson, textOf } from './support/dashboard-client';
 import { makeDocx, makePdf, makeScannedPdf } from './support/document-files';
-import { startTestApp, TestApp } from './support/test-app';
+import { startTestApp, testConfig, TestApp } from './support/test-app';
 
 jest.setTimeout(60_000);
 
@@ -76,7 +76,7 @@ describe('dashboard: assistants and documents', () => {
     for (const file of files) form.append('files', new Blob([file.data], { type: file.type ?? '' }), file.name);
     const headers: Record<string, string> = { accept: BROWSER_ACCEPT, cookie: [...client.cookies].map(([k, v]) => `${k}=${v}`).join('; ') };
     if (options.scripted) headers['x-requested-with'] = 'XMLHttpRequest';
-    const response = await fetch(`${t.baseUrl}${path}`, { method: 'POST', body: form, headers, redirect: 'manual' });
+    const response = await fetch(`${client.baseUrl}${path}`, { method: 'POST', body: form, headers, redirect: 'manual' });
     return { status: response.status, headers: response.headers, html: await response.text(), location: response.headers.get('location') };
   }
 
@@ -447,4 +447,27 @@ describe('dashboard: assistants and documents', () => {
     });
   });
 
+
+  it('works under BASE_PATH: the upload is read before the guard there too, and links carry the prefix', async () => {
+    const prefixed = await startTestApp({ config: { llmSimulator: 'on', dashboard: { ...testConfig().dashboard, basePath: '/acs' } } });
+    try {
+      const person = await signUp(`${prefixed.baseUrl}/acs`, { email: 'bea@example.com', name: 'Bea Base' });
+      const path = `/w/${person.workspaceId}/assistants`;
+      await person.client.get(`${path}/new`);
+      const created = await person.client.post(path, validForm({ name: 'Prefixed', slug: 'prefixed' }));
+      expect(created.status).toBe(303);
+      expect(created.location).toMatch(new RegExp(`^/acs${path}/[0-9a-f-]{36}$`));
+      const editor = await person.client.follow(created);
+      expect(editor.html).toContain(`action="/acs${path}/`);
+      expect(editor.html).toContain(`${prefixed.baseUrl}/acs/v1`);
+      const id = created.location!.split('/').pop()!;
+      const uploaded = await upload(person.client, `${path}/${id}/documents`, [{ name: 'a.txt', data: 'Under a prefix.' }], { scripted: true });
+      expect(uploaded.status).toBe(200);
+      expect(uploaded.html).toContain(`action="/acs${path}/${id}/documents/`);
+      await prefixed.app.get(DocumentIngestion).idle();
+      expect((await prefixed.app.get(DocumentsService).list(id)).map((d) => [d.name, d.status])).toEqual([['a.txt', 'ready']]);
+    } finally {
+      await prefixed.close();
+    }
+  });
 });
