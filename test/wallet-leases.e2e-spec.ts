@@ -8,7 +8,7 @@ import { freePort } from '../src/database/embedded-postgres';
 import { WalletService } from '../src/wallet/wallet.service';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
 import { ServerProcess, waitUntil } from './support/processes';
-import { openAiClient, startTestApp, TestApp } from './support/test-app';
+import { startTestApp, TestApp } from './support/test-app';
 import { createTestDatabase } from './support/test-database';
 import { walletInvariants } from './support/wallet-invariants';
 
