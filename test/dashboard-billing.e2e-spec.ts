@@ -131,6 +131,19 @@ describe('dashboard: billing (simulated payments)', () => {
     expect(await ledgerOf(t, owner.workspaceId)).toHaveLength(2);
   });
 
+  it('says a canceled checkout charged nothing, and never shows another workspace\'s payment as credited', async () => {
+    const canceled = await owner.client.get(`${billing}?checkout=canceled`);
+    expect(canceled.html).toContain('id="checkout-canceled"');
+    const other = await t.createWorkspace({ tier: 'enterprise', balanceMillicents: 0 });
+    const theirs = await t.app.get(TopupCheckoutService).startTopup(other.id, 500_000, { successUrl: 'http://x/{CHECKOUT_SESSION_ID}', cancelUrl: 'http://x' });
+    const page = await owner.client.get(`${billing}/topup/return?session_id=${theirs.sessionId}`);
+    expect(page.status).toBe(200);
+    expect(page.html).toContain('data-state="pending"');
+    expect(page.html).not.toContain('$5.00');
+    const broken = await owner.client.get(`${billing}/topup/return?session_id=${encodeURIComponent('<script>')}`);
+    expect(textOf(broken.html)).toContain('This link names no payment.');
+  });
+
   it('refuses amounts that are not dollars or are out of bounds, saying why, and charges nothing', async () => {
     const before = (await ledgerOf(t, owner.workspaceId)).length;
     const cases: [string, string][] = [
@@ -385,6 +398,17 @@ describeWithBrowser('dashboard: billing through Stripe Checkout (fake Stripe, in
     const { context, page, problems } = await signedInPage();
     await page.goto(billing);
     expect(await page.textContent('#card-status')).toContain('none saved yet');
+    // Stripe needs a saved card before auto top-up can be on: the page says so, and saves nothing.
+    await page.getByLabel('Enabled').check();
+    await page.getByLabel('Threshold, in dollars').fill('50');
+    await page.getByLabel('Amount, in dollars', { exact: true }).fill('20');
+    await Promise.all([page.waitForEvent('load'), page.getByRole('button', { name: 'Save auto top-up' }).click()]);
+    expect(await page.textContent('#auto-topup .flash.error')).toContain('Save a card first');
+    expect(await t.app.get(AutoTopupService).summary(owner.workspaceId)).toBeNull();
+    await expectAccessible(page, 'billing, auto top-up refused');
+    // Chromium logs the page's 400 status, which was the point.
+    expect(ours(problems).map((problem) => problem.text)).toEqual(['Failed to load resource: the server responded with a status of 400 (Bad Request)']);
+    problems.length = 0;
     await page.getByRole('button', { name: 'Save a card' }).click();
     await page.waitForURL(`${stripe.url}/checkout/**`);
     const setup = [...stripe.checkoutSessions.values()].find((session) => session.mode === 'setup')!;

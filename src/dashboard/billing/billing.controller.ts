@@ -18,6 +18,9 @@ interface Form {
   [field: string]: string | undefined;
 }
 
+/** The auto top-up form's fields, each with its own place for a message. */
+const AUTO_TOPUP_FIELDS = ['enabled', 'threshold', 'amount', 'monthly_cap'];
+
 /** Ledger rows per page. */
 const LEDGER_PAGE_SIZE = 25;
 
@@ -71,7 +74,7 @@ export class BillingController {
     try {
       start = await this.checkout.startTopup(workspaceId, amount, this.returnUrls(req, 'topup/return'));
     } catch (error) {
-      return this.renderPage(req, res, emptyLedgerQuery(), { topup: formErrors(error) }, 400, form);
+      return this.renderPage(req, res, emptyLedgerQuery(), { topup: onFields(formErrors(error), ['amount']) }, 400, form);
     }
     if (start.kind === 'redirect') return this.toProvider(req, res, start.url, 'Paying for credit', 'Continue to payment');
     return this.pages.redirect(req, res, `/w/${workspaceId}/billing/topup/return?session_id=${encodeURIComponent(start.sessionId)}`);
@@ -113,7 +116,7 @@ export class BillingController {
         monthlyCapMillicents: cap,
       });
     } catch (error) {
-      return this.renderPage(req, res, emptyLedgerQuery(), { autoTopup: formErrors(error) }, 400, form);
+      return this.renderPage(req, res, emptyLedgerQuery(), { autoTopup: onFields(formErrors(error), AUTO_TOPUP_FIELDS) }, 400, form);
     }
     const text = form.enabled === 'on' ? 'Auto top-up is on.' : 'Auto top-up settings saved; it is off.';
     return this.pages.redirect(req, res, `/w/${workspaceId}/billing#auto-topup-heading`, { kind: 'success', text });
@@ -128,7 +131,7 @@ export class BillingController {
     try {
       start = await this.checkout.startCardSetup(workspaceId, this.returnUrls(req, 'card/return'));
     } catch (error) {
-      return this.renderPage(req, res, emptyLedgerQuery(), { autoTopup: formErrors(error) }, 400);
+      return this.renderPage(req, res, emptyLedgerQuery(), { autoTopup: onFields(formErrors(error), AUTO_TOPUP_FIELDS) }, 400);
     }
     if (start.kind === 'redirect') return this.toProvider(req, res, start.url, 'Saving a card', 'Continue to save a card');
     return this.pages.redirect(req, res, `/w/${workspaceId}/billing#auto-topup-heading`, {
@@ -288,3 +291,20 @@ function hostOf(url: string): string | null {
     return null;
   }
 }
+
+/**
+ * A service's error shown where the form can show it: at its field when the form has one,
+ * else above the form (the card a Stripe payment needs is no field of the form, for one).
+ */
+function onFields(errors: Record<string, string>, fields: string[]): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(errors).map(([param, message]) =>
+      // The service names the CLI's options; the page's way to a card is its button.
+      PAYMENT_METHOD_PARAMS.includes(param)
+        ? ['form', 'Save a card first (the button above): auto top-up charges the saved card.']
+        : [fields.includes(param) ? param : 'form', message],
+    ),
+  );
+}
+
+const PAYMENT_METHOD_PARAMS = ['stripe_customer', 'stripe_payment_method'];
