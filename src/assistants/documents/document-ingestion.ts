@@ -4,6 +4,11 @@ import { DocumentsService, LEASE_SECONDS } from './documents.service';
 
 /** How often a reader renews its lease, well within LEASE_SECONDS. */
 const RENEW_EVERY_MS = (LEASE_SECONDS * 1000) / 4;
+/**
+ * Documents read at once by this process: each PDF is read in a worker thread that may use
+ * up to 1 GB, and ten files uploaded together must not start ten. The others wait their turn.
+ */
+const MAX_PARALLEL_READS = 2;
 /** On shutdown, how long to let documents being read finish; the rest are taken up again after their lease. */
 const SHUTDOWN_WAIT_MS = 10_000;
 
@@ -18,6 +23,8 @@ const SHUTDOWN_WAIT_MS = 10_000;
 export class DocumentIngestion implements BeforeApplicationShutdown {
   private readonly logger = new Logger('DocumentIngestion');
   private readonly reading = new Map<string, Promise<void>>();
+  private active = 0;
+  private readonly waiting: Array<() => void> = [];
 
   constructor(private readonly documents: DocumentsService) {}
 
@@ -57,11 +64,29 @@ export class DocumentIngestion implements BeforeApplicationShutdown {
     clearTimeout(timer);
   }
 
+  /** A reading slot; a waiter is handed the slot of the reader that ends, so there are never more than MAX_PARALLEL_READS. */
+  private async acquire(): Promise<void> {
+    if (this.active < MAX_PARALLEL_READS) {
+      this.active++;
+      return;
+    }
+    await new Promise<void>((resolve) => this.waiting.push(resolve));
+  }
+
+  private release(): void {
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.active--;
+  }
+
   private async read(documentId: string): Promise<void> {
+    await this.acquire();
     const renew = setInterval(() => {
       this.documents.renewLease(documentId).catch((error: unknown) => this.logger.warn(`Renewing the lease of ${documentId}: ${String(error)}`));
     }, RENEW_EVERY_MS).unref();
     try {
+      // The lease may have run low while waiting for a slot.
+      await this.documents.renewLease(documentId);
       const status = await this.documents.ingest(documentId);
       if (status === 'failed') this.logger.log(`Document ${documentId} could not be read`);
     } catch (error) {
@@ -69,6 +94,7 @@ export class DocumentIngestion implements BeforeApplicationShutdown {
       this.logger.error(`Reading document ${documentId} failed: ${String(error)}`);
     } finally {
       clearInterval(renew);
+      this.release();
     }
   }
 }
