@@ -2,7 +2,7 @@ import type Stripe from 'stripe';
 import { PaymentEvents } from './payment-events';
 import { PaymentMethodRef, PaymentProvider } from './payment-provider';
 import { SimulatedPaymentProvider } from './simulated-payment.provider';
-import { StripePaymentProvider } from './stripe-payment.provider';
+import { checkoutCompletionOf, StripePaymentProvider } from './stripe-payment.provider';
 
 const refused = (provider: PaymentProvider, ref: Partial<PaymentMethodRef>, complete: boolean) => {
   try {
@@ -56,5 +56,61 @@ describe('PaymentEvents', () => {
 
   it('fails without a handler, so that the provider delivers the event again', () => {
     expect(() => new PaymentEvents().deliver('stripe', event)).toThrow(/No handler/);
+  });
+});
+
+describe('checkouts', () => {
+  const paymentSession = {
+    id: 'cs_test_1',
+    mode: 'payment',
+    payment_status: 'paid',
+    amount_total: 2500,
+    payment_intent: 'pi_1',
+    customer: null,
+    client_reference_id: 'ws-1',
+    metadata: { workspace_id: 'ws-1' },
+  };
+  const event = (type: string, object: unknown) => ({ id: 'evt_1', type, data: { object } }) as unknown as Stripe.Event;
+  const stripeWith = (setupIntent: unknown) =>
+    ({ setupIntents: { retrieve: async (id: string) => ({ id, ...(setupIntent as object) }) } }) as unknown as Stripe;
+
+  it('reads a paid Checkout session as a payment of its total, for the workspace in its metadata', async () => {
+    await expect(checkoutCompletionOf(stripeWith({}), event('checkout.session.completed', paymentSession))).resolves.toEqual({
+      sessionId: 'cs_test_1',
+      workspaceId: 'ws-1',
+      mode: 'payment',
+      paymentId: 'pi_1',
+      amountCents: 2500,
+    });
+  });
+
+  it('ignores sessions not paid yet, other events, and sessions of no workspace', async () => {
+    const stripe = stripeWith({});
+    await expect(checkoutCompletionOf(stripe, event('checkout.session.completed', { ...paymentSession, payment_status: 'unpaid' }))).resolves.toBeNull();
+    await expect(checkoutCompletionOf(stripe, event('checkout.session.expired', paymentSession))).resolves.toBeNull();
+    await expect(
+      checkoutCompletionOf(stripe, event('checkout.session.completed', { ...paymentSession, metadata: {}, client_reference_id: null })),
+    ).resolves.toBeNull();
+  });
+
+  it("reads a setup session's card from its SetupIntent, once that succeeded", async () => {
+    const setup = { ...paymentSession, mode: 'setup', payment_status: 'no_payment_required', amount_total: null, setup_intent: 'seti_1', customer: 'cus_1' };
+    await expect(
+      checkoutCompletionOf(stripeWith({ status: 'succeeded', payment_method: 'pm_1' }), event('checkout.session.completed', setup)),
+    ).resolves.toEqual({ sessionId: 'cs_test_1', workspaceId: 'ws-1', mode: 'setup', customerRef: 'cus_1', paymentMethodRef: 'pm_1' });
+    await expect(
+      checkoutCompletionOf(stripeWith({ status: 'requires_payment_method', payment_method: null }), event('checkout.session.completed', setup)),
+    ).resolves.toBeNull();
+  });
+
+  it('the simulated provider completes at once: a payment of the amount, or a saved test card', async () => {
+    const simulated = new SimulatedPaymentProvider();
+    const urls = { successUrl: 'http://x/{CHECKOUT_SESSION_ID}', cancelUrl: 'http://x', description: 'credit', customerRef: null };
+    const payment = await simulated.startCheckout({ workspaceId: 'ws-1', mode: 'payment', amountCents: 1234, ...urls });
+    expect(payment).toMatchObject({ kind: 'completed', completion: { mode: 'payment', workspaceId: 'ws-1', amountCents: 1234 } });
+    const setup = await simulated.startCheckout({ workspaceId: 'ws-1', mode: 'setup', ...urls });
+    expect(setup).toMatchObject({ kind: 'completed', completion: { mode: 'setup', paymentMethodRef: 'pm_card_visa' } });
+    expect(setup.kind === 'completed' && setup.completion.mode === 'setup' && setup.completion.customerRef).toMatch(/^cus_sim[0-9a-f]{16}$/);
+    await expect(simulated.startCheckout({ workspaceId: 'ws-1', mode: 'payment', amountCents: 0, ...urls })).rejects.toThrow(/positive/);
   });
 });

@@ -73,8 +73,8 @@ export class StripePaymentProvider implements PaymentProvider, CheckoutProvider 
   }
 
   /**
-   * Stripe Checkout, hosted by Stripe: a session in `payment` mode buys credit (one line of
-   * "Account credit" for the amount), one in `setup` mode saves a card on the workspace's
+   * Stripe Checkout, hosted by Stripe: a session in `payment` mode buys credit (one line, named
+   * by the request's description, for the amount), one in `setup` mode saves a card on the workspace's
    * customer (created on first use) for auto top-up's off-session payments. The outcome comes
    * by webhook (`checkout.session.completed`), never from the person's return to our page.
    */
