@@ -68,7 +68,7 @@ describe('checkouts', () => {
     payment_intent: 'pi_1',
     customer: null,
     client_reference_id: 'ws-1',
-    metadata: { workspace_id: 'ws-1' },
+    metadata: { workspace_id: 'ws-1', purpose: 'topup' },
   };
   const event = (type: string, object: unknown) => ({ id: 'evt_1', type, data: { object } }) as unknown as Stripe.Event;
   const stripeWith = (setupIntent: unknown) =>
@@ -89,12 +89,16 @@ describe('checkouts', () => {
     await expect(checkoutCompletionOf(stripe, event('checkout.session.completed', { ...paymentSession, payment_status: 'unpaid' }))).resolves.toBeNull();
     await expect(checkoutCompletionOf(stripe, event('checkout.session.expired', paymentSession))).resolves.toBeNull();
     await expect(
-      checkoutCompletionOf(stripe, event('checkout.session.completed', { ...paymentSession, metadata: {}, client_reference_id: null })),
+      checkoutCompletionOf(stripe, event('checkout.session.completed', { ...paymentSession, metadata: {}, client_reference_id: 'ws-1' })),
+    ).resolves.toBeNull();
+    // Another app's session on the same Stripe account.
+    await expect(
+      checkoutCompletionOf(stripe, event('checkout.session.completed', { ...paymentSession, metadata: { workspace_id: 'ws-1', purpose: 'shop' } })),
     ).resolves.toBeNull();
   });
 
   it("reads a setup session's card from its SetupIntent, once that succeeded", async () => {
-    const setup = { ...paymentSession, mode: 'setup', payment_status: 'no_payment_required', amount_total: null, setup_intent: 'seti_1', customer: 'cus_1' };
+    const setup = { ...paymentSession, metadata: { workspace_id: 'ws-1', purpose: 'card_setup' }, mode: 'setup', payment_status: 'no_payment_required', amount_total: null, setup_intent: 'seti_1', customer: 'cus_1' };
     await expect(
       checkoutCompletionOf(stripeWith({ status: 'succeeded', payment_method: 'pm_1' }), event('checkout.session.completed', setup)),
     ).resolves.toEqual({ sessionId: 'cs_test_1', workspaceId: 'ws-1', mode: 'setup', customerRef: 'cus_1', paymentMethodRef: 'pm_1' });

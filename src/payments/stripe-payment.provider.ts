@@ -219,6 +219,9 @@ function withDeclineCode(message: string, declineCode: string | undefined): stri
   return declineCode ? `${message} (decline code: ${declineCode})` : message;
 }
 
+/** The `purpose` this service writes in the metadata of its Checkout sessions. */
+const CHECKOUT_PURPOSES = ['topup', 'card_setup'];
+
 /**
  * A `checkout.session.completed` (or `.async_payment_succeeded`) event as a completion;
  * null for other events and for sessions not yet paid (a bank debit still under way, whose
@@ -228,8 +231,9 @@ function withDeclineCode(message: string, declineCode: string | undefined): stri
 export async function checkoutCompletionOf(stripe: Stripe, event: Stripe.Event): Promise<CheckoutCompletion | null> {
   if (event.type !== 'checkout.session.completed' && event.type !== 'checkout.session.async_payment_succeeded') return null;
   const session = event.data.object;
-  const workspaceId = session.metadata?.workspace_id ?? session.client_reference_id;
-  if (!workspaceId) return null;
+  // Only sessions this service made: other apps on the same Stripe account have their own.
+  const workspaceId = session.metadata?.workspace_id;
+  if (!workspaceId || !CHECKOUT_PURPOSES.includes(session.metadata?.purpose ?? '')) return null;
   if (session.mode === 'payment') {
     if (session.payment_status !== 'paid' || session.amount_total === null) return null;
     const paymentId = typeof session.payment_intent === 'string' ? session.payment_intent : (session.payment_intent?.id ?? session.id);
