@@ -300,6 +300,27 @@ describe('dashboard: billing (simulated payments)', () => {
     expect(textOf(attempts)).toMatch(/Started Amount Outcome Tries Details \d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC \$20\.00 succeeded 1$/);
     expect(textOf(after.html)).toContain('auto_topup +$20.00');
   });
+
+  it('lists a failed auto top-up with its reason and next try', async () => {
+    const workspace = await t.createWorkspace({ tier: 'enterprise', balanceMillicents: 100_000 });
+    const [{ id: ownerId }] = (await t.app.get(DataSource).query('SELECT id FROM users WHERE email = $1', ['bill@example.com'])) as { id: string }[];
+    await t.app.get(DataSource).query(`INSERT INTO memberships (workspace_id, user_id, role) VALUES ($1, $2, 'owner')`, [workspace.id, ownerId]);
+    const autoTopup = t.app.get(AutoTopupService);
+    // The CLI can save Stripe's declining test card; the simulated provider declines it as Stripe would.
+    await autoTopup.configure({
+      workspaceId: workspace.id,
+      enabled: true,
+      thresholdMillicents: 500_000,
+      amountMillicents: 1_000_000,
+      customerRef: 'cus_test',
+      paymentMethodRef: 'pm_card_chargeDeclined',
+    });
+    expect(await autoTopup.topUpIfNeeded(workspace.id)).toMatchObject({ status: 'retry_scheduled' });
+    const page = await owner.client.get(`/w/${workspace.id}/billing`);
+    const attempts = textOf(page.html.match(/<table id="attempts-table"[\s\S]*?<\/table>/)![0]);
+    expect(attempts).toMatch(/\$10\.00 retry scheduled 1 Your card was declined\. \(simulated\) Next try: \d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC\.$/);
+    expect((await ledgerOf(t, workspace.id)).filter((row) => row.type === 'auto_topup')).toEqual([]);
+  });
 });
 
 const WEBHOOK_SECRET = 'whsec_dashboard_billing';
