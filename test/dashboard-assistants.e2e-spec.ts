@@ -375,6 +375,10 @@ describe('dashboard: assistants and documents', () => {
       const polling = await owner.client.get(docsPath, { headers: { 'hx-request': 'true' } });
       expect(polling.html).toContain(`hx-get="${docsPath}" hx-trigger="every 2s" hx-swap="outerHTML"`);
       expect(rowOf(polling.html, stranded.id)).toContain('Processing…');
+      // Opened as a page (not by htmx), the fragment's address leads to the editor.
+      const opened = await owner.client.get(docsPath);
+      expect(opened.status).toBe(303);
+      expect(opened.location).toBe(`${base}/${assistantId}#documents`);
 
       const ingestion = t.app.get(DocumentIngestion);
       expect(await ingestion.sweep()).toBe(0); // its lease still runs: someone is reading it

@@ -35,6 +35,8 @@ export class DocumentsController {
   @RequireRole('member')
   async list(@Req() req: PageRequest, @Res() res: Response, @Param('assistantId') assistantId: string): Promise<void> {
     const assistant = await this.find(req, assistantId);
+    // The fragment is for htmx; a person who opens its address gets the editor, at the documents.
+    if (!isScripted(req)) return this.pages.redirect(req, res, `/w/${req.member!.id}/assistants/${assistant.id}#documents`);
     await this.sendPanel(req, res, assistant, []);
   }
 
