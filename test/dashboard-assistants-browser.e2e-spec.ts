@@ -108,7 +108,16 @@ describeWithBrowser('assistants and documents in the browser', () => {
       await page.waitForURL('**/assistants/new');
       await check(page, problems);
 
-      // The slug follows the name until one is typed.
+      // A slug the service refuses comes back as the field's error, tied to it for screen readers.
+      await page.getByLabel('Name', { exact: true }).fill('Facilities');
+      await page.getByLabel('Slug').fill('Not A Slug');
+      await Promise.all([page.waitForEvent('load'), page.getByRole('button', { name: 'Create assistant' }).click()]);
+      await check(page, problems, 400);
+      await expect(page.getByLabel('Slug').getAttribute('aria-invalid')).resolves.toBe('true');
+      await expect(page.locator('#assistant-slug-error').textContent()).resolves.toContain('slug must be lowercase letters and digits');
+
+      // The slug follows the name until one is typed (emptied, it follows again).
+      await page.getByLabel('Slug').fill('');
       await page.getByLabel('Name', { exact: true }).fill('Facilities Desk (HQ)');
       await expect(page.getByLabel('Slug').inputValue()).resolves.toBe('facilities-desk-hq');
       await page.getByLabel('Description').fill('Answers staff questions about the building.');
