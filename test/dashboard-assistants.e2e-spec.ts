@@ -170,7 +170,7 @@ describe('dashboard: assistants and documents', () => {
       expect(textOf(page.html)).toContain('No documents yet.');
 
       const list = await owner.client.get(base);
-      expect(rowOf(list.html, id)).toBe('Support Bot (EU) Answers customers support-bot-eu gpt-4o-mini file_search');
+      expect(rowOf(list.html, id)).toBe('Support Bot (EU) Answers customers support-bot-eu gpt-4o-mini file_search 0');
       expect(textOf(list.html)).toContain('1 of 10 assistants of the pro tier');
 
       // Another workspace's key does not reach it: assistants are per workspace.
@@ -348,6 +348,8 @@ describe('dashboard: assistants and documents', () => {
       expect(rowOf(fragment, scan.id)).toContain(
         'Failed: No text found in scan.pdf: it looks like a scanned PDF (pictures of pages, no text layer). Scanned PDFs need OCR',
       );
+      // The list of assistants counts them (the failed one too: it is listed until deleted).
+      expect(rowOf((await owner.client.get(base)).html, assistantId)).toMatch(/ 6$/);
       // The stored files are dropped once read.
       const [{ kept }] = (await db().query('SELECT count(*)::int AS kept FROM documents WHERE assistant_id = $1 AND upload IS NOT NULL', [assistantId])) as { kept: number }[];
       expect(kept).toBe(0);

@@ -270,6 +270,16 @@ export class DocumentsService {
     return this.documents.find({ where: { assistantId }, order: { createdAt: 'ASC', id: 'ASC' } });
   }
 
+  /** How many documents each assistant of the workspace has (assistants without any are absent). */
+  async countsByAssistant(workspaceId: string): Promise<Map<string, number>> {
+    assertUuid(workspaceId, 'workspace');
+    const rows = await this.documents.query<Array<{ assistant_id: string; documents: number }>>(
+      'SELECT assistant_id, count(*)::int AS documents FROM documents WHERE workspace_id = $1 GROUP BY assistant_id',
+      [workspaceId],
+    );
+    return new Map(rows.map((row) => [row.assistant_id, row.documents]));
+  }
+
   /** For operators: a document by id, whatever its workspace. */
   async get(documentId: string): Promise<Document> {
     assertUuid(documentId, 'document');

@@ -48,9 +48,10 @@ export class AssistantsController {
   @Get()
   @RequireRole('member')
   async list(@Req() req: PageRequest, @Res() res: Response): Promise<void> {
-    const assistants = await this.assistants.list(req.member!.id);
+    const workspaceId = req.member!.id;
+    const [assistants, documents] = await Promise.all([this.assistants.list(workspaceId), this.documents.countsByAssistant(workspaceId)]);
     await this.pages.render(req, res, 'assistants', {
-      assistants: assistants.map(assistantRow),
+      assistants: assistants.map((assistant) => ({ ...assistantRow(assistant), documents: documents.get(assistant.id) ?? 0 })),
       limit: this.limitOf(req, assistants.length),
       canManage: roleAtLeast(req.member!.role, 'admin'),
     });
