@@ -222,9 +222,9 @@ export class WalletService {
   /**
    * Settles a batch of requests in one transaction (group commit): the holds and leases and
    * then the wallets are locked (the sweeper's order), every charge is worked out in order
-   * (planSettlements), and each wallet is written once, the ledger rows in one statement,
-   * with `alsoInTransaction` (the usage records, conversation turns) in the same
-   * transaction. Once it commits, the leases learn what left them, and a wallet that went
+   * (planSettlements), and what it changes (each wallet once, the holds, the ledger rows) is
+   * written in one statement, with `alsoInTransaction` (the usage records, conversation
+   * turns) in the same transaction: four round trips and the commit, however many requests. Once it commits, the leases learn what left them, and a wallet that went
    * below its auto top-up threshold is announced on `charges`.
    */
   async settleMany(
@@ -234,34 +234,42 @@ export class WalletService {
     const { outcomes, belowThreshold } = await this.manager.transaction(async (manager) => {
       const holdRowIds = [...new Set(orders.map(({ hold }) => hold.lease?.id ?? hold.id))];
       const workspaceIds = [...new Set(orders.map(({ charge }) => charge.workspaceId))];
-      const holdRows = await queryRows<{ id: string; amount_millicents: string }>(
-        manager,
-        `SELECT id, amount_millicents FROM wallet_holds WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`,
-        [holdRowIds],
-      );
-      const walletRows = await queryRows<{
-        workspace_id: string;
-        balance_millicents: string;
-        reserved_millicents: string;
-        carry: string;
+      // One round trip locks the holds and leases, then (the wallets' scan waits for the holds'
+      // lock, which it reads) the wallets: the sweeper's order, so no deadlock with it.
+      const locked = await queryRows<{
+        hold_id: string | null;
+        hold_amount: string | null;
+        workspace_id: string | null;
+        balance_millicents: string | null;
+        reserved_millicents: string | null;
+        carry: string | null;
         threshold: string | null;
       }>(
         manager,
-        `SELECT w.workspace_id, w.balance_millicents, w.reserved_millicents, w.carry_millicents::text AS carry,
-                CASE WHEN s.enabled THEN s.threshold_millicents END AS threshold
-           FROM wallets w LEFT JOIN auto_topup_settings s ON s.workspace_id = w.workspace_id
-          WHERE w.workspace_id = ANY($1::uuid[]) ORDER BY w.workspace_id FOR UPDATE OF w`,
-        [workspaceIds],
+        `WITH holds AS (SELECT id, amount_millicents FROM wallet_holds WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE),
+              wallets AS (
+                SELECT w.workspace_id, w.balance_millicents, w.reserved_millicents, w.carry_millicents::text AS carry,
+                       CASE WHEN s.enabled THEN s.threshold_millicents END AS threshold
+                  FROM wallets w LEFT JOIN auto_topup_settings s ON s.workspace_id = w.workspace_id
+                 WHERE w.workspace_id = ANY($2::uuid[]) AND (SELECT count(*) FROM holds) >= 0
+                 ORDER BY w.workspace_id FOR UPDATE OF w)
+         SELECT id AS hold_id, amount_millicents AS hold_amount, NULL::uuid AS workspace_id, NULL::bigint AS balance_millicents,
+                NULL::bigint AS reserved_millicents, NULL::text AS carry, NULL::bigint AS threshold FROM holds
+         UNION ALL
+         SELECT NULL, NULL, workspace_id, balance_millicents, reserved_millicents, carry, threshold FROM wallets`,
+        [holdRowIds, workspaceIds],
       );
+      const walletRows = locked.filter((row) => row.workspace_id !== null);
+      const holdRows = locked.filter((row) => row.hold_id !== null);
       const applied = orders.some((order) => order.retry) ? await this.appliedKeys(manager, orders) : new Set<string>();
       const plan = planSettlements(
         new Map(
           walletRows.map((row): [string, LockedWallet] => [
-            row.workspace_id,
-            { balance: BigInt(row.balance_millicents), reserved: BigInt(row.reserved_millicents), carry: carryToMicros(row.carry) },
+            row.workspace_id!,
+            { balance: BigInt(row.balance_millicents!), reserved: BigInt(row.reserved_millicents!), carry: carryToMicros(row.carry!) },
           ]),
         ),
-        new Map(holdRows.map((row) => [row.id, BigInt(row.amount_millicents)])),
+        new Map(holdRows.map((row) => [row.hold_id!, BigInt(row.hold_amount!)])),
         orders.map(({ hold, charge, refund }) => ({
           key: hold.id,
           workspaceId: charge.workspaceId,
@@ -274,47 +282,45 @@ export class WalletService {
         })),
       );
       const wallets = [...plan.wallets];
+      // Everything the plan changes, in one statement. The ledger rows of one batch are a
+      // microsecond apart, in settlement order, so that the ledger reads in the order its
+      // balances were reached.
       await manager.query(
-        `UPDATE wallets w SET balance_millicents = v.balance, reserved_millicents = v.reserved, carry_millicents = v.carry, updated_at = now()
-           FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::numeric[]) AS v(workspace_id, balance, reserved, carry)
-          WHERE w.workspace_id = v.workspace_id`,
+        `WITH wallet_updates AS (
+           UPDATE wallets w SET balance_millicents = v.balance, reserved_millicents = v.reserved, carry_millicents = v.carry, updated_at = now()
+             FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::numeric[]) AS v(workspace_id, balance, reserved, carry)
+            WHERE w.workspace_id = v.workspace_id
+           RETURNING 1),
+              released AS (DELETE FROM wallet_holds WHERE id = ANY($5::uuid[]) RETURNING 1),
+              leases AS (
+           UPDATE wallet_holds h SET amount_millicents = v.amount
+             FROM unnest($6::uuid[], $7::bigint[]) AS v(id, amount) WHERE h.id = v.id
+           RETURNING 1),
+              ledger AS (
+           INSERT INTO wallet_transactions (workspace_id, type, amount_millicents, balance_after_millicents, description, idempotency_key, created_at)
+           SELECT v.workspace_id, v.type, v.amount, v.balance_after, v.description, v.idempotency_key, now() + (v.n - 1) * interval '1 microsecond'
+             FROM unnest($8::uuid[], $9::text[], $10::bigint[], $11::bigint[], $12::text[], $13::text[])
+                  WITH ORDINALITY AS v(workspace_id, type, amount, balance_after, description, idempotency_key, n)
+           RETURNING 1)
+         SELECT (SELECT count(*) FROM wallet_updates), (SELECT count(*) FROM released), (SELECT count(*) FROM leases), (SELECT count(*) FROM ledger)`,
         [
           wallets.map(([id]) => id),
           wallets.map(([, w]) => w.balance.toString()),
           wallets.map(([, w]) => w.reserved.toString()),
           wallets.map(([, w]) => toDecimalString(w.carry)),
+          plan.releasedHolds,
+          [...plan.leases.keys()],
+          [...plan.leases.values()].map(String),
+          plan.ledger.map((row) => row.workspaceId),
+          plan.ledger.map((row) => row.type),
+          plan.ledger.map((row) => row.amountMillicents.toString()),
+          plan.ledger.map((row) => row.balanceAfterMillicents.toString()),
+          plan.ledger.map((row) => row.description),
+          plan.ledger.map((row) => row.idempotencyKey),
         ],
       );
-      if (plan.releasedHolds.length > 0) {
-        await manager.query(`DELETE FROM wallet_holds WHERE id = ANY($1::uuid[])`, [plan.releasedHolds]);
-      }
-      if (plan.leases.size > 0) {
-        await manager.query(
-          `UPDATE wallet_holds h SET amount_millicents = v.amount
-             FROM unnest($1::uuid[], $2::bigint[]) AS v(id, amount) WHERE h.id = v.id`,
-          [[...plan.leases.keys()], [...plan.leases.values()].map(String)],
-        );
-      }
-      if (plan.ledger.length > 0) {
-        // The rows of one batch are a microsecond apart, in settlement order, so that the
-        // ledger reads in the order its balances were reached.
-        await manager.query(
-          `INSERT INTO wallet_transactions (workspace_id, type, amount_millicents, balance_after_millicents, description, idempotency_key, created_at)
-           SELECT v.workspace_id, v.type, v.amount, v.balance_after, v.description, v.idempotency_key, now() + (v.n - 1) * interval '1 microsecond'
-             FROM unnest($1::uuid[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::text[])
-                  WITH ORDINALITY AS v(workspace_id, type, amount, balance_after, description, idempotency_key, n)`,
-          [
-            plan.ledger.map((row) => row.workspaceId),
-            plan.ledger.map((row) => row.type),
-            plan.ledger.map((row) => row.amountMillicents.toString()),
-            plan.ledger.map((row) => row.balanceAfterMillicents.toString()),
-            plan.ledger.map((row) => row.description),
-            plan.ledger.map((row) => row.idempotencyKey),
-          ],
-        );
-      }
       await alsoInTransaction(manager, plan.outcomes);
-      const thresholds = new Map(walletRows.map((row) => [row.workspace_id, row.threshold]));
+      const thresholds = new Map(walletRows.map((row) => [row.workspace_id!, row.threshold]));
       const belowThreshold = wallets
         .filter(([id, wallet]) => thresholds.get(id) != null && wallet.balance < BigInt(thresholds.get(id)!))
         .map(([id]) => id);

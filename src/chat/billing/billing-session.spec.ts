@@ -58,6 +58,9 @@ class FakeWallet implements Pick<BillingPorts['wallet'], keyof BillingPorts['wal
   failingSettlements = 0;
   readonly manager = new FakeManager();
 
+  /** Set by setUp: what a rolled-back transaction must undo beside the wallet. */
+  onBegin: () => { rollback(): void } = () => ({ rollback: () => undefined });
+
   constructor(public balanceMillicents: number) {}
 
   get available(): number {
@@ -101,7 +104,13 @@ class FakeWallet implements Pick<BillingPorts['wallet'], keyof BillingPorts['wal
       const charged = Number((charge.costMicros + 999_999n) / 1_000_000n);
       return { chargedMillicents: charged, writtenOffMillicents: 0, balanceAfterMillicents: this.balanceMillicents - charged, applied: true };
     });
-    await alsoInTransaction(this.manager as unknown as EntityManager, settlements);
+    const written = this.onBegin();
+    try {
+      await alsoInTransaction(this.manager as unknown as EntityManager, settlements);
+    } catch (error) {
+      written.rollback();
+      throw error;
+    }
     orders.forEach(({ hold, charge, refund }, index) => {
       this.reserved -= hold.amountMillicents;
       if (!refund) this.balanceMillicents -= settlements[index].chargedMillicents;
@@ -143,6 +152,15 @@ function setUp(balanceMillicents = 100_000) {
   const usage = new FakeUsage();
   const conversations = new FakeConversations();
   const incidents: BillingIncidents = { conversation_turn_not_stored: 0, usage_record_not_stored: 0, settlement_failed: 0 };
+  wallet.onBegin = () => {
+    const [records, turns] = [usage.records.length, conversations.turns.length];
+    return {
+      rollback: () => {
+        usage.records.length = records;
+        conversations.turns.length = turns;
+      },
+    };
+  };
   const settlements = new SettlementWriter({ wallet, usage, conversations, incident: (kind) => void (incidents[kind] += 1) });
   const ports: BillingPorts = { wallet, settlements, holdTtlMs: TTL_MS, incidents };
   const client = new AbortController();
@@ -318,7 +336,8 @@ describe('BillingSession', () => {
       const { ports, wallet, incidents, estimate } = setUp();
       const session = await BillingSession.open(ports, estimate());
       await session.meter(PROMPT, { prompt_tokens: 1_000, completion_tokens: 100, total_tokens: 1_100 }, 'Sunny.');
-      wallet.failingSettlements = 3;
+      // Each of the session's 3 tries is tried twice by the writer (the second time carefully).
+      wallet.failingSettlements = 6;
       await expect(session.settleStream(undefined, REPLY)).rejects.toThrow('connection terminated');
       expect(wallet.settled).toEqual([]);
       expect(wallet.released).toEqual(['hold-1']);
@@ -361,7 +380,8 @@ describe('BillingSession', () => {
     it('releases the hold and counts the incident when the failure cannot be settled either', async () => {
       const { ports, wallet, incidents, estimate } = setUp();
       const session = await BillingSession.open(ports, estimate());
-      wallet.failingSettlements = 1;
+      // The writer's first try, and its careful second.
+      wallet.failingSettlements = 2;
       const upstream = new ApiError('upstream_error', 'The provider failed.');
       expect(await session.fail(upstream)).toBe(upstream);
       expect(wallet.released).toEqual(['hold-1']);
