@@ -84,11 +84,12 @@ describe('dashboard: overview', () => {
     expect(page.assistants).toBe('0 of 1');
     expect(page.banner).not.toBeNull();
     expect(textOf(page.banner!)).toContain('Low balance: $0.00 available, below $1.00.');
-    expect(textOf(page.banner!)).toContain(`npm run cli -- wallet topup --workspace ${owner.workspaceId} --amount <millicents>`);
+    expect(textOf(page.banner!)).toContain('Add credit on the billing page, or turn on auto top-up there.');
+    expect(page.banner!).toContain(`href="${overviewPath}/billing"`);
     expect(page.firstSteps).toBe(true);
     expect([page.stepDone('key'), page.stepDone('call'), page.stepDone('assistant')]).toEqual([false, false, false]);
     expect(page.step('call')).toContain(`new OpenAI({ baseURL: '${t.baseUrl}/v1', apiKey: process.env.ACS_API_KEY })`);
-    expect(page.step('assistant')).toContain(`npm run cli -- assistant create --workspace ${owner.workspaceId}`);
+    expect(page.step('assistant')).toContain(`href="${overviewPath}/assistants/new"`);
     expect(page.step('key')).toContain(`href="${overviewPath}/settings/keys"`);
   });
 
@@ -228,7 +229,7 @@ describe('dashboard: overview', () => {
     expect(page.banner).not.toBeNull();
     expect(textOf(page.banner!)).toContain('Low balance: $5.00 available, below $10.00.');
     expect(textOf(page.banner!)).toContain('Auto top-up is on: it adds $20.00 when the balance falls below $10.00.');
-    expect(page.banner).not.toContain('wallet topup');
+    expect(page.banner).not.toContain('Add credit');
   });
 
   it("tells a member to ask an admin, and shows a member the same figures", async () => {
@@ -247,7 +248,7 @@ describe('dashboard: overview', () => {
     expect(seen.balance).toBe('$0.50');
     expect([seen.monthSpend, seen.monthRequests, seen.assistants]).toEqual([ownerSees.monthSpend, ownerSees.monthRequests, ownerSees.assistants]);
     expect(textOf(seen.banner!)).toContain('Tell an admin of this workspace.');
-    expect(seen.banner).not.toContain('wallet topup');
+    expect(seen.banner).not.toContain('Add credit');
     expect(seen.step('key')).toContain('an admin of this workspace can make one');
   });
 
