@@ -20,9 +20,30 @@ export class UsageService {
     await manager.insert(UsageRecord, record);
   }
 
-  /** The records of a batch of settlements, in one statement of the batch's transaction. */
+  /**
+   * The records of a batch of settlements, in one statement of the batch's transaction: sent
+   * as one JSON parameter and unpacked by PostgreSQL (json_populate_recordset), since building
+   * a many-row INSERT through the query builder cost more CPU than the rest of the settlement.
+   * The columns are the entity's, so a column added to it is written too.
+   */
   async recordMany(manager: EntityManager, records: NewUsageRecord[]): Promise<void> {
-    await manager.insert(UsageRecord, records);
+    if (records.length === 0) return;
+    const columns = this.insertColumns();
+    const rows = records.map((record) => Object.fromEntries(columns.map(({ property, column }) => [column, record[property] ?? null])));
+    const names = columns.map(({ column }) => column).join(', ');
+    await manager.query(`INSERT INTO usage_records (${names}) SELECT ${names} FROM json_populate_recordset(NULL::usage_records, $1::json)`, [
+      JSON.stringify(rows),
+    ]);
+  }
+
+  private columns?: { property: keyof NewUsageRecord; column: string }[];
+
+  /** Every column of a usage record but those the database fills (id, created_at). */
+  private insertColumns(): { property: keyof NewUsageRecord; column: string }[] {
+    this.columns ??= this.records.metadata.columns
+      .filter((column) => !column.isGenerated && !column.isCreateDate)
+      .map((column) => ({ property: column.propertyName as keyof NewUsageRecord, column: column.databaseName }));
+    return this.columns;
   }
 }
 
