@@ -1,11 +1,9 @@
 import { Module, type INestApplicationContext } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import JSZip from 'jszip';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import PDFDocument from 'pdfkit';
 import { DataSource } from 'typeorm';
 import { DEFAULT_CHUNKING } from '../src/assistants/documents/chunking';
 import { DOCUMENT_LIMITS, MAX_FILE_BYTES } from '../src/assistants/documents/document-limits';
@@ -15,6 +13,7 @@ import { ApiError } from '../src/common/errors/api-error';
 import { ConfigModule } from '../src/config/config.module';
 import { dataSourceOptions } from '../src/database/data-source';
 import { countTextTokens } from '../src/providers/tokens';
+import { makeDocx, makePdf, makeScannedPdf } from './support/document-files';
 import { describeResult, runCli } from './support/processes';
 import { testConfig } from './support/test-app';
 import { createTestDatabase } from './support/test-database';
@@ -22,60 +21,14 @@ import { createTestDatabase } from './support/test-database';
 /**
  * Documents for `file_search`, through DocumentsService on a real PostgreSQL (a Nest context
  * with only the data source and DocumentsModule), and through the compiled operator CLI.
- * PDFs are made with pdfkit and DOCX files by zipping WordprocessingML, so the extractors
- * read real files.
+ * PDFs and DOCX files are made in the test (support/document-files.ts: pdfkit, zipped
+ * WordprocessingML), so the extractors read real files.
  */
 
 jest.setTimeout(60_000);
 
 const CORPUS = path.join(__dirname, 'fixtures', 'corpus');
 const MISSING = '00000000-0000-4000-8000-000000000000';
-
-/** A PDF with one page per entry, each page's paragraphs separated by a blank line's space. */
-function makePdf(pages: string[][]): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const pdf = new PDFDocument({ autoFirstPage: false, info: { Title: 'Test PDF' } });
-    const parts: Buffer[] = [];
-    pdf.on('data', (part: Buffer) => parts.push(part));
-    pdf.on('end', () => resolve(Buffer.concat(parts)));
-    pdf.on('error', reject);
-    for (const paragraphs of pages) {
-      pdf.addPage();
-      for (const paragraph of paragraphs) pdf.fontSize(11).text(paragraph).moveDown();
-    }
-    pdf.end();
-  });
-}
-
-/** A minimal but complete .docx: content types, the package relationship, and the document part. */
-async function makeDocx(paragraphs: string[]): Promise<Buffer> {
-  const escape = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
-  const zip = new JSZip();
-  zip.file(
-    '[Content_Types].xml',
-    '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>' +
-      '<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">' +
-      '<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>' +
-      '<Default Extension="xml" ContentType="application/xml"/>' +
-      '<Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/>' +
-      '</Types>',
-  );
-  zip.file(
-    '_rels/.rels',
-    '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>' +
-      '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">' +
-      '<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target="word/document.xml"/>' +
-      '</Relationships>',
-  );
-  zip.file(
-    'word/document.xml',
-    '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>' +
-      '<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>' +
-      paragraphs.map((p) => `<w:p><w:r><w:t xml:space="preserve">${escape(p)}</w:t></w:r></w:p>`).join('') +
-      '</w:body></w:document>',
-  );
-  return zip.generateAsync({ type: 'nodebuffer', compression: 'DEFLATE' });
-}
 
 /** Varied, deterministic English prose: `sentences` sentences of 8-20 words. */
 function prose(sentences: number, seed = 1): string {
@@ -244,14 +197,7 @@ describe('documents for file_search', () => {
 
     it('PDF: one without text, a broken one, and a file that only claims to be one are refused', async () => {
       const { add } = await setup();
-      const blank = await new Promise<Buffer>((resolve) => {
-        const pdf = new PDFDocument();
-        const parts: Buffer[] = [];
-        pdf.on('data', (part: Buffer) => parts.push(part));
-        pdf.on('end', () => resolve(Buffer.concat(parts)));
-        pdf.rect(100, 100, 200, 200).fill('#336699'); // a scan would be an image: no text layer either
-        pdf.end();
-      });
+      const blank = await makeScannedPdf(); // a scan would be an image: no text layer either
       expect(await apiError(add('scan.pdf', blank))).toMatchObject({
         status: 400,
         code: 'no_text',
