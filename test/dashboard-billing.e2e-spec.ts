@@ -8,6 +8,7 @@ import { ApiKeysService } from '../src/workspaces/api-keys.service';
 import { WorkspacesService } from '../src/workspaces/workspaces.service';
 import { FakeStripe, startFakeStripe } from './fakes/fake-stripe';
 import { collectConsoleErrors, describeWithBrowser, expectAccessible, launchChromium, newContext, PageProblem } from './support/browser';
+import { parseCsv } from './support/csv';
 import { signUp, SignedUpPerson, textOf } from './support/dashboard-client';
 import { openAiClient, startTestApp, TestApp } from './support/test-app';
 
@@ -27,35 +28,6 @@ async function ledgerOf(t: TestApp, workspaceId: string) {
        FROM wallet_transactions WHERE workspace_id = $1 ORDER BY created_at DESC, id DESC`,
     [workspaceId],
   )) as { id: string; type: string; amount: string; balance_after: string; description: string; created_at: Date }[];
-}
-
-/** A minimal RFC 4180 reader (quoted fields, doubled quotes, CRLF), to check what the CSV says. */
-function parseCsv(text: string): string[][] {
-  const rows: string[][] = [];
-  let row: string[] = [];
-  let field = '';
-  let quoted = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i];
-    if (quoted && c === '"' && text[i + 1] === '"') {
-      field += '"';
-      i++;
-    } else if (c === '"') {
-      quoted = !quoted;
-    } else if (!quoted && c === ',') {
-      row.push(field);
-      field = '';
-    } else if (!quoted && c === '\r' && text[i + 1] === '\n') {
-      rows.push([...row, field]);
-      row = [];
-      field = '';
-      i++;
-    } else {
-      field += c;
-    }
-  }
-  if (field || row.length) rows.push([...row, field]);
-  return rows;
 }
 
 describe('dashboard: billing (simulated payments)', () => {

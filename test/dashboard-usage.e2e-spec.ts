@@ -7,6 +7,7 @@ import { WalletService } from '../src/wallet/wallet.service';
 import { ApiKeysService } from '../src/workspaces/api-keys.service';
 import { WorkspacesService } from '../src/workspaces/workspaces.service';
 import { collectConsoleErrors, describeWithBrowser, expectAccessible, launchChromium, newContext } from './support/browser';
+import { parseCsv } from './support/csv';
 import { signUp, SignedUpPerson, textOf } from './support/dashboard-client';
 import { openAiClient, startTestApp, TestApp } from './support/test-app';
 
@@ -20,35 +21,6 @@ jest.setTimeout(90_000);
 
 const DAY_MS = 86_400_000;
 const day = (daysAgo: number) => new Date(Date.now() - daysAgo * DAY_MS).toISOString().slice(0, 10);
-
-/** A minimal RFC 4180 reader (quoted fields, doubled quotes, CRLF). */
-function parseCsv(text: string): string[][] {
-  const rows: string[][] = [];
-  let row: string[] = [];
-  let field = '';
-  let quoted = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i];
-    if (quoted && c === '"' && text[i + 1] === '"') {
-      field += '"';
-      i++;
-    } else if (c === '"') {
-      quoted = !quoted;
-    } else if (!quoted && c === ',') {
-      row.push(field);
-      field = '';
-    } else if (!quoted && c === '\r' && text[i + 1] === '\n') {
-      rows.push([...row, field]);
-      row = [];
-      field = '';
-      i++;
-    } else {
-      field += c;
-    }
-  }
-  if (field || row.length) rows.push([...row, field]);
-  return rows;
-}
 
 function idsIn(html: string): string[] {
   return [...html.matchAll(/<tr id="usage-([0-9a-f-]{36})">/g)].map((match) => match[1]);
