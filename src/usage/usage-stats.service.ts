@@ -6,8 +6,9 @@ import { Page, toPage } from '../common/pagination';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 import type { DailyUsageDto, UsageRecordDto, UsageSummaryDto } from './dto/usage.dto';
-import { UsageRecord, type UsageSource, type UsageStatus } from './entities/usage-record.entity';
+import { UsageRecord, type UsageStatus } from './entities/usage-record.entity';
 import { resolvePeriod, UsagePeriod } from './usage-period';
+import { isRecordOf, RecordRow, recordsSql, toRecordDto } from './usage-record-list';
 
 export interface RecentUsageQuery {
   limit: number;
@@ -80,30 +81,10 @@ export interface UsageTotals {
   costMillicents: string;
 }
 
-const RECORD_COLUMNS = `id, request_id, assistant_id, model, input_tokens, output_tokens, total_tokens,
-  llm_cost_millicents, tool_cost_millicents, total_cost_millicents, latency_ms, status, error_code,
-  user_id, subscription_id, tools_used, source, created_at`;
-
 /** The newest `query.limit + 1` records (the extra one tells whether more follow) after an optional cursor, filtered. */
 export function recentSql(workspaceId: string, query: RecentUsageQuery): { sql: string; parameters: unknown[] } {
-  const parameters: unknown[] = [workspaceId];
-  const add = (value: unknown) => `$${parameters.push(value)}`;
-  const where = ['workspace_id = $1'];
-  if (query.startingAfter) {
-    // The cursor's position is read in SQL: created_at has microseconds, a JS Date only milliseconds.
-    where.push(
-      `(created_at, id) < (SELECT c.created_at, c.id FROM usage_records c WHERE c.id = ${add(query.startingAfter)} AND c.workspace_id = $1)`,
-    );
-  }
-  if (query.model !== undefined) where.push(`model = ${add(query.model)}`);
-  if (query.assistantId !== undefined) where.push(`assistant_id = ${add(query.assistantId)}`);
-  if (query.userId !== undefined) where.push(`user_id = ${add(query.userId)}`);
-  if (query.status !== undefined) where.push(`status = ${add(query.status)}`);
-  const limit = add(query.limit + 1);
-  return {
-    sql: `SELECT ${RECORD_COLUMNS} FROM usage_records WHERE ${where.join(' AND ')} ORDER BY created_at DESC, id DESC LIMIT ${limit}`,
-    parameters,
-  };
+  const { model, assistantId, userId, status } = query;
+  return recordsSql(workspaceId, { model, assistantId, userId, status }, query.limit + 1, query.startingAfter);
 }
 
 interface SummaryRow {
@@ -121,28 +102,6 @@ interface DailyRow {
   requests: string;
   tokens: string;
   cost: string;
-}
-
-interface RecordRow {
-  id: string;
-  request_id: string;
-  assistant_id: string | null;
-  model: string;
-  /** bigint columns: strings from pg. */
-  input_tokens: string;
-  output_tokens: string;
-  total_tokens: string;
-  llm_cost_millicents: string;
-  tool_cost_millicents: string;
-  total_cost_millicents: string;
-  latency_ms: number;
-  status: UsageStatus;
-  error_code: string | null;
-  user_id: string | null;
-  subscription_id: string | null;
-  tools_used: string[];
-  source: UsageSource;
-  created_at: Date;
 }
 
 /** Statistics over a workspace's usage records. Every query is scoped to one workspace. */
@@ -214,44 +173,15 @@ export class UsageStatsService {
   }
 
   async recent(workspaceId: string, query: RecentUsageQuery): Promise<Page<UsageRecordDto>> {
-    if (query.startingAfter) {
-      const [cursor] = (await this.records.manager.query(
-        'SELECT 1 FROM usage_records WHERE id = $1 AND workspace_id = $2',
-        [query.startingAfter, workspaceId],
-      )) as unknown[];
-      if (!cursor) {
-        throw ApiError.badRequest(
-          'starting_after does not name a usage record of this workspace (records older than the retention window are deleted).',
-          'starting_after',
-          'invalid_cursor',
-        );
-      }
+    if (query.startingAfter && !(await isRecordOf(this.records.manager, workspaceId, query.startingAfter))) {
+      throw ApiError.badRequest(
+        'starting_after does not name a usage record of this workspace (records older than the retention window are deleted).',
+        'starting_after',
+        'invalid_cursor',
+      );
     }
     const { sql, parameters } = recentSql(workspaceId, query);
     const rows = (await this.records.manager.query(sql, parameters)) as RecordRow[];
     return toPage(rows.map(toRecordDto), query.limit);
   }
-}
-
-function toRecordDto(row: RecordRow): UsageRecordDto {
-  return {
-    id: row.id,
-    request_id: row.request_id,
-    assistant_id: row.assistant_id,
-    model: row.model,
-    input_tokens: Number(row.input_tokens),
-    output_tokens: Number(row.output_tokens),
-    total_tokens: Number(row.total_tokens),
-    llm_cost_millicents: Number(row.llm_cost_millicents),
-    tool_cost_millicents: Number(row.tool_cost_millicents),
-    total_cost_millicents: Number(row.total_cost_millicents),
-    latency_ms: row.latency_ms,
-    status: row.status,
-    error_code: row.error_code,
-    user_id: row.user_id,
-    subscription_id: row.subscription_id,
-    tools_used: row.tools_used,
-    source: row.source,
-    created_at: row.created_at.toISOString(),
-  };
 }
