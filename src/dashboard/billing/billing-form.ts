@@ -1,9 +1,7 @@
-import { isUUID } from 'class-validator';
-import { parseDay } from '../../usage/usage-period';
 import { TRANSACTION_TYPES, TransactionType } from '../../wallet/entities/wallet-transaction.entity';
 import type { LedgerFilter } from '../../wallet/ledger-query.service';
+import { readDaysAndCursor } from '../list-filter';
 
-const DAY_MS = 86_400_000;
 /** Dollars as people type them: `25`, `25.5`, `1,250.00`, `$10`. */
 const DOLLARS = /^\$?\s*(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d{1,2}))?$/;
 /** The largest amount a field takes, so that the millicents stay a safe integer. */
@@ -55,16 +53,9 @@ export function readLedgerQuery(query: LedgerQuery): ReadLedgerQuery {
     if ((TRANSACTION_TYPES as readonly string[]).includes(query.type)) filter.type = query.type as TransactionType;
     else errors.type = `Choose one of the types offered (${TRANSACTION_TYPES.join(', ')}).`;
   }
-  const from = query.from ? parseDay(query.from) : null;
-  const to = query.to ? parseDay(query.to) : null;
-  if (query.from && from === null) errors.from = 'Give the first day as YYYY-MM-DD, a real date.';
-  if (query.to && to === null) errors.to = 'Give the last day as YYYY-MM-DD, a real date.';
-  if (from !== null && to !== null && to < from) errors.to = 'The last day is before the first day.';
-  if (from !== null) filter.from = new Date(from * DAY_MS);
-  if (to !== null) filter.until = new Date((to + 1) * DAY_MS);
-  if (query.after && !isUUID(query.after)) errors.after = 'That page link is broken: start again from the newest transactions.';
+  const startingAfter = readDaysAndCursor(query, filter, errors, 'transactions');
   if (Object.keys(errors).length > 0) return { ok: false, errors };
-  return { ok: true, filter, startingAfter: query.after || undefined };
+  return { ok: true, filter, startingAfter };
 }
 
 /** The query string of a filter (for the next page's and the CSV's links), without empty fields. */

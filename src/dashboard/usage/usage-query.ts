@@ -1,6 +1,7 @@
 import { isUUID } from 'class-validator';
 import type { UsageRecordFilter } from '../../usage/usage-explorer.service';
-import { formatDay, parseDay } from '../../usage/usage-period';
+import { formatDay } from '../../usage/usage-period';
+import { readDaysAndCursor } from '../list-filter';
 
 const DAY_MS = 86_400_000;
 
@@ -65,16 +66,9 @@ export function readRequestsQuery(query: RequestsQuery): ReadRequestsQuery {
     if (query.user.length > 256) errors.user = 'A user id has at most 256 characters.';
     else filter.userId = query.user;
   }
-  const from = query.from ? parseDay(query.from) : null;
-  const to = query.to ? parseDay(query.to) : null;
-  if (query.from && from === null) errors.from = 'Give the first day as YYYY-MM-DD, a real date.';
-  if (query.to && to === null) errors.to = 'Give the last day as YYYY-MM-DD, a real date.';
-  if (from !== null && to !== null && to < from) errors.to = 'The last day is before the first day.';
-  if (from !== null) filter.from = new Date(from * DAY_MS);
-  if (to !== null) filter.until = new Date((to + 1) * DAY_MS);
-  if (query.after && !isUUID(query.after)) errors.after = 'That page link is broken: start again from the newest requests.';
+  const startingAfter = readDaysAndCursor(query, filter, errors, 'requests');
   if (Object.keys(errors).length > 0) return { ok: false, errors };
-  return { ok: true, filter, startingAfter: query.after || undefined };
+  return { ok: true, filter, startingAfter };
 }
 
 /** Query parameters arrive as strings, arrays (a repeated name) or not at all: only single strings count. */
