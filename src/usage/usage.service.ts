@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { EntityManager, Repository } from 'typeorm';
+import { preparedRows } from '../common/database/prepared-rows';
 import { UsageRecord } from './entities/usage-record.entity';
 
 export type NewUsageRecord = Omit<UsageRecord, 'id' | 'createdAt'>;
@@ -31,7 +32,7 @@ export class UsageService {
     const columns = this.insertColumns();
     const rows = records.map((record) => Object.fromEntries(columns.map(({ property, column }) => [column, record[property] ?? null])));
     const names = columns.map(({ column }) => column).join(', ');
-    await manager.query(`INSERT INTO usage_records (${names}) SELECT ${names} FROM json_populate_recordset(NULL::usage_records, $1::json)`, [
+    await preparedRows(manager, 'usage-records-insert', `INSERT INTO usage_records (${names}) SELECT ${names} FROM json_populate_recordset(NULL::usage_records, $1::json)`, [
       JSON.stringify(rows),
     ]);
   }

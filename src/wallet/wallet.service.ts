@@ -5,6 +5,7 @@ import { Observable, Subject } from 'rxjs';
 import { EntityManager, Repository } from 'typeorm';
 import { ApiError } from '../common/errors/api-error';
 import { assertUuid } from '../common/validation/uuid';
+import { preparedRows } from '../common/database/prepared-rows';
 import { queryRows } from '../common/database/query-rows';
 import { Page, toPage } from '../common/pagination';
 import { MicroMillicents, toDecimalString } from './cost';
@@ -236,7 +237,7 @@ export class WalletService {
       const workspaceIds = [...new Set(orders.map(({ charge }) => charge.workspaceId))];
       // One round trip locks the holds and leases, then (the wallets' scan waits for the holds'
       // lock, which it reads) the wallets: the sweeper's order, so no deadlock with it.
-      const locked = await queryRows<{
+      const locked = await preparedRows<{
         hold_id: string | null;
         hold_amount: string | null;
         workspace_id: string | null;
@@ -246,6 +247,7 @@ export class WalletService {
         threshold: string | null;
       }>(
         manager,
+        'settlement-lock',
         `WITH holds AS (SELECT id, amount_millicents FROM wallet_holds WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE),
               wallets AS (
                 SELECT w.workspace_id, w.balance_millicents, w.reserved_millicents, w.carry_millicents::text AS carry,
@@ -285,7 +287,9 @@ export class WalletService {
       // Everything the plan changes, in one statement. The ledger rows of one batch are a
       // microsecond apart, in settlement order, so that the ledger reads in the order its
       // balances were reached.
-      await manager.query(
+      await preparedRows(
+        manager,
+        'settlement-write',
         `WITH wallet_updates AS (
            UPDATE wallets w SET balance_millicents = v.balance, reserved_millicents = v.reserved, carry_millicents = v.carry, updated_at = now()
              FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::numeric[]) AS v(workspace_id, balance, reserved, carry)
