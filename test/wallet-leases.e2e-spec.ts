@@ -178,6 +178,19 @@ describe('wallet leases and group commit', () => {
       await Promise.all([a.server.stop('SIGTERM', 15_000), b.server.stop('SIGTERM', 15_000)]);
     }, 90_000);
 
+    it('gives its leases back when stopped cleanly (SIGTERM), however long they would have stayed idle', async () => {
+      const { server, baseUrl } = await startService({ WALLET_LEASE_IDLE_MS: '60000' });
+      const workspace = await setup.createWorkspace({ tier: 'enterprise', balanceMillicents: 1_000_000 });
+      upstream.setDefault({ kind: 'text', text: 'Hi.', usage: { prompt_tokens: 10, completion_tokens: 20 } });
+      const client = new OpenAI({ apiKey: workspace.apiKey, baseURL: `${baseUrl}/v1`, maxRetries: 0 });
+      await Promise.all(Array.from({ length: 10 }, () => ask(client)));
+      expect((await leaseRows(db, workspace.id)).length).toBe(1);
+      expect((await server.stop('SIGTERM', 15_000)).code).toBe(0);
+      const after = await walletInvariants(db, workspace.id);
+      expect(after).toMatchObject({ reserved: 0, holds: 0 });
+      expect(after.balance).toBe(after.ledger);
+    }, 60_000);
+
     it('loses no charge it told a client about when killed with SIGKILL; its leases and holds come back through the sweeper', async () => {
       // Leases and holds of the killed process expire 10 s after their last heartbeat.
       const { server, baseUrl } = await startService({ HOLD_TTL_MS: '10000' });
