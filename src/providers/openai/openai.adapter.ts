@@ -1,5 +1,6 @@
 import OpenAI from 'openai';
 import type { ChatCompletion, ChatCompletionChunk, ProviderAdapter, ProviderRequest } from '../provider-adapter';
+import { nodeHttpFetch } from './node-http-fetch';
 import { checkOpenAiParameters, toOpenAiParams } from './request';
 
 export interface OpenAiAdapterOptions {
@@ -18,7 +19,13 @@ export class OpenAiAdapter implements ProviderAdapter {
 
   constructor(private readonly options: OpenAiAdapterOptions) {
     // Retries are ours (before the first byte only), so the SDK makes one attempt.
-    this.client = new OpenAI({ apiKey: options.apiKey, baseURL: options.baseUrl, maxRetries: 0, timeout: options.timeoutMs });
+    this.client = new OpenAI({
+      apiKey: options.apiKey,
+      baseURL: options.baseUrl,
+      maxRetries: 0,
+      timeout: options.timeoutMs,
+      fetch: nodeHttpFetch,
+    });
   }
 
   checkRequest(extra: Record<string, unknown>): void {
