@@ -366,17 +366,7 @@ export function signedStripeEvent(
   secret: string,
   eventId = `evt_${randomBytes(12).toString('hex')}`,
 ): { payload: string; signature: string } {
-  const payload = JSON.stringify({
-    id: eventId,
-    object: 'event',
-    api_version: '2025-01-01',
-    created: Math.floor(Date.now() / 1000),
-    livemode: false,
-    pending_webhooks: 1,
-    request: { id: null, idempotency_key: null },
-    type,
-    data: { object: intent },
-  });
+  const payload = eventPayload(type, intent, eventId);
   const signature = new Stripe('sk_test_signing').webhooks.generateTestHeaderString({ payload, secret });
   return { payload, signature };
 }
