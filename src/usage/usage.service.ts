@@ -13,19 +13,15 @@ export class UsageService {
 
   /** A request that failed before any money was held: there is no settlement to join. */
   async insert(record: NewUsageRecord): Promise<void> {
-    await this.record(this.records.manager, record);
-  }
-
-  /** Inside the settlement's transaction, so a charge never stands without its record. */
-  async record(manager: EntityManager, record: NewUsageRecord): Promise<void> {
-    await manager.insert(UsageRecord, record);
+    await this.recordMany(this.records.manager, [record]);
   }
 
   /**
-   * The records of a batch of settlements, in one statement of the batch's transaction: sent
-   * as one JSON parameter and unpacked by PostgreSQL (json_populate_recordset), since building
-   * a many-row INSERT through the query builder cost more CPU than the rest of the settlement.
-   * The columns are the entity's, so a column added to it is written too.
+   * The records of a batch of settlements, in one statement of the batch's transaction (so a
+   * charge never stands without its record): sent as one JSON parameter and unpacked by
+   * PostgreSQL (json_populate_recordset), since building a many-row INSERT through the query
+   * builder cost more CPU than the rest of the settlement. The columns are the entity's, so a
+   * column added to it is written too.
    */
   async recordMany(manager: EntityManager, records: NewUsageRecord[]): Promise<void> {
     if (records.length === 0) return;

@@ -151,11 +151,6 @@ export class WalletLeases implements BeforeApplicationShutdown {
     });
   }
 
-  /** Leases this process holds now (for tests and diagnostics). */
-  leases(): Lease[] {
-    return [...this.current.values()];
-  }
-
   async beforeApplicationShutdown(): Promise<void> {
     this.stopping = true;
     clearInterval(this.heartbeat);
