@@ -9,6 +9,7 @@ import { WalletService } from '../src/wallet/wallet.service';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
 import { collectConsoleErrors, describeWithBrowser, expectAccessible, launchChromium, PageProblem } from './support/browser';
 import { DashboardClient, signUp, SignedUpPerson, textOf } from './support/dashboard-client';
+import { makeDocx, makePdf } from './support/document-files';
 import { startTestApp, TestApp } from './support/test-app';
 
 /** gpt-4o-mini: 15,000 millicents per million input tokens, 60,000 per million output tokens. */
@@ -330,11 +331,19 @@ describeWithBrowser('dashboard: playground in the browser', () => {
 
   it('asks an assistant with file_search, sees the answer stream in with its cost, then finds the conversation and opens it', async () => {
     const bot = await t.app.get(AssistantsService).create(person.workspaceId, { name: 'Policy bot', model: 'gpt-4o-mini', tools: ['file_search'] });
-    await t.app.get(DocumentsService).add({
+    // The fact is only in the PDF; the DOCX beside it is about something else.
+    const documents = t.app.get(DocumentsService);
+    await documents.add({
       workspaceId: person.workspaceId,
       assistantId: bot.id,
-      fileName: 'policy.md',
-      data: Buffer.from(`# Returns\n\nCustomers may return any item within 30 days.\n${FACT}\n`),
+      fileName: 'policy.pdf',
+      data: await makePdf([['Returns', 'Customers may return any item within 30 days.', FACT]]),
+    });
+    await documents.add({
+      workspaceId: person.workspaceId,
+      assistantId: bot.id,
+      fileName: 'opening-hours.docx',
+      data: await makeDocx(['Opening hours', 'The support desk is open from nine to five on weekdays.']),
     });
     upstream.script(
       { kind: 'tool_calls', calls: [{ id: 'call_fs', name: 'file_search', arguments: '{"query":"damaged goods"}' }], usage: { prompt_tokens: 200, completion_tokens: 10 } },
