@@ -135,3 +135,53 @@ describe('loadConfig in production', () => {
     expect(loadConfig({ ...production, PUBLIC_URL: 'https://chat.example.com' }).dashboard.publicUrl).toBe('https://chat.example.com');
   });
 });
+
+describe('loadConfig: HTTP server, shutdown, metrics and logs (issue 13)', () => {
+  it('keeps connections alive longer than load balancers do, and never bounds a response by default', () => {
+    const config = loadConfig({});
+    expect(config.http).toEqual({ keepAliveTimeoutMs: 65_000, headersTimeoutMs: 66_000, requestTimeoutMs: 300_000 });
+    expect(config.shutdownDrainMs).toBe(30_000);
+    expect(config.metrics).toEqual({ token: undefined, port: undefined });
+    expect(config.logFormat).toBe('pretty');
+    expect(loadConfig({ NODE_ENV: 'production', DATABASE_URL: 'postgres://db/acs' }).logFormat).toBe('json');
+  });
+
+  it('reads the variables', () => {
+    const config = loadConfig({
+      HTTP_KEEP_ALIVE_TIMEOUT_MS: '120000',
+      HTTP_HEADERS_TIMEOUT_MS: '121000',
+      HTTP_REQUEST_TIMEOUT_MS: '0',
+      SHUTDOWN_DRAIN_MS: '5000',
+      METRICS_TOKEN: 'metrics-token-0123456789',
+      METRICS_PORT: '9464',
+      LOG_FORMAT: 'json',
+    });
+    expect(config.http).toEqual({ keepAliveTimeoutMs: 120_000, headersTimeoutMs: 121_000, requestTimeoutMs: 0 });
+    expect(config.shutdownDrainMs).toBe(5_000);
+    expect(config.metrics).toEqual({ token: 'metrics-token-0123456789', port: 9464 });
+    expect(config.logFormat).toBe('json');
+  });
+
+  it('refuses settings that contradict each other, naming each', () => {
+    let error: unknown;
+    try {
+      loadConfig({
+        HTTP_KEEP_ALIVE_TIMEOUT_MS: '70000',
+        HTTP_HEADERS_TIMEOUT_MS: '60000',
+        HTTP_REQUEST_TIMEOUT_MS: '5000',
+        METRICS_TOKEN: 'short',
+        METRICS_PORT: '3000',
+        LOG_FORMAT: 'xml',
+      });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    const message = (error as ConfigError).message;
+    expect(message).toMatch(/HTTP_HEADERS_TIMEOUT_MS \(60000\) must be greater than HTTP_KEEP_ALIVE_TIMEOUT_MS \(70000\)/);
+    expect(message).toMatch(/HTTP_REQUEST_TIMEOUT_MS \(5000\) must be 0 or at least/);
+    expect(message).toMatch(/METRICS_TOKEN must be at least 16 characters/);
+    expect(message).toMatch(/METRICS_PORT must differ from PORT \(3000\)/);
+    expect(message).toMatch(/LOG_FORMAT must be one of json, pretty/);
+  });
+});

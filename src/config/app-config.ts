@@ -78,6 +78,21 @@ export interface AppConfig {
     mailFrom: string;
   };
   logLevel: 'error' | 'warn' | 'log' | 'debug' | 'verbose';
+  /** `json`: one pino JSON object per line (production default); `pretty`: Nest's coloured text. */
+  logFormat: 'json' | 'pretty';
+  /** Node's HTTP server timeouts (see `applyServerTimeouts` in app.factory.ts). */
+  http: {
+    /** Idle time a kept-alive connection stays open: above load balancers' idle timeouts (60 s on AWS, nginx, GCP's 600 s aside). */
+    keepAliveTimeoutMs: number;
+    /** Time to receive a request's headers; above the keep-alive timeout, as Node requires to avoid a race. */
+    headersTimeoutMs: number;
+    /** Time to receive a whole request (headers and body); 0: none. It never bounds a response, so never cuts a stream. */
+    requestTimeoutMs: number;
+  };
+  /** On SIGTERM, how long requests and streams may go on before open streams are ended with `server_shutting_down`. */
+  shutdownDrainMs: number;
+  /** `/metrics`: a bearer token it requires, and/or a port of its own; with neither it is not served. */
+  metrics: { token?: string; port?: number };
 }
 
 export class ConfigError extends Error {
@@ -143,6 +158,17 @@ export function loadConfig(env: Env = process.env): AppConfig {
       mailFrom: read.string('MAIL_FROM') ?? 'Assistant Chat Service <no-reply@localhost>',
     },
     logLevel: read.oneOf('LOG_LEVEL', ['error', 'warn', 'log', 'debug', 'verbose'] as const) ?? 'log',
+    logFormat: read.oneOf('LOG_FORMAT', ['json', 'pretty'] as const) ?? (nodeEnv === 'production' ? 'json' : 'pretty'),
+    http: {
+      keepAliveTimeoutMs: read.integer('HTTP_KEEP_ALIVE_TIMEOUT_MS', 65_000, 1_000, 3_600_000),
+      headersTimeoutMs: read.integer('HTTP_HEADERS_TIMEOUT_MS', 66_000, 1_000, 3_600_000),
+      requestTimeoutMs: read.integer('HTTP_REQUEST_TIMEOUT_MS', 300_000, 0, 3_600_000),
+    },
+    shutdownDrainMs: read.integer('SHUTDOWN_DRAIN_MS', 30_000, 0, 3_600_000),
+    metrics: {
+      token: read.string('METRICS_TOKEN'),
+      port: read.optionalInteger('METRICS_PORT', 1, 65535),
+    },
   };
 
   problems.push(...webSearchConfigProblems(config.webSearch));
@@ -158,8 +184,26 @@ export function loadConfig(env: Env = process.env): AppConfig {
   if (config.sessionSecret !== undefined && config.sessionSecret.length < 32) {
     problems.push('SESSION_SECRET must be at least 32 characters long');
   }
+  problems.push(...serverConfigProblems(config));
   if (problems.length > 0) throw new ConfigError(problems);
   return config;
+}
+
+/** The HTTP server's and /metrics' settings that only make sense together. */
+function serverConfigProblems({ http, metrics, port }: AppConfig): string[] {
+  const problems: string[] = [];
+  if (http.headersTimeoutMs <= http.keepAliveTimeoutMs) {
+    // Otherwise a request arriving just as a kept-alive connection times out can be cut.
+    problems.push(
+      `HTTP_HEADERS_TIMEOUT_MS (${http.headersTimeoutMs}) must be greater than HTTP_KEEP_ALIVE_TIMEOUT_MS (${http.keepAliveTimeoutMs})`,
+    );
+  }
+  if (http.requestTimeoutMs !== 0 && http.requestTimeoutMs < http.headersTimeoutMs) {
+    problems.push(`HTTP_REQUEST_TIMEOUT_MS (${http.requestTimeoutMs}) must be 0 or at least HTTP_HEADERS_TIMEOUT_MS (${http.headersTimeoutMs})`);
+  }
+  if (metrics.token !== undefined && metrics.token.length < 16) problems.push('METRICS_TOKEN must be at least 16 characters long');
+  if (metrics.port !== undefined && metrics.port === port) problems.push(`METRICS_PORT must differ from PORT (${port})`);
+  return problems;
 }
 
 function readProviders(read: EnvReader): Record<UpstreamProviderName, UpstreamConfig> {
@@ -196,6 +240,11 @@ class EnvReader {
       return fallback;
     }
     return value;
+  }
+
+  /** An integer that has no default: undefined when unset. */
+  optionalInteger(name: string, min: number, max: number): number | undefined {
+    return this.string(name) === undefined ? undefined : this.integer(name, min, min, max);
   }
 
   oneOf<T extends string>(name: string, allowed: readonly T[]): T | undefined {
