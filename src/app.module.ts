@@ -18,8 +18,10 @@ import { LimitsModule } from './limits/limits.module';
 import { WorkspaceThrottlerGuard } from './limits/workspace-throttler.guard';
 import { ModelsApiModule } from './models/models-api.module';
 import { PaymentsModule } from './payments/payments.module';
+import { ResponsesModule } from './responses/responses.module';
 import { UsageModule } from './usage/usage.module';
 import { WalletModule } from './wallet/wallet.module';
+import { WidgetModule } from './widget/widget.module';
 import { ApiKeyGuard } from './workspaces/api-key.guard';
 import { WorkspacesModule } from './workspaces/workspaces.module';
 
@@ -45,10 +47,12 @@ export class AppModule {
         ModelsApiModule.register(AssistantsModule),
         WalletModule,
         ChatModule,
+        ResponsesModule,
         UsageModule,
         ConversationsModule,
         PaymentsModule,
         DashboardModule,
+        WidgetModule,
         // Last, so that its catch-all route does not shadow the routes of the modules above.
         UnknownRouteModule,
       ],

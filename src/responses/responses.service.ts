@@ -1,0 +1,227 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { catchError, from, Observable, switchMap } from 'rxjs';
+import { AssistantsService } from '../assistants/assistants.service';
+import { ChatCaller, ChatService } from '../chat/chat.service';
+import type { KeepAlive } from '../chat/completion-types';
+import { ApiError } from '../common/errors/api-error';
+import { ConversationsService } from '../conversations/conversations.service';
+import { ResponseEvent, responseEvents } from './response-events';
+import { ResponseObject, responseOf, startResponse } from './response-object';
+import { InputItem, newId, parseResponsesRequest, ResponsesRequest, toChatMessages } from './responses-request';
+import { ResponsesStore } from './responses-store';
+
+/** A Responses request ready for the chat core: its chat body, and the conversation it goes into. */
+interface PreparedTurn {
+  id: string;
+  request: ResponsesRequest;
+  input: InputItem[];
+  chatBody: Record<string, unknown>;
+  /** Null when the response is not stored. */
+  conversationId: string | null;
+  /** Undoes what preparing did when the request fails: a conversation created for it is deleted. */
+  abandon(): Promise<void>;
+}
+
+/** Items the input list names by id, each from an earlier stored response. */
+const MAX_ITEM_REFERENCES = 256;
+
+/**
+ * `POST /v1/responses` and its stored responses. A request is translated into a chat
+ * completion (responses-request.ts) and run by `ChatService`, the one money path: the same
+ * hold, exact charge, usage record, tool loop and rate limits as `/v1/chat/completions`.
+ * `store: true` (the default) puts the turn in a conversation (the chat core's
+ * `conversation_id`) and keeps the response object; `previous_response_id` continues that
+ * conversation.
+ */
+@Injectable()
+export class ResponsesService {
+  private readonly logger = new Logger('Responses');
+
+  constructor(
+    private readonly chat: ChatService,
+    private readonly conversations: ConversationsService,
+    private readonly assistants: AssistantsService,
+    private readonly store: ResponsesStore,
+  ) {}
+
+  async create(caller: ChatCaller, body: unknown, signal: AbortSignal): Promise<ResponseObject> {
+    const turn = await this.prepare(caller, body).catch((error: unknown) => {
+      throw inResponsesTerms(error);
+    });
+    try {
+      const completion = await this.chat.complete(caller, turn.chatBody, signal);
+      const response = responseOf(startResponse(turn.id, completion.model, turn.request.echo, turn.conversationId), completion);
+      if (turn.conversationId) await this.store.save(caller.principal.workspaceId, turn.conversationId, response, turn.input);
+      return response;
+    } catch (error) {
+      await turn.abandon();
+      throw inResponsesTerms(error);
+    }
+  }
+
+  /**
+   * The Responses event stream of a request. A failure before its first event (validation,
+   * 402, the upstream refusing) is the observable's error, answered as an ordinary HTTP error.
+   */
+  stream(caller: ChatCaller, body: unknown, toApiError: (error: unknown) => ApiError): Observable<ResponseEvent | KeepAlive> {
+    return from(this.prepare(caller, body)).pipe(
+      catchError((error: unknown) => {
+        throw inResponsesTerms(error);
+      }),
+      switchMap((turn) =>
+        responseEvents(this.chat.stream(caller, turn.chatBody), {
+          start: (model) => startResponse(turn.id, model, turn.request.echo, turn.conversationId),
+          finished: async (response) => {
+            if (turn.conversationId) await this.store.save(caller.principal.workspaceId, turn.conversationId, response, turn.input);
+          },
+          toApiError: (error) => {
+            void turn.abandon();
+            return toApiError(inResponsesTerms(error));
+          },
+        }).pipe(
+          catchError(async (error: unknown) => {
+            await turn.abandon();
+            throw inResponsesTerms(error);
+          }),
+        ),
+      ),
+    );
+  }
+
+  async get(workspaceId: string, responseId: string): Promise<ResponseObject> {
+    return (await this.store.get(workspaceId, responseId)).body;
+  }
+
+  async inputItems(workspaceId: string, responseId: string): Promise<InputItem[]> {
+    return (await this.store.get(workspaceId, responseId)).inputItems;
+  }
+
+  async delete(workspaceId: string, responseId: string): Promise<{ id: string; object: 'response'; deleted: true }> {
+    await this.store.delete(workspaceId, responseId);
+    return { id: responseId, object: 'response', deleted: true };
+  }
+
+  /**
+   * Validates the request, resolves its item references, checks the hosted tools it asks
+   * for against the assistant, and finds or creates the conversation a stored response goes
+   * into. Nothing is held or charged here: the chat core does that.
+   */
+  private async prepare(caller: ChatCaller, body: unknown): Promise<PreparedTurn> {
+    const { workspaceId } = caller.principal;
+    const request = parseResponsesRequest(body);
+    const input = await this.resolveReferences(workspaceId, request.input);
+    const messages = toChatMessages(request.echo.instructions, input);
+    await this.checkServerTools(workspaceId, request);
+
+    let conversationId: string | null = null;
+    let created = false;
+    if (request.previousResponseId !== undefined) {
+      const previous = await this.store.get(workspaceId, request.previousResponseId, 'previous_response_id');
+      if (!previous.latest) {
+        throw ApiError.badRequest(
+          `Response '${request.previousResponseId}' has been continued already: continue its conversation from its newest response ` +
+            '(branching a stored conversation is not supported).',
+          'previous_response_id',
+          'previous_response_not_latest',
+        );
+      }
+      conversationId = previous.conversationId;
+    } else if (request.conversationId !== undefined) {
+      conversationId = (await this.conversations.findForChat(workspaceId, request.conversationId)).id;
+    } else if (request.store) {
+      const conversation = await this.conversations.create(workspaceId, {
+        assistantId: request.assistantRef ?? null,
+        userId: (request.chat.user_id as string | undefined) ?? null,
+        metadata: request.echo.metadata,
+        title: titleOf(input),
+      });
+      conversationId = conversation.id;
+      created = true;
+    }
+    return {
+      id: newId('resp'),
+      request,
+      input,
+      chatBody: { ...request.chat, messages, ...(conversationId ? { conversation_id: conversationId } : {}) },
+      conversationId,
+      abandon: async () => {
+        if (!created || !conversationId) return;
+        const id = conversationId;
+        created = false;
+        await this.conversations.delete(workspaceId, id).catch((error: unknown) => {
+          this.logger.warn(`Could not delete the conversation ${id} of a failed response: ${String(error)}`);
+        });
+      },
+    };
+  }
+
+  private async resolveReferences(workspaceId: string, items: InputItem[]): Promise<InputItem[]> {
+    const references = items.filter((item) => item.type === 'item_reference').length;
+    if (references > MAX_ITEM_REFERENCES) {
+      throw ApiError.badRequest(`input can reference at most ${MAX_ITEM_REFERENCES} items (got ${references}).`, 'input');
+    }
+    const resolved: InputItem[] = [];
+    for (const [index, item] of items.entries()) {
+      if (item.type !== 'item_reference') {
+        resolved.push(item);
+        continue;
+      }
+      const stored = await this.store.outputItem(workspaceId, item.id);
+      if (!stored) throw ApiError.notFound(`Item with id '${item.id.slice(0, 200)}' not found.`, 'item_not_found', `input.${index}.id`);
+      resolved.push(stored as InputItem);
+    }
+    return resolved;
+  }
+
+  /** Hosted tools (`web_search`, `file_search`) are served by the assistant's server tools of the same name, when it has them. */
+  private async checkServerTools(workspaceId: string, request: ResponsesRequest): Promise<void> {
+    if (request.serverTools.length === 0 || request.assistantRef === undefined) return;
+    const assistant = await this.assistants.resolve(workspaceId, request.assistantRef, request.chat.assistant_id ? 'assistant_id' : 'model');
+    for (const tool of request.serverTools) {
+      if (!assistant.tools.some((own) => own.type === tool.name)) {
+        throw ApiError.badRequest(
+          `The assistant '${assistant.slug}' has no ${tool.name} tool: add it in the assistant's settings, or leave this tool out.`,
+          tool.param,
+          'tool_not_enabled',
+        );
+      }
+    }
+  }
+}
+
+/** The first user text of the input, as the new conversation's title (cut to 100 characters). */
+function titleOf(items: InputItem[]): string | null {
+  for (const item of items) {
+    if (item.type !== 'message' || item.role !== 'user') continue;
+    const text =
+      typeof item.content === 'string'
+        ? item.content
+        : Array.isArray(item.content)
+          ? (item.content as Array<{ type?: unknown; text?: unknown }>).find((part) => part?.type === 'input_text' && typeof part.text === 'string')?.text
+          : undefined;
+    if (typeof text === 'string' && text.trim().length > 0) return text.trim().slice(0, 100);
+  }
+  return null;
+}
+
+/** Chat-completions field names in an error, as the Responses request calls them. */
+const PARAM_NAMES: Array<[RegExp, string]> = [
+  [/^messages(\..*)?$/, 'input'],
+  [/^(max_tokens|max_completion_tokens)$/, 'max_output_tokens'],
+  [/^response_format(\..*)?$/, 'text.format'],
+  [/^conversation_id$/, 'conversation'],
+];
+
+/** An error of the chat core, renamed into the Responses API's fields (`messages` -> `input`, ...). */
+export function inResponsesTerms(error: unknown): unknown {
+  if (!(error instanceof ApiError) || error.param === null) return error;
+  const rename = PARAM_NAMES.find(([pattern]) => pattern.test(error.param!));
+  if (!rename) return error;
+  return new ApiError(error.type, error.message.replace(/\bmax_(completion_)?tokens\b/g, 'max_output_tokens'), {
+    code: error.code,
+    param: rename[1],
+    status: error.status,
+    headers: error.headers,
+    retryAfterSeconds: error.retryAfterSeconds,
+  });
+}
