@@ -1,0 +1,478 @@
+import OpenAI from 'openai';
+import { DataSource } from 'typeorm';
+import { AssistantsService } from '../src/assistants/assistants.service';
+import { WalletService } from '../src/wallet/wallet.service';
+import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
+import { FakeSearch, resultsScenario, startFakeSearch } from './fakes/fake-search';
+import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
+import { TOKENS_AS_INT } from './support/usage-records';
+
+/**
+ * `POST /v1/responses` with the official openai SDK, in front of a fake OpenAI: the request
+ * translated onto the chat core (what reaches the upstream), the Responses object and event
+ * stream, stored responses (`previous_response_id`, GET, DELETE, input items), an
+ * assistant's server tools in the loop, and the money path (exact charge equal to chat
+ * completions', idempotency, 402).
+ */
+
+type XService = { cost_millicents: number; iterations: number; tools_used: string[] };
+type WithService<T> = T & { x_service: XService; conversation: { id: string } | null };
+
+const weatherTool = {
+  type: 'function' as const,
+  name: 'get_weather',
+  description: 'Current weather in a city',
+  parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false },
+  strict: true,
+};
+
+describe('Responses API (openai SDK, fake OpenAI upstream)', () => {
+  let upstream: FakeOpenAi;
+  let search: FakeSearch;
+  let t: TestApp;
+  let db: DataSource;
+
+  beforeAll(async () => {
+    upstream = await startFakeOpenAi();
+    search = await startFakeSearch({ apiKey: 'tvly-test' });
+    t = await startTestApp({
+      config: {
+        providers: { openai: { apiKey: 'sk-upstream', baseUrl: upstream.url } },
+        llmSimulator: 'off',
+        upstreamMaxRetries: 0,
+        webSearch: { provider: 'tavily', apiKey: 'tvly-test', baseUrl: search.url },
+      },
+    });
+    db = t.app.get(DataSource);
+  });
+  afterAll(async () => {
+    await t?.close();
+    await search?.close();
+    await upstream?.close();
+  });
+
+  const lastUpstream = () => upstream.requests[upstream.requests.length - 1].body;
+  const usageRecords = (workspace: TestWorkspace) =>
+    db.query(`SELECT *, ${TOKENS_AS_INT} FROM usage_records WHERE workspace_id = $1 ORDER BY created_at`, [workspace.id]);
+  const wallet = (workspace: TestWorkspace) => t.app.get(WalletService).balance(workspace.id);
+  const create = async (workspace: TestWorkspace, body: Record<string, unknown>) =>
+    (await workspace.client.responses.create(body as unknown as OpenAI.Responses.ResponseCreateParamsNonStreaming)) as WithService<OpenAI.Responses.Response>;
+  /** The status and error body of a request the service refuses. */
+  const refusal = async (workspace: TestWorkspace, body: Record<string, unknown>) => {
+    const error = (await create(workspace, body).then(
+      () => {
+        throw new Error('expected the request to be refused');
+      },
+      (e: unknown) => e,
+    )) as OpenAI.APIError;
+    expect(error).toBeInstanceOf(OpenAI.APIError);
+    return { status: error.status, error: (error.error ?? {}) as { code?: string; param?: string; message?: string; type?: string } };
+  };
+
+  describe('plain', () => {
+    it('answers a string input as a Responses object with output_text, usage and x_service; instructions go upstream as the system message', async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+      upstream.script({ kind: 'text', text: 'Paris.', usage: { prompt_tokens: 1_000, completion_tokens: 3, cached_tokens: 200 } });
+      const response = await create(workspace, {
+        model: 'gpt-4o-mini',
+        instructions: 'Be brief.',
+        input: 'Capital of France?',
+        max_output_tokens: 50,
+        temperature: 0.2,
+        metadata: { ticket: 'T-1' },
+      });
+
+      expect(response.id).toMatch(/^resp_/);
+      expect(response.object).toBe('response');
+      expect(response.status).toBe('completed');
+      expect(response.model).toBe('gpt-4o-mini');
+      // The SDK computes output_text from the output items.
+      expect(response.output_text).toBe('Paris.');
+      expect(response.output).toEqual([
+        expect.objectContaining({ type: 'message', role: 'assistant', status: 'completed', content: [expect.objectContaining({ type: 'output_text', text: 'Paris.', annotations: [] })] }),
+      ]);
+      expect(response.usage).toEqual({
+        input_tokens: 1_000,
+        input_tokens_details: { cached_tokens: 200 },
+        output_tokens: 3,
+        output_tokens_details: { reasoning_tokens: 0 },
+        total_tokens: 1_003,
+      });
+      expect(response).toMatchObject({ instructions: 'Be brief.', max_output_tokens: 50, temperature: 0.2, metadata: { ticket: 'T-1' }, store: true });
+
+      const sent = lastUpstream();
+      expect(sent.messages).toEqual([
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: [{ type: 'text', text: 'Capital of France?' }] },
+      ]);
+      expect(sent.max_completion_tokens).toBe(50);
+      expect(sent.temperature).toBe(0.2);
+
+      const [record] = await usageRecords(workspace);
+      expect(record).toMatchObject({ status: 'success', model: 'gpt-4o-mini', input_tokens: 1_000, output_tokens: 3 });
+      expect(Number(record.charged_millicents)).toBeGreaterThan(0);
+      expect(response.x_service.cost_millicents).toBe(Number(record.total_cost_millicents));
+      expect((await wallet(workspace)).balanceMillicents).toBe(1_000_000 - Number(record.charged_millicents));
+    });
+
+    it('keeps the response: GET answers it as created, input_items lists the input with ids, DELETE removes it and its conversation', async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+      upstream.script({ kind: 'text', text: 'Hello there.' });
+      const response = await create(workspace, { model: 'gpt-4o-mini', input: [{ role: 'user', content: 'Hi' }, { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Anyone?' }] }] });
+      expect(response.conversation?.id).toEqual(expect.any(String));
+
+      const fetched = (await workspace.client.responses.retrieve(response.id)) as WithService<OpenAI.Responses.Response>;
+      expect(fetched.id).toBe(response.id);
+      expect(fetched.output).toEqual(response.output);
+      expect(fetched.x_service).toEqual(response.x_service);
+      expect(fetched.output_text).toBe('Hello there.');
+
+      const items = await workspace.client.responses.inputItems.list(response.id, { order: 'asc' });
+      expect(items.data.map((item) => (item as { role?: string }).role)).toEqual(['user', 'user']);
+      expect(items.data.every((item) => typeof item.id === 'string' && item.id.startsWith('msg_'))).toBe(true);
+
+      // The conversation holds the turn, as any chat completion with conversation_id.
+      const conversation = (await workspace.client.get(`/conversations/${response.conversation!.id}`)) as { messages: { data: Array<{ role: string; content: unknown }> } };
+      expect(conversation.messages.data.map((message) => message.role)).toEqual(['user', 'user', 'assistant']);
+
+      // Another workspace does not see it.
+      const other = await t.createWorkspace();
+      await expect(other.client.responses.retrieve(response.id)).rejects.toMatchObject({ status: 404, error: expect.objectContaining({ code: 'response_not_found' }) });
+      await expect(other.client.responses.delete(response.id)).rejects.toMatchObject({ status: 404 });
+
+      await workspace.client.responses.delete(response.id);
+      await expect(workspace.client.responses.retrieve(response.id)).rejects.toMatchObject({ status: 404 });
+      await expect(workspace.client.get(`/conversations/${response.conversation!.id}`)).rejects.toMatchObject({ status: 404 });
+      await expect(workspace.client.responses.retrieve('resp_nope')).rejects.toMatchObject({ status: 404 });
+      await expect(workspace.client.responses.retrieve('not-an-id')).rejects.toMatchObject({ status: 404 });
+    });
+
+    it('store: false keeps nothing: no conversation, and GET is a 404', async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+      upstream.script({ kind: 'text', text: 'Ok.' });
+      const response = await create(workspace, { model: 'gpt-4o-mini', input: 'Hi', store: false });
+      expect(response.store).toBe(false);
+      expect(response.conversation).toBeNull();
+      await expect(workspace.client.responses.retrieve(response.id)).rejects.toMatchObject({ status: 404 });
+      const [{ count }] = await db.query('SELECT count(*)::int AS count FROM conversations WHERE workspace_id = $1', [workspace.id]);
+      expect(count).toBe(0);
+    });
+
+    it('previous_response_id continues the stored conversation: the history reaches the upstream; a response already continued is refused', async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+      // No usage from the upstream: the service counts the prompt it sent, history included.
+      upstream.script({ kind: 'text', text: 'Nice to meet you, Ada.', usage: null }, { kind: 'text', text: 'Your name is Ada.', usage: null });
+      const first = await create(workspace, { model: 'gpt-4o-mini', input: 'My name is Ada.' });
+      const second = await create(workspace, { model: 'gpt-4o-mini', input: 'What is my name?', previous_response_id: first.id });
+
+      expect(second.previous_response_id).toBe(first.id);
+      expect(second.conversation?.id).toBe(first.conversation?.id);
+      expect(lastUpstream().messages).toEqual([
+        { role: 'user', content: [{ type: 'text', text: 'My name is Ada.' }] },
+        { role: 'assistant', content: 'Nice to meet you, Ada.' },
+        { role: 'user', content: [{ type: 'text', text: 'What is my name?' }] },
+      ]);
+      // The second turn's input counts its history: more input tokens are billed than for the first.
+      const records = await usageRecords(workspace);
+      expect(records).toHaveLength(2);
+      expect(records[1].input_tokens).toBeGreaterThan(records[0].input_tokens + 5);
+
+      const branched = await refusal(workspace, { model: 'gpt-4o-mini', input: 'And my age?', previous_response_id: first.id });
+      expect(branched).toMatchObject({ status: 400, error: { code: 'previous_response_not_latest', param: 'previous_response_id' } });
+      const unknown = await refusal(workspace, { model: 'gpt-4o-mini', input: 'Hi', previous_response_id: 'resp_unknown' });
+      expect(unknown).toMatchObject({ status: 404, error: { code: 'response_not_found', param: 'previous_response_id' } });
+      const other = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+      expect(await refusal(other, { model: 'gpt-4o-mini', input: 'Hi', previous_response_id: second.id })).toMatchObject({ status: 404 });
+    });
+
+    it('structured output: text.format json_schema arrives upstream as response_format', async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+      upstream.script({ kind: 'text', text: '{"city":"Paris"}' });
+      const schema = { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false };
+      const response = await workspace.client.responses.parse({
+        model: 'gpt-4o-mini',
+        input: 'Which city?',
+        text: { format: { type: 'json_schema', name: 'city', schema, strict: true } },
+      });
+      expect(lastUpstream().response_format).toEqual({ type: 'json_schema', json_schema: { name: 'city', schema, strict: true } });
+      expect(response.output_parsed).toEqual({ city: 'Paris' });
+      expect(response.text?.format).toMatchObject({ type: 'json_schema', name: 'city' });
+    });
+
+    it('is charged exactly what the same request through chat completions is (the service counts the tokens itself)', async () => {
+      const viaChat = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+      const viaResponses = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+      // No usage from the upstream: the service counts prompt and answer, so the translated prompt must be the same.
+      const answer = { kind: 'text' as const, text: 'The capital of France is Paris, a city on the Seine.', usage: null };
+      upstream.script(answer, answer);
+      const completion = (await viaChat.client.chat.completions.create({
+        model: 'gpt-4o-mini',
+        messages: [
+          { role: 'system', content: 'Be brief.' },
+          { role: 'user', content: 'What is the capital of France?' },
+        ],
+        max_completion_tokens: 100,
+        tools: [{ type: 'function', function: { name: weatherTool.name, description: weatherTool.description, parameters: weatherTool.parameters, strict: true } }],
+      })) as OpenAI.Chat.ChatCompletion & { x_service: XService };
+      const response = await create(viaResponses, {
+        model: 'gpt-4o-mini',
+        instructions: 'Be brief.',
+        input: 'What is the capital of France?',
+        max_output_tokens: 100,
+        tools: [weatherTool],
+      });
+      const [chatRecord] = await usageRecords(viaChat);
+      const [responsesRecord] = await usageRecords(viaResponses);
+      expect(responsesRecord.input_tokens).toBe(chatRecord.input_tokens);
+      expect(responsesRecord.output_tokens).toBe(chatRecord.output_tokens);
+      expect(Number(responsesRecord.charged_millicents)).toBe(Number(chatRecord.charged_millicents));
+      expect(Number(responsesRecord.charged_millicents)).toBeGreaterThan(0);
+      expect(response.x_service.cost_millicents).toBe(completion.x_service.cost_millicents);
+      expect(response.usage?.input_tokens).toBe(completion.usage?.prompt_tokens);
+      expect((await wallet(viaResponses)).balanceMillicents).toBe((await wallet(viaChat)).balanceMillicents);
+    });
+  });
+
+  describe('function tools', () => {
+    it('round trip: a function_call item with call_id, then its function_call_output after previous_response_id', async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+      upstream.script(
+        { kind: 'tool_calls', calls: [{ id: 'call_w1', name: 'get_weather', arguments: '{"city":"Paris"}' }] },
+        { kind: 'text', text: 'It is sunny in Paris.' },
+      );
+      const first = await create(workspace, { model: 'gpt-4o-mini', input: 'Weather in Paris?', tools: [weatherTool], tool_choice: 'required' });
+      expect(lastUpstream().tools).toEqual([
+        { type: 'function', function: { name: 'get_weather', description: weatherTool.description, parameters: weatherTool.parameters, strict: true } },
+      ]);
+      expect(lastUpstream().tool_choice).toBe('required');
+      expect(first.output).toEqual([
+        expect.objectContaining({ type: 'function_call', call_id: 'call_w1', name: 'get_weather', arguments: '{"city":"Paris"}', status: 'completed' }),
+      ]);
+      expect(first.output[0].id).toMatch(/^fc_/);
+
+      const second = await create(workspace, {
+        model: 'gpt-4o-mini',
+        previous_response_id: first.id,
+        input: [{ type: 'function_call_output', call_id: 'call_w1', output: '{"temperature_c":21,"conditions":"sunny"}' }],
+        tools: [weatherTool],
+        tool_choice: { type: 'function', name: 'get_weather' },
+      });
+      expect(second.output_text).toBe('It is sunny in Paris.');
+      expect(lastUpstream().tool_choice).toEqual({ type: 'function', function: { name: 'get_weather' } });
+      expect(lastUpstream().messages).toEqual([
+        { role: 'user', content: [{ type: 'text', text: 'Weather in Paris?' }] },
+        { role: 'assistant', content: null, tool_calls: [{ id: 'call_w1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+        { role: 'tool', tool_call_id: 'call_w1', content: '{"temperature_c":21,"conditions":"sunny"}' },
+      ]);
+    });
+
+    it('without storing: the whole exchange as input items (function_call, function_call_output, item_reference to a stored item)', async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+      upstream.script({ kind: 'text', text: 'Noted.' }, { kind: 'text', text: 'Sunny.' });
+      const stored = await create(workspace, { model: 'gpt-4o-mini', input: 'Remember Paris.' });
+      await create(workspace, {
+        model: 'gpt-4o-mini',
+        store: false,
+        input: [
+          { role: 'user', content: 'Remember Paris.' },
+          { type: 'item_reference', id: stored.output[0].id },
+          { role: 'user', content: 'Weather there?' },
+          { type: 'function_call', call_id: 'call_a', name: 'get_weather', arguments: '{"city":"Paris"}' },
+          { type: 'function_call', call_id: 'call_b', name: 'get_weather', arguments: '{"city":"Lyon"}' },
+          { type: 'function_call_output', call_id: 'call_a', output: 'sunny' },
+          { type: 'function_call_output', call_id: 'call_b', output: [{ type: 'input_text', text: 'rain' }] },
+        ],
+        tools: [weatherTool],
+      });
+      expect(lastUpstream().messages).toEqual([
+        { role: 'user', content: 'Remember Paris.' },
+        { role: 'assistant', content: 'Noted.' },
+        { role: 'user', content: 'Weather there?' },
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [
+            { id: 'call_a', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } },
+            { id: 'call_b', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Lyon"}' } },
+          ],
+        },
+        { role: 'tool', tool_call_id: 'call_a', content: 'sunny' },
+        { role: 'tool', tool_call_id: 'call_b', content: 'rain' },
+      ]);
+      const missing = await refusal(workspace, { model: 'gpt-4o-mini', input: [{ type: 'item_reference', id: 'msg_missing' }] });
+      expect(missing).toMatchObject({ status: 404, error: { code: 'item_not_found', param: 'input.0.id' } });
+    });
+  });
+
+  describe('streamed', () => {
+    it('stream: true answers the Responses event stream, in order, with sequence numbers, ending in response.completed with usage and x_service', async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+      upstream.script({ kind: 'text', text: 'One two three.', usage: { prompt_tokens: 40, completion_tokens: 4 } });
+      const stream = await workspace.client.responses.create({ model: 'gpt-4o-mini', input: 'Count', stream: true });
+      const events: OpenAI.Responses.ResponseStreamEvent[] = [];
+      for await (const event of stream) events.push(event);
+
+      const types = events.map((event) => event.type);
+      expect(types.slice(0, 4)).toEqual(['response.created', 'response.in_progress', 'response.output_item.added', 'response.content_part.added']);
+      expect(types.slice(-4)).toEqual(['response.output_text.done', 'response.content_part.done', 'response.output_item.done', 'response.completed']);
+      expect(events.map((event) => event.sequence_number)).toEqual(events.map((_, index) => index));
+      const deltas = events.filter((event): event is OpenAI.Responses.ResponseTextDeltaEvent => event.type === 'response.output_text.delta');
+      expect(deltas.map((event) => event.delta).join('')).toBe('One two three.');
+      const done = events.find((event) => event.type === 'response.output_text.done') as OpenAI.Responses.ResponseTextDoneEvent;
+      expect(done.text).toBe('One two three.');
+      const completed = events[events.length - 1] as OpenAI.Responses.ResponseCompletedEvent;
+      const final = completed.response as WithService<OpenAI.Responses.Response>;
+      expect(final.status).toBe('completed');
+      expect(final.usage).toMatchObject({ input_tokens: 40, output_tokens: 4, total_tokens: 44 });
+      const [record] = await usageRecords(workspace);
+      expect(record).toMatchObject({ status: 'success', stream: true });
+      expect(final.x_service.cost_millicents).toBe(Number(record.total_cost_millicents));
+      // Stored once the stream ended.
+      const fetched = await workspace.client.responses.retrieve(final.id);
+      expect(fetched.output_text).toBe('One two three.');
+      expect(upstream.requests[upstream.requests.length - 1].body.stream_options).toEqual({ include_usage: true });
+    });
+
+    it('client.responses.stream(): text events and finalResponse(), and streamed function calls', async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+      upstream.script({ kind: 'text', text: 'Streaming works fine.' });
+      const runner = workspace.client.responses.stream({ model: 'gpt-4o-mini', input: 'Say it' });
+      let text = '';
+      runner.on('response.output_text.delta', (event) => {
+        text += event.delta;
+      });
+      const final = await runner.finalResponse();
+      expect(text).toBe('Streaming works fine.');
+      expect(final.output_text).toBe('Streaming works fine.');
+
+      upstream.script({ kind: 'tool_calls', calls: [{ id: 'call_s1', name: 'get_weather', arguments: '{"city":"Oslo"}' }] });
+      const calls = workspace.client.responses.stream({ model: 'gpt-4o-mini', input: 'Weather in Oslo?', tools: [weatherTool] });
+      const argumentDeltas: string[] = [];
+      calls.on('response.function_call_arguments.delta', (event) => argumentDeltas.push(event.delta));
+      const withCall = await calls.finalResponse();
+      expect(argumentDeltas.join('')).toBe('{"city":"Oslo"}');
+      expect(withCall.output).toEqual([expect.objectContaining({ type: 'function_call', call_id: 'call_s1', name: 'get_weather', arguments: '{"city":"Oslo"}', status: 'completed' })]);
+    });
+
+    it('a failure before the first event is an HTTP error (402); a failure after it is response.failed then an error event', async () => {
+      const broke = await t.createWorkspace({ balanceMillicents: 0 });
+      await expect(broke.client.responses.create({ model: 'gpt-4o-mini', input: 'Hi', stream: true })).rejects.toMatchObject({ status: 402 });
+
+      const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+      upstream.script({ kind: 'stream_failure', words: ['Half ', 'an '], failure: 'error_event' });
+      const res = await fetch(`${t.baseUrl}/v1/responses`, {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${workspace.apiKey}`, 'Content-Type': 'application/json' },
+        body: JSON.stringify({ model: 'gpt-4o-mini', input: 'Hi', stream: true }),
+      });
+      expect(res.status).toBe(200);
+      const events = (await res.text())
+        .split('\n\n')
+        .filter((frame) => frame.startsWith('data: {'))
+        .map((frame) => JSON.parse(frame.slice(6)) as { type: string; response?: { status: string; error: unknown }; code?: string });
+      const types = events.map((event) => event.type);
+      expect(types).toContain('response.output_text.delta');
+      expect(types.slice(-2)).toEqual(['response.failed', 'error']);
+      expect(events[events.length - 2].response).toMatchObject({ status: 'failed', error: { code: expect.any(String), message: expect.any(String) } });
+      expect(events[events.length - 1].code).toEqual(expect.any(String));
+      // Nothing stored for a failed response, and no empty conversation left behind.
+      const [{ count }] = await db.query('SELECT count(*)::int AS count FROM responses WHERE workspace_id = $1', [workspace.id]);
+      expect(count).toBe(0);
+    });
+  });
+
+  describe('assistants and server tools', () => {
+    it('an assistant with web_search runs it in the server-side loop; web_search_preview names it', async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+      const assistants = t.app.get(AssistantsService);
+      await assistants.create(workspace.id, { name: 'Searcher', model: 'gpt-4o-mini', systemPrompt: 'You search.', tools: ['web_search'] });
+      search.script(resultsScenario([{ title: 'Paris weather', url: 'https://weather.example/paris', snippet: 'Sunny, 21 C' }]));
+      upstream.script(
+        { kind: 'tool_calls', calls: [{ id: 'call_ws', name: 'web_search', arguments: '{"query":"Paris weather"}' }] },
+        { kind: 'text', text: 'Sunny, 21 C.' },
+      );
+      const response = await create(workspace, { model: 'assistant/searcher', input: 'Weather in Paris?', tools: [{ type: 'web_search_preview' }] });
+      expect(response.output_text).toBe('Sunny, 21 C.');
+      expect(response.x_service).toMatchObject({ iterations: 2, tools_used: ['web_search'] });
+      // The tool call stayed on the server; the model saw the search result.
+      expect(response.output.map((item) => item.type)).toEqual(['message']);
+      const messages = lastUpstream().messages as Array<{ role: string; content: unknown }>;
+      expect(messages[0]).toEqual({ role: 'system', content: 'You search.' });
+      expect(JSON.stringify(messages[messages.length - 1])).toContain('Sunny, 21 C');
+
+      // An assistant without the tool, and direct mode, refuse it.
+      await assistants.create(workspace.id, { name: 'Plain', model: 'gpt-4o-mini' });
+      expect(await refusal(workspace, { assistant_id: 'plain', input: 'Hi', tools: [{ type: 'web_search' }] })).toMatchObject({
+        status: 400,
+        error: { code: 'tool_not_enabled', param: 'tools.0' },
+      });
+      expect(await refusal(workspace, { model: 'gpt-4o-mini', input: 'Hi', tools: [{ type: 'web_search_preview' }] })).toMatchObject({
+        status: 400,
+        error: { code: 'tool_requires_assistant', param: 'tools.0' },
+      });
+    });
+  });
+
+  describe('refusals', () => {
+    it.each([
+      ['code_interpreter', { type: 'code_interpreter', container: { type: 'auto' } }, 'tools.0.type', 'unsupported_tool'],
+      ['computer_use_preview', { type: 'computer_use_preview', display_width: 1024, display_height: 768, environment: 'browser' }, 'tools.0.type', 'unsupported_tool'],
+      ['image_generation', { type: 'image_generation' }, 'tools.0.type', 'unsupported_tool'],
+      ['mcp', { type: 'mcp', server_label: 'x', server_url: 'https://mcp.example' }, 'tools.0.type', 'unsupported_tool'],
+    ])('the hosted tool %s is a clear 400', async (_name, tool, param, code) => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+      const before = upstream.requests.length;
+      expect(await refusal(workspace, { model: 'gpt-4o-mini', input: 'Hi', tools: [tool] })).toMatchObject({ status: 400, error: { param, code } });
+      expect(upstream.requests.length).toBe(before);
+    });
+
+    it.each([
+      [{ background: true }, 'background', 'unsupported_parameter'],
+      [{ prompt: { id: 'pmpt_1' } }, 'prompt', 'unsupported_parameter'],
+      [{ include: ['message.output_text.logprobs'] }, 'include.0', 'unsupported_parameter'],
+      [{ reasoning: { summary: 'auto' } }, 'reasoning.summary', 'unsupported_parameter'],
+      [{ frequency_penalty: 1 }, 'frequency_penalty', 'unknown_parameter'],
+      [{ input: [{ type: 'message', role: 'user', content: [{ type: 'input_image', file_id: 'file_1' }] }] }, 'input.0.content.0.file_id', 'unsupported_content'],
+      [{ input: [{ type: 'reasoning', summary: [] }] }, 'input.0.type', 'unsupported_input_item'],
+      [{ store: false, previous_response_id: 'resp_x' }, 'store', 'unsupported_parameter'],
+      [{ max_output_tokens: 10_000_000 }, 'max_output_tokens', undefined],
+      [{ temperature: 5 }, 'temperature', undefined],
+      [{ text: { format: { type: 'json_schema' } } }, 'text.format', undefined],
+    ])('%j is a 400 naming %s', async (fields, param, code) => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+      const { status, error } = await refusal(workspace, { model: 'gpt-4o-mini', input: 'Hi', ...fields });
+      expect(status).toBe(400);
+      expect(error.param).toBe(param);
+      if (code) expect(error.code).toBe(code);
+      expect(error.message).toEqual(expect.any(String));
+    });
+
+    it('402 on an empty wallet, with no conversation left behind', async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 0 });
+      expect(await refusal(workspace, { model: 'gpt-4o-mini', input: 'Hi' })).toMatchObject({ status: 402, error: { type: 'insufficient_balance' } });
+      const [{ count }] = await db.query('SELECT count(*)::int AS count FROM conversations WHERE workspace_id = $1', [workspace.id]);
+      expect(count).toBe(0);
+      const [record] = await usageRecords(workspace);
+      expect(record).toMatchObject({ status: 'error', error_code: 'insufficient_balance' });
+      expect(Number(record.charged_millicents)).toBe(0);
+    });
+  });
+
+  describe('idempotency', () => {
+    it('a retry with the same Idempotency-Key returns the stored response and is not charged twice', async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+      upstream.script({ kind: 'text', text: 'Once.' }, { kind: 'text', text: 'Twice?' });
+      const body = { model: 'gpt-4o-mini', input: 'Say once' };
+      const first = await workspace.client.responses.create(body, { headers: { 'Idempotency-Key': 'resp-key-1' } });
+      const before = upstream.requests.length;
+      const retry = await workspace.client.responses.create(body, { headers: { 'Idempotency-Key': 'resp-key-1' } }).withResponse();
+      expect(retry.response.headers.get('idempotent-replayed')).toBe('true');
+      expect(retry.data.id).toBe(first.id);
+      expect(retry.data.output_text).toBe('Once.');
+      expect(upstream.requests.length).toBe(before);
+      const records = await usageRecords(workspace);
+      expect(records).toHaveLength(1);
+      expect((await wallet(workspace)).balanceMillicents).toBe(1_000_000 - Number(records[0].charged_millicents));
+    });
+  });
+});
