@@ -16,7 +16,7 @@ export const SESSION_COOKIE = 'acs.sid';
 const SESSION_MAX_AGE_MS = 7 * 24 * 3_600_000;
 
 /** Paths that belong to the API and its operations, never to the dashboard's pages. */
-const NON_PAGE_PREFIXES = ['/v1', '/docs', '/health', '/metrics', '/webhooks'];
+const NON_PAGE_PREFIXES = ['/v1', '/docs', '/health', '/metrics', '/webhooks', '/widget', '/widget.js'];
 
 export function isPagePath(pathname: string): boolean {
   return !NON_PAGE_PREFIXES.some((prefix) => pathname === prefix || pathname.startsWith(`${prefix}/`));

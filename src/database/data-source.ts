@@ -11,6 +11,8 @@ import { ConversationMessage } from '../conversations/entities/conversation-mess
 import { Conversation } from '../conversations/entities/conversation.entity';
 import { ApiKey } from '../workspaces/entities/api-key.entity';
 import { Workspace } from '../workspaces/entities/workspace.entity';
+import { WidgetConversation } from '../widget/entities/widget-conversation.entity';
+import { Widget } from '../widget/entities/widget.entity';
 import { UsageRecord } from '../usage/entities/usage-record.entity';
 import { AutoTopupAttempt } from '../wallet/entities/auto-topup-attempt.entity';
 import { AutoTopupSettings } from '../wallet/entities/auto-topup-settings.entity';
@@ -36,6 +38,8 @@ export const ENTITIES = [
   Membership,
   Invitation,
   OneTimeToken,
+  Widget,
+  WidgetConversation,
 ];
 
 /** The one data source definition, shared by the app, the operator CLI, migrations and tests. */

@@ -1,0 +1,308 @@
+// The chat widget of the embed tag:
+//   <script src="{PUBLIC_URL}/widget.js" data-widget="wgt_..." async></script>
+// Hand-written and dependency-free; served by WidgetScriptController inside one function
+// scope after the dashboard's escape-first Markdown renderer (`SafeMarkdown`), so that it
+// leaves no global on the host page. It draws a launcher and a panel in a Shadow DOM: the
+// host page's CSS reaches only the host element, whose every property is reset by the
+// `:host` rule below with !important (which, for a shadow host, wins over the page's own
+// !important). Styles go in through adoptedStyleSheets, which a page's CSP does not block.
+// The visitor id (random, in localStorage) is all that identifies a visitor: the server keeps
+// the conversation and the widget reads it again after a reload.
+//
+// Preview (the dashboard's widget page): data-preview names a <script type="application/json">
+// with the configuration and data-preview-into the element to draw into; nothing is sent,
+// and an `acs-widget-preview` event on the document redraws it with new settings.
+/* global document, localStorage, crypto, fetch, TextDecoder, CSSStyleSheet, SafeMarkdown */
+'use strict';
+
+var script = document.currentScript || document.querySelector('script[data-widget]');
+var widgetId = script && script.getAttribute('data-widget');
+var previewSource = script && script.getAttribute('data-preview');
+var VISITOR_KEY = 'acs-widget-visitor';
+
+var CSS =
+  ':host{all:initial!important;display:block!important;position:fixed!important;right:0!important;bottom:0!important;width:0!important;height:0!important;z-index:2147483000!important;visibility:visible!important;opacity:1!important;transform:none!important}' +
+  ':host([data-inline]){position:relative!important;width:100%!important;height:580px!important;z-index:auto!important}' +
+  '.acs{--accent:#1e66f5;--bg:#fff;--fg:#1f2328;--muted:#59636e;--bubble:#f0f2f5;--border:#d0d7de;font:16px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg);letter-spacing:normal;text-align:left;text-transform:none}' +
+  '.acs.dark{--bg:#1e2228;--fg:#e6edf3;--muted:#9ea7b3;--bubble:#2d333b;--border:#444c56}' +
+  '.acs *{box-sizing:border-box;font:inherit;color:inherit;margin:0;letter-spacing:inherit}' +
+  '.launcher,.panel{position:fixed;bottom:20px;right:20px}.left .launcher,.left .panel{right:auto;left:20px}' +
+  ':host([data-inline]) .launcher,:host([data-inline]) .panel{position:absolute}' +
+  '.launcher{width:56px;height:56px;border-radius:50%;border:0;padding:0;background:var(--accent);color:#fff;cursor:pointer;box-shadow:0 4px 14px rgba(0,0,0,.25);display:flex;align-items:center;justify-content:center}' +
+  '.launcher svg{width:28px;height:28px;fill:none;stroke:currentColor;stroke-width:2}' +
+  'button:focus-visible,a:focus-visible,textarea:focus-visible,.log:focus-visible{outline:3px solid var(--accent);outline-offset:2px}' +
+  '.panel{bottom:88px;width:min(380px,calc(100vw - 40px));height:min(540px,calc(100vh - 120px));background:var(--bg);border:1px solid var(--border);border-radius:12px;box-shadow:0 8px 30px rgba(0,0,0,.25);display:flex;flex-direction:column;overflow:hidden}' +
+  '.panel[hidden]{display:none}' +
+  '.head{display:flex;align-items:center;gap:8px;padding:12px 14px;background:var(--accent);color:#fff}' +
+  '.head h2{flex:1;font-size:17px;font-weight:600;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}' +
+  '.head button{background:transparent;border:0;color:#fff;cursor:pointer;font-size:14px;padding:4px 8px;border-radius:6px}' +
+  '.head .close{font-size:22px;line-height:1}' +
+  '.log{flex:1;overflow-y:auto;padding:14px;display:flex;flex-direction:column;gap:10px}' +
+  '.msg{max-width:85%;padding:8px 12px;border-radius:12px;background:var(--bubble);overflow-wrap:anywhere}' +
+  '.msg.user{align-self:flex-end;background:var(--accent);color:#fff;white-space:pre-wrap}' +
+  '.msg p+p,.msg ul,.msg ol,.msg pre{margin-top:6px}.msg ul,.msg ol{padding-left:20px}' +
+  '.msg code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:14px}.msg pre{overflow-x:auto;white-space:pre}' +
+  '.msg a{color:inherit;text-decoration:underline}' +
+  '.status{padding:0 14px;font-size:14px;color:var(--muted)}.status:empty{display:none}.status.error{color:#b42318;padding:8px 14px}' +
+  '.dark .status.error{color:#ff9b8e}' +
+  'form{display:flex;gap:8px;padding:10px;border-top:1px solid var(--border)}' +
+  'textarea{flex:1;resize:none;min-height:42px;max-height:120px;padding:9px 10px;border:1px solid var(--border);border-radius:8px;background:var(--bg);color:var(--fg)}' +
+  'textarea::placeholder{color:var(--muted);opacity:1}' +
+  'form button{border:0;border-radius:8px;padding:0 14px;background:var(--accent);color:#fff;cursor:pointer;font-weight:600}' +
+  'form button:disabled{opacity:.6;cursor:default}' +
+  '.branding{padding:0 10px 8px;text-align:center;font-size:12px;color:var(--muted)}.branding a{color:var(--muted)}' +
+  '.sr{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}' +
+  '.notice{position:fixed;bottom:20px;right:20px;max-width:260px;padding:8px 12px;border-radius:8px;background:#fff;color:#1f2328;border:1px solid #d0d7de;font-size:14px}';
+
+var ICON = '<svg viewBox="0 0 24 24" aria-hidden="true" focusable="false"><path d="M21 12a8 8 0 0 1-11.6 7.1L4 20l1-4.6A8 8 0 1 1 21 12z"/></svg>';
+
+function el(tag, attributes, text) {
+  var node = document.createElement(tag);
+  for (var name in attributes) node.setAttribute(name, attributes[name]);
+  if (text) node.textContent = text;
+  return node;
+}
+
+function visitorId() {
+  var id = null;
+  try {
+    id = localStorage.getItem(VISITOR_KEY);
+  } catch { /* storage blocked: this page load only */ }
+  if (id && /^v_[0-9a-f]{32}$/.test(id)) return id;
+  var bytes = new Uint8Array(16);
+  crypto.getRandomValues(bytes);
+  id = 'v_' + Array.prototype.map.call(bytes, function (b) { return (b < 16 ? '0' : '') + b.toString(16); }).join('');
+  try {
+    localStorage.setItem(VISITOR_KEY, id);
+  } catch { /* idem */ }
+  return id;
+}
+
+function mount(inline) {
+  var host = el('div', { 'data-acs-widget': '' });
+  if (inline) host.setAttribute('data-inline', '');
+  var root = host.attachShadow({ mode: 'open' });
+  if (root.adoptedStyleSheets !== undefined && typeof CSSStyleSheet === 'function' && CSSStyleSheet.prototype.replaceSync) {
+    var sheet = new CSSStyleSheet();
+    sheet.replaceSync(CSS);
+    root.adoptedStyleSheets = [sheet];
+  } else {
+    root.appendChild(el('style', {}, CSS));
+  }
+  (inline || document.body).appendChild(host);
+  return root;
+}
+
+/** Draws the widget into a shadow root; `api` is null in preview (nothing is sent). */
+function Widget(root, config, api) {
+  var box = el('div', { class: 'acs' });
+  var launcher = el('button', { type: 'button', class: 'launcher', 'aria-expanded': 'false', 'aria-controls': 'acs-panel' });
+  launcher.innerHTML = ICON;
+  var panel = el('section', { class: 'panel', id: 'acs-panel', role: 'dialog', 'aria-labelledby': 'acs-title', hidden: '' });
+  var head = el('div', { class: 'head' });
+  var title = el('h2', { id: 'acs-title' });
+  var restart = el('button', { type: 'button', class: 'new' }, 'New chat');
+  var close = el('button', { type: 'button', class: 'close', 'aria-label': 'Close chat' }, '\u00d7');
+  var log = el('div', { class: 'log', role: 'log', 'aria-live': 'off', 'aria-label': 'Conversation', tabindex: '0' });
+  var status = el('p', { class: 'status', role: 'status' });
+  var announcer = el('div', { class: 'sr', 'aria-live': 'polite' });
+  var form = el('form', { 'aria-label': 'Send a message' });
+  var label = el('label', { class: 'sr', for: 'acs-input' }, 'Your message');
+  var input = el('textarea', { id: 'acs-input', rows: '1', maxlength: '2000' });
+  var send = el('button', { type: 'submit' }, 'Send');
+  var branding = el('p', { class: 'branding' });
+  head.append(title, restart, close);
+  form.append(label, input, send);
+  panel.append(head, log, status, form, branding, announcer);
+  box.append(launcher, panel);
+  root.appendChild(box);
+
+  var loaded = false;
+  var busy = false;
+
+  function configure(next) {
+    config = next;
+    box.className = 'acs' + (config.theme === 'dark' ? ' dark' : '') + (config.position === 'bottom-left' ? ' left' : '');
+    if (/^#[0-9a-fA-F]{6}$/.test(config.accent_color || '')) box.style.setProperty('--accent', config.accent_color);
+    title.textContent = config.title;
+    launcher.setAttribute('aria-label', 'Open chat: ' + config.title);
+    input.setAttribute('placeholder', config.placeholder);
+    branding.textContent = '';
+    if (config.branding) {
+      branding.appendChild(el('a', { href: config.branding.url, target: '_blank', rel: 'noopener noreferrer' }, config.branding.text));
+    }
+    branding.hidden = !config.branding;
+    if (!api) show([]);
+  }
+  this.configure = configure;
+
+  function bubble(role, text) {
+    var node = el('div', { class: 'msg ' + role });
+    if (role === 'assistant') node.innerHTML = SafeMarkdown.render(text);
+    else node.textContent = text;
+    log.appendChild(node);
+    log.scrollTop = log.scrollHeight;
+    return node;
+  }
+
+  /** The greeting, then the conversation's messages. */
+  function show(messages) {
+    log.textContent = '';
+    if (config.greeting) bubble('assistant', config.greeting);
+    messages.forEach(function (m) { bubble(m.role, m.content); });
+  }
+
+  function say(text, isError) {
+    status.textContent = text;
+    status.className = 'status' + (isError ? ' error' : '');
+  }
+
+  function open() {
+    panel.hidden = false;
+    launcher.setAttribute('aria-expanded', 'true');
+    input.focus();
+    if (!loaded && api) {
+      loaded = true;
+      api.transcript().then(function (t) {
+        show(t.messages);
+        if (!t.can_continue) say('This conversation is complete: choose New chat to start another.');
+      }, function () { say('The conversation could not be loaded.', true); });
+    }
+  }
+
+  function hide() {
+    panel.hidden = true;
+    launcher.setAttribute('aria-expanded', 'false');
+    launcher.focus();
+  }
+
+  launcher.addEventListener('click', function () { if (panel.hidden) open(); else hide(); });
+  close.addEventListener('click', hide);
+  panel.addEventListener('keydown', function (event) {
+    if (event.key === 'Escape') { event.preventDefault(); hide(); }
+  });
+  input.addEventListener('keydown', function (event) {
+    if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) { event.preventDefault(); form.requestSubmit(); }
+  });
+  restart.addEventListener('click', function () {
+    if (busy) return;
+    say('');
+    if (!api) return show([]);
+    api.restart().then(function () { show([]); input.focus(); }, function () { say('Could not start a new chat.', true); });
+  });
+
+  form.addEventListener('submit', function (event) {
+    event.preventDefault();
+    var text = input.value.trim();
+    if (!text || busy) return;
+    if (!api) return say('This is a preview: visitors chat on your website.');
+    busy = true;
+    send.disabled = true;
+    say('');
+    bubble('user', text);
+    input.value = '';
+    var answer = null;
+    var written = '';
+    log.setAttribute('aria-busy', 'true');
+    api.send(text, function (delta) {
+      if (!answer) answer = bubble('assistant', '');
+      written += delta;
+      answer.innerHTML = SafeMarkdown.render(written);
+      log.scrollTop = log.scrollHeight;
+    }).then(function () {
+      if (written) announcer.textContent = 'Assistant: ' + written;
+    }, function (error) {
+      say(error.message, true);
+      announcer.textContent = error.message;
+    }).then(function () {
+      busy = false;
+      send.disabled = false;
+      log.removeAttribute('aria-busy');
+      input.focus();
+    });
+  });
+
+  configure(config);
+}
+
+/** Reads `data:` frames of a Server-Sent Events body, calling onDelta for each `{"delta"}`. */
+function readEvents(response, onDelta) {
+  var reader = response.body.getReader();
+  var decoder = new TextDecoder();
+  var pending = '';
+  function frame(line) {
+    if (line.indexOf('data: ') !== 0 || line === 'data: [DONE]') return;
+    var event = JSON.parse(line.slice(6));
+    if (event.error) throw new Error(event.error.message);
+    if (event.delta) onDelta(event.delta);
+  }
+  function next() {
+    return reader.read().then(function (chunk) {
+      if (chunk.done) return frame(pending.trim());
+      pending += decoder.decode(chunk.value, { stream: true });
+      var lines = pending.split('\n');
+      pending = lines.pop();
+      lines.forEach(function (line) { frame(line.trim()); });
+      return next();
+    });
+  }
+  return next();
+}
+
+/** The widget's endpoints, with the message of a JSON error as the Error's. */
+function Api(base, visitor) {
+  var query = '?visitor=' + visitor;
+  function failure(response) {
+    return response.json().then(function (body) {
+      return new Error((body && body.error && body.error.message) || 'Something went wrong.');
+    }, function () { return new Error('Something went wrong (' + response.status + ').'); });
+  }
+  function json(response) {
+    return response.ok ? response.json() : failure(response).then(function (e) { throw e; });
+  }
+  var offline = function () { throw new Error('The chat could not be reached. Check your connection and try again.'); };
+  this.transcript = function () { return fetch(base + '/conversation' + query, { credentials: 'omit' }).then(json); };
+  this.restart = function () {
+    return fetch(base + '/conversation' + query, { method: 'DELETE', credentials: 'omit' }).then(function (r) { if (!r.ok) throw new Error(); });
+  };
+  this.send = function (message, onDelta) {
+    return fetch(base + '/messages', {
+      method: 'POST',
+      credentials: 'omit',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ visitor: visitor, message: message }),
+    }).then(function (response) {
+      if (!response.ok) return failure(response).then(function (e) { throw e; });
+      return readEvents(response, onDelta);
+    }, offline);
+  };
+}
+
+function start() {
+  if (previewSource) {
+    var source = document.getElementById(previewSource);
+    var into = document.getElementById(script.getAttribute('data-preview-into') || '');
+    if (!source || !into) return;
+    var preview = new Widget(mount(into), JSON.parse(source.textContent), null);
+    document.addEventListener('acs-widget-preview', function (event) { preview.configure(event.detail); });
+    return;
+  }
+  if (!widgetId || !/^wgt_[A-Za-z0-9_-]{20}$/.test(widgetId)) return;
+  var base = script.src.replace(/widget\.js(\?.*)?$/, '') + 'widget/v1/' + widgetId;
+  fetch(base + '/config', { credentials: 'omit' }).then(function (response) {
+    // Turned off by its owner: nothing to show.
+    if (!response.ok) return;
+    return response.json().then(function (config) {
+      new Widget(mount(null), config, new Api(base, visitorId()));
+    });
+  }, function () {
+    // Refused (this site is not one of the widget's origins), or the service is unreachable.
+    var root = mount(null);
+    root.appendChild(el('p', { class: 'notice', role: 'status' }, 'This chat is not available on this website.'));
+  });
+}
+
+if (script) {
+  if (document.body) start();
+  else document.addEventListener('DOMContentLoaded', start);
+}

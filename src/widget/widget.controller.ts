@@ -1,0 +1,218 @@
+import { Body, Controller, Delete, Get, Logger, Options, Param, Post, Query, Req, Res } from '@nestjs/common';
+import { ApiExcludeController } from '@nestjs/swagger';
+import { normalizeIp } from '@nestjs/throttler';
+import type { Response } from 'express';
+import { filter, map } from 'rxjs';
+import type { ChatCaller } from '../chat/chat.service';
+import { ChatService } from '../chat/chat.service';
+import { isKeepAlive } from '../chat/completion-types';
+import { writeEventStream } from '../chat/sse';
+import { Public } from '../common/auth/auth.decorators';
+import { ApiError } from '../common/errors/api-error';
+import { databaseUnavailableError, isDatabaseUnavailable } from '../common/errors/database-unavailable';
+import type { ApiRequest } from '../common/http/request-context';
+import type { AppConfig } from '../config/app-config';
+import { InjectConfig } from '../config/config.module';
+import { ConversationsService } from '../conversations/conversations.service';
+import { RATE_WINDOW_MS, RateLimitService } from '../limits/rate-limit.service';
+import { effectiveRateLimitRpm } from '../limits/tier-policy';
+import { WorkspacesService } from '../workspaces/workspaces.service';
+import type { Widget } from './entities/widget.entity';
+import { readVisitorId, readVisitorMessage, titleOf, VISITOR_MESSAGES_PER_CONVERSATION } from './visitor-input';
+import { WidgetsService } from './widgets.service';
+
+/** Messages a visitor may send per minute. */
+export const VISITOR_RATE_LIMIT_RPM = 10;
+/** Messages one client address may send per minute to one widget, whatever visitor ids it makes up. */
+export const ADDRESS_RATE_LIMIT_RPM = 30;
+/** Messages all visitors of one widget may send per minute (the workspace's own rate applies too). */
+export const WIDGET_RATE_LIMIT_RPM = 120;
+
+/** The most messages the transcript of a visitor's conversation returns (two per visitor message). */
+const TRANSCRIPT_MAX_MESSAGES = 2 * VISITOR_MESSAGES_PER_CONVERSATION;
+
+/**
+ * The widget's public endpoints, called from other websites by widget.js: no API key, the
+ * widget's public id in the path. Only the widget's allowed origins get an answer they can
+ * read: the `Origin` header is checked first and the CORS headers are set for those origins
+ * only. Visitors' messages run through ChatService as the workspace (no key), charged to its
+ * wallet, with usage records whose source is `widget` and whose user_id is the visitor id.
+ */
+@ApiExcludeController()
+@Public()
+@Controller('widget/v1')
+export class WidgetController {
+  private readonly logger = new Logger('Widget');
+
+  constructor(
+    private readonly widgets: WidgetsService,
+    private readonly chat: ChatService,
+    private readonly conversations: ConversationsService,
+    private readonly workspaces: WorkspacesService,
+    private readonly rateLimits: RateLimitService,
+    @InjectConfig() private readonly config: AppConfig,
+  ) {}
+
+  /** CORS preflight of the POST and DELETE below (JSON bodies are not "simple" requests). */
+  @Options(':widgetId/*path')
+  async preflight(@Req() req: ApiRequest, @Res() res: Response, @Param('widgetId') widgetId: string): Promise<void> {
+    await this.admit(req, res, widgetId, { mustBeEnabled: false });
+    res.setHeader('Access-Control-Allow-Methods', 'GET, POST, DELETE');
+    res.setHeader('Access-Control-Allow-Headers', 'Content-Type');
+    res.setHeader('Access-Control-Max-Age', '600');
+    res.status(204).end();
+  }
+
+  /** What the widget draws: texts, colours, and the branding decided from the workspace's tier now. */
+  @Get(':widgetId/config')
+  async configuration(@Req() req: ApiRequest, @Res() res: Response, @Param('widgetId') widgetId: string): Promise<void> {
+    const widget = await this.admit(req, res, widgetId);
+    const branding = await this.widgets.brandingFor(widget.workspaceId);
+    res.setHeader('Cache-Control', 'no-store');
+    res.json({
+      title: widget.title,
+      greeting: widget.greeting,
+      placeholder: widget.placeholder,
+      accent_color: widget.accentColor,
+      theme: widget.theme,
+      position: widget.position,
+      branding: branding ? { ...branding, url: this.serviceUrl(req) } : null,
+    });
+  }
+
+  /** The visitor's conversation so far (user and assistant messages, oldest first), to show it again after a reload. */
+  @Get(':widgetId/conversation')
+  async conversation(@Req() req: ApiRequest, @Res() res: Response, @Param('widgetId') widgetId: string, @Query('visitor') visitor: unknown): Promise<void> {
+    const widget = await this.admit(req, res, widgetId);
+    const visitorId = readVisitorId(visitor);
+    const conversationId = await this.widgets.conversationOf(widget, visitorId);
+    res.setHeader('Cache-Control', 'no-store');
+    if (!conversationId) {
+      res.json({ messages: [], can_continue: true });
+      return;
+    }
+    const [conversation, page] = await Promise.all([
+      this.conversations.get(widget.workspaceId, conversationId),
+      this.conversations.messages(widget.workspaceId, conversationId, { limit: TRANSCRIPT_MAX_MESSAGES }),
+    ]);
+    res.json({
+      messages: page.data
+        .filter((message) => (message.role === 'user' || message.role === 'assistant') && message.contentType !== 'json' && message.content !== '')
+        .map((message) => ({ role: message.role, content: message.content })),
+      can_continue: conversation.messageCount < TRANSCRIPT_MAX_MESSAGES,
+    });
+  }
+
+  /** Starts over: the visitor's next message opens a new conversation (the old one stays in the workspace's history). */
+  @Delete(':widgetId/conversation')
+  async newConversation(@Req() req: ApiRequest, @Res() res: Response, @Param('widgetId') widgetId: string, @Query('visitor') visitor: unknown): Promise<void> {
+    const widget = await this.admit(req, res, widgetId);
+    await this.widgets.forgetConversation(widget, readVisitorId(visitor));
+    res.status(204).end();
+  }
+
+  /**
+   * One visitor message; the answer streamed as Server-Sent Events of `{"delta": "..."}`,
+   * then `[DONE]`. Nothing else of the chat's chunks reaches the page (no cost, no model).
+   * A refusal before the first word (400, 402, 429, the upstream refusing) is a JSON error
+   * whose message the widget shows as it is.
+   */
+  @Post(':widgetId/messages')
+  async message(@Req() req: ApiRequest, @Res() res: Response, @Param('widgetId') widgetId: string, @Body() body: unknown): Promise<void> {
+    const widget = await this.admit(req, res, widgetId);
+    const { visitorId, message } = readVisitorMessage(body);
+    await this.rateLimits.enforce(`widget-visitor:${widget.id}:${visitorId}`, VISITOR_RATE_LIMIT_RPM, RATE_WINDOW_MS, res);
+    await this.rateLimits.enforce(`widget-ip:${widget.id}:${normalizeIp(req.ip ?? 'unknown')}`, ADDRESS_RATE_LIMIT_RPM, RATE_WINDOW_MS, res);
+    await this.rateLimits.enforce(`widget:${widget.id}`, WIDGET_RATE_LIMIT_RPM, RATE_WINDOW_MS, res);
+    const workspace = await this.workspaces.get(widget.workspaceId);
+    const rateLimitRpm = effectiveRateLimitRpm(workspace.tier, workspace.customRateLimitRpm);
+    // The workspace's own window too: a widget is no way around the tier's rate.
+    await this.rateLimits.enforce(`ws:${workspace.id}`, rateLimitRpm, RATE_WINDOW_MS, res);
+
+    let conversationId = await this.widgets.conversationOf(widget, visitorId);
+    if (conversationId) {
+      const conversation = await this.conversations.get(widget.workspaceId, conversationId);
+      if (conversation.messageCount >= TRANSCRIPT_MAX_MESSAGES) {
+        throw new ApiError('conflict', 'This conversation is as long as it may get: start a new one.', { code: 'conversation_full' });
+      }
+    }
+    const isNew = conversationId === null;
+    conversationId ??= await this.widgets.startConversation(widget, visitorId, titleOf(message));
+
+    const caller: ChatCaller = {
+      principal: { workspaceId: workspace.id, apiKeyId: null, tier: workspace.tier, rateLimitRpm },
+      requestId: req.id,
+      source: 'widget',
+    };
+    const request = {
+      assistant_id: widget.assistantId,
+      messages: [{ role: 'user', content: message }],
+      conversation_id: conversationId,
+      user_id: visitorId,
+      stream: true,
+    };
+    const deltas = this.chat.stream(caller, request).pipe(
+      map((event) => (isKeepAlive(event) ? event : { delta: event.choices[0]?.delta?.content ?? '' })),
+      filter((event) => isKeepAlive(event) || event.delta !== ''),
+    );
+    try {
+      await writeEventStream(res, deltas, (error) => this.visitorError(this.inStreamError(error, req)));
+    } catch (error) {
+      // Refused before its first word: nothing was stored, so the conversation made for it goes too.
+      if (isNew) await this.widgets.dropConversation(widget, visitorId, conversationId);
+      throw this.visitorError(error);
+    }
+  }
+
+  /**
+   * The widget, known by its public id, asked from one of its allowed origins: sets the CORS
+   * headers for that origin. Unknown id: 404; origin missing or not allowed: 403 without CORS
+   * headers (the page cannot read anything); disabled: 403 `widget_disabled`, readable, so
+   * that the widget stays hidden.
+   */
+  private async admit(req: ApiRequest, res: Response, widgetId: string, options: { mustBeEnabled?: boolean } = {}): Promise<Widget> {
+    const widget = await this.widgets.findPublic(widgetId);
+    const origin = req.headers.origin;
+    if (typeof origin !== 'string' || !widget.allowedOrigins.includes(origin)) {
+      throw ApiError.permissionDenied(
+        origin ? `This chat widget is not allowed on ${origin.slice(0, 200)}.` : 'This chat widget answers browsers on its allowed websites only (no Origin header).',
+        'origin_not_allowed',
+      );
+    }
+    res.setHeader('Access-Control-Allow-Origin', origin);
+    res.setHeader('Access-Control-Expose-Headers', 'Retry-After, X-Request-Id');
+    res.setHeader('Cross-Origin-Resource-Policy', 'cross-origin');
+    res.vary('Origin');
+    if (options.mustBeEnabled !== false && !widget.enabled) {
+      throw ApiError.permissionDenied('This chat widget is turned off.', 'widget_disabled');
+    }
+    return widget;
+  }
+
+  /** Visitors see what they can act on; the workspace's wallet and the upstream's details are not theirs to read. */
+  private visitorError(error: ApiError): ApiError;
+  private visitorError(error: unknown): unknown;
+  private visitorError(error: unknown): unknown {
+    if (!(error instanceof ApiError)) return error;
+    if (error.type === 'insufficient_balance') {
+      return new ApiError('insufficient_balance', 'This chat is not available at the moment. Please try again later.', { code: error.code });
+    }
+    if (error.status >= 500) {
+      return new ApiError(error.type, 'The assistant could not answer just now. Please try again in a moment.', { code: error.code, status: error.status, headers: error.headers });
+    }
+    return error;
+  }
+
+  private inStreamError(error: unknown, req: ApiRequest): ApiError {
+    if (error instanceof ApiError) return error;
+    if (isDatabaseUnavailable(error)) return databaseUnavailableError();
+    this.logger.error(`Widget stream failed [request ${req.id}]: ${error instanceof Error ? error.stack : String(error)}`);
+    return new ApiError('internal_error', `The server had an error while streaming (request ${req.id}).`);
+  }
+
+  /** Where "Powered by" links: this service's public address. */
+  private serviceUrl(req: ApiRequest): string {
+    const basePath = (req as ApiRequest & { basePath?: string }).basePath ?? '';
+    return this.config.dashboard.publicUrl ?? `${req.protocol}://${req.get('host')}${basePath}/`;
+  }
+}

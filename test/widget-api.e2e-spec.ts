@@ -1,0 +1,300 @@
+import { gunzipSync } from 'node:zlib';
+import { DataSource } from 'typeorm';
+import { AssistantsService } from '../src/assistants/assistants.service';
+import { WalletService } from '../src/wallet/wallet.service';
+import { VISITOR_RATE_LIMIT_RPM } from '../src/widget/widget.controller';
+import { WidgetsService } from '../src/widget/widgets.service';
+import { defaultWidgetSettings } from '../src/widget/widget-settings';
+import { WorkspacesService } from '../src/workspaces/workspaces.service';
+import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
+import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
+
+/** gpt-4o-mini: 15,000 millicents per million input tokens, 60,000 per million output tokens. */
+const USAGE = { prompt_tokens: 1_000, completion_tokens: 100 };
+const COST = 15 + 6;
+const SITE = 'https://shop.example.com';
+const OTHER_SITE = 'https://evil.example.net';
+
+/** An API key as this service makes them (`sk-` and base64url), anywhere in a text. */
+const API_KEY_PATTERN = /sk-[A-Za-z0-9_-]{20,}/;
+
+interface Answer {
+  status: number;
+  headers: Headers;
+  text: string;
+  json: any;
+}
+
+function visitor(n: number): string {
+  return `v_${n.toString(16).padStart(32, '0')}`;
+}
+
+/**
+ * The widget's public endpoints against the database and a fake OpenAI upstream: origin
+ * checks and CORS, unknown and disabled widgets, visitors' input, rate limits, the wallet and
+ * usage records, branding by tier, and that no API key ever reaches the page.
+ */
+describe('widget: public endpoints', () => {
+  let upstream: FakeOpenAi;
+  let t: TestApp;
+  let db: DataSource;
+  let workspace: TestWorkspace;
+  let publicId: string;
+  let disabledId: string;
+  /** Every body answered in this file, searched for API keys at the end. */
+  const bodies: string[] = [];
+
+  beforeAll(async () => {
+    upstream = await startFakeOpenAi();
+    t = await startTestApp({
+      config: { providers: { openai: { apiKey: 'sk-upstream-secret-key-000000000000', baseUrl: upstream.url } }, llmSimulator: 'off', upstreamMaxRetries: 0 },
+    });
+    db = t.app.get(DataSource);
+    workspace = await t.createWorkspace({ tier: 'team', balanceMillicents: 100_000 });
+    const assistants = t.app.get(AssistantsService);
+    const widgets = t.app.get(WidgetsService);
+    const assistant = await assistants.create(workspace.id, { name: 'Shop helper', model: 'gpt-4o-mini', systemPrompt: 'You help shoppers.' });
+    const widget = await widgets.save(workspace.id, assistant.id, { ...defaultWidgetSettings('Shop helper'), enabled: true, allowedOrigins: [SITE] });
+    publicId = widget.publicId;
+    const quiet = await assistants.create(workspace.id, { name: 'Quiet', model: 'gpt-4o-mini' });
+    disabledId = (await widgets.save(workspace.id, quiet.id, { ...defaultWidgetSettings('Quiet'), enabled: false, allowedOrigins: [SITE] })).publicId;
+  });
+  afterAll(async () => {
+    await t?.close();
+    await upstream?.close();
+  });
+
+  async function call(method: string, path: string, options: { origin?: string | null; body?: unknown } = {}): Promise<Answer> {
+    const headers: Record<string, string> = {};
+    const origin = options.origin === undefined ? SITE : options.origin;
+    if (origin) headers.origin = origin;
+    if (options.body !== undefined) headers['content-type'] = 'application/json';
+    const response = await fetch(`${t.baseUrl}${path}`, {
+      method,
+      headers,
+      body: options.body === undefined ? undefined : JSON.stringify(options.body),
+    });
+    const text = await response.text();
+    bodies.push(text, JSON.stringify([...response.headers]));
+    let json: any = null;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      /* a stream or an empty body */
+    }
+    return { status: response.status, headers: response.headers, text, json };
+  }
+
+  const send = (id: string, visitorId: string, message: string, origin?: string) =>
+    call('POST', `/widget/v1/${id}/messages`, { origin, body: { visitor: visitorId, message } });
+
+  /** The `{"delta"}` events of a streamed answer, put together. */
+  function streamedText(answer: Answer): string {
+    return answer.text
+      .split('\n')
+      .filter((line) => line.startsWith('data: {'))
+      .map((line) => JSON.parse(line.slice(6)) as { delta?: string })
+      .map((event) => event.delta ?? '')
+      .join('');
+  }
+
+  const balance = async () => (await t.app.get(WalletService).balance(workspace.id)).balanceMillicents;
+
+  async function balanceAfter(before: number): Promise<number> {
+    for (let i = 0; i < 50 && (await balance()) === before; i++) await new Promise((resolve) => setTimeout(resolve, 100));
+    return balance();
+  }
+
+  it('serves widget.js to any website: JavaScript, cacheable, cross-origin, gzipped, small', async () => {
+    const plain = await fetch(`${t.baseUrl}/widget.js`, { headers: { origin: OTHER_SITE, 'accept-encoding': 'identity' } });
+    const text = await plain.text();
+    expect(plain.status).toBe(200);
+    expect(plain.headers.get('content-type')).toMatch(/^text\/javascript/);
+    expect(plain.headers.get('cross-origin-resource-policy')).toBe('cross-origin');
+    expect(plain.headers.get('access-control-allow-origin')).toBe('*');
+    expect(plain.headers.get('cache-control')).toMatch(/public, max-age=\d+/);
+    expect(plain.headers.get('content-security-policy')).toBeNull();
+    expect(text).toContain('attachShadow');
+    expect(text).toContain('SafeMarkdown');
+    // One function scope: nothing leaks to the host page's globals.
+    expect(text.trim().endsWith('})();')).toBe(true);
+
+    const zipped = await fetch(`${t.baseUrl}/widget.js`, { headers: { 'accept-encoding': 'gzip' }, decompress: false } as RequestInit);
+    const gzipped = Buffer.from(await zipped.arrayBuffer());
+    // fetch (undici) may have decompressed it anyway: compare with what the server says it sent.
+    if (zipped.headers.get('content-encoding') === 'gzip' && gzipped[0] === 0x1f) expect(gunzipSync(gzipped).toString('utf8')).toBe(text);
+    const revalidated = await fetch(`${t.baseUrl}/widget.js`, { headers: { 'if-none-match': plain.headers.get('etag')! } });
+    expect(revalidated.status).toBe(304);
+    const { gzipSync } = await import('node:zlib');
+    const size = gzipSync(Buffer.from(text), { level: 9 }).length;
+    console.log(`widget.js: ${Buffer.byteLength(text)} bytes, ${size} bytes gzipped`);
+    expect(size).toBeLessThan(10_000);
+  });
+
+  it('answers the configuration to an allowed origin only, with CORS headers for that origin only', async () => {
+    const allowed = await call('GET', `/widget/v1/${publicId}/config`);
+    expect(allowed.status).toBe(200);
+    expect(allowed.headers.get('access-control-allow-origin')).toBe(SITE);
+    expect(allowed.headers.get('vary')).toMatch(/Origin/);
+    expect(allowed.json).toMatchObject({ title: 'Shop helper', theme: 'light', position: 'bottom-right', accent_color: '#1e66f5', branding: null });
+    expect(JSON.stringify(allowed.json)).not.toContain(workspace.id);
+
+    for (const origin of [OTHER_SITE, 'https://shop.example.com.evil.net', 'http://shop.example.com', 'null', `${SITE}:8443`]) {
+      const forged = await call('GET', `/widget/v1/${publicId}/config`, { origin });
+      expect(forged.status).toBe(403);
+      expect(forged.json.error).toMatchObject({ type: 'permission_denied', code: 'origin_not_allowed' });
+      expect(forged.headers.get('access-control-allow-origin')).toBeNull();
+    }
+    const withoutOrigin = await call('GET', `/widget/v1/${publicId}/config`, { origin: null });
+    expect(withoutOrigin.status).toBe(403);
+    expect(withoutOrigin.headers.get('access-control-allow-origin')).toBeNull();
+  });
+
+  it('answers preflights for allowed origins only', async () => {
+    const ok = await fetch(`${t.baseUrl}/widget/v1/${publicId}/messages`, {
+      method: 'OPTIONS',
+      headers: { origin: SITE, 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type' },
+    });
+    expect(ok.status).toBe(204);
+    expect(ok.headers.get('access-control-allow-origin')).toBe(SITE);
+    expect(ok.headers.get('access-control-allow-methods')).toContain('POST');
+    expect(ok.headers.get('access-control-allow-headers')?.toLowerCase()).toContain('content-type');
+    const refused = await fetch(`${t.baseUrl}/widget/v1/${publicId}/messages`, {
+      method: 'OPTIONS',
+      headers: { origin: OTHER_SITE, 'access-control-request-method': 'POST' },
+    });
+    expect(refused.status).toBe(403);
+    expect(refused.headers.get('access-control-allow-origin')).toBeNull();
+  });
+
+  it('refuses an unknown or malformed widget id with 404, and a disabled widget with 403', async () => {
+    for (const id of ['wgt_AAAAAAAAAAAAAAAAAAAA', 'nope', encodeURIComponent("wgt_' OR 1=1 --")]) {
+      const unknown = await call('GET', `/widget/v1/${id}/config`);
+      expect(unknown.status).toBe(404);
+      expect(unknown.json.error).toMatchObject({ type: 'not_found', code: 'widget_not_found' });
+    }
+    const disabled = await call('GET', `/widget/v1/${disabledId}/config`);
+    expect(disabled.status).toBe(403);
+    expect(disabled.json.error.code).toBe('widget_disabled');
+    const message = await send(disabledId, visitor(1), 'Hello?');
+    expect(message.status).toBe(403);
+    expect(message.json.error.code).toBe('widget_disabled');
+  });
+
+  it('streams an answer charged to the wallet, with a usage record from the widget for the visitor, kept as their conversation', async () => {
+    const id = visitor(2);
+    upstream.script({ kind: 'text', text: 'Hello **there**, shopper.', usage: USAGE });
+    const before = await balance();
+    const answer = await send(publicId, id, 'Do you ship to Norway?');
+    expect(answer.status).toBe(200);
+    expect(answer.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    expect(answer.headers.get('access-control-allow-origin')).toBe(SITE);
+    expect(streamedText(answer)).toBe('Hello **there**, shopper.');
+    expect(answer.text.trim().endsWith('data: [DONE]')).toBe(true);
+    // Only the words reach the page: no cost, no model, no ids of the workspace.
+    expect(answer.text).not.toMatch(/x_service|cost|gpt-4o-mini|chatcmpl/);
+    expect(await balanceAfter(before)).toBe(before - COST);
+
+    const records = await db.query(`SELECT source, user_id, status, total_cost_millicents::float AS cost, api_key_id FROM usage_records WHERE workspace_id = $1 AND user_id = $2`, [workspace.id, id]);
+    expect(records).toEqual([{ source: 'widget', user_id: id, status: 'success', cost: COST, api_key_id: null }]);
+    // The upstream got the assistant's system prompt and the visitor's message.
+    const sent = upstream.requests.at(-1)!.body.messages as Array<{ role: string; content: string }>;
+    expect(sent[0]).toMatchObject({ role: 'system', content: 'You help shoppers.' });
+    expect(sent.at(-1)).toMatchObject({ role: 'user', content: 'Do you ship to Norway?' });
+
+    // The second message continues the same conversation (its history goes upstream).
+    upstream.script({ kind: 'text', text: 'Yes, in 3 days.', usage: USAGE });
+    const second = await send(publicId, id, 'How long does it take?');
+    expect(streamedText(second)).toBe('Yes, in 3 days.');
+    const history = (upstream.requests.at(-1)!.body.messages as Array<{ content: string }>).map((m) => m.content);
+    expect(history).toEqual(['You help shoppers.', 'Do you ship to Norway?', 'Hello **there**, shopper.', 'How long does it take?']);
+
+    const transcript = await call('GET', `/widget/v1/${publicId}/conversation?visitor=${id}`);
+    expect(transcript.status).toBe(200);
+    expect(transcript.json).toEqual({
+      messages: [
+        { role: 'user', content: 'Do you ship to Norway?' },
+        { role: 'assistant', content: 'Hello **there**, shopper.' },
+        { role: 'user', content: 'How long does it take?' },
+        { role: 'assistant', content: 'Yes, in 3 days.' },
+      ],
+      can_continue: true,
+    });
+    const [conversation] = await db.query(`SELECT user_id, metadata FROM conversations WHERE workspace_id = $1 AND user_id = $2`, [workspace.id, id]);
+    expect(conversation).toEqual({ user_id: id, metadata: { widget: publicId } });
+
+    // Another visitor sees nothing of it.
+    expect((await call('GET', `/widget/v1/${publicId}/conversation?visitor=${visitor(3)}`)).json.messages).toEqual([]);
+    // Starting over: the next message opens a new conversation.
+    expect((await call('DELETE', `/widget/v1/${publicId}/conversation?visitor=${id}`)).status).toBe(204);
+    expect((await call('GET', `/widget/v1/${publicId}/conversation?visitor=${id}`)).json.messages).toEqual([]);
+  });
+
+  it('refuses a malformed visitor id, an empty or too long message, and a bad body, with 400 naming the field', async () => {
+    for (const bad of ['', 'v_123', `v_${'G'.repeat(32)}`, `${visitor(4)}x`, 42]) {
+      const answer = await call('POST', `/widget/v1/${publicId}/messages`, { body: { visitor: bad, message: 'Hi' } });
+      expect(answer.status).toBe(400);
+      expect(answer.json.error).toMatchObject({ code: 'invalid_visitor_id', param: 'visitor' });
+    }
+    expect((await call('GET', `/widget/v1/${publicId}/conversation?visitor=../../etc`)).status).toBe(400);
+    expect((await send(publicId, visitor(4), '   ')).json.error.param).toBe('message');
+    const long = await send(publicId, visitor(4), 'x'.repeat(2_001));
+    expect(long.status).toBe(400);
+    expect(long.json.error.code).toBe('message_too_long');
+    const notJson = await fetch(`${t.baseUrl}/widget/v1/${publicId}/messages`, { method: 'POST', headers: { origin: SITE, 'content-type': 'application/json' }, body: '{"visitor":' });
+    expect(notJson.status).toBe(400);
+    expect(await db.query(`SELECT 1 FROM usage_records WHERE user_id = $1`, [visitor(4)])).toEqual([]);
+  });
+
+  it('limits each visitor to its rate (429 with Retry-After, readable by the page); other visitors go on', async () => {
+    const id = visitor(5);
+    upstream.setDefault({ kind: 'text', text: 'ok', usage: USAGE });
+    for (let i = 0; i < VISITOR_RATE_LIMIT_RPM; i++) expect((await send(publicId, id, `message ${i}`)).status).toBe(200);
+    const limited = await send(publicId, id, 'one more');
+    expect(limited.status).toBe(429);
+    expect(limited.json.error.type).toBe('rate_limit_exceeded');
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(limited.headers.get('access-control-allow-origin')).toBe(SITE);
+    expect(limited.headers.get('access-control-expose-headers')).toMatch(/Retry-After/);
+    expect((await send(publicId, visitor(6), 'hello')).status).toBe(200);
+    // The refused message ran nothing: one usage record per answered message.
+    const [{ count }] = await db.query(`SELECT count(*)::int AS count FROM usage_records WHERE user_id = $1`, [id]);
+    expect(count).toBe(VISITOR_RATE_LIMIT_RPM);
+  });
+
+  it('decides branding from the tier at each request, and follows a tier change at once', async () => {
+    const workspaces = t.app.get(WorkspacesService);
+    await workspaces.setTier(workspace.id, 'free');
+    const free = await call('GET', `/widget/v1/${publicId}/config`);
+    expect(free.json.branding).toEqual({ text: 'Powered by Assistant Chat Service', url: `${t.baseUrl}/` });
+    await workspaces.setTier(workspace.id, 'pro');
+    expect((await call('GET', `/widget/v1/${publicId}/config`)).json.branding).toBeNull();
+    await workspaces.setTier(workspace.id, 'hobby');
+    expect((await call('GET', `/widget/v1/${publicId}/config`)).json.branding).toMatchObject({ text: 'Powered by Assistant Chat Service' });
+    await workspaces.setTier(workspace.id, 'team');
+  });
+
+  it('tells a visitor of a workspace with an empty wallet that the chat is unavailable, and charges nothing', async () => {
+    const empty = await t.createWorkspace({ tier: 'team', balanceMillicents: 0 });
+    const assistant = await t.app.get(AssistantsService).create(empty.id, { name: 'Broke', model: 'gpt-4o-mini' });
+    const widget = await t.app.get(WidgetsService).save(empty.id, assistant.id, { ...defaultWidgetSettings('Broke'), enabled: true, allowedOrigins: [SITE] });
+    const requestsBefore = upstream.requests.length;
+    const answer = await send(widget.publicId, visitor(7), 'Hello?');
+    expect(answer.status).toBe(402);
+    expect(answer.headers.get('access-control-allow-origin')).toBe(SITE);
+    expect(answer.json.error.message).toBe('This chat is not available at the moment. Please try again later.');
+    expect(answer.json.error.message).not.toMatch(/balance|millicent|wallet/i);
+    expect(upstream.requests.length).toBe(requestsBefore);
+    // Nothing stored for the refused message: no conversation for the visitor.
+    expect((await call('GET', `/widget/v1/${widget.publicId}/conversation?visitor=${visitor(7)}`)).json.messages).toEqual([]);
+    expect(await db.query(`SELECT 1 FROM conversations WHERE workspace_id = $1`, [empty.id])).toEqual([]);
+  });
+
+  it('never shows an API key: no body or header of this file had one', () => {
+    expect(bodies.length).toBeGreaterThan(20);
+    for (const body of bodies) {
+      expect(body).not.toMatch(API_KEY_PATTERN);
+      expect(body).not.toContain(workspace.apiKey);
+    }
+  });
+});
