@@ -9,3 +9,7 @@ for (const folder of ['views', 'assets']) {
   rmSync(to, { recursive: true, force: true });
   cpSync(from, to, { recursive: true });
 }
+// The chat widget's script (src/widget/assets/widget.js), which GET /widget.js serves with the Markdown renderer above.
+const widgetAssets = path.join(root, 'dist', 'src', 'widget', 'assets');
+rmSync(widgetAssets, { recursive: true, force: true });
+cpSync(path.join(root, 'src', 'widget', 'assets'), widgetAssets, { recursive: true });
