@@ -1,0 +1,405 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { chmod, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import * as net from 'node:net';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
+import { Client } from 'pg';
+import type { DataSource } from 'typeorm';
+import { getDataSourceToken } from '@nestjs/typeorm';
+import { freePort } from '../src/database/embedded-postgres';
+import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
+import { killQuietly, processExists, readPostmasterPid, ServerProcess, sleep, waitUntil } from './support/processes';
+import { describeWithRedisServer, findRedisServer, ping, RedisServer, startRedisServer } from './support/redis-server';
+import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
+import { walletInvariants } from './support/wallet-invariants';
+
+/**
+ * Faults a production deployment meets, survived by real service processes: an upstream
+ * that accepts the connection and never answers, PostgreSQL stopped for 10 s under load and
+ * started again, Redis that stops answering or goes away, and a replica killed with SIGKILL
+ * in the middle of a stream. The PostgreSQL here is a cluster of this file's own (the
+ * suite's shared one must not be stopped under the other files), which the test stops and
+ * starts with the command line PostgreSQL itself recorded (postmaster.opts).
+ */
+jest.setTimeout(120_000);
+
+/** A PostgreSQL server this file can stop and start again on the same port. */
+class RestartablePostgres {
+  private child?: ChildProcess;
+  constructor(
+    private readonly clusterDir: string,
+    private readonly command: { binary: string; args: string[] },
+    private readonly owner: { uid: number; gid: number },
+    readonly port: number,
+  ) {}
+
+  /**
+   * Takes over the cluster that a service process started under `dataDir` (its embedded
+   * PostgreSQL), after that process was killed: stopped once, then run as this file's child.
+   */
+  static async takeOver(dataDir: string): Promise<RestartablePostgres> {
+    const clusterDir = path.join(dataDir, 'postgres');
+    const running = await readPostmasterPid(clusterDir);
+    if (!running) throw new Error(`No PostgreSQL running on ${clusterDir}`);
+    // postmaster.opts: `/path/to/postgres "-D" "<dir>" "-p" "<port>" ...`, as it was started.
+    const opts = (await readFile(path.join(clusterDir, 'postmaster.opts'), 'utf8')).trim();
+    const binary = opts.slice(0, opts.indexOf(' "'));
+    const args = [...opts.matchAll(/"((?:[^"\\]|\\.)*)"/g)].map((match) => match[1]);
+    const { uid, gid } = await stat(clusterDir);
+    const server = new RestartablePostgres(clusterDir, { binary, args }, { uid, gid }, running.port);
+    await server.stopPid(running.pid);
+    return server;
+  }
+
+  async start(): Promise<void> {
+    const child = spawn(this.command.binary, this.command.args, {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      ...(process.getuid?.() === 0 ? this.owner : {}),
+    });
+    let log = '';
+    child.stderr!.on('data', (chunk: Buffer) => (log = (log + chunk.toString()).slice(-4_000)));
+    this.child = child;
+    const ready = await waitUntil(async () => {
+      const client = new Client({ host: '127.0.0.1', port: this.port, user: 'postgres', database: 'postgres', connectionTimeoutMillis: 1_000 });
+      client.on('error', () => undefined);
+      // Any answer from the server (even a refused password) means it accepts connections.
+      return client.connect().then(
+        () => client.end().then(() => true),
+        (error: Error & { code?: string }) => error.code !== 'ECONNREFUSED' && !/starting up|shutting down/.test(error.message),
+      );
+    }, 30_000);
+    if (!ready) throw new Error(`PostgreSQL did not start again on port ${this.port}:\n${log}`);
+  }
+
+  /** A fast shutdown (SIGINT): open connections are ended with 57P01, as in a real restart. */
+  async stop(): Promise<void> {
+    const running = await readPostmasterPid(this.clusterDir);
+    if (running) await this.stopPid(running.pid);
+    this.child = undefined;
+  }
+
+  private async stopPid(pid: number): Promise<void> {
+    killQuietly(pid, 'SIGINT');
+    if (!(await waitUntil(() => !processExists(pid), 30_000))) killQuietly(pid, 'SIGQUIT');
+    await waitUntil(() => !processExists(pid), 5_000);
+  }
+}
+
+/** Sends raw RESP commands (no client library: nothing is left open). */
+function redisCommand(port: number, ...args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ port, host: '127.0.0.1' });
+    let reply = '';
+    socket.setTimeout(2_000, () => {
+      socket.destroy();
+      reject(new Error('redis did not answer'));
+    });
+    socket.once('error', reject);
+    socket.once('connect', () => socket.write(`*${args.length}\r\n${args.map((arg) => `$${Buffer.byteLength(arg)}\r\n${arg}\r\n`).join('')}`));
+    socket.on('data', (chunk) => {
+      reply += chunk.toString();
+      if (reply.endsWith('\r\n')) {
+        socket.destroy();
+        resolve(reply.trim());
+      }
+    });
+  });
+}
+
+interface Outcome {
+  startedAt: number;
+  endedAt: number;
+  status: number;
+  code?: string;
+  requestId?: string | null;
+  cost?: number;
+}
+
+describeWithRedisServer('faults survived by replicas', () => {
+  let upstream: FakeOpenAi;
+  let redis: RedisServer;
+  let postgres: RestartablePostgres;
+  let dataDir: string;
+  let databaseUrl: string;
+  let setup: TestApp;
+  let db: DataSource;
+  const replicas: { server: ServerProcess; baseUrl: string }[] = [];
+
+  beforeAll(async () => {
+    [upstream, redis] = await Promise.all([startFakeOpenAi(), startRedisServer()]);
+    dataDir = await mkdtemp(path.join(tmpdir(), 'acs-faults-'));
+    // The embedded PostgreSQL runs as the `postgres` user under root: it must reach DATA_DIR.
+    await chmod(dataDir, 0o755);
+
+    // A service process makes the cluster (initdb, migrations); it is then killed and the
+    // cluster taken over, so that this file can stop and start it at will.
+    const firstPort = await freePort();
+    const first = ServerProcess.start({ PORT: String(firstPort), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'error' });
+    await first.waitForHealth(`http://127.0.0.1:${firstPort}`, 120_000);
+    first.kill();
+    await first.exited;
+    postgres = await RestartablePostgres.takeOver(dataDir);
+    await postgres.start();
+    const password = (await readFile(path.join(dataDir, 'embedded-postgres.password'), 'utf8')).trim();
+    databaseUrl = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${postgres.port}/assistant_chat`;
+
+    setup = await startTestApp({ databaseUrl });
+    db = setup.app.get<DataSource>(getDataSourceToken());
+    for (let i = 0; i < 2; i++) {
+      const port = await freePort();
+      const server = ServerProcess.start({
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        DATABASE_URL: databaseUrl,
+        DATA_DIR: dataDir,
+        REDIS_URL: redis.url,
+        SESSION_SECRET: 'faults-test-session-secret-0123456789',
+        OPENAI_API_KEY: 'sk-upstream',
+        OPENAI_BASE_URL: upstream.url,
+        UPSTREAM_TIMEOUT_MS: '2000',
+        UPSTREAM_MAX_RETRIES: '0',
+        // Holds of a killed replica expire 10 s after their last heartbeat.
+        HOLD_TTL_MS: '10000',
+        HTTP_KEEP_ALIVE_TIMEOUT_MS: '65000',
+        RATE_LIMIT_ANONYMOUS_RPM: '1000000',
+        LOG_LEVEL: 'error',
+      });
+      replicas.push({ server, baseUrl: `http://127.0.0.1:${port}` });
+    }
+    await Promise.all(replicas.map(({ server, baseUrl }) => server.waitForHealth(baseUrl, 60_000)));
+  }, 180_000);
+
+  afterAll(async () => {
+    for (const { server } of replicas) server.kill();
+    await Promise.all(replicas.map(({ server }) => server.exited));
+    await setup?.close();
+    await postgres?.stop();
+    await Promise.all([upstream?.close(), redis?.stop()]);
+    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+  });
+
+  async function chat(baseUrl: string, workspace: TestWorkspace, body: Record<string, unknown> = {}): Promise<Outcome> {
+    const startedAt = Date.now();
+    try {
+      const response = await fetch(`${baseUrl}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${workspace.apiKey}`, 'Content-Type': 'application/json' },
+        body: JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: 'Hello' }], max_tokens: 50, ...body }),
+        signal: AbortSignal.timeout(30_000),
+      });
+      const text = await response.text();
+      const parsed = (() => {
+        try {
+          return JSON.parse(text) as { error?: { code?: string; type?: string }; x_service?: { cost_millicents: number } };
+        } catch {
+          return { error: { code: `unparsable: ${text.slice(0, 200)}` } };
+        }
+      })();
+      return {
+        startedAt,
+        endedAt: Date.now(),
+        status: response.status,
+        code: parsed.error ? `${parsed.error.type}/${parsed.error.code}` : undefined,
+        requestId: response.headers.get('x-request-id'),
+        cost: parsed.x_service?.cost_millicents,
+      };
+    } catch (error) {
+      return { startedAt, endedAt: Date.now(), status: 0, code: String(error) };
+    }
+  }
+
+  /** Every 200 a client got was charged with that cost: its usage record exists. */
+  async function expectChargedAsTold(workspace: TestWorkspace, outcomes: Outcome[]) {
+    const rows = (await db.query(`SELECT request_id, total_cost_millicents::float8 AS cost FROM usage_records WHERE workspace_id = $1 AND status = 'success'`, [
+      workspace.id,
+    ])) as { request_id: string; cost: number }[];
+    const recorded = new Map(rows.map((row) => [row.request_id, row.cost]));
+    const missing = outcomes.filter((o) => o.status === 200 && recorded.get(o.requestId!) !== o.cost);
+    expect(missing).toEqual([]);
+  }
+
+  /** Balance = ledger, nothing reserved, no hold, and the balance went down by exactly what was charged. */
+  async function expectBooksBalanced(workspace: TestWorkspace, initial: number, timeoutMs = 10_000) {
+    expect(await waitUntil(async () => (await walletInvariants(db, workspace.id)).reserved === 0, timeoutMs)).toBe(true);
+    const [{ charged }] = await db.query(`SELECT coalesce(sum(charged_millicents), 0)::int AS charged FROM usage_records WHERE workspace_id = $1`, [workspace.id]);
+    expect(await walletInvariants(db, workspace.id)).toEqual({ balance: initial - charged, reserved: 0, ledger: initial - charged, holds: 0 });
+  }
+
+  it('answers 504 upstream_timeout after UPSTREAM_TIMEOUT_MS to an upstream that never answers, plain and streamed, and releases the hold', async () => {
+    const workspace = await setup.createWorkspace({ tier: 'enterprise', balanceMillicents: 1_000_000 });
+    upstream.setDefault({ kind: 'hang' });
+    const outcomes = await Promise.all([
+      chat(replicas[0].baseUrl, workspace),
+      chat(replicas[1].baseUrl, workspace),
+      chat(replicas[0].baseUrl, workspace, { stream: true }),
+    ]);
+    upstream.setDefault({ kind: 'text', text: 'Hi.', usage: { prompt_tokens: 10, completion_tokens: 20 } });
+    for (const outcome of outcomes) {
+      expect({ status: outcome.status, code: outcome.code }).toEqual({ status: 504, code: 'upstream_timeout/upstream_timeout' });
+      const took = outcome.endedAt - outcome.startedAt;
+      expect(took).toBeGreaterThanOrEqual(1_900);
+      expect(took).toBeLessThan(6_000);
+    }
+    await expectBooksBalanced(workspace, 1_000_000);
+    expect(await walletInvariants(db, workspace.id)).toMatchObject({ balance: 1_000_000 });
+  });
+
+  it('answers 503 service_unavailable quickly while PostgreSQL is stopped for 10 s under load, and recovers by itself with the books balanced', async () => {
+    const INITIAL = 100_000_000;
+    const workspace = await setup.createWorkspace({ tier: 'enterprise', balanceMillicents: INITIAL });
+    upstream.setDefault({ kind: 'text', text: 'Hi.', usage: { prompt_tokens: 10, completion_tokens: 20 }, delayMs: 20 });
+    const outcomes: Outcome[] = [];
+    let running = true;
+    const workers = Array.from({ length: 6 }, async (_, worker) => {
+      for (let i = 0; running; i++) {
+        const outcome = await chat(replicas[(worker + i) % 2].baseUrl, workspace);
+        outcomes.push(outcome);
+        // A refused request comes back at once: do not spin.
+        if (outcome.status !== 200) await sleep(50);
+      }
+    });
+
+    await sleep(3_000);
+    const stoppedAt = Date.now();
+    await postgres.stop();
+    await sleep(10_000);
+    await postgres.start();
+    const restartedAt = Date.now();
+    await sleep(8_000);
+    running = false;
+    await Promise.all(workers);
+
+    const byStatus = (list: Outcome[]) => list.reduce<Record<string, number>>((counts, o) => ({ ...counts, [o.status]: (counts[o.status] ?? 0) + 1 }), {});
+    const during = outcomes.filter((o) => o.startedAt > stoppedAt + 1_000 && o.endedAt < restartedAt);
+    const unavailable = outcomes.filter((o) => o.status === 503);
+    const slowest503 = Math.max(...unavailable.map((o) => o.endedAt - o.startedAt));
+    console.log(
+      `PostgreSQL outage: ${outcomes.length} requests ${JSON.stringify(byStatus(outcomes))}, during the outage ${JSON.stringify(byStatus(during))}, ` +
+        `slowest 503 ${slowest503} ms, slowest request ${Math.max(...outcomes.map((o) => o.endedAt - o.startedAt))} ms`,
+    );
+    // Nothing but answers and 503s: no 500, no connection reset, no hang.
+    expect(outcomes.filter((o) => o.status !== 200 && o.status !== 503)).toEqual([]);
+    expect(new Set(unavailable.map((o) => o.code))).toEqual(new Set(['service_unavailable/database_unavailable']));
+    expect(during.length).toBeGreaterThan(20);
+    expect(during.every((o) => o.status === 503)).toBe(true);
+    // Quickly: a refused connection is known at once; nothing waits for the pool's 10 s connect timeout.
+    expect(slowest503).toBeLessThan(3_000);
+    // Recovered by itself: everything started 3 s after the restart was served.
+    const after = outcomes.filter((o) => o.startedAt > restartedAt + 3_000);
+    expect(after.length).toBeGreaterThan(20);
+    expect(byStatus(after)).toEqual({ 200: after.length });
+
+    await expectChargedAsTold(workspace, outcomes);
+    await expectBooksBalanced(workspace, INITIAL);
+  });
+
+  it('keeps serving without hanging when Redis stops answering or goes away (fails open), and counts again once it answers', async () => {
+    const FREE_RPM = 5;
+    const list = async (baseUrl: string, workspace: TestWorkspace) => {
+      const startedAt = Date.now();
+      const response = await fetch(`${baseUrl}/v1/models`, { headers: { Authorization: `Bearer ${workspace.apiKey}` }, signal: AbortSignal.timeout(10_000) });
+      await response.arrayBuffer();
+      return { status: response.status, ms: Date.now() - startedAt };
+    };
+    const burst = async (workspace: TestWorkspace, count: number) => {
+      const answers = [];
+      for (let i = 0; i < count; i++) answers.push(await list(replicas[i % 2].baseUrl, workspace));
+      return answers;
+    };
+
+    // Counting through Redis: the free tier's 5, then 429 on either replica.
+    const counted = await burst(await setup.createWorkspace({ tier: 'free' }), FREE_RPM + 2);
+    expect(counted.map((a) => a.status)).toEqual([200, 200, 200, 200, 200, 429, 429]);
+
+    // Redis accepts connections but answers nothing for 8 s: each request waits at most the
+    // command timeout (500 ms, for each of the guard's two commands), then goes through
+    // uncounted. (The commands that timed out still run when the pause ends: the burst must
+    // be over by then, or they would count after all.)
+    const pausedAt = Date.now();
+    expect(await redisCommand(redis.port, 'CLIENT', 'PAUSE', '8000', 'ALL')).toBe('+OK');
+    const paused = await burst(await setup.createWorkspace({ tier: 'free' }), FREE_RPM + 2);
+    console.log(`Redis paused: request durations (ms) ${paused.map((a) => a.ms).join(', ')}`);
+    expect(Date.now() - pausedAt).toBeLessThan(8_000);
+    expect(paused.map((a) => a.status)).toEqual(Array(FREE_RPM + 2).fill(200));
+    for (const answer of paused) expect(answer.ms).toBeLessThan(1_500);
+    await sleep(8_500 - (Date.now() - pausedAt));
+
+    // Redis gone (killed): connections are refused, requests go through at once.
+    killQuietly(redis.pid, 'SIGKILL');
+    expect(await waitUntil(async () => !(await ping(redis.port)), 5_000)).toBe(true);
+    const gone = await burst(await setup.createWorkspace({ tier: 'free' }), FREE_RPM + 2);
+    console.log(`Redis gone: request durations (ms) ${gone.map((a) => a.ms).join(', ')}`);
+    expect(gone.map((a) => a.status)).toEqual(Array(FREE_RPM + 2).fill(200));
+    for (const answer of gone) expect(answer.ms).toBeLessThan(1_500);
+
+    // Redis back on its port: the replicas reconnect by themselves and count again.
+    const revived = spawn(findRedisServer()!, ['--port', String(redis.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dataDir], {
+      stdio: 'ignore',
+    });
+    try {
+      expect(await waitUntil(() => ping(redis.port), 10_000)).toBe(true);
+      const workspace = await setup.createWorkspace({ tier: 'free' });
+      // ioredis retries with a growing delay (up to 2 s): wait until both replicas count again.
+      expect(
+        await waitUntil(async () => {
+          const answers = await burst(workspace, 2);
+          return answers.some((a) => a.status === 429);
+        }, 15_000),
+      ).toBe(true);
+      const again = await burst(await setup.createWorkspace({ tier: 'free' }), FREE_RPM + 2);
+      expect(again.map((a) => a.status)).toEqual([200, 200, 200, 200, 200, 429, 429]);
+    } finally {
+      killQuietly(revived.pid!, 'SIGKILL');
+    }
+  });
+
+  it('gives back the holds of a replica killed with SIGKILL mid-stream through the sweeper of the other one, and charges nothing twice', async () => {
+    const INITIAL = 10_000_000;
+    const workspace = await setup.createWorkspace({ tier: 'enterprise', balanceMillicents: INITIAL });
+    const [victim, survivor] = replicas;
+    upstream.setDefault({ kind: 'text', text: 'Hi.', usage: { prompt_tokens: 10, completion_tokens: 20 } });
+    // Some plain requests on each first: both hold budget leases of the workspace.
+    const plain = await Promise.all(Array.from({ length: 10 }, (_, i) => chat(replicas[i % 2].baseUrl, workspace)));
+    expect(plain.map((o) => o.status)).toEqual(Array(10).fill(200));
+
+    upstream.setDefault({ kind: 'text', text: Array.from({ length: 40 }, (_, i) => `w${i} `).join(''), chunkDelayMs: 250 });
+    const response = await fetch(`${victim.baseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${workspace.apiKey}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: 'A long story' }], stream: true }),
+    });
+    expect(response.status).toBe(200);
+    const reader = response.body!.getReader();
+    let received = '';
+    while ((received.match(/"content":"w\d+ "/g) ?? []).length < 3) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      received += Buffer.from(value).toString();
+    }
+    const heldBefore = (await walletInvariants(db, workspace.id)).reserved;
+    expect(heldBefore).toBeGreaterThan(0);
+
+    victim.server.kill();
+    await victim.server.exited;
+    // The client sees its stream cut.
+    const ended = await reader.read().then(
+      async function drain(result): Promise<string> {
+        return result.done ? 'ended' : reader.read().then(drain);
+      },
+      () => 'cut',
+    );
+    expect(['cut', 'ended']).toContain(ended);
+    upstream.setDefault({ kind: 'text', text: 'Hi.', usage: { prompt_tokens: 10, completion_tokens: 20 } });
+
+    // The survivor goes on serving meanwhile (its own lease) ...
+    expect((await chat(survivor.baseUrl, workspace)).status).toBe(200);
+    // ... and its sweeper (every 30 s) gives back what the dead one held once that expired (HOLD_TTL_MS, 10 s).
+    const sweptAt = Date.now();
+    expect(await waitUntil(async () => (await walletInvariants(db, workspace.id)).reserved === 0, 50_000)).toBe(true);
+    console.log(`SIGKILL mid-stream: ${heldBefore} millicents held, given back by the other replica's sweeper after ${Date.now() - sweptAt} ms`);
+    await expectBooksBalanced(workspace, INITIAL);
+    // The cut stream was not charged (nothing settled it), the others once each.
+    const [{ records }] = await db.query(`SELECT count(*)::int AS records FROM usage_records WHERE workspace_id = $1 AND status = 'success'`, [workspace.id]);
+    expect(records).toBe(11);
+  }, 90_000);
+});
