@@ -3,6 +3,7 @@ import { NestFactory } from '@nestjs/core';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import type { NextFunction, Response } from 'express';
+import type { Server } from 'node:http';
 import { AppModule } from './app.module';
 import { ApiExceptionFilter } from './common/errors/api-exception.filter';
 import { ERROR_PAGE_RENDERER, ErrorPageRenderer } from './common/errors/error-pages';
@@ -10,6 +11,7 @@ import { API_RESPONSE_HEADERS } from './common/openapi/api-responses';
 import type { ApiRequest } from './common/http/request-context';
 import { jsonBodyOnlyMiddleware } from './common/http/json-body.middleware';
 import { requestIdMiddleware } from './common/http/request-id.middleware';
+import { ServerDrain } from './common/http/server-drain';
 import { inputGuardMiddleware } from './common/validation/input-guard';
 import { createValidationPipe } from './common/validation/validation.pipe';
 import type { AppConfig } from './config/app-config';
@@ -45,6 +47,9 @@ export async function createApp(
     logger: options.logger ?? logLevelsFor(config.logLevel),
   });
   app.disable('x-powered-by');
+  applyServerTimeouts(app.getHttpServer(), config.http);
+  // First: every request is counted until its response closes, so that a stop waits for it.
+  app.use(app.get(ServerDrain).middleware);
   // Behind a load balancer the client address (per-address rate limits) is in X-Forwarded-For,
   // to be believed only from the proxies named in TRUST_PROXY.
   app.set('trust proxy', config.trustProxy);
@@ -65,6 +70,19 @@ export async function createApp(
   app.useGlobalPipes(createValidationPipe());
   setUpSwagger(app);
   return app;
+}
+
+/**
+ * Node's defaults drop a kept-alive connection after 5 s idle; a load balancer that keeps
+ * its side open longer (60 s is common) then sends a request on a socket being closed, and
+ * the client gets a reset. Ours outlives theirs (HTTP_KEEP_ALIVE_TIMEOUT_MS, 65 s). The
+ * request timeout bounds receiving a request (headers and body), never the response, so a
+ * long stream is not cut by it.
+ */
+export function applyServerTimeouts(server: Server, http: AppConfig['http']): void {
+  server.keepAliveTimeout = http.keepAliveTimeoutMs;
+  server.headersTimeout = http.headersTimeoutMs;
+  server.requestTimeout = http.requestTimeoutMs;
 }
 
 function setUpSwagger(app: NestExpressApplication): void {

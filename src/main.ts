@@ -1,8 +1,10 @@
 import 'reflect-metadata';
 import { INestApplication, Logger } from '@nestjs/common';
+import type { Server } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createApp, logLevelsFor } from './app.factory';
-import { ConfigError, loadConfig } from './config/app-config';
+import { ServerDrain } from './common/http/server-drain';
+import { AppConfig, ConfigError, loadConfig } from './config/app-config';
 import { DatabaseHandle, openDatabase } from './database/database';
 import { runMigrations } from './database/data-source';
 import { EmbeddedPostgresError } from './database/embedded-postgres';
@@ -11,17 +13,27 @@ import { createDemoWorkspaceOnFirstStart } from './first-start';
 const logger = new Logger('Bootstrap');
 let database: Promise<DatabaseHandle> | undefined;
 let app: INestApplication | undefined;
+let config: AppConfig | undefined;
 let stopping = false;
 
 /**
- * Stops in order: no new requests, in-flight ones finish, the pool closes, then the
- * embedded database stops. Registered before anything starts, so a signal during start-up
- * (migrations, say) still stops the embedded database.
+ * Stops in order: readiness turns 503 and the listener closes at once, requests in flight
+ * finish and streams get SHUTDOWN_DRAIN_MS before they are ended (ServerDrain), then the
+ * application closes (leases and holds go back), the pool closes, and the embedded database
+ * stops. Registered before anything starts, so a signal during start-up (migrations, say)
+ * still stops the embedded database.
  */
 async function stop(signal: string): Promise<void> {
   if (stopping) return;
   stopping = true;
-  logger.log(`${signal} received: finishing requests, then stopping`);
+  logger.log(`${signal} received: not ready any more; finishing requests (streams: up to ${config?.shutdownDrainMs ?? 0} ms), then stopping`);
+  if (app && config) {
+    const outcome = await app
+      .get(ServerDrain)
+      .stop(app.getHttpServer() as Server, config.shutdownDrainMs)
+      .catch((error) => logger.error(`Error while draining: ${String(error)}`));
+    if (outcome) logger.log(`Drained: ${outcome.inFlightAtStart} request(s) were in flight, ${outcome.openAtDeadline} open at the deadline`);
+  }
   await app?.close().catch((error) => logger.error(`Error while closing: ${String(error)}`));
   // The pool reports itself closed slightly before its connections are: let them go first.
   if (app) await sleep(100);
@@ -33,7 +45,7 @@ async function stop(signal: string): Promise<void> {
 }
 
 async function bootstrap(): Promise<void> {
-  const config = loadConfig();
+  config = loadConfig();
   Logger.overrideLogger(logLevelsFor(config.logLevel));
   process.once('SIGINT', () => void stop('SIGINT'));
   process.once('SIGTERM', () => void stop('SIGTERM'));

@@ -5,6 +5,7 @@ import { ASSISTANT_MODEL_PREFIX, assistantOfModel } from '../models/assistant-mo
 import type { Assistant, AssistantTool } from '../assistants/entities/assistant.entity';
 import { ApiError } from '../common/errors/api-error';
 import type { Principal } from '../common/http/request-context';
+import { ServerDrain } from '../common/http/server-drain';
 import { ConversationsService } from '../conversations/conversations.service';
 import type { ModelDefinition } from '../models/model-catalog';
 import { ModelsService } from '../models/models.service';
@@ -65,6 +66,7 @@ export class ChatService {
     private readonly assistants: AssistantsService,
     private readonly tools: ToolsService,
     private readonly conversations: ConversationsService,
+    private readonly drain: ServerDrain,
   ) {}
 
   /** A plain completion; `signal` aborts when the client goes away. */
@@ -101,7 +103,8 @@ export class ChatService {
         isServerTool: (name) => this.tools.isServerTool(name, call.serverTools),
         openStream: (messages, last) => this.providers.openStream(this.providerRequest(call, messages, last)),
       };
-    });
+      // Past the stop's drain deadline the stream ends with server_shutting_down.
+    }, this.drain.streamsCut);
   }
 
   /**

@@ -64,7 +64,8 @@ function openEventStream(res: Response): void {
   res.status(200);
   res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
   res.setHeader('Cache-Control', 'no-cache, no-transform');
-  res.setHeader('Connection', 'keep-alive');
+  // A stopping server has already asked for this connection to close (ServerDrain).
+  if (!res.hasHeader('Connection')) res.setHeader('Connection', 'keep-alive');
   res.setHeader('X-Accel-Buffering', 'no'); // nginx: do not buffer the stream
   res.flushHeaders();
 }

@@ -1,4 +1,5 @@
 import { Observable, Subscriber } from 'rxjs';
+import { serverShuttingDown } from '../common/http/server-drain';
 import type { ChatMessage } from '../providers/provider-adapter';
 import type { OpenedStream } from '../providers/providers.service';
 import type { BillingSession } from './billing/billing-session';
@@ -30,19 +31,23 @@ type StreamedTurn = ModelTurn & Pick<StreamedIteration, 'clientCalls'>;
  * the same. The chunks of all iterations are emitted as one completion, keep-alives while
  * server tools run, and `x_service` on the last chunk once the request is settled. A failure
  * is the observable's error: before the first chunk it is still an ordinary HTTP error.
+ *
+ * `stop` (ServerDrain.streamsCut) ends a stream the server no longer waits for: the model
+ * call under way is closed, no further one starts, and the stream fails with
+ * `server_shutting_down`, charged for what it generated (BillingSession.settleStream).
  */
-export function streamedCompletion(start: (signal: AbortSignal) => Promise<StreamedCall>): Observable<ChatStreamEvent> {
+export function streamedCompletion(start: (signal: AbortSignal) => Promise<StreamedCall>, stop?: AbortSignal): Observable<ChatStreamEvent> {
   return new Observable<ChatStreamEvent>((subscriber) => {
     const teardown = new AbortController();
     start(teardown.signal)
-      .then((call) => relayToolLoop(subscriber, call))
+      .then((call) => relayToolLoop(subscriber, call, stop))
       .catch((error: unknown) => subscriber.error(error));
     // Runs on unsubscription, and after completion or error, when there is nothing left to stop.
     return () => teardown.abort();
   });
 }
 
-async function relayToolLoop(subscriber: Subscriber<ChatStreamEvent>, call: StreamedCall): Promise<void> {
+async function relayToolLoop(subscriber: Subscriber<ChatStreamEvent>, call: StreamedCall, stop: AbortSignal | undefined): Promise<void> {
   const relay = new StreamRelay(subscriber, call.modelId, (name) => call.isServerTool(name));
   let end: LoopEnd<StreamedTurn> | undefined;
   let failure: unknown;
@@ -50,11 +55,12 @@ async function relayToolLoop(subscriber: Subscriber<ChatStreamEvent>, call: Stre
     end = await runToolLoop<StreamedTurn>({
       ...call,
       callModel: async (messages, last) => {
+        if (stop?.aborted) throw serverShuttingDown();
         const opened = await call.openStream(messages, last);
         const iteration: StreamedIteration = { generated: '', content: '', serverCalls: [], clientCalls: [] };
         let broken: unknown;
         try {
-          await relay.relay(prepend(opened.first, opened.rest), iteration);
+          await relay.relay(prepend(opened.first, stoppable(opened.rest, stop)), iteration);
         } catch (error) {
           broken = error;
         }
@@ -90,6 +96,37 @@ async function relayToolLoop(subscriber: Subscriber<ChatStreamEvent>, call: Stre
 function replyOf(turn: StreamedTurn): ChatMessage {
   const toolCalls = turn.clientCalls.map((call) => ({ id: call.id, type: 'function' as const, function: { name: call.name, arguments: call.arguments } }));
   return { role: 'assistant', content: turn.content, ...(toolCalls.length ? { tool_calls: toolCalls } : {}) };
+}
+
+/**
+ * The rest of a stream until `stop`: then the upstream call is closed (its `return`) and the
+ * stream breaks with `server_shutting_down`, as it breaks when the upstream stalls.
+ */
+function stoppable<T>(rest: AsyncIterator<T>, stop: AbortSignal | undefined): AsyncIterator<T> {
+  if (!stop) return rest;
+  const close = () => void rest.return?.()?.catch(() => undefined);
+  return {
+    next: async () => {
+      if (stop.aborted) {
+        close();
+        throw serverShuttingDown();
+      }
+      let onStop: (() => void) | undefined;
+      const stopped = new Promise<never>((_, reject) => {
+        onStop = () => {
+          close();
+          reject(serverShuttingDown());
+        };
+        stop.addEventListener('abort', onStop, { once: true });
+      });
+      try {
+        return await Promise.race([rest.next(), stopped]);
+      } finally {
+        stop.removeEventListener('abort', onStop!);
+      }
+    },
+    return: async () => (await rest.return?.()) ?? { done: true, value: undefined },
+  };
 }
 
 async function* prepend<T>(first: T, rest: AsyncIterator<T>): AsyncIterable<T> {

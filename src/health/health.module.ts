@@ -1,5 +1,11 @@
-import { Module } from '@nestjs/common';
+import { Global, Module } from '@nestjs/common';
+import { ServerDrain } from '../common/http/server-drain';
 import { HealthController } from './health.controller';
 
-@Module({ controllers: [HealthController] })
+/**
+ * The probes, and the server's graceful stop they report on. Global: the chat service
+ * ends its open streams when the stop's drain deadline passes.
+ */
+@Global()
+@Module({ controllers: [HealthController], providers: [ServerDrain], exports: [ServerDrain] })
 export class HealthModule {}

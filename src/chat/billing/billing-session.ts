@@ -171,7 +171,8 @@ export class BillingSession {
   /**
    * Ends a stream, whose answer (or part of it) reached the client. A client that left pays
    * for what was generated (and for a prompt sent upstream without an answer); a stalled
-   * upstream is charged for what it delivered, then reported; any other failure is charged
+   * upstream, or a stream cut by the server's stop, is charged for what it delivered, then
+   * reported; any other failure is charged
    * and refunded (see `fail`). The settlement is retried: it is idempotent per hold.
    * Throws the error the stream must end with, if any.
    */
@@ -340,7 +341,10 @@ function holdAmount(micros: MicroMillicents): number {
   return Math.max(1, ceilMillicents(micros));
 }
 
-/** The stream's upstream stopped sending: the stream ends, and what it delivered is charged. */
+/**
+ * The stream's upstream stopped sending, or the server stopped and its drain deadline passed
+ * (`server_shutting_down`, see ServerDrain): the stream ends, and what it delivered is charged.
+ */
 function isStall(failure: unknown): failure is ApiError {
-  return failure instanceof ApiError && failure.code === 'upstream_idle_timeout';
+  return failure instanceof ApiError && (failure.code === 'upstream_idle_timeout' || failure.code === 'server_shutting_down');
 }

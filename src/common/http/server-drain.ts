@@ -1,0 +1,96 @@
+import { Injectable, Logger } from '@nestjs/common';
+import type { NextFunction, Request, Response } from 'express';
+import type { Server } from 'node:http';
+import { Server as NetServer } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ApiError } from '../errors/api-error';
+
+/** After the drain deadline, how long cut streams (and late plain requests) get to settle and end. */
+const AFTER_CUT_GRACE_MS = 10_000;
+const POLL_MS = 50;
+
+/** What a stop found: requests in flight when it began, and still open at the deadline (streams then cut). */
+export interface DrainOutcome {
+  inFlightAtStart: number;
+  openAtDeadline: number;
+  /** Requests still running when the stop gave up waiting (the process closes under them). */
+  abandoned: number;
+}
+
+/** The error an open stream ends with when the drain deadline passes. */
+export function serverShuttingDown(): ApiError {
+  return new ApiError('service_unavailable', 'The server is shutting down: the answer was ended before it finished. Send the request again.', {
+    code: 'server_shutting_down',
+  });
+}
+
+/**
+ * A graceful stop of the HTTP server, as load balancers and orchestrators expect it (SIGTERM
+ * in main.ts): readiness turns 503 at once (HealthController), the listener closes, every
+ * response from then on carries `Connection: close` (so a client's kept-alive connection is
+ * closed after its next answer instead of being cut under a request), requests in flight
+ * finish, and streams get until the drain deadline (SHUTDOWN_DRAIN_MS). Past it, each open
+ * stream is ended by `streamsCut`: its upstream call stops, what was generated is charged,
+ * and the client gets an in-band `server_shutting_down` error and `[DONE]`.
+ */
+@Injectable()
+export class ServerDrain {
+  private readonly logger = new Logger('Shutdown');
+  private stopping = false;
+  private readonly inFlight = new Set<Response>();
+  private readonly cut = new AbortController();
+
+  /** True from the moment a stop begins: readiness answers 503. */
+  get draining(): boolean {
+    return this.stopping;
+  }
+
+  /** Aborted at the drain deadline: open streams end with `server_shutting_down` (see streamed-completion.ts). */
+  get streamsCut(): AbortSignal {
+    return this.cut.signal;
+  }
+
+  /** Express middleware: counts each request until its response closes; once draining, closes its connection after it. */
+  readonly middleware = (_req: Request, res: Response, next: NextFunction): void => {
+    if (this.stopping) res.setHeader('Connection', 'close');
+    this.inFlight.add(res);
+    res.once('close', () => this.inFlight.delete(res));
+    next();
+  };
+
+  /**
+   * Stops `server` as described above; resolves once nothing is in flight (or the grace
+   * after the deadline is over), with the idle kept-alive connections closed.
+   */
+  async stop(server: Server, deadlineMs: number): Promise<DrainOutcome> {
+    this.begin();
+    // net.Server's close, not http.Server's: the latter also drops idle kept-alive connections
+    // at once, and a request a client is sending on one just then would be reset. Those
+    // connections stay until their next response (Connection: close) or the end of the drain.
+    if (server.listening) NetServer.prototype.close.call(server);
+    const inFlightAtStart = this.inFlight.size;
+    if (inFlightAtStart > 0) this.logger.log(`Waiting up to ${deadlineMs} ms for ${inFlightAtStart} request(s) in flight`);
+    await this.idle(deadlineMs);
+    const openAtDeadline = this.inFlight.size;
+    if (openAtDeadline > 0) this.logger.warn(`Drain deadline passed with ${openAtDeadline} request(s) open: streams end with server_shutting_down`);
+    this.cut.abort();
+    await this.idle(AFTER_CUT_GRACE_MS);
+    const abandoned = this.inFlight.size;
+    if (abandoned > 0) this.logger.error(`${abandoned} request(s) still running after the drain; stopping under them`);
+    server.closeIdleConnections();
+    return { inFlightAtStart, openAtDeadline, abandoned };
+  }
+
+  /** Readiness fails, and responses not yet started close their connections after them. */
+  private begin(): void {
+    this.stopping = true;
+    for (const res of this.inFlight) {
+      if (!res.headersSent) res.setHeader('Connection', 'close');
+    }
+  }
+
+  private async idle(timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.inFlight.size > 0 && Date.now() < deadline) await sleep(POLL_MS);
+  }
+}
