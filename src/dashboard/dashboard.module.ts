@@ -9,11 +9,13 @@ import { LimitsModule } from '../limits/limits.module';
 import { MailModule } from '../mail/mail.module';
 import { UsageModule } from '../usage/usage.module';
 import { WalletModule } from '../wallet/wallet.module';
+import { WidgetModule } from '../widget/widget.module';
 import { WorkspacesModule } from '../workspaces/workspaces.module';
 import { AccountController } from './account/account.controller';
 import { AssistantPagesModule } from './assistants/assistant-pages.module';
 import { AssistantsController } from './assistants/assistants.controller';
 import { DocumentsController } from './assistants/documents.controller';
+import { WidgetPagesController } from './assistants/widget-pages.controller';
 import { AuthController } from './auth/auth.controller';
 import { BillingController } from './billing/billing.controller';
 import { UsagePagesController } from './usage/usage-pages.controller';
@@ -38,8 +40,8 @@ import { WorkspacesController } from './workspaces/workspaces.controller';
  * up by useDashboard() in dashboard.setup.ts; its guard checks CSRF, session and role.
  */
 @Module({
-  imports: [AccountsModule, WorkspacesModule, LimitsModule, MailModule, WalletModule, UsageModule, AssistantsModule, ChatModule, ConversationsModule, ModelsModule, AssistantPagesModule],
-  controllers: [HomeController, AuthController, AccountController, OverviewController, KeysController, WorkspacesController, MembersController, InvitationsController, PlaygroundController, AssistantsController, DocumentsController, BillingController, ConversationPagesController, UsagePagesController],
+  imports: [AccountsModule, WorkspacesModule, LimitsModule, MailModule, WalletModule, UsageModule, AssistantsModule, ChatModule, ConversationsModule, ModelsModule, AssistantPagesModule, WidgetModule],
+  controllers: [HomeController, AuthController, AccountController, OverviewController, KeysController, WorkspacesController, MembersController, InvitationsController, PlaygroundController, AssistantsController, DocumentsController, WidgetPagesController, BillingController, ConversationPagesController, UsagePagesController],
   providers: [
     PagesService,
     OverviewService,

@@ -9,9 +9,9 @@
 // The visitor id (random, in localStorage) is all that identifies a visitor: the server keeps
 // the conversation and the widget reads it again after a reload.
 //
-// Preview (the dashboard's widget page): data-preview names a <script type="application/json">
-// with the configuration and data-preview-into the element to draw into; nothing is sent,
-// and an `acs-widget-preview` event on the document redraws it with new settings.
+// Preview (the dashboard's widget page): data-preview names the element to draw into, whose
+// data-config holds the configuration; nothing is sent, and an `acs-widget-preview` event on
+// the document redraws it with new settings (the page's own script sends it as they change).
 /* global document, localStorage, crypto, fetch, TextDecoder, CSSStyleSheet, SafeMarkdown */
 'use strict';
 
@@ -223,6 +223,11 @@ function Widget(root, config, api) {
   });
 
   configure(config);
+  if (!api) {
+    // The preview shows the open panel, without taking the focus from the settings form.
+    panel.hidden = false;
+    launcher.setAttribute('aria-expanded', 'true');
+  }
 }
 
 /** Reads `data:` frames of a Server-Sent Events body, calling onDelta for each `{"delta"}`. */
@@ -280,10 +285,9 @@ function Api(base, visitor) {
 
 function start() {
   if (previewSource) {
-    var source = document.getElementById(previewSource);
-    var into = document.getElementById(script.getAttribute('data-preview-into') || '');
-    if (!source || !into) return;
-    var preview = new Widget(mount(into), JSON.parse(source.textContent), null);
+    var into = document.getElementById(previewSource);
+    if (!into) return;
+    var preview = new Widget(mount(into), JSON.parse(into.getAttribute('data-config')), null);
     document.addEventListener('acs-widget-preview', function (event) { preview.configure(event.detail); });
     return;
   }
