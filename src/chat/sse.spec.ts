@@ -19,6 +19,9 @@ class FakeResponse extends EventEmitter {
     this.statusCode = code;
     return this;
   }
+  hasHeader(name: string): boolean {
+    return name.toLowerCase() in this.headers;
+  }
   setHeader(name: string, value: string): void {
     this.headers[name.toLowerCase()] = value;
   }
