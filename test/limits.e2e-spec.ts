@@ -22,16 +22,17 @@ describe('limits', () => {
     });
   });
 
+  // maxNerfingRules is ours (issue 14): how many nerfing rules the tier allows (test/nerfing covers the rules).
   it.each([
-    ['free', 5, 1, false],
-    ['hobby', 10, 2, false],
-    ['pro', 60, 10, true],
-    ['team', 300, -1, true],
-    ['enterprise', -1, -1, true],
-  ])("returns the %s workspace's limits", async (tier, rateLimitRpm, maxAssistants, removeBranding) => {
+    ['free', 5, 1, false, 2],
+    ['hobby', 10, 2, false, 5],
+    ['pro', 60, 10, true, 20],
+    ['team', 300, -1, true, -1],
+    ['enterprise', -1, -1, true, -1],
+  ])("returns the %s workspace's limits", async (tier, rateLimitRpm, maxAssistants, removeBranding, maxNerfingRules) => {
     const { client } = await t.createWorkspace({ tier: tier as string });
     expect(await client.get('/limits')).toEqual({
-      data: { tier, rateLimitRpm, nerfingRules: [], maxAssistants, removeBranding },
+      data: { tier, rateLimitRpm, nerfingRules: [], maxAssistants, removeBranding, maxNerfingRules },
     });
   });
 });

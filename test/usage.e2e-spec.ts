@@ -361,6 +361,7 @@ describe('usage statistics', () => {
             subscription_id: null,
             tools_used: [],
             source: 'api',
+            nerfing: [],
             created_at: new Date(base + 1).toISOString(),
           },
           {
@@ -381,6 +382,7 @@ describe('usage statistics', () => {
             subscription_id: 'sub-9',
             tools_used: ['web_search'],
             source: 'api',
+            nerfing: [],
             created_at: new Date(base).toISOString(),
           },
         ],

@@ -8,7 +8,8 @@ import { Billing } from './billing/billing';
 /**
  * Chat requests refused by a guard after authentication (the rate limit) never reach the chat
  * service, yet every authenticated request gets a usage record: this writes it, then answers
- * as the global filter does.
+ * as the global filter does. A 429 of the chat service itself (a nerfing rule's block) has
+ * its record already.
  */
 @Catch(ApiError)
 export class ChatRefusalFilter implements ExceptionFilter {
@@ -19,7 +20,7 @@ export class ChatRefusalFilter implements ExceptionFilter {
   catch(error: ApiError, host: ArgumentsHost): void {
     const http = host.switchToHttp();
     const req = http.getRequest<ApiRequest>();
-    if (error.type === 'rate_limit_exceeded' && req.principal) {
+    if (error.type === 'rate_limit_exceeded' && req.principal && !this.billing.isRecorded(error)) {
       // The body was not validated: only what it says of the request is kept, cut to size.
       const body = (req.body ?? {}) as { model?: unknown; user_id?: unknown; subscription_id?: unknown; stream?: unknown };
       const text = (value: unknown) => (typeof value === 'string' ? value.slice(0, 256) : null);

@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { AssistantsModule } from '../assistants/assistants.module';
 import { ConversationsModule } from '../conversations/conversations.module';
+import { LimitsModule } from '../limits/limits.module';
 import { ModelsModule } from '../models/models.module';
 import { ProvidersModule } from '../providers/providers.module';
 import { UsageModule } from '../usage/usage.module';
@@ -10,7 +11,7 @@ import { ChatController } from './chat.controller';
 import { ChatService } from './chat.service';
 
 @Module({
-  imports: [ModelsModule, ProvidersModule, WalletModule, UsageModule, AssistantsModule, ConversationsModule],
+  imports: [ModelsModule, ProvidersModule, WalletModule, UsageModule, AssistantsModule, ConversationsModule, LimitsModule],
   controllers: [ChatController],
   providers: [ChatService, Billing],
   // The dashboard's playground runs requests through the same service.

@@ -7,6 +7,7 @@ import { ApiError } from '../common/errors/api-error';
 import type { Principal } from '../common/http/request-context';
 import { ServerDrain } from '../common/http/server-drain';
 import { ConversationsService } from '../conversations/conversations.service';
+import { NerfingService } from '../limits/nerfing/nerfing.service';
 import type { ModelDefinition } from '../models/model-catalog';
 import { ModelsService } from '../models/models.service';
 import type { ChatMessage, FunctionTool, ProviderRequest } from '../providers/provider-adapter';
@@ -16,7 +17,7 @@ import { ServerToolCall, ToolsService } from '../tools/tools.service';
 import { Billing } from './billing/billing';
 import { BillingSession, MIN_USEFUL_OUTPUT_TOKENS } from './billing/billing-session';
 import type { UsageSubject } from './billing/usage-record';
-import type { UsageSource } from '../usage/entities/usage-record.entity';
+import type { NerfingApplication, UsageSource } from '../usage/entities/usage-record.entity';
 import { ChatRequest, parseChatRequest } from './chat-request';
 import type { ChatCompletionResponse, ChatStreamEvent } from './completion-types';
 import { streamedCompletion } from './streamed-completion';
@@ -66,6 +67,7 @@ export class ChatService {
     private readonly assistants: AssistantsService,
     private readonly tools: ToolsService,
     private readonly conversations: ConversationsService,
+    private readonly nerfing: NerfingService,
     private readonly drain: ServerDrain,
   ) {}
 
@@ -117,6 +119,7 @@ export class ChatService {
     let request: ChatRequest | undefined;
     let model: ModelDefinition | undefined;
     let assistant: Assistant | null = null;
+    let nerfed: NerfingApplication[] = [];
     try {
       const fields = body as { assistant_id?: unknown; model?: unknown } | null;
       const assistantMode = (fields?.assistant_id !== undefined && fields?.assistant_id !== null) || assistantOfModel(typeof fields?.model === 'string' ? fields.model : undefined) !== undefined;
@@ -142,8 +145,6 @@ export class ChatService {
       const modelId = assistantAsModel !== undefined ? assistant!.model : (request.dto.model ?? assistant?.model);
       if (!modelId) throw ApiError.badRequest('You must provide a model parameter (or an assistant_id).', 'model');
       model = this.models.get(modelId);
-      // What the provider cannot honour, or would bill beyond the catalog's prices, is refused before any money is held.
-      this.providers.adapterFor(model).checkRequest?.(request.extra, request.messages);
 
       const serverTools = assistant?.tools ?? [];
       if (serverTools.length > 0 && request.choices > 1) {
@@ -158,27 +159,36 @@ export class ChatService {
           request.maxTokensField,
         );
       }
+      // The workspace's nerfing rules, counted per user_id: a block refuses the request here; a cap or a downgrade changes what runs.
+      const nerfing = await this.nerfing.apply({ workspaceId, userId: request.dto.user_id ?? null, source: caller.source ?? 'api' }, model, requestedCap);
+      nerfed = nerfing.applications;
+      if (nerfing.refusal) throw nerfing.refusal;
+      model = nerfing.model;
+      const outputCap = Math.min(nerfing.maxTokens, model.maxOutputTokens);
+      // What the provider cannot honour, or would bill beyond the catalog's prices, is refused before any money is held.
+      this.providers.adapterFor(model).checkRequest?.(request.extra, request.messages);
       const tools = [...request.tools, ...this.tools.definitions(serverTools)];
-      const minimumOutput = Math.min(requestedCap, MIN_USEFUL_OUTPUT_TOKENS);
+      const minimumOutput = Math.min(outputCap, MIN_USEFUL_OUTPUT_TOKENS);
       // Counted beside other requests, and only up to the context window: megabytes of text are refused, not counted to the end.
       const ownTokens = await countPromptTokensAsync([...systemPrompt, ...request.messages], tools, { limit: model.contextLength });
       if (ownTokens + minimumOutput > model.contextLength) throw contextExceeded(model, ownTokens);
       // Only the newest stored messages that fit beside the request are read.
-      const history = conversation ? await this.conversations.historyWithin(workspaceId, conversation.id, model.contextLength - requestedCap - ownTokens) : [];
+      const history = conversation ? await this.conversations.historyWithin(workspaceId, conversation.id, model.contextLength - outputCap - ownTokens) : [];
       const messages = [...systemPrompt, ...history, ...request.messages];
       const promptTokens = history.length > 0 ? await countPromptTokensAsync(messages, tools, { limit: model.contextLength }) : ownTokens;
       if (promptTokens + minimumOutput > model.contextLength) throw contextExceeded(model, promptTokens);
       const billing = await this.billing.open({
-        subject: this.subjectOf(caller, request, model.id, assistant),
+        subject: this.subjectOf(caller, request, model.id, assistant, nerfed),
         startedAt,
         signal,
         model,
         promptTokens,
-        outputCap: requestedCap,
+        outputCap,
         choices: request.choices,
         tools,
         toolPriceMicros: this.tools.maxPriceMicros(serverTools),
         conversation: conversation ? { id: conversation.id, messages: request.messages } : null,
+        onCharged: nerfing.settled,
       });
       return {
         request,
@@ -195,12 +205,18 @@ export class ChatService {
     } catch (error) {
       // The model the request would have used, as far as it got; an unknown model id is kept (cut) to show what was asked.
       const modelId = model?.id || request?.dto.model?.slice(0, 200) || assistant?.model || 'unknown';
-      await this.billing.recordRefused(this.subjectOf(caller, request, modelId, assistant), Date.now() - startedAt, error);
+      await this.billing.recordRefused(this.subjectOf(caller, request, modelId, assistant, nerfed), Date.now() - startedAt, error);
       throw error;
     }
   }
 
-  private subjectOf(caller: ChatCaller, request: ChatRequest | undefined, model: string, assistant: Assistant | null): UsageSubject {
+  private subjectOf(
+    caller: ChatCaller,
+    request: ChatRequest | undefined,
+    model: string,
+    assistant: Assistant | null,
+    nerfing: NerfingApplication[] = [],
+  ): UsageSubject {
     return {
       workspaceId: caller.principal.workspaceId,
       requestId: caller.requestId,
@@ -211,6 +227,7 @@ export class ChatService {
       subscriptionId: request?.dto.subscription_id ?? null,
       stream: request?.dto.stream === true,
       source: caller.source ?? 'api',
+      nerfing,
     };
   }
 

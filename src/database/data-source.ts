@@ -14,6 +14,7 @@ import { Workspace } from '../workspaces/entities/workspace.entity';
 import { WidgetConversation } from '../widget/entities/widget-conversation.entity';
 import { Widget } from '../widget/entities/widget.entity';
 import { UsageRecord } from '../usage/entities/usage-record.entity';
+import { NerfingRule } from '../limits/nerfing/entities/nerfing-rule.entity';
 import { AutoTopupAttempt } from '../wallet/entities/auto-topup-attempt.entity';
 import { AutoTopupSettings } from '../wallet/entities/auto-topup-settings.entity';
 import { WalletHold } from '../wallet/entities/wallet-hold.entity';
@@ -40,6 +41,7 @@ export const ENTITIES = [
   OneTimeToken,
   Widget,
   WidgetConversation,
+  NerfingRule,
 ];
 
 /** The one data source definition, shared by the app, the operator CLI, migrations and tests. */

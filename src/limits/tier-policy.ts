@@ -14,9 +14,6 @@ export interface DocumentLimits {
   maxTotalBytes: number;
 }
 
-/** A restriction applied to the workspaces of a tier. None is defined yet. */
-export type NerfingRule = Readonly<Record<string, unknown>>;
-
 /** Everything a tier allows. Adding a per-tier rule is a field here and a value per tier below. */
 export interface TierPolicy {
   /** Requests per minute; -1 means no limit. */
@@ -27,7 +24,11 @@ export interface TierPolicy {
   maxAssistants: number;
   removeBranding: boolean;
   documents: Readonly<DocumentLimits>;
-  nerfingRules: readonly NerfingRule[];
+  /**
+   * How many nerfing rules (restriction rules for end users, src/limits/nerfing) a workspace
+   * may have; -1 means no limit. Our choice: the spec leaves it open.
+   */
+  maxNerfingRules: number;
 }
 
 /** The tier table of the spec, and every rule that depends on the tier: the one place to read or change them. */
@@ -38,7 +39,7 @@ export const TIERS: Readonly<Record<TierName, Readonly<TierPolicy>>> = {
     maxAssistants: 1,
     removeBranding: false,
     documents: { maxDocuments: 5, maxTotalBytes: 5 * MB },
-    nerfingRules: [],
+    maxNerfingRules: 2,
   },
   hobby: {
     rateLimitRpm: 10,
@@ -46,7 +47,7 @@ export const TIERS: Readonly<Record<TierName, Readonly<TierPolicy>>> = {
     maxAssistants: 2,
     removeBranding: false,
     documents: { maxDocuments: 20, maxTotalBytes: 25 * MB },
-    nerfingRules: [],
+    maxNerfingRules: 5,
   },
   pro: {
     rateLimitRpm: 60,
@@ -54,7 +55,7 @@ export const TIERS: Readonly<Record<TierName, Readonly<TierPolicy>>> = {
     maxAssistants: 10,
     removeBranding: true,
     documents: { maxDocuments: 200, maxTotalBytes: 250 * MB },
-    nerfingRules: [],
+    maxNerfingRules: 20,
   },
   team: {
     rateLimitRpm: 300,
@@ -62,7 +63,7 @@ export const TIERS: Readonly<Record<TierName, Readonly<TierPolicy>>> = {
     maxAssistants: UNLIMITED,
     removeBranding: true,
     documents: { maxDocuments: 1000, maxTotalBytes: 2 * GB },
-    nerfingRules: [],
+    maxNerfingRules: UNLIMITED,
   },
   enterprise: {
     rateLimitRpm: UNLIMITED,
@@ -70,7 +71,7 @@ export const TIERS: Readonly<Record<TierName, Readonly<TierPolicy>>> = {
     maxAssistants: UNLIMITED,
     removeBranding: true,
     documents: { maxDocuments: UNLIMITED, maxTotalBytes: UNLIMITED },
-    nerfingRules: [],
+    maxNerfingRules: UNLIMITED,
   },
 };
 

@@ -1,6 +1,6 @@
 import type { EntityManager } from 'typeorm';
 import type { UsageRecordDto } from './dto/usage.dto';
-import type { UsageSource, UsageStatus } from './entities/usage-record.entity';
+import type { NerfingApplication, UsageSource, UsageStatus } from './entities/usage-record.entity';
 
 /*
  * Listing a workspace's usage records newest first, in keyset pages: the statement, the
@@ -23,7 +23,7 @@ export interface UsageRecordFilter {
 const RECORD_COLUMNS = `id, request_id, assistant_id, model, input_tokens, output_tokens, total_tokens,
   llm_cost_millicents::text AS llm_cost_millicents, tool_cost_millicents::text AS tool_cost_millicents,
   total_cost_millicents::text AS total_cost_millicents, latency_ms, status, error_code,
-  user_id, subscription_id, tools_used, source, created_at`;
+  user_id, subscription_id, tools_used, source, nerfing, created_at`;
 
 /** A row of `recordsSql`. */
 export interface RecordRow {
@@ -46,6 +46,7 @@ export interface RecordRow {
   subscription_id: string | null;
   tools_used: string[];
   source: UsageSource;
+  nerfing: NerfingApplication[];
   created_at: Date;
 }
 
@@ -105,6 +106,7 @@ export function toRecordDto(row: RecordRow): UsageRecordDto {
     subscription_id: row.subscription_id,
     tools_used: row.tools_used,
     source: row.source,
+    nerfing: row.nerfing,
     created_at: row.created_at.toISOString(),
   };
 }

@@ -240,6 +240,28 @@ describe('BillingSession', () => {
     });
   });
 
+  describe('telling the nerfing counters what was charged', () => {
+    it('passes the tokens and the exact cost of a charge, once it committed', async () => {
+      const { ports, estimate } = setUp();
+      const charged: [number, bigint][] = [];
+      const session = await BillingSession.open(ports, estimate({ onCharged: (tokens, micros) => charged.push([tokens, micros]) }));
+      await session.meter(PROMPT, { prompt_tokens: 1_000, completion_tokens: 20, total_tokens: 1_020 }, '');
+      expect(charged).toEqual([]);
+      await session.settle(REPLY);
+      // 1,000 input tokens at 250,000 and 20 output tokens at 1,000,000 millicents per million: 270 millicents.
+      expect(charged).toEqual([[1_020, 270_000_000n]]);
+    });
+
+    it('passes nothing for a failure that is refunded', async () => {
+      const { ports, estimate } = setUp();
+      const charged: unknown[] = [];
+      const session = await BillingSession.open(ports, estimate({ onCharged: (...args) => charged.push(args) }));
+      await session.meter(PROMPT, { prompt_tokens: 1_000, completion_tokens: 20, total_tokens: 1_020 }, '');
+      await session.fail(new ApiError('upstream_error', 'Upstream broke.'));
+      expect(charged).toEqual([]);
+    });
+  });
+
   describe('extension before each further iteration', () => {
     it('raises the hold to cover what is spent, the tool calls and the next call', async () => {
       const { ports, wallet, estimate } = setUp();
@@ -455,6 +477,7 @@ describe('Billing.recordRefused', () => {
         chargedMillicents: 0,
         toolsUsed: [],
         iterations: 0,
+        nerfing: [],
         latencyMs: 12,
         status: 'error',
         errorCode: 'insufficient_balance',

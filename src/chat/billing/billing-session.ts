@@ -58,6 +58,8 @@ export interface Estimate {
   toolPriceMicros: MicroMillicents;
   /** With `conversation_id`: where a successful turn (the request's messages and the reply) is stored. */
   conversation: { id: string; messages: ChatMessage[] } | null;
+  /** Told the tokens and exact cost charged, once a charge committed (the nerfing rules' counters). */
+  onCharged?: (tokens: number, costMicros: MicroMillicents) => void;
 }
 
 /**
@@ -267,6 +269,7 @@ export class BillingSession {
         ),
       turn: conversation && ending.status === 'success' && options.reply ? this.turnOf(conversation, options.reply) : null,
     });
+    if (!refund) this.estimate.onCharged?.(inputTokens + outputTokens, spend.totalMicros);
     if (settlement.writtenOffMillicents > 0) {
       logger.warn(
         `Request ${subject.requestId} cost ${settlement.writtenOffMillicents} millicents more than workspace ` +

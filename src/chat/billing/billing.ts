@@ -20,6 +20,8 @@ export class Billing implements BillingPorts, BeforeApplicationShutdown {
   readonly incidents: BillingIncidents = { conversation_turn_not_stored: 0, usage_record_not_stored: 0, settlement_failed: 0 };
   readonly holdTtlMs: number;
   readonly settlements: SettlementWriter;
+  /** Refusals already recorded by the chat service, which the refusal filter must not record again. */
+  private readonly recordedRefusals = new WeakSet<object>();
 
   constructor(
     @InjectConfig() config: AppConfig,
@@ -47,9 +49,15 @@ export class Billing implements BillingPorts, BeforeApplicationShutdown {
   /** A request refused before any money was held: recorded, never charged. Never throws. */
   async recordRefused(subject: UsageSubject, latencyMs: number, error: unknown): Promise<void> {
     const code = error instanceof ApiError ? error.code : 'internal_error';
+    if (typeof error === 'object' && error !== null) this.recordedRefusals.add(error);
     await this.usage
       .insert(refusedUsageRecord(subject, latencyMs, code))
       .catch((recordError) => this.logger.error(`Could not record refused request ${subject.requestId}: ${String(recordError)}`));
+  }
+
+  /** Whether `recordRefused` has recorded this error's request already. */
+  isRecorded(error: unknown): boolean {
+    return typeof error === 'object' && error !== null && this.recordedRefusals.has(error);
   }
 
   /** Settlements still being written finish before the database closes. */

@@ -1,11 +1,15 @@
 import type { UsageStatus } from '../../usage/entities/usage-record.entity';
 import { NewUsageRecord, NOTHING_USED } from '../../usage/usage.service';
 
-/** Who made a request and what it asked for: the part of its usage record known before it runs. */
+/**
+ * Who made a request and what it asked for: the part of its usage record known before it
+ * runs. `nerfing`: the nerfing rules applied to it (none when absent).
+ */
 export type UsageSubject = Pick<
   NewUsageRecord,
   'workspaceId' | 'requestId' | 'apiKeyId' | 'assistantId' | 'model' | 'userId' | 'subscriptionId' | 'stream' | 'source'
->;
+> &
+  Partial<Pick<NewUsageRecord, 'nerfing'>>;
 
 /** What a request used and was charged: tokens, costs, tools and model calls. */
 export type UsageAmounts = Pick<
@@ -35,6 +39,7 @@ export interface UsageEnding {
 export function usageRecord(subject: UsageSubject, latencyMs: number, ending: UsageEnding, used?: UsageAmounts): NewUsageRecord {
   return {
     ...subject,
+    nerfing: subject.nerfing ?? [],
     ...(used ?? { ...NOTHING_USED, toolsUsed: [] }),
     latencyMs,
     status: ending.status,

@@ -130,6 +130,28 @@ export class UsageSummaryResponseDto {
 // GET /v1/usage/recent
 // ---------------------------------------------------------------------------------------
 
+/** One nerfing rule's effect on a request (see the README's "Nerfing rules"). */
+export class NerfingApplicationDto {
+  @ApiProperty({ format: 'uuid', description: 'The rule that applied.', example: '3b1f6a0e-58c2-4d7e-9f0a-2c4e8b6d1a57' })
+  rule_id: string;
+
+  @ApiProperty({
+    enum: ['block', 'cap_output', 'downgrade'],
+    description: '`block`: the request was refused (429); `cap_output`: its max_tokens was lowered; `downgrade`: another model served it.',
+    example: 'downgrade',
+  })
+  action: 'block' | 'cap_output' | 'downgrade';
+
+  @ApiPropertyOptional({ type: 'integer', description: 'With `cap_output`: the output cap the request ran with.', example: 256 })
+  max_tokens?: number;
+
+  @ApiPropertyOptional({ description: 'With `downgrade`: the model the request asked for.', example: 'gpt-4o' })
+  from_model?: string;
+
+  @ApiPropertyOptional({ description: 'With `downgrade`: the model that served it (and whose prices it was billed at).', example: 'gpt-4o-mini' })
+  to_model?: string;
+}
+
 export class UsageRecordDto {
   @ApiProperty({ format: 'uuid', example: '7d0c3a8e-2f4b-4d8e-9a51-0c2b7e6f1a93' })
   id: string;
@@ -185,6 +207,13 @@ export class UsageRecordDto {
     example: 'api',
   })
   source: string;
+
+  @ApiProperty({
+    type: [NerfingApplicationDto],
+    description: "The workspace's nerfing rules applied to this request, in order; empty when none was.",
+    example: [],
+  })
+  nerfing: NerfingApplicationDto[];
 
   @ApiProperty({ format: 'date-time', example: '2026-11-22T10:15:00.000Z' })
   created_at: string;

@@ -7,6 +7,19 @@ export const USAGE_SOURCES = ['api', 'dashboard', 'widget'] as const;
 /** Who made the request: an API key (`api`), the dashboard's playground (`dashboard`), or a chat widget (`widget`). */
 export type UsageSource = (typeof USAGE_SOURCES)[number];
 
+/**
+ * What one nerfing rule (src/limits/nerfing) did to a request, as kept on its usage record
+ * and shown by /v1/usage/recent: refused it (`block`), lowered its output cap
+ * (`cap_output`, with the cap in force), or served another model (`downgrade`, from and to).
+ */
+export interface NerfingApplication {
+  rule_id: string;
+  action: 'block' | 'cap_output' | 'downgrade';
+  max_tokens?: number;
+  from_model?: string;
+  to_model?: string;
+}
+
 /** One row per authenticated chat request, successful or not. Kept for USAGE_RETENTION_DAYS. */
 @Entity({ name: 'usage_records' })
 export class UsageRecord {
@@ -80,6 +93,10 @@ export class UsageRecord {
 
   @Column({ type: 'text', default: 'api' })
   source: UsageSource;
+
+  /** The nerfing rules applied to the request, in the order they were applied; empty for most requests. */
+  @Column({ type: 'jsonb', default: () => "'[]'" })
+  nerfing: NerfingApplication[];
 
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;
