@@ -1,4 +1,4 @@
-import OpenAI from 'openai';
+import OpenAI, { APIError } from 'openai';
 import { DataSource } from 'typeorm';
 import { AssistantsService } from '../src/assistants/assistants.service';
 import { WalletService } from '../src/wallet/wallet.service';
@@ -64,8 +64,8 @@ describe('Responses API (openai SDK, fake OpenAI upstream)', () => {
         throw new Error('expected the request to be refused');
       },
       (e: unknown) => e,
-    )) as OpenAI.APIError;
-    expect(error).toBeInstanceOf(OpenAI.APIError);
+    )) as APIError;
+    expect(error).toBeInstanceOf(APIError);
     return { status: error.status, error: (error.error ?? {}) as { code?: string; param?: string; message?: string; type?: string } };
   };
 
@@ -151,7 +151,7 @@ describe('Responses API (openai SDK, fake OpenAI upstream)', () => {
       const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
       upstream.script({ kind: 'text', text: 'Ok.' });
       const response = await create(workspace, { model: 'gpt-4o-mini', input: 'Hi', store: false });
-      expect(response.store).toBe(false);
+      expect((response as unknown as { store: boolean }).store).toBe(false);
       expect(response.conversation).toBeNull();
       await expect(workspace.client.responses.retrieve(response.id)).rejects.toMatchObject({ status: 404 });
       const [{ count }] = await db.query('SELECT count(*)::int AS count FROM conversations WHERE workspace_id = $1', [workspace.id]);
@@ -445,6 +445,25 @@ describe('Responses API (openai SDK, fake OpenAI upstream)', () => {
       expect(error.param).toBe(param);
       if (code) expect(error.code).toBe(code);
       expect(error.message).toEqual(expect.any(String));
+    });
+
+    it('a request refused by validation or by the rate limit still gets its usage record, never a charge', async () => {
+      const workspace = await t.createWorkspace({ tier: 'free', balanceMillicents: 1_000_000 });
+      // The free tier allows 5 requests a minute: five refused by validation, the sixth by the rate limit.
+      for (let i = 0; i < 5; i += 1) {
+        expect(await refusal(workspace, { model: 'gpt-4o-mini', input: 'Hi', background: true, user: 'end-user-7' })).toMatchObject({ status: 400 });
+      }
+      expect(await refusal(workspace, { model: 'gpt-4o-mini', input: 'Hi' })).toMatchObject({ status: 429 });
+      // The rate limit's record is written beside the answer.
+      let records: Array<{ status: string; error_code: string; model: string; user_id: string | null; charged_millicents: string }> = [];
+      for (let attempt = 0; attempt < 50 && records.length < 6; attempt += 1) {
+        records = await usageRecords(workspace);
+        if (records.length < 6) await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      expect(records.map((record) => record.error_code).sort()).toEqual([...Array(5).fill('unsupported_parameter'), 'rate_limit_exceeded'].sort());
+      expect(records.every((record) => record.status === 'error' && record.model === 'gpt-4o-mini' && Number(record.charged_millicents) === 0)).toBe(true);
+      expect(records.filter((record) => record.user_id === 'end-user-7')).toHaveLength(5);
+      expect((await wallet(workspace)).balanceMillicents).toBe(1_000_000);
     });
 
     it('402 on an empty wallet, with no conversation left behind', async () => {

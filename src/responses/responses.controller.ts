@@ -1,4 +1,4 @@
-import { Body, Controller, Delete, Get, HttpCode, Logger, Param, Post, Query, Req, Res } from '@nestjs/common';
+import { Body, Controller, Delete, Get, HttpCode, Logger, Param, Post, Query, Req, Res, UseFilters } from '@nestjs/common';
 import { ApiBody, ApiOperation, ApiParam, ApiProduces, ApiQuery, ApiTags } from '@nestjs/swagger';
 import type { Response } from 'express';
 import { writeEventStream } from '../chat/sse';
@@ -11,6 +11,7 @@ import type { ApiRequest, Principal } from '../common/http/request-context';
 import { ApiStandardResponses } from '../common/openapi/api-responses';
 import { CreateResponseRequestDto, DeletedResponseDto, InputItemListDto, ResponseObjectDto } from './dto/responses.dto';
 import type { ResponseObject } from './response-object';
+import { ResponsesRefusalFilter } from './responses-refusal.filter';
 import { ResponsesService } from './responses.service';
 
 const ID_PARAM = {
@@ -21,6 +22,7 @@ const ID_PARAM = {
 
 /** The OpenAI Responses API, translated onto the chat core (see ResponsesService). */
 @ApiTags('Responses')
+@UseFilters(ResponsesRefusalFilter)
 @Controller('v1/responses')
 export class ResponsesController {
   private readonly logger = new Logger('Responses');

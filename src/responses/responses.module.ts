@@ -2,14 +2,16 @@ import { Module } from '@nestjs/common';
 import { AssistantsModule } from '../assistants/assistants.module';
 import { ChatModule } from '../chat/chat.module';
 import { ConversationsModule } from '../conversations/conversations.module';
+import { UsageModule } from '../usage/usage.module';
+import { ResponsesRefusalFilter } from './responses-refusal.filter';
 import { ResponsesController } from './responses.controller';
 import { ResponsesService } from './responses.service';
 import { ResponsesStore } from './responses-store';
 
 /** `POST /v1/responses` and stored responses: a translation onto the chat module's ChatService. */
 @Module({
-  imports: [ChatModule, ConversationsModule, AssistantsModule],
+  imports: [ChatModule, ConversationsModule, AssistantsModule, UsageModule],
   controllers: [ResponsesController],
-  providers: [ResponsesService, ResponsesStore],
+  providers: [ResponsesService, ResponsesStore, ResponsesRefusalFilter],
 })
 export class ResponsesModule {}

@@ -1,10 +1,12 @@
 import { Injectable, Logger } from '@nestjs/common';
-import { catchError, from, Observable, switchMap } from 'rxjs';
+import { catchError, defer, Observable, switchMap } from 'rxjs';
 import { AssistantsService } from '../assistants/assistants.service';
 import { ChatCaller, ChatService } from '../chat/chat.service';
 import type { KeepAlive } from '../chat/completion-types';
 import { ApiError } from '../common/errors/api-error';
+import { refusedUsageRecord } from '../chat/billing/usage-record';
 import { ConversationsService } from '../conversations/conversations.service';
+import { UsageService } from '../usage/usage.service';
 import { ResponseEvent, responseEvents } from './response-events';
 import { ResponseObject, responseOf, startResponse } from './response-object';
 import { InputItem, newId, parseResponsesRequest, ResponsesRequest, toChatMessages } from './responses-request';
@@ -42,12 +44,11 @@ export class ResponsesService {
     private readonly conversations: ConversationsService,
     private readonly assistants: AssistantsService,
     private readonly store: ResponsesStore,
+    private readonly usage: UsageService,
   ) {}
 
   async create(caller: ChatCaller, body: unknown, signal: AbortSignal): Promise<ResponseObject> {
-    const turn = await this.prepare(caller, body).catch((error: unknown) => {
-      throw inResponsesTerms(error);
-    });
+    const turn = await this.prepare(caller, body);
     try {
       const completion = await this.chat.complete(caller, turn.chatBody, signal);
       const response = responseOf(startResponse(turn.id, completion.model, turn.request.echo, turn.conversationId), completion);
@@ -64,10 +65,7 @@ export class ResponsesService {
    * 402, the upstream refusing) is the observable's error, answered as an ordinary HTTP error.
    */
   stream(caller: ChatCaller, body: unknown, toApiError: (error: unknown) => ApiError): Observable<ResponseEvent | KeepAlive> {
-    return from(this.prepare(caller, body)).pipe(
-      catchError((error: unknown) => {
-        throw inResponsesTerms(error);
-      }),
+    return defer(() => this.prepare(caller, body)).pipe(
       switchMap((turn) =>
         responseEvents(this.chat.stream(caller, turn.chatBody), {
           start: (model) => startResponse(turn.id, model, turn.request.echo, turn.conversationId),
@@ -107,6 +105,45 @@ export class ResponsesService {
    * into. Nothing is held or charged here: the chat core does that.
    */
   private async prepare(caller: ChatCaller, body: unknown): Promise<PreparedTurn> {
+    const startedAt = Date.now();
+    try {
+      return await this.prepareTurn(caller, body);
+    } catch (error) {
+      // Refused before the chat core saw it: recorded here, as the chat core records its own refusals.
+      await this.recordRefused(caller, body, Date.now() - startedAt, error);
+      throw inResponsesTerms(error);
+    }
+  }
+
+  /**
+   * Every authenticated request gets a usage record: this writes the record of one refused
+   * before it reached the chat core (by this service's validation, or by the rate limit).
+   * Only what the body says of the request is kept, cut to size. Never throws.
+   */
+  async recordRefused(caller: ChatCaller, body: unknown, latencyMs: number, error: unknown): Promise<void> {
+    const fields = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
+    const text = (value: unknown, max: number) => (typeof value === 'string' ? value.slice(0, max) : null);
+    const record = refusedUsageRecord(
+      {
+        workspaceId: caller.principal.workspaceId,
+        requestId: caller.requestId,
+        apiKeyId: caller.principal.apiKeyId,
+        assistantId: null,
+        model: text(fields.model, 200) || 'unknown',
+        userId: text(fields.user_id, 256) ?? text(fields.user, 256),
+        subscriptionId: text(fields.subscription_id, 256),
+        stream: fields.stream === true,
+        source: caller.source ?? 'api',
+      },
+      latencyMs,
+      error instanceof ApiError ? error.code : 'internal_error',
+    );
+    await this.usage.insert(record).catch((recordError: unknown) => {
+      this.logger.error(`Could not record refused request ${caller.requestId}: ${String(recordError)}`);
+    });
+  }
+
+  private async prepareTurn(caller: ChatCaller, body: unknown): Promise<PreparedTurn> {
     const { workspaceId } = caller.principal;
     const request = parseResponsesRequest(body);
     const input = await this.resolveReferences(workspaceId, request.input);
