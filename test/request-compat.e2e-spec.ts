@@ -324,19 +324,6 @@ describe('client compatibility: requests', () => {
       });
     });
   });
-
-  it('POST /v1/responses says that this service speaks chat completions', async () => {
-    const error = await workspace.client.responses.create({ model: 'gpt-4o-mini', input: 'Hi' }).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(OpenAI.NotFoundError);
-    const { status, body } = await post({ model: 'gpt-4o-mini', input: 'Hi' }, '/v1/responses');
-    expect(status).toBe(404);
-    expect(body.error).toEqual({
-      type: 'not_found',
-      message: 'This service does not implement the Responses API yet (POST /v1/responses); use POST /v1/chat/completions.',
-      code: 'responses_api_not_supported',
-      param: null,
-    });
-  });
 });
 
 /** An OpenAI-compatible upstream that reports whatever usage the test sets, hostile values included. */
