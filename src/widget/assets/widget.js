@@ -25,7 +25,7 @@ var CSS =
   ':host([data-inline]){position:relative!important;width:100%!important;height:580px!important;z-index:auto!important}' +
   '.acs{--accent:#1e66f5;--bg:#fff;--fg:#1f2328;--muted:#59636e;--bubble:#f0f2f5;--border:#d0d7de;font:16px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg);letter-spacing:normal;text-align:left;text-transform:none}' +
   '.acs.dark{--bg:#1e2228;--fg:#e6edf3;--muted:#9ea7b3;--bubble:#2d333b;--border:#444c56}' +
-  '.acs *{box-sizing:border-box;font:inherit;color:inherit;margin:0;letter-spacing:inherit}' +
+  ':where(.acs *){box-sizing:border-box;font:inherit;color:inherit;margin:0;letter-spacing:inherit}' +
   '.launcher,.panel{position:fixed;bottom:20px;right:20px}.left .launcher,.left .panel{right:auto;left:20px}' +
   ':host([data-inline]) .launcher,:host([data-inline]) .panel{position:absolute}' +
   '.launcher{width:56px;height:56px;border-radius:50%;border:0;padding:0;background:var(--accent);color:#fff;cursor:pointer;box-shadow:0 4px 14px rgba(0,0,0,.25);display:flex;align-items:center;justify-content:center}' +
@@ -34,7 +34,7 @@ var CSS =
   '.panel{bottom:88px;width:min(380px,calc(100vw - 40px));height:min(540px,calc(100vh - 120px));background:var(--bg);border:1px solid var(--border);border-radius:12px;box-shadow:0 8px 30px rgba(0,0,0,.25);display:flex;flex-direction:column;overflow:hidden}' +
   '.panel[hidden]{display:none}' +
   '.head{display:flex;align-items:center;gap:8px;padding:12px 14px;background:var(--accent);color:#fff}' +
-  '.head h2{flex:1;font-size:17px;font-weight:600;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}' +
+  '.head h2{flex:1;font-size:17px;font-weight:600;color:#fff;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}' +
   '.head button{background:transparent;border:0;color:#fff;cursor:pointer;font-size:14px;padding:4px 8px;border-radius:6px}' +
   '.head .close{font-size:22px;line-height:1}' +
   '.log{flex:1;overflow-y:auto;padding:14px;display:flex;flex-direction:column;gap:10px}' +
@@ -42,7 +42,7 @@ var CSS =
   '.msg.user{align-self:flex-end;background:var(--accent);color:#fff;white-space:pre-wrap}' +
   '.msg p+p,.msg ul,.msg ol,.msg pre{margin-top:6px}.msg ul,.msg ol{padding-left:20px}' +
   '.msg code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:14px}.msg pre{overflow-x:auto;white-space:pre}' +
-  '.msg a{color:inherit;text-decoration:underline}' +
+  '.msg a{color:inherit;text-decoration:underline}.msg strong{font-weight:700}.msg em{font-style:italic}' +
   '.status{padding:0 14px;font-size:14px;color:var(--muted)}.status:empty{display:none}.status.error{color:#b42318;padding:8px 14px}' +
   '.dark .status.error{color:#ff9b8e}' +
   'form{display:flex;gap:8px;padding:10px;border-top:1px solid var(--border)}' +
