@@ -1,4 +1,5 @@
 import { createOpenAI } from '@ai-sdk/openai';
+import { ChatOpenAI } from '@langchain/openai';
 import { generateObject, generateText, jsonSchema, stepCountIs, streamText, tool } from 'ai';
 import OpenAI from 'openai';
 import { DataSource } from 'typeorm';
@@ -147,6 +148,36 @@ describe('Responses API clients', () => {
       for await (const part of claudeStream.textStream) claudeText += part;
       expect(claudeText).toBe('Streamed from Claude.');
       expect((await wallet(onProviders)).reservedMillicents).toBe(0);
+    });
+  });
+
+  describe('LangChain JS (ChatOpenAI with useResponsesApi)', () => {
+    it('invokes, streams and calls a bound tool through /v1/responses on the simulator', async () => {
+      const requests: string[] = [];
+      const llm = new ChatOpenAI({
+        model: 'gpt-4o-mini',
+        apiKey: onSimulator.apiKey,
+        useResponsesApi: true,
+        maxRetries: 0,
+        configuration: {
+          baseURL: `${simulated.baseUrl}/v1`,
+          fetch: (url: RequestInfo | URL, init?: RequestInit) => {
+            requests.push(String(url));
+            return fetch(url, init);
+          },
+        },
+      });
+      const answer = await llm.invoke('Say hello');
+      expect(typeof answer.content === 'string' ? answer.content : answer.text).not.toHaveLength(0);
+      expect(answer.usage_metadata?.input_tokens).toBeGreaterThan(0);
+      let streamed = '';
+      for await (const chunk of await llm.stream('Say hello again')) streamed += chunk.text;
+      expect(streamed.length).toBeGreaterThan(0);
+      const getWeather = { type: 'function' as const, function: { name: 'get_weather', description: 'Current weather in a city', parameters: WEATHER_PARAMETERS } };
+      const withTool = await llm.bindTools([getWeather]).invoke('Use get_weather for Paris');
+      expect(withTool.tool_calls?.[0]).toMatchObject({ name: 'get_weather', args: { city: expect.any(String) } });
+      expect(requests.length).toBeGreaterThanOrEqual(3);
+      expect(requests.every((url) => url.endsWith('/v1/responses'))).toBe(true);
     });
   });
 
