@@ -1,5 +1,6 @@
 import fc from 'fast-check';
-import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
+import { DashboardClient, signIn, signUp, SignedUpPerson } from './support/dashboard-client';
+import { startTestApp, TestApp, TestWorkspace, testConfig } from './support/test-app';
 
 /**
  * Property: whatever strings and nesting a client sends through the fields that are stored
@@ -157,4 +158,242 @@ describe('hostile input, property-based', () => {
       { numRuns: RUNS * 2 },
     );
   });
+});
+
+/**
+ * Every route the app serves, found in its Express router (so a new endpoint is covered
+ * without touching this file), with the parameter and field names of the OpenAPI document:
+ * thousands of generated requests with hostile path segments, query strings and bodies
+ * (wrong types, huge numbers, deep nesting, NUL bytes, unpaired surrogates, tsquery syntax,
+ * impossible dates, bodies that are not JSON). Never a 5xx; every API error in the one
+ * error shape; no dashboard page shows a stack trace. Dashboard routes are called by a
+ * signed-in owner with a valid CSRF token, so the forms reach their handlers.
+ */
+describe('hostile input to every endpoint, property-based', () => {
+  /** Generated requests per API route and per dashboard route (about 2,500 in all). */
+  const API_RUNS = 50;
+  const PAGE_RUNS = 10;
+
+  interface Route {
+    method: string;
+    /** Express notation: `/v1/conversations/:id`. */
+    path: string;
+  }
+  interface Operation {
+    query: string[];
+    body: string[];
+  }
+  type OpenApi = {
+    paths: Record<string, Record<string, { parameters?: { name: string; in: string }[]; requestBody?: { content?: Record<string, { schema?: Schema }> } }>>;
+    components: { schemas: Record<string, Schema> };
+  };
+  type Schema = { $ref?: string; properties?: Record<string, unknown>; allOf?: Schema[] };
+
+  let t: TestApp;
+  let workspace: TestWorkspace;
+  let conversationId: string;
+  let dashboard: DashboardClient;
+  let owner: SignedUpPerson;
+  let routes: Route[];
+  let openApi: OpenApi;
+
+  beforeAll(async () => {
+    t = await startTestApp({ config: { llmSimulator: 'on', simulatorWordDelayMs: 0, dashboard: { ...testConfig().dashboard, signup: 'open' } } });
+    workspace = await t.createWorkspace({ tier: 'enterprise', balanceMillicents: 1_000_000_000 });
+    conversationId = ((await workspace.client.post('/conversations', { body: { title: 'property' } })) as { id: string }).id;
+    owner = await signUp(t.baseUrl, { email: 'owner@hostile.test', name: 'Owner' });
+    dashboard = owner.client;
+    routes = routesOf(t);
+    openApi = (await (await fetch(`${t.baseUrl}/docs/openapi.json`)).json()) as OpenApi;
+  });
+  afterAll(() => t?.close());
+
+  /** Method and path of every route handler registered with Express (Nest's controllers among them). */
+  function routesOf(app: TestApp): Route[] {
+    const express = app.app.getHttpAdapter().getInstance() as { router?: { stack: Layer[] }; _router?: { stack: Layer[] } };
+    type Layer = { route?: { path: string | string[]; methods: Record<string, boolean> } };
+    const found = new Map<string, Route>();
+    for (const layer of (express.router ?? express._router)!.stack) {
+      if (!layer.route) continue;
+      for (const path of [layer.route.path].flat()) {
+        for (const [method, on] of Object.entries(layer.route.methods)) {
+          if (!on || !['get', 'post', 'put', 'patch', 'delete', '_all'].includes(method)) continue;
+          // `@All()` (the API's unknown-route answer): as a GET and as a POST.
+          for (const verb of method === '_all' ? ['get', 'post'] : [method]) found.set(`${verb} ${path}`, { method: verb.toUpperCase(), path });
+        }
+      }
+    }
+    // Express 5 wildcards (`/*path`, `{*id}`) are parameters like the others here.
+    return [...found.values()].map((route) => ({ ...route, path: route.path.replace(/\{\*(\w+)\}|\*(\w+)/g, (_m, a?: string, b?: string) => `:${a ?? b}`) }));
+  }
+
+  function operationOf(route: Route): Operation {
+    const documented = openApi.paths[route.path.replace(/:(\w+)/g, '{$1}')]?.[route.method.toLowerCase()];
+    const schema = documented?.requestBody?.content?.['application/json']?.schema;
+    return {
+      query: (documented?.parameters ?? []).filter((p) => p.in === 'query').map((p) => p.name),
+      body: propertiesOf(schema),
+    };
+  }
+
+  function propertiesOf(schema: Schema | undefined, depth = 0): string[] {
+    if (!schema || depth > 5) return [];
+    if (schema.$ref) return propertiesOf(openApi.components.schemas[schema.$ref.split('/').pop()!], depth + 1);
+    return [...Object.keys(schema.properties ?? {}), ...(schema.allOf ?? []).flatMap((part) => propertiesOf(part, depth + 1))];
+  }
+
+  const isApi = (route: Route) => route.path.startsWith('/v1') || route.path.startsWith('/health') || route.path.startsWith('/widget/v1');
+
+  /** Scalars a typed field chokes on: the wrong type, numbers past any range, impossible dates. */
+  const wrongScalar = fc.oneof(
+    fc.constantFrom(
+      1e308, -1e308, 2 ** 64, -(2 ** 63), 0.1 + 0.2, -0, Number.MAX_SAFE_INTEGER + 2, 1e-320,
+      true, false, null, '', ' ', '0', '-1', '1e309', 'NaN', 'Infinity', '0x1F', '١٢٣',
+      '2024-02-30', '2023-13-01', '0000-00-00', '9999-12-31T25:61:61Z', '2024-02-29T24:00:00+25:00', '1970-01-01T00:00:00.000000001Z',
+      'a & b | !c <-> d:*', "'quoted':* & (", '!!!', '(((', '""', '" or', '-', 'or', '*:*', '\\', ':*',
+    ),
+    hostileString,
+    fc.integer(),
+    fc.double(),
+  );
+  /** Any JSON value: scalars, arrays, objects, and nesting far past any limit. */
+  const wrongValue: fc.Arbitrary<unknown> = fc.oneof(
+    { weight: 6, arbitrary: wrongScalar },
+    { weight: 2, arbitrary: fc.array(wrongScalar, { maxLength: 3 }) },
+    { weight: 2, arbitrary: fc.dictionary(hostileString, wrongScalar, { maxKeys: 3 }) },
+    { weight: 1, arbitrary: depth.map((levels) => ({ [NESTED]: levels })) },
+  );
+  /** What a sane client would send for a field, so that some requests pass validation and reach the service. */
+  const plausibleValue = fc.constantFrom<unknown>('gpt-4o-mini', 'hello', 1, 10, true, false, [{ role: 'user', content: 'hi' }], {}, 'active', 'CONVERSATION');
+
+  /** A JSON body over the operation's documented fields and a few others, or text that is not JSON at all. */
+  const bodyOf = (fields: string[]) =>
+    fc.oneof(
+      {
+        weight: 8,
+        arbitrary: fc
+          .tuple(
+            fc.subarray(fields),
+            fc.array(fc.oneof(wrongValue, plausibleValue), { minLength: fields.length, maxLength: fields.length }),
+            fc.dictionary(hostileString, wrongValue, { maxKeys: 2 }),
+          )
+          .map(([chosen, values, extra]) => toJson({ ...extra, ...Object.fromEntries(chosen.map((name, i) => [name, values[i]])) })),
+      },
+      { weight: 1, arbitrary: wrongValue.map((value) => toJson(value)) },
+      { weight: 1, arbitrary: fc.constantFrom('{"a":', '{"a":1}}', '\u0000', '[[[[', 'null', '1e999', '{"__proto__": {"x": 1}}', '{"constructor": {"prototype": {}}}', 'x'.repeat(5000)) },
+    );
+
+  /** A query value as it would appear in a URL: raw bytes percent-encoded, specials, or a bracketed array/object. */
+  const queryPart = (names: string[]) =>
+    fc
+      .tuple(
+        fc.constantFrom(...names, 'limit', 'from', 'to', 'q', 'starting_after', 'x'),
+        fc.oneof(
+          queryValue,
+          wrongScalar.map((value) => percentEncoded(String(value))),
+          fc.constantFrom('%00', '%ED%A0%80', '%FF', '%', '%%', '%E0%A4%A', '&&', '=='),
+        ),
+        fc.constantFrom('', '[]', '[a]', '[__proto__]'),
+      )
+      .map(([name, value, shape]) => `${name}${shape}=${value}`);
+
+  /** Every UTF-8 byte percent-encoded (a lone surrogate becomes U+FFFD, as any client would send it). */
+  const percentEncoded = (text: string) => [...Buffer.from(text, 'utf8')].map((byte) => `%${byte.toString(16).padStart(2, '0')}`).join('');
+
+  /** A path segment for a route parameter: a real id sometimes, else anything. */
+  const segment = (real: string) =>
+    fc.oneof(
+      { weight: 2, arbitrary: fc.constant(real) },
+      { weight: 3, arbitrary: queryValue.map((bytes) => bytes || 'x') },
+      { weight: 1, arbitrary: fc.constantFrom('00000000-0000-0000-0000-000000000000', '..%2F..%2Fetc', '99999999999999999999999', 'assistant%2Fx', '%20', 'a'.repeat(3000)) },
+    );
+
+  function realIdFor(route: Route, parameter: string): string {
+    if (parameter === 'workspaceId') return isApi(route) ? workspace.id : owner.workspaceId;
+    if (route.path.startsWith('/v1/conversations')) return conversationId;
+    if (route.path.startsWith('/v1/models')) return 'gpt-4o-mini';
+    return '00000000-0000-0000-0000-000000000000';
+  }
+
+  const requestFor = (route: Route) => {
+    const operation = operationOf(route);
+    const parameters = [...route.path.matchAll(/:(\w+)/g)].map((match) => match[1]);
+    return fc.record({
+      segments: fc.tuple(...parameters.map((name) => segment(realIdFor(route, name)))),
+      query: fc.array(queryPart(operation.query), { maxLength: 4 }),
+      body: route.method === 'GET' || route.method === 'HEAD' ? fc.constant(undefined) : bodyOf(operation.body),
+      form: fc.dictionary(fc.oneof(fc.constantFrom(...operation.body, 'name', 'email', 'title', 'amount', 'threshold', 'role', 'q'), hostileString), fc.oneof(hostileString, wrongScalar.map(String)), { maxKeys: 4 }),
+    }).map(({ segments, query, body, form }) => {
+      let index = 0;
+      const path = route.path.replace(/:(\w+)/g, () => segments[index++]);
+      return { url: `${path}${query.length ? `?${query.join('&')}` : ''}`, body: body?.replace('"CONVERSATION"', JSON.stringify(conversationId)), form };
+    });
+  };
+
+  async function send(route: Route, request: { url: string; body?: string }) {
+    const response = await fetch(`${t.baseUrl}${request.url}`, {
+      method: route.method,
+      headers: { Authorization: `Bearer ${workspace.apiKey}`, ...(request.body !== undefined ? { 'Content-Type': 'application/json' } : {}) },
+      body: request.body,
+      redirect: 'manual',
+    });
+    return { status: response.status, type: response.headers.get('content-type') ?? '', text: await response.text() };
+  }
+
+  /** Never a 5xx; an error in the one shape (a stream may end with an in-band error, which is in the shape too). */
+  function expectApiAnswer(answer: { status: number; type: string; text: string }, request: string) {
+    expect({ request, status: answer.status < 500 ? 'not 5xx' : `${answer.status} ${answer.text.slice(0, 300)}` }).toEqual({ request, status: 'not 5xx' });
+    if (answer.status < 400 || answer.type.startsWith('text/event-stream')) return;
+    expect({ request, type: answer.type.split(';')[0] }).toEqual({ request, type: 'application/json' });
+    const body = JSON.parse(answer.text) as { error: Record<string, unknown> };
+    expect(Object.keys(body)).toEqual(['error']);
+    const { type, message, code, param } = body.error;
+    expect({ request, type: typeof type, message: typeof message, code: code === null || typeof code === 'string', param: param === null || typeof param === 'string' }).toEqual({
+      request,
+      type: 'string',
+      message: 'string',
+      code: true,
+      param: true,
+    });
+  }
+
+  it('finds every documented endpoint among the routes it covers', () => {
+    const covered = new Set(routes.map((route) => `${route.method} ${route.path.replace(/:(\w+)/g, '{$1}')}`));
+    const documented = Object.entries(openApi.paths).flatMap(([path, methods]) => Object.keys(methods).map((method) => `${method.toUpperCase()} ${path}`));
+    expect(documented.filter((operation) => !covered.has(operation))).toEqual([]);
+    expect(routes.filter((route) => !isApi(route)).length).toBeGreaterThan(10);
+    console.log(`hostile input: ${routes.filter(isApi).length} API routes x ${API_RUNS} and ${routes.filter((r) => !isApi(r)).length} dashboard routes x ${PAGE_RUNS}`);
+  });
+
+  it('answers every API route without a 5xx, errors in the one shape', async () => {
+    let sent = 0;
+    for (const route of routes.filter(isApi)) {
+      await fc.assert(
+        fc.asyncProperty(requestFor(route), async (request) => {
+          sent++;
+          expectApiAnswer(await send(route, request), `${route.method} ${request.url} ${request.body?.slice(0, 500) ?? ''}`);
+        }),
+        { numRuns: API_RUNS },
+      );
+    }
+    expect(sent).toBeGreaterThanOrEqual(routes.filter(isApi).length * API_RUNS);
+  }, 240_000);
+
+  it('answers every dashboard route, signed in with a valid CSRF token, without a 5xx or a stack trace', async () => {
+    for (const route of routes.filter((r) => !isApi(r))) {
+      // Signing out would end the session the other routes are called with.
+      const client = route.path === '/logout' ? new DashboardClient(t.baseUrl) : dashboard;
+      await fc.assert(
+        fc.asyncProperty(requestFor(route), async (request) => {
+          const answer = route.method === 'POST' ? await client.post(request.url, request.form) : await client.get(request.url);
+          const described = `${route.method} ${request.url} ${JSON.stringify(request.form).slice(0, 300)}`;
+          expect({ described, status: answer.status < 500 ? 'not 5xx' : answer.status }).toEqual({ described, status: 'not 5xx' });
+          expect({ described, stack: /\n\s+at .+\(.*:\d+:\d+\)/.test(answer.html) }).toEqual({ described, stack: false });
+        }),
+        { numRuns: PAGE_RUNS },
+      );
+      // A route that ended the session (leaving the workspace, say): sign in again for the next.
+      if ((await dashboard.get(`/w/${owner.workspaceId}`)).status !== 200) dashboard = await signIn(t.baseUrl, { email: owner.email, password: owner.password });
+    }
+  }, 240_000);
 });
