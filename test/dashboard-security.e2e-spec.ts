@@ -317,6 +317,8 @@ describe('dashboard security', () => {
       // assistants, documents and billing; owners also manage members and the workspace itself).
       const policy: [RegExp, string][] = [
         [/^\/w\/:workspaceId\/settings\/keys(\/|$)/, 'admin'],
+        // Issue 14: nerfing rules (Settings > Limits) are changed by admins and owners.
+        [/^\/w\/:workspaceId\/settings\/limits(\/|$)/, 'admin'],
         [/^\/w\/:workspaceId\/(assistants|documents|billing)(\/|$)/, 'admin'],
         [/^\/w\/:workspaceId\/settings\/(members|invitations)(\/|$)/, 'owner'],
         [/^\/w\/:workspaceId\/settings$/, 'owner'],

@@ -32,6 +32,7 @@ import { OverviewService } from './overview/overview.service';
 import { ConversationPagesController } from './conversations/conversation-pages.controller';
 import { PagesService } from './pages.service';
 import { PlaygroundController } from './playground/playground.controller';
+import { LimitsPagesController } from './workspaces/limits.controller';
 import { WorkspacesController } from './workspaces/workspaces.controller';
 
 /**
@@ -41,7 +42,7 @@ import { WorkspacesController } from './workspaces/workspaces.controller';
  */
 @Module({
   imports: [AccountsModule, WorkspacesModule, LimitsModule, MailModule, WalletModule, UsageModule, AssistantsModule, ChatModule, ConversationsModule, ModelsModule, AssistantPagesModule, WidgetModule],
-  controllers: [HomeController, AuthController, AccountController, OverviewController, KeysController, WorkspacesController, MembersController, InvitationsController, PlaygroundController, AssistantsController, DocumentsController, WidgetPagesController, BillingController, ConversationPagesController, UsagePagesController],
+  controllers: [HomeController, AuthController, AccountController, OverviewController, KeysController, WorkspacesController, MembersController, InvitationsController, PlaygroundController, AssistantsController, DocumentsController, WidgetPagesController, BillingController, ConversationPagesController, UsagePagesController, LimitsPagesController],
   providers: [
     PagesService,
     OverviewService,

@@ -22,5 +22,6 @@ export function tierLimits(workspace: Pick<Workspace, 'tier' | 'customRateLimitR
     { label: 'Document storage', value: documents.maxTotalBytes === UNLIMITED ? 'No limit' : formatBytes(documents.maxTotalBytes) },
     { label: 'Largest document', value: formatBytes(MAX_FILE_BYTES) },
     { label: 'Branding', value: tier.removeBranding ? 'Can be removed' : 'Shown' },
+    { label: 'Nerfing rules (Settings, Limits)', value: count(tier.maxNerfingRules) },
   ];
 }
