@@ -161,7 +161,7 @@ describe('Responses API clients', () => {
         maxRetries: 0,
         configuration: {
           baseURL: `${simulated.baseUrl}/v1`,
-          fetch: (url: RequestInfo | URL, init?: RequestInit) => {
+          fetch: (url: string | URL | Request, init?: RequestInit) => {
             requests.push(String(url));
             return fetch(url, init);
           },
