@@ -2,7 +2,7 @@ import { gunzipSync } from 'node:zlib';
 import { DataSource } from 'typeorm';
 import { AssistantsService } from '../src/assistants/assistants.service';
 import { WalletService } from '../src/wallet/wallet.service';
-import { VISITOR_RATE_LIMIT_RPM } from '../src/widget/widget.controller';
+import { READ_RATE_LIMIT_RPM, VISITOR_RATE_LIMIT_RPM } from '../src/widget/widget.controller';
 import { WidgetsService } from '../src/widget/widgets.service';
 import { defaultWidgetSettings } from '../src/widget/widget-settings';
 import { WorkspacesService } from '../src/workspaces/workspaces.service';
@@ -288,6 +288,16 @@ describe('widget: public endpoints', () => {
     // Nothing stored for the refused message: no conversation for the visitor.
     expect((await call('GET', `/widget/v1/${widget.publicId}/conversation?visitor=${visitor(7)}`)).json.messages).toEqual([]);
     expect(await db.query(`SELECT 1 FROM conversations WHERE workspace_id = $1`, [empty.id])).toEqual([]);
+  });
+
+  it('limits the reads of one address to one widget (429 after the limit), without touching other widgets', async () => {
+    const assistant = await t.app.get(AssistantsService).create(workspace.id, { name: 'Busy', model: 'gpt-4o-mini' });
+    const busy = await t.app.get(WidgetsService).save(workspace.id, assistant.id, { ...defaultWidgetSettings('Busy'), enabled: true, allowedOrigins: [SITE] });
+    const statuses: number[] = [];
+    for (let i = 0; i <= READ_RATE_LIMIT_RPM; i++) statuses.push((await fetch(`${t.baseUrl}/widget/v1/${busy.publicId}/config`, { headers: { origin: SITE } })).status);
+    expect(statuses.slice(0, READ_RATE_LIMIT_RPM).every((status) => status === 200)).toBe(true);
+    expect(statuses.at(-1)).toBe(429);
+    expect((await call('GET', `/widget/v1/${publicId}/config`)).status).toBe(200);
   });
 
   it('never shows an API key: no body or header of this file had one', () => {

@@ -27,6 +27,8 @@ export const VISITOR_RATE_LIMIT_RPM = 10;
 export const ADDRESS_RATE_LIMIT_RPM = 30;
 /** Messages all visitors of one widget may send per minute (the workspace's own rate applies too). */
 export const WIDGET_RATE_LIMIT_RPM = 120;
+/** Reads (configuration, transcript, starting over) one client address may make per minute of one widget. */
+export const READ_RATE_LIMIT_RPM = 120;
 
 /** The most messages the transcript of a visitor's conversation returns (two per visitor message). */
 const TRANSCRIPT_MAX_MESSAGES = 2 * VISITOR_MESSAGES_PER_CONVERSATION;
@@ -67,6 +69,7 @@ export class WidgetController {
   @Get(':widgetId/config')
   async configuration(@Req() req: ApiRequest, @Res() res: Response, @Param('widgetId') widgetId: string): Promise<void> {
     const widget = await this.admit(req, res, widgetId);
+    await this.limitReads(req, res, widget);
     const branding = await this.widgets.brandingFor(widget.workspaceId);
     res.setHeader('Cache-Control', 'no-store');
     res.json({
@@ -84,6 +87,7 @@ export class WidgetController {
   @Get(':widgetId/conversation')
   async conversation(@Req() req: ApiRequest, @Res() res: Response, @Param('widgetId') widgetId: string, @Query('visitor') visitor: unknown): Promise<void> {
     const widget = await this.admit(req, res, widgetId);
+    await this.limitReads(req, res, widget);
     const visitorId = readVisitorId(visitor);
     const conversationId = await this.widgets.conversationOf(widget, visitorId);
     res.setHeader('Cache-Control', 'no-store');
@@ -107,6 +111,7 @@ export class WidgetController {
   @Delete(':widgetId/conversation')
   async newConversation(@Req() req: ApiRequest, @Res() res: Response, @Param('widgetId') widgetId: string, @Query('visitor') visitor: unknown): Promise<void> {
     const widget = await this.admit(req, res, widgetId);
+    await this.limitReads(req, res, widget);
     await this.widgets.forgetConversation(widget, readVisitorId(visitor));
     res.status(204).end();
   }
@@ -122,7 +127,7 @@ export class WidgetController {
     const widget = await this.admit(req, res, widgetId);
     const { visitorId, message } = readVisitorMessage(body);
     await this.rateLimits.enforce(`widget-visitor:${widget.id}:${visitorId}`, VISITOR_RATE_LIMIT_RPM, RATE_WINDOW_MS, res);
-    await this.rateLimits.enforce(`widget-ip:${widget.id}:${normalizeIp(req.ip ?? 'unknown')}`, ADDRESS_RATE_LIMIT_RPM, RATE_WINDOW_MS, res);
+    await this.rateLimits.enforce(`widget-ip:${widget.id}:${addressOf(req)}`, ADDRESS_RATE_LIMIT_RPM, RATE_WINDOW_MS, res);
     await this.rateLimits.enforce(`widget:${widget.id}`, WIDGET_RATE_LIMIT_RPM, RATE_WINDOW_MS, res);
     const workspace = await this.workspaces.get(widget.workspaceId);
     const rateLimitRpm = effectiveRateLimitRpm(workspace.tier, workspace.customRateLimitRpm);
@@ -189,6 +194,11 @@ export class WidgetController {
     return widget;
   }
 
+  /** Cheap requests, but each one reads the database: a page reloaded in a loop is stopped too. */
+  private async limitReads(req: ApiRequest, res: Response, widget: Widget): Promise<void> {
+    await this.rateLimits.enforce(`widget-read:${widget.id}:${addressOf(req)}`, READ_RATE_LIMIT_RPM, RATE_WINDOW_MS, res);
+  }
+
   /** Visitors see what they can act on; the workspace's wallet and the upstream's details are not theirs to read. */
   private visitorError(error: ApiError): ApiError;
   private visitorError(error: unknown): unknown;
@@ -215,4 +225,8 @@ export class WidgetController {
     const basePath = (req as ApiRequest & { basePath?: string }).basePath ?? '';
     return this.config.dashboard.publicUrl ?? `${req.protocol}://${req.get('host')}${basePath}/`;
   }
+}
+
+function addressOf(req: ApiRequest): string {
+  return normalizeIp(req.ip ?? 'unknown');
 }
