@@ -147,6 +147,14 @@ describe('Responses API (openai SDK, fake OpenAI upstream)', () => {
       await expect(workspace.client.responses.retrieve('not-an-id')).rejects.toMatchObject({ status: 404 });
     });
 
+    it('an answer with text jsonb cannot hold (NUL) is answered and stored with U+FFFD in its place', async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+      upstream.script({ kind: 'text', text: 'bad\u0000byte' });
+      const response = await create(workspace, { model: 'gpt-4o-mini', input: 'Hi' });
+      expect(response.output_text).toBe('bad\u0000byte');
+      expect((await workspace.client.responses.retrieve(response.id)).output_text).toBe('bad\ufffdbyte');
+    });
+
     it('store: false keeps nothing: no conversation, and GET is a 404', async () => {
       const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
       upstream.script({ kind: 'text', text: 'Ok.' });
@@ -399,6 +407,19 @@ describe('Responses API (openai SDK, fake OpenAI upstream)', () => {
       const messages = lastUpstream().messages as Array<{ role: string; content: unknown }>;
       expect(messages[0]).toEqual({ role: 'system', content: 'You search.' });
       expect(JSON.stringify(messages[messages.length - 1])).toContain('Sunny, 21 C');
+
+      // Streamed: the search runs between two model calls, the client sees one message.
+      search.script(resultsScenario([{ title: 'Oslo weather', url: 'https://weather.example/oslo', snippet: 'Snow, -3 C' }]));
+      upstream.script(
+        { kind: 'tool_calls', calls: [{ id: 'call_ws2', name: 'web_search', arguments: '{"query":"Oslo weather"}' }] },
+        { kind: 'text', text: 'Snow, -3 C.' },
+      );
+      const streamed = (await workspace.client.responses
+        .stream({ model: 'assistant/searcher', input: 'Weather in Oslo?' })
+        .finalResponse()) as unknown as WithService<OpenAI.Responses.Response>;
+      expect(streamed.output_text).toBe('Snow, -3 C.');
+      expect(streamed.output.map((item) => item.type)).toEqual(['message']);
+      expect(streamed.x_service).toMatchObject({ iterations: 2, tools_used: ['web_search'] });
 
       // An assistant without the tool, and direct mode, refuse it.
       await assistants.create(workspace.id, { name: 'Plain', model: 'gpt-4o-mini' });

@@ -3,6 +3,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { ApiError } from '../common/errors/api-error';
 import { queryRows } from '../common/database/query-rows';
+import { storable } from '../common/database/storable';
 import type { ResponseObject } from './response-object';
 import type { InputItem } from './responses-request';
 
@@ -27,11 +28,12 @@ const RESPONSE_ID = /^resp_[A-Za-z0-9_-]{1,100}$/;
 export class ResponsesStore {
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
 
+  /** The model's text is stored as the conversation stores it: NUL and lone surrogates (which jsonb refuses) become U+FFFD. */
   async save(workspaceId: string, conversationId: string, body: ResponseObject, inputItems: InputItem[]): Promise<void> {
     await this.dataSource.query(
       `INSERT INTO responses (id, workspace_id, conversation_id, body, input_items, output_item_ids)
        VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, $6::text[])`,
-      [body.id, workspaceId, conversationId, JSON.stringify(body), JSON.stringify(inputItems), body.output.map((item) => item.id)],
+      [body.id, workspaceId, conversationId, JSON.stringify(storable(body)), JSON.stringify(storable(inputItems)), body.output.map((item) => item.id)],
     );
   }
 

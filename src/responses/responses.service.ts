@@ -49,15 +49,16 @@ export class ResponsesService {
 
   async create(caller: ChatCaller, body: unknown, signal: AbortSignal): Promise<ResponseObject> {
     const turn = await this.prepare(caller, body);
+    let completion: Awaited<ReturnType<ChatService['complete']>>;
     try {
-      const completion = await this.chat.complete(caller, turn.chatBody, signal);
-      const response = responseOf(startResponse(turn.id, completion.model, turn.request.echo, turn.conversationId), completion);
-      if (turn.conversationId) await this.store.save(caller.principal.workspaceId, turn.conversationId, response, turn.input);
-      return response;
+      completion = await this.chat.complete(caller, turn.chatBody, signal);
     } catch (error) {
       await turn.abandon();
       throw inResponsesTerms(error);
     }
+    const response = responseOf(startResponse(turn.id, completion.model, turn.request.echo, turn.conversationId), completion);
+    await this.keep(caller, turn, response);
+    return response;
   }
 
   /**
@@ -69,9 +70,7 @@ export class ResponsesService {
       switchMap((turn) =>
         responseEvents(this.chat.stream(caller, turn.chatBody), {
           start: (model) => startResponse(turn.id, model, turn.request.echo, turn.conversationId),
-          finished: async (response) => {
-            if (turn.conversationId) await this.store.save(caller.principal.workspaceId, turn.conversationId, response, turn.input);
-          },
+          finished: (response) => this.keep(caller, turn, response),
           toApiError: (error) => {
             void turn.abandon();
             return toApiError(inResponsesTerms(error));
@@ -84,6 +83,18 @@ export class ResponsesService {
         ),
       ),
     );
+  }
+
+  /**
+   * Stores a finished response (when it is to be stored). The request is charged and its turn
+   * is in the conversation by now: a failure here is logged, and the client still gets its
+   * answer rather than an error for a request it paid for.
+   */
+  private async keep(caller: ChatCaller, turn: PreparedTurn, response: ResponseObject): Promise<void> {
+    if (!turn.conversationId) return;
+    await this.store.save(caller.principal.workspaceId, turn.conversationId, response, turn.input).catch((error: unknown) => {
+      this.logger.error(`Could not store response ${response.id} [request ${caller.requestId}]: ${String(error)}`);
+    });
   }
 
   async get(workspaceId: string, responseId: string): Promise<ResponseObject> {
