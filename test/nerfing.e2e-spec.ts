@@ -1,9 +1,12 @@
 import OpenAI from 'openai';
 import { DataSource } from 'typeorm';
+import { AssistantsService } from '../src/assistants/assistants.service';
 import { ApiError } from '../src/common/errors/api-error';
 import type { NerfingRuleInput } from '../src/limits/nerfing/nerfing-rule';
 import { NerfingRulesService } from '../src/limits/nerfing/nerfing-rules.service';
 import { NerfingService } from '../src/limits/nerfing/nerfing.service';
+import { defaultWidgetSettings } from '../src/widget/widget-settings';
+import { WidgetsService } from '../src/widget/widgets.service';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
 import { TOKENS_AS_INT } from './support/usage-records';
@@ -232,6 +235,60 @@ describe('nerfing rules', () => {
     // A named user is counted apart from the anonymous ones, and is no widget visitor.
     await ask(workspace, 'ivan');
     await ask(workspace, 'ivan');
+  });
+
+  it('applies a widget_visitors rule to chat widget visitors, each apart, and not to API requests with the same user_id', async () => {
+    const site = 'https://shop.example.com';
+    const workspace = await t.createWorkspace({ tier: 'team' });
+    const assistant = await t.app.get(AssistantsService).create(workspace.id, { name: 'Shop helper', model: 'gpt-4o-mini' });
+    const widget = await t.app
+      .get(WidgetsService)
+      .save(workspace.id, assistant.id, { ...defaultWidgetSettings('Shop helper'), enabled: true, allowedOrigins: [site] });
+    const rule = await addRule(workspace, { scope: 'widget_visitors', window: 'minute', metric: 'requests', threshold: '1', action: 'block' });
+    const send = async (visitor: string) => {
+      const response = await fetch(`${t.baseUrl}/widget/v1/${widget.publicId}/messages`, {
+        method: 'POST',
+        headers: { origin: site, 'content-type': 'application/json' },
+        body: JSON.stringify({ visitor, message: 'Do you ship abroad?' }),
+      });
+      return { status: response.status, headers: response.headers, text: await response.text() };
+    };
+    const [anna, ben] = [`v_${'a'.repeat(32)}`, `v_${'b'.repeat(32)}`];
+
+    expect((await send(anna)).status).toBe(200);
+    const refused = await send(anna);
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toBe('50');
+    expect(JSON.parse(refused.text)).toMatchObject({ error: { type: 'rate_limit_exceeded', retry_after_seconds: 50 } });
+    expect((await send(ben)).status).toBe(200);
+    // The same id through the API is no widget visitor.
+    await ask(workspace, anna);
+    await ask(workspace, anna);
+
+    const rows = (await db.query('SELECT user_id, source, status, nerfing FROM usage_records WHERE workspace_id = $1 ORDER BY created_at', [
+      workspace.id,
+    ])) as { user_id: string; source: string; status: string; nerfing: unknown[] }[];
+    expect(rows.map((r) => [r.user_id, r.source, r.status, r.nerfing])).toEqual([
+      [anna, 'widget', 'success', []],
+      [anna, 'widget', 'error', [{ rule_id: rule.id, action: 'block' }]],
+      [ben, 'widget', 'success', []],
+      [anna, 'api', 'success', []],
+      [anna, 'api', 'success', []],
+    ]);
+  });
+
+  it('refuses a blocked streamed request with the 429 before any event', async () => {
+    const workspace = await t.createWorkspace();
+    await addRule(workspace, { scope: 'all', window: 'minute', metric: 'requests', threshold: '1', action: 'block' });
+    const stream = () =>
+      workspace.client.chat.completions.create({
+        model: 'gpt-4o',
+        messages: [{ role: 'user', content: 'Hello' }],
+        stream: true,
+        user_id: 'olga',
+      } as unknown as OpenAI.Chat.ChatCompletionCreateParamsStreaming);
+    for await (const chunk of await stream()) expect(chunk.model).toBe('gpt-4o');
+    expect((await refusal(stream())).error).toMatchObject({ type: 'rate_limit_exceeded', retry_after_seconds: 50 });
   });
 
   it('lists the rules of the key\'s workspace in GET /v1/limits, in order, with the tier\'s maximum', async () => {
