@@ -39,9 +39,9 @@ function hostPage(scriptTag: string, options: { css?: string } = {}): string {
 }
 
 /** A website on its own origin (a port of 127.0.0.1), serving `html()` at every path. */
-async function startSite(html: (path: string) => string): Promise<{ origin: string; server: Server }> {
+async function startSite(html: (path: string) => string, headers: (path: string) => Record<string, string> = () => ({})): Promise<{ origin: string; server: Server }> {
   const server = createServer((req, res) => {
-    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', ...headers(req.url ?? '/') });
     res.end(html(req.url ?? '/'));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -102,7 +102,11 @@ describeWithBrowser('widget in a browser', () => {
     workspace = await t.createWorkspace({ tier: 'free', balanceMillicents: 100_000 });
     const assistant = await t.app.get(AssistantsService).create(workspace.id, { name: 'Shop helper', model: 'gpt-4o-mini' });
     const tag = () => `<script src="${t.baseUrl}/widget.js" data-widget="${publicId}" async></script>`;
-    allowed = await startSite((path) => hostPage(tag(), { css: path.startsWith('/aggressive') ? AGGRESSIVE_CSS : undefined }));
+    allowed = await startSite(
+      (path) => hostPage(tag(), { css: path.startsWith('/aggressive') ? AGGRESSIVE_CSS : undefined }),
+      // A strict page: scripts and connections to the service only, no inline style or script at all.
+      (path): Record<string, string> => (path.startsWith('/strict') ? { 'content-security-policy': `default-src 'none'; script-src ${t.baseUrl}; connect-src ${t.baseUrl}; style-src 'self'` } : {}),
+    );
     refused = await startSite(() => hostPage(tag()));
     const widget = await t.app.get(WidgetsService).save(workspace.id, assistant.id, {
       ...defaultWidgetSettings('Shop helper'),
@@ -226,6 +230,18 @@ describeWithBrowser('widget in a browser', () => {
     await without.setContent(hostPage(''));
     expect(await without.evaluate(() => getComputedStyle(document.querySelector('h1')!).fontSize)).toBe(hostHeading);
     await without.close();
+  });
+
+  it('works on a page whose CSP allows the service for scripts and connections only (no inline style)', async () => {
+    const strict = await context.newPage();
+    const strictProblems = collectConsoleErrors(strict);
+    await strict.goto(`${allowed.origin}/strict`);
+    await strict.getByRole('button', { name: 'Open chat: Nordic Shop help' }).click();
+    await soon('the transcript', async () => (await inWidget(strict, '.msg').count()) >= 3);
+    // Styled: its stylesheet was not blocked.
+    expect(await strict.evaluate(() => getComputedStyle(document.querySelector('[data-acs-widget]')!.shadowRoot!.querySelector('.launcher')).borderRadius)).toBe('50%');
+    expect(strictProblems).toEqual([]);
+    await strict.close();
   });
 
   it('refuses a website that is not allowed: nothing usable, a clear message, no error of its own', async () => {
