@@ -1,3 +1,4 @@
+/// <reference types="jest" />
 import { spawn } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
