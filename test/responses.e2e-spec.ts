@@ -458,6 +458,12 @@ describe('Responses API (openai SDK, fake OpenAI upstream)', () => {
       [{ store: false, previous_response_id: 'resp_x' }, 'store', 'unsupported_parameter'],
       [{ max_output_tokens: 10_000_000 }, 'max_output_tokens', undefined],
       [{ temperature: 5 }, 'temperature', undefined],
+      [{ top_p: 2 }, 'top_p', undefined],
+      [{ parallel_tool_calls: 'yes' }, 'parallel_tool_calls', undefined],
+      [{ tool_choice: { type: 'file_search' } }, 'tool_choice', 'unsupported_parameter'],
+      [{ input: [{ type: 'message', role: 'assistant', content: [{ type: 'input_image', image_url: 'https://x.example/a.png' }] }] }, 'input.0.content.0', undefined],
+      [{ input: [{ type: 'function_call_output', output: 'x' }] }, 'input.0.call_id', undefined],
+      [{ tools: [{ type: 'file_search', vector_store_ids: ['vs_1'] }], assistant_id: 'any' }, 'tools.0.vector_store_ids', 'unsupported_parameter'],
       [{ text: { format: { type: 'json_schema' } } }, 'text.format', undefined],
     ])('%j is a 400 naming %s', async (fields, param, code) => {
       const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });

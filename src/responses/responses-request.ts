@@ -251,6 +251,16 @@ function refuseUnsupported(body: Record<string, unknown>): void {
   if (reasoning !== undefined) {
     if (typeof reasoning !== 'object' || Array.isArray(reasoning)) throw ApiError.badRequest('reasoning must be an object.', 'reasoning');
     if (reasoning.summary !== undefined && reasoning.summary !== null) refuse('reasoning.summary', 'reasoning summaries are not produced here.');
+    if (reasoning.effort !== undefined && reasoning.effort !== null && typeof reasoning.effort !== 'string') {
+      throw ApiError.badRequest('reasoning.effort must be a string such as "low", "medium" or "high".', 'reasoning.effort');
+    }
+  }
+  if (body.parallel_tool_calls !== undefined && typeof body.parallel_tool_calls !== 'boolean') {
+    throw ApiError.badRequest('parallel_tool_calls must be a boolean.', 'parallel_tool_calls');
+  }
+  // Forwarded to the provider as is (as chat completions forward it): checked here so that a wrong value is our 400, not the provider's.
+  if (body.top_p !== undefined && (typeof body.top_p !== 'number' || !(body.top_p >= 0 && body.top_p <= 1))) {
+    throw ApiError.badRequest('top_p must be a number from 0 to 1.', 'top_p');
   }
   if (body.include !== undefined) {
     if (!Array.isArray(body.include)) throw ApiError.badRequest('include must be an array of strings.', 'include');
