@@ -6,6 +6,8 @@ import { NerfingRulesService } from '../src/limits/nerfing/nerfing-rules.service
 import { WalletService } from '../src/wallet/wallet.service';
 import { ApiKeysService } from '../src/workspaces/api-keys.service';
 import { WorkspacesService } from '../src/workspaces/workspaces.service';
+import type { Browser } from 'playwright-core';
+import { collectConsoleErrors, describeWithBrowser, expectAccessible, launchChromium, newContext, screenshot } from './support/browser';
 import { signUp, SignedUpPerson, textOf } from './support/dashboard-client';
 import { openAiClient, startTestApp, TestApp } from './support/test-app';
 
@@ -56,7 +58,7 @@ describe('dashboard: nerfing rules (Settings > Limits)', () => {
     expect(added.status).toBe(303);
     expect(added.location).toBe(limitsPath);
     const page = await owner.client.follow(added);
-    expect(textOf(page.html)).toContain('The user "visitor-9", past 1 requests in a minute, gets at most 5 output tokens per request.');
+    expect(textOf(page.html)).toContain('The user "visitor-9", past 1 request in a minute, gets at most 5 output tokens per request.');
     expect(textOf(page.html)).toContain('The rule is added.');
 
     await owner.client.post(limitsPath, { scope: 'all', window: 'day', metric: 'tokens', threshold: '100000', action: 'downgrade', model: 'gpt-4o-mini' });
@@ -159,5 +161,72 @@ describe('dashboard: nerfing rules (Settings > Limits)', () => {
       expect(attempts.map((attempt) => attempt.status)).toEqual([403, 403, 403]);
       expect(await rules()).toEqual(before);
     });
+  });
+});
+
+describeWithBrowser('dashboard: nerfing rules in the browser', () => {
+  let t: TestApp;
+  let browser: Browser;
+  let owner: SignedUpPerson;
+
+  beforeAll(async () => {
+    t = await startTestApp();
+    browser = await launchChromium();
+    owner = await signUp(t.baseUrl, { email: 'lina@example.com', name: 'Lina Limits' });
+    await t.app.get(WorkspacesService).setTier(owner.workspaceId, 'pro');
+  }, 30_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await t?.close();
+  });
+
+  it('adds a rule with the form (an error shown beside its field first), reorders and deletes after asking, accessibly; writes docs/dashboard-limits.png', async () => {
+    const context = await newContext(browser, t.baseUrl);
+    await context.addCookies([{ name: 'acs.sid', value: owner.client.sessionCookie!, url: t.baseUrl }]);
+    const page = await context.newPage();
+    page.setDefaultTimeout(8_000);
+    const problems = collectConsoleErrors(page);
+    const limitsPath = `/w/${owner.workspaceId}/settings/limits`;
+    await page.goto(limitsPath);
+    await expectAccessible(page, 'limits page, no rules');
+
+    // A downgrade without its model: the form comes back with the message beside the field.
+    await page.getByLabel('Applies to').selectOption('all');
+    await page.getByLabel('Window').selectOption('hour');
+    await page.getByLabel('Counting').selectOption('requests');
+    await page.getByLabel('Threshold').fill('100');
+    await page.getByLabel('Action').selectOption('downgrade');
+    await Promise.all([page.waitForEvent('load'), page.getByRole('button', { name: 'Add rule' }).click()]);
+    await page.locator('#rule-model-error', { hasText: 'Choose the model to serve instead.' }).waitFor();
+    expect(await page.getByLabel('Threshold').inputValue()).toBe('100');
+    await expectAccessible(page, 'limits page with a form error');
+
+    await page.getByLabel(/Model to serve/).selectOption('gpt-4o-mini');
+    await Promise.all([page.waitForEvent('load'), page.getByRole('button', { name: 'Add rule' }).click()]);
+    await page.getByText('Each end user, past 100 requests in an hour, is served gpt-4o-mini instead.').waitFor();
+
+    await page.getByLabel('Applies to').selectOption('widget_visitors');
+    await page.getByLabel('Window').selectOption('day');
+    await page.getByLabel('Counting').selectOption('cost_millicents');
+    await page.getByLabel('Threshold').fill('50000');
+    await page.getByLabel('Action').selectOption('block');
+    await Promise.all([page.waitForEvent('load'), page.getByRole('button', { name: 'Add rule' }).click()]);
+    const rows = page.locator('#rules-table tbody tr');
+    expect(await rows.count()).toBe(2);
+    await expectAccessible(page, 'limits page with two rules');
+    await screenshot(page, 'docs/dashboard-limits.png');
+
+    await Promise.all([page.waitForEvent('load'), page.getByRole('button', { name: 'Move rule 2 up' }).click()]);
+    expect(await rows.first().textContent()).toContain('Each widget visitor, past 50,000 millicents in a day, is refused (429)');
+
+    page.once('dialog', (dialog) => void dialog.accept());
+    await Promise.all([page.waitForEvent('load'), page.getByRole('button', { name: 'Delete rule 1' }).click()]);
+    expect(await rows.count()).toBe(1);
+    expect(await rows.first().textContent()).toContain('is served gpt-4o-mini instead');
+    const [rule] = await t.app.get(NerfingRulesService).list(owner.workspaceId);
+    expect(rule).toMatchObject({ scopeType: 'all', actionType: 'downgrade', actionModel: 'gpt-4o-mini' });
+    // Chromium logs the 400 of the re-rendered form; anything else (CSP, script errors) is a failure.
+    expect(problems.filter((problem) => !problem.text.includes('status of 400'))).toEqual([]);
   });
 });

@@ -108,17 +108,13 @@ function positiveInteger(value: string | undefined, param: string, what: string)
 export function describeRule(rule: NerfingRuleView): string {
   const who =
     rule.scope.type === 'all' ? 'Each end user' : rule.scope.type === 'user' ? `The user "${rule.scope.user_id}"` : 'Each widget visitor';
-  const amount =
-    rule.threshold.metric === 'requests'
-      ? `${rule.threshold.value.toLocaleString('en-US')} requests`
-      : rule.threshold.metric === 'tokens'
-        ? `${rule.threshold.value.toLocaleString('en-US')} tokens`
-        : `${rule.threshold.value.toLocaleString('en-US')} millicents`;
+  const unit = { requests: 'request', tokens: 'token', cost_millicents: 'millicent' }[rule.threshold.metric];
+  const amount = `${rule.threshold.value.toLocaleString('en-US')} ${unit}${rule.threshold.value === 1 ? '' : 's'}`;
   const then =
     rule.action.type === 'block'
       ? 'is refused (429) until the window ends'
       : rule.action.type === 'cap_output'
         ? `gets at most ${rule.action.max_tokens.toLocaleString('en-US')} output tokens per request`
         : `is served ${rule.action.model} instead`;
-  return `${who}, past ${amount} in a ${rule.window}, ${then}.`;
+  return `${who}, past ${amount} in ${rule.window === 'hour' ? 'an' : 'a'} ${rule.window}, ${then}.`;
 }
