@@ -277,6 +277,19 @@ describe('nerfing rules', () => {
     ]);
   });
 
+  it("applies to the Responses API, which runs on the same core: the response's model is the downgrade's", async () => {
+    const workspace = await t.createWorkspace();
+    const rule = await addRule(workspace, { scope: 'all', window: 'minute', metric: 'requests', threshold: '1', action: 'downgrade', model: 'gpt-4o-mini' });
+    const respond = () => workspace.client.responses.create({ model: 'gpt-4o', input: 'Hello', user: 'pia' } as OpenAI.Responses.ResponseCreateParamsNonStreaming);
+    expect((await respond()).model).toBe('gpt-4o');
+    expect((await respond()).model).toBe('gpt-4o-mini');
+    expect(upstream.requests.at(-1)!.body.model).toBe('gpt-4o-mini');
+    expect((await records(workspace)).map((r) => [r.user_id, r.model, r.nerfing])).toEqual([
+      ['pia', 'gpt-4o', []],
+      ['pia', 'gpt-4o-mini', [{ rule_id: rule.id, action: 'downgrade', from_model: 'gpt-4o', to_model: 'gpt-4o-mini' }]],
+    ]);
+  });
+
   it('refuses a blocked streamed request with the 429 before any event', async () => {
     const workspace = await t.createWorkspace();
     await addRule(workspace, { scope: 'all', window: 'minute', metric: 'requests', threshold: '1', action: 'block' });
