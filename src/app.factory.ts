@@ -16,6 +16,8 @@ import { inputGuardMiddleware } from './common/validation/input-guard';
 import { createValidationPipe } from './common/validation/validation.pipe';
 import type { AppConfig } from './config/app-config';
 import { basePathMiddleware, useDashboard } from './dashboard/dashboard.setup';
+import { httpMetricsMiddleware } from './metrics/http-metrics.middleware';
+import { MetricsService } from './metrics/metrics.service';
 
 /**
  * Makes the Nest application from the root module: NestFactory.create, unless a test
@@ -50,6 +52,7 @@ export async function createApp(
   applyServerTimeouts(app.getHttpServer(), config.http);
   // First: every request is counted until its response closes, so that a stop waits for it.
   app.use(app.get(ServerDrain).middleware);
+  app.use(httpMetricsMiddleware(app.get(MetricsService)));
   // Behind a load balancer the client address (per-address rate limits) is in X-Forwarded-For,
   // to be believed only from the proxies named in TRUST_PROXY.
   app.set('trust proxy', config.trustProxy);

@@ -12,6 +12,8 @@ import type { AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
 import { dataSourceOptions } from './database/data-source';
 import { HealthModule } from './health/health.module';
+import { MetricsEndpointModule } from './metrics/metrics-endpoint.module';
+import { MetricsModule } from './metrics/metrics.module';
 import { IdempotencyInterceptor } from './idempotency/idempotency.interceptor';
 import { IdempotencyModule } from './idempotency/idempotency.module';
 import { LimitsModule } from './limits/limits.module';
@@ -40,7 +42,9 @@ export class AppModule {
         ConfigModule.forRoot(config),
         TypeOrmModule.forRoot(dataSourceOptions(databaseUrl)),
         ScheduleModule.forRoot(),
+        MetricsModule,
         HealthModule,
+        MetricsEndpointModule,
         WorkspacesModule,
         LimitsModule,
         IdempotencyModule,

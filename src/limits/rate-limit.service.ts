@@ -1,10 +1,11 @@
-import { Injectable, Logger } from '@nestjs/common';
+import { Injectable, Logger, Optional } from '@nestjs/common';
 import { InjectThrottlerStorage, normalizeIp, ThrottlerStorage } from '@nestjs/throttler';
 import type { Response } from 'express';
 import { InjectConfig } from '../config/config.module';
 import type { AppConfig } from '../config/app-config';
 import { ApiError } from '../common/errors/api-error';
 import type { ApiRequest } from '../common/http/request-context';
+import { MetricsService } from '../metrics/metrics.service';
 import type { PeekableStorage, WindowState } from './fixed-window.storage';
 import { UNLIMITED } from './tier-policy';
 
@@ -36,6 +37,8 @@ export class RateLimitService {
   constructor(
     @InjectThrottlerStorage() private readonly storage: ThrottlerStorage,
     @InjectConfig() private readonly config: AppConfig,
+    /** Counts refusals (acs_rate_limit_refusals_total); optional for unit tests. */
+    @Optional() private readonly metrics?: MetricsService,
   ) {}
 
   /** Counts a request that has no valid key against its client address. */
@@ -54,20 +57,21 @@ export class RateLimitService {
     if (!window || window.totalHits < limit) return;
     const secondsLeft = Math.max(1, window.timeToExpire);
     const resetAt = Math.floor(Date.now() / 1000) + secondsLeft;
-    this.apply({ limit, remaining: 0, resetAt, retryAfterSeconds: secondsLeft }, res);
+    this.apply({ limit, remaining: 0, resetAt, retryAfterSeconds: secondsLeft }, res, 'address');
   }
 
   /** Counts a request against `key`; sets the `X-RateLimit-*` headers, then throws 429 once it is over `limit`. */
   async enforce(key: string, limit: number, windowMs: number, res: Response): Promise<void> {
-    this.apply(await this.consume(key, limit, windowMs), res);
+    this.apply(await this.consume(key, limit, windowMs), res, key.startsWith('ws:') ? 'workspace' : 'address');
   }
 
   /** Sets the `X-RateLimit-*` headers, and throws 429 when the caller must wait. */
-  private apply(state: RateLimitState, res: Response): void {
+  private apply(state: RateLimitState, res: Response, scope: 'workspace' | 'address'): void {
     res.setHeader('X-RateLimit-Limit', String(state.limit));
     res.setHeader('X-RateLimit-Remaining', String(state.remaining));
     res.setHeader('X-RateLimit-Reset', String(state.resetAt));
     if (state.retryAfterSeconds > 0) {
+      this.metrics?.rateLimitRefusals.inc({ scope });
       throw ApiError.rateLimited(
         `Rate limit reached: ${state.limit} requests per minute. Try again in ${state.retryAfterSeconds} seconds.`,
         state.retryAfterSeconds,

@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiError } from '../common/errors/api-error';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
+import { MetricsService } from '../metrics/metrics.service';
 import type { ModelDefinition, ProviderName } from '../models/model-catalog';
 import { ModelsService } from '../models/models.service';
 import type { ChatCompletion, ChatCompletionChunk, ProviderAdapter, ProviderRequest } from './provider-adapter';
@@ -18,6 +19,13 @@ export interface OpenedStream {
 
 const BASE_BACKOFF_MS = 200;
 
+/** One upstream call being measured (see ProvidersService.upstreamCall). */
+interface UpstreamCall {
+  firstChunk(): void;
+  /** Once, when it ends: without an error, or with the one it failed with. */
+  ended(error?: unknown): void;
+}
+
 /**
  * Chooses the adapter of a model and makes upstream calls with bounded retries and
  * timeouts, turning every upstream failure into an API error (502, 503, 504, or 400 for
@@ -32,6 +40,7 @@ export class ProvidersService implements OnModuleInit {
   constructor(
     @InjectConfig() private readonly config: AppConfig,
     private readonly models: ModelsService,
+    private readonly metrics: MetricsService,
   ) {
     this.adapters = createConfiguredAdapters(config);
     this.simulator = new SimulatorAdapter({ wordDelayMs: config.simulatorWordDelayMs });
@@ -66,7 +75,15 @@ export class ProvidersService implements OnModuleInit {
 
   async complete(request: ProviderRequest): Promise<ChatCompletion> {
     const adapter = this.adapterFor(request.model);
-    return this.withRetries(request, () => this.withTimeout(request, (signal) => adapter.complete({ ...request, signal })));
+    const call = this.upstreamCall(request, 'complete');
+    try {
+      const completion = await this.withRetries(request, () => this.withTimeout(request, (signal) => adapter.complete({ ...request, signal })));
+      call.ended();
+      return completion;
+    } catch (error) {
+      call.ended(error);
+      throw error;
+    }
   }
 
   /**
@@ -77,18 +94,31 @@ export class ProvidersService implements OnModuleInit {
    */
   async openStream(request: ProviderRequest): Promise<OpenedStream> {
     const adapter = this.adapterFor(request.model);
-    return this.withRetries(request, () =>
-      this.withTimeout(request, async (signal, upstream) => {
-        const chunks = adapter.stream({ ...request, signal })[Symbol.asyncIterator]();
-        const first = await chunks.next();
-        if (first.done) throw Object.assign(new Error('The upstream stream ended before its first chunk'), { status: 502 });
-        return { first: first.value, rest: this.watched(chunks, request, upstream) };
-      }),
-    );
+    const call = this.upstreamCall(request, 'stream');
+    try {
+      const opened = await this.withRetries(request, () =>
+        this.withTimeout(request, async (signal, upstream) => {
+          const chunks = adapter.stream({ ...request, signal })[Symbol.asyncIterator]();
+          const first = await chunks.next();
+          if (first.done) throw Object.assign(new Error('The upstream stream ended before its first chunk'), { status: 502 });
+          return { first: first.value, rest: this.watched(chunks, request, upstream, call) };
+        }),
+      );
+      call.firstChunk();
+      return opened;
+    } catch (error) {
+      call.ended(error);
+      throw error;
+    }
   }
 
   /** The rest of a stream, with an idle timeout between chunks and provider errors mapped. */
-  private watched(chunks: AsyncIterator<ChatCompletionChunk>, request: ProviderRequest, upstream: AbortController): AsyncIterator<ChatCompletionChunk> {
+  private watched(
+    chunks: AsyncIterator<ChatCompletionChunk>,
+    request: ProviderRequest,
+    upstream: AbortController,
+    call: UpstreamCall,
+  ): AsyncIterator<ChatCompletionChunk> {
     const idleMs = this.config.upstreamIdleTimeoutMs;
     const { provider } = request.model;
     return {
@@ -105,17 +135,51 @@ export class ProvidersService implements OnModuleInit {
           }, idleMs);
         });
         try {
-          return await Promise.race([chunks.next(), idle]);
+          const next = await Promise.race([chunks.next(), idle]);
+          if (next.done) call.ended();
+          return next;
         } catch (error) {
-          if (request.signal.aborted || isAbort(error)) throw error;
-          throw toUpstreamApiError(error, provider);
+          if (request.signal.aborted || isAbort(error)) {
+            call.ended(error);
+            throw error;
+          }
+          const mapped = toUpstreamApiError(error, provider);
+          call.ended(mapped);
+          throw mapped;
         } finally {
           clearTimeout(timer);
         }
       },
       return: async () => {
+        // Closed before its end: the client left, or the server's stop cut it.
+        call.ended(new DOMException('closed early', 'AbortError'));
         upstream.abort();
         return (await chunks.return?.()) ?? { done: true, value: undefined };
+      },
+    };
+  }
+
+  /**
+   * Metrics of one upstream call (its retries included): counted once when it ends, with its
+   * length, and for a stream the time to its first chunk. A call the client abandoned is
+   * `aborted`, not an error of the provider.
+   */
+  private upstreamCall(request: ProviderRequest, kind: 'complete' | 'stream'): UpstreamCall {
+    const { metrics } = this;
+    const labels = { provider: this.isSimulated(request.model) ? 'simulator' : request.model.provider, model: request.model.id };
+    const started = performance.now();
+    let done = false;
+    return {
+      firstChunk: () => metrics.upstreamFirstToken.observe(labels, (performance.now() - started) / 1000),
+      ended: (error?: unknown) => {
+        if (done) return;
+        done = true;
+        const aborted = error !== undefined && (request.signal.aborted || isAbort(error));
+        metrics.upstreamRequests.inc({ ...labels, outcome: error === undefined ? 'ok' : aborted ? 'aborted' : 'error' });
+        metrics.upstreamDuration.observe({ ...labels, kind }, (performance.now() - started) / 1000);
+        if (error !== undefined && !aborted) {
+          metrics.upstreamErrors.inc({ ...labels, code: error instanceof ApiError ? error.code : 'internal_error' });
+        }
       },
     };
   }

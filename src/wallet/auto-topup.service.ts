@@ -18,6 +18,7 @@ import { AutoTopupAttempt, AutoTopupStatus } from './entities/auto-topup-attempt
 import { AutoTopupSettings } from './entities/auto-topup-settings.entity';
 import { Wallet } from './entities/wallet.entity';
 import { WalletService } from './wallet.service';
+import { MetricsService } from '../metrics/metrics.service';
 
 /** Payment requests per attempt, the first included. */
 export const AUTO_TOPUP_MAX_TRIES = 4;
@@ -94,6 +95,8 @@ export class AutoTopupService implements OnModuleInit, OnModuleDestroy {
     private readonly wallet: WalletService,
     private readonly paymentEvents: PaymentEvents,
     @Optional() @Inject(PAYMENT_PROVIDER) private readonly provider: PaymentProvider | null,
+    /** Counts the outcomes (acs_auto_topups_total); optional for unit tests. */
+    @Optional() private readonly metrics?: MetricsService,
   ) {}
 
   /** Listens to the wallet's committed charges and to the payment providers' webhooks. */
@@ -468,6 +471,7 @@ export class AutoTopupService implements OnModuleInit, OnModuleDestroy {
           [attempt.id, attempt.chargeSeq, outcome.paymentId],
         );
         this.logger.log(`Auto top-up ${attempt.id}: payment ${outcome.paymentId} is pending; its webhook will settle it`);
+        this.metrics?.autoTopups.inc({ outcome: 'pending' });
         return rows[0] ? toAttempt(rows[0]) : attempt;
       }
       case 'failed':
@@ -507,6 +511,7 @@ export class AutoTopupService implements OnModuleInit, OnModuleDestroy {
       [attempt.id, outcome.paymentId, transaction.id],
     );
     if (rows[0]) {
+      this.metrics?.autoTopups.inc({ outcome: 'succeeded' });
       this.logger.log(
         `Auto top-up ${attempt.id} credited ${amountMillicents} millicents to workspace ${attempt.workspaceId} (payment ${outcome.paymentId})`,
       );
@@ -552,6 +557,7 @@ export class AutoTopupService implements OnModuleInit, OnModuleDestroy {
     );
     const updated = rows[0];
     if (!updated) return (await this.attemptById(attempt.id)) ?? attempt;
+    this.metrics?.autoTopups.inc({ outcome: updated.status === 'failed' ? 'failed' : 'retry_scheduled' });
     this.logger.warn(
       `Auto top-up ${attempt.id} of workspace ${attempt.workspaceId}: payment failed (${outcome.code}: ${outcome.reason}); ` +
         (updated.status === 'failed'

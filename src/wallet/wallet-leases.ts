@@ -151,6 +151,17 @@ export class WalletLeases implements BeforeApplicationShutdown {
     });
   }
 
+  /** What this process holds in leases now, and what requests in flight were admitted with (for metrics). */
+  inUse(): { leases: number; amount: number; admitted: number } {
+    let amount = 0;
+    let admitted = 0;
+    for (const lease of this.current.values()) {
+      amount += lease.amount;
+      admitted += lease.admitted;
+    }
+    return { leases: this.current.size, amount, admitted };
+  }
+
   async beforeApplicationShutdown(): Promise<void> {
     this.stopping = true;
     clearInterval(this.heartbeat);

@@ -13,6 +13,7 @@ import { LedgerQueryService } from './ledger-query.service';
 import { TopupCheckoutService } from './topup-checkout.service';
 import { WalletController } from './wallet.controller';
 import { WalletLeases } from './wallet-leases';
+import { WalletMetrics } from './wallet-metrics';
 import { WalletService } from './wallet.service';
 
 /**
@@ -25,7 +26,7 @@ import { WalletService } from './wallet.service';
     PaymentsModule,
   ],
   controllers: [WalletController],
-  providers: [WalletService, WalletLeases, HoldSweeper, AutoTopupService, AutoTopupRetryJob, LedgerQueryService, TopupCheckoutService],
+  providers: [WalletService, WalletLeases, WalletMetrics, HoldSweeper, AutoTopupService, AutoTopupRetryJob, LedgerQueryService, TopupCheckoutService],
   exports: [WalletService, AutoTopupService, LedgerQueryService, TopupCheckoutService],
 })
 export class WalletModule {}

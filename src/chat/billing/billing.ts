@@ -1,10 +1,11 @@
-import { BeforeApplicationShutdown, Injectable, Logger } from '@nestjs/common';
+import { BeforeApplicationShutdown, Injectable, Logger, Optional } from '@nestjs/common';
 import { ApiError } from '../../common/errors/api-error';
 import type { AppConfig } from '../../config/app-config';
 import { InjectConfig } from '../../config/config.module';
 import { ConversationsService } from '../../conversations/conversations.service';
 import { UsageService } from '../../usage/usage.service';
 import { WalletService } from '../../wallet/wallet.service';
+import { MetricsService } from '../../metrics/metrics.service';
 import { BillingIncidents, BillingPorts, BillingSession, Estimate } from './billing-session';
 import { SettlementWriter } from './settlement-writer';
 import { refusedUsageRecord, UsageSubject } from './usage-record';
@@ -28,6 +29,8 @@ export class Billing implements BillingPorts, BeforeApplicationShutdown {
     readonly wallet: WalletService,
     private readonly usage: UsageService,
     conversations: ConversationsService,
+    /** Records settlements and incidents (acs_settlements_total, ...); optional for unit tests. */
+    @Optional() metrics?: MetricsService,
   ) {
     this.holdTtlMs = config.holdTtlMs;
     this.settlements = new SettlementWriter({
@@ -38,6 +41,10 @@ export class Billing implements BillingPorts, BeforeApplicationShutdown {
         this.incidents[kind] += 1;
         this.logger.error(`${kind} for request ${requestId} (${this.incidents[kind]} so far); the charge stands: ${String(error)}`);
       },
+      committed: metrics && ((records) => records.forEach((record) => metrics.settled(record))),
+    });
+    metrics?.gauge('acs_billing_incidents', 'Writes that failed beside a charge, or settlements that failed, since start, by kind', ['kind'], (gauge) => {
+      for (const [kind, count] of Object.entries(this.incidents)) gauge.set({ kind }, count);
     });
   }
 

@@ -23,6 +23,8 @@ export interface SettlementWriterPorts {
   conversations: Pick<ConversationsService, 'appendTurn'>;
   /** A usage record or turn that could not be stored beside its charge (which still commits). */
   incident: (kind: 'usage_record_not_stored' | 'conversation_turn_not_stored', requestId: string, error: unknown) => void;
+  /** Told the usage records of each batch that committed (metrics of tokens, charges and outcomes). */
+  committed?: (records: NewUsageRecord[]) => void;
 }
 
 interface Queued {
@@ -82,10 +84,14 @@ export class SettlementWriter {
    */
   private async write(batch: Queued[], careful = false): Promise<void> {
     try {
+      let records: NewUsageRecord[] = [];
       const settlements = await this.ports.wallet.settleMany(
         batch.map(({ job }) => (careful ? { ...job.order, retry: true } : job.order)),
-        (manager, outcomes) => this.writeBeside(manager, batch, outcomes, careful),
+        async (manager, outcomes) => {
+          records = await this.writeBeside(manager, batch, outcomes, careful);
+        },
       );
+      this.ports.committed?.(records);
       batch.forEach(({ resolve }, index) => resolve(settlements[index]));
     } catch (error) {
       if (careful) return batch[0].reject(error);
@@ -93,13 +99,14 @@ export class SettlementWriter {
     }
   }
 
-  private async writeBeside(manager: EntityManager, batch: Queued[], settlements: Settlement[], careful: boolean): Promise<void> {
+  /** Writes the usage records and turns of the settlements applied; returns those records. */
+  private async writeBeside(manager: EntityManager, batch: Queued[], settlements: Settlement[], careful: boolean): Promise<NewUsageRecord[]> {
     const applied = batch.map(({ job }, index) => ({ job, settlement: settlements[index] })).filter(({ settlement }) => settlement.applied);
     const records = applied.map(({ job, settlement }) => job.record(settlement));
     if (!careful) {
       if (records.length > 0) await this.ports.usage.recordMany(manager, records);
       for (const { job } of applied) if (job.turn) await this.ports.conversations.appendTurn(manager, job.turn);
-      return;
+      return records;
     }
     // Careful: one settlement, whose record and turn may be refused without undoing its charge.
     for (const record of records) {
@@ -112,5 +119,6 @@ export class SettlementWriter {
       const failed = await inSavepoint(manager, () => this.ports.conversations.appendTurn(manager, turn));
       if (failed) this.ports.incident('conversation_turn_not_stored', job.requestId, failed);
     }
+    return records;
   }
 }
