@@ -76,7 +76,8 @@ describe('metrics', () => {
     });
 
     it('refuses a scrape without the token, or with another one', async () => {
-      for (const headers of [{}, { Authorization: 'Bearer not-the-metrics-token-at-all' }, { Authorization: TOKEN }]) {
+      const attempts: Record<string, string>[] = [{}, { Authorization: 'Bearer not-the-metrics-token-at-all' }, { Authorization: TOKEN }];
+      for (const headers of attempts) {
         const response = await fetch(`${t.baseUrl}/metrics`, { headers });
         expect(response.status).toBe(401);
         expect(await response.json()).toEqual({
