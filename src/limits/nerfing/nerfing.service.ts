@@ -86,7 +86,12 @@ export class NerfingService {
       return unchanged;
     }
 
-    const outcome: NerfingOutcome = { ...unchanged, settled: (tokens, costMicros) => this.addUsage(subject, counted, tokens, costMicros) };
+    // Tokens and cost are added only where a rule reads them (to every counter of the request: they are shared by window).
+    const countsUsage = rules.some((rule) => rule.metric !== 'requests');
+    const outcome: NerfingOutcome = {
+      ...unchanged,
+      settled: countsUsage ? (tokens, costMicros) => this.addUsage(subject, counted, tokens, costMicros) : undefined,
+    };
     for (const rule of rules) {
       if (!crossed(rule, usage.get(counterId(rule))!)) continue;
       if (rule.actionType === 'block') {
@@ -112,8 +117,7 @@ export class NerfingService {
   private addUsage(subject: NerfingSubject, counted: NerfingRule[], tokens: number, costMicros: bigint): void {
     if (tokens <= 0 && costMicros <= 0n) return;
     const now = this.clock();
-    const keys = counted.filter((rule) => rule.metric !== 'requests').map((rule) => this.counterKey(subject, rule, now));
-    if (keys.length === 0) return;
+    const keys = counted.map((rule) => this.counterKey(subject, rule, now));
     this.counters.add(keys, tokens, costMicros).catch((error) => this.warnStorageDown(error));
   }
 
