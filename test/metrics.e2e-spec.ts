@@ -166,7 +166,7 @@ describe('metrics', () => {
     try {
       const response = await fetch(`${t.baseUrl}/metrics`);
       expect(response.status).toBe(404);
-      expect((await response.json()).error.message).toMatch(/set METRICS_TOKEN, or METRICS_PORT/);
+      expect(((await response.json()) as { error: { message: string } }).error.message).toMatch(/set METRICS_TOKEN, or METRICS_PORT/);
     } finally {
       await t.close();
     }
