@@ -70,7 +70,7 @@ export class WidgetController {
   async configuration(@Req() req: ApiRequest, @Res() res: Response, @Param('widgetId') widgetId: string): Promise<void> {
     const widget = await this.admit(req, res, widgetId);
     await this.limitReads(req, res, widget);
-    const branding = await this.widgets.brandingFor(widget.workspaceId);
+    const branding = await this.widgets.brandingFor(widget.workspaceId, this.serviceUrl(req));
     res.setHeader('Cache-Control', 'no-store');
     res.json({
       title: widget.title,
@@ -79,7 +79,7 @@ export class WidgetController {
       accent_color: widget.accentColor,
       theme: widget.theme,
       position: widget.position,
-      branding: branding ? { ...branding, url: this.serviceUrl(req) } : null,
+      branding,
     });
   }
 
@@ -223,7 +223,7 @@ export class WidgetController {
   /** Where "Powered by" links: this service's public address. */
   private serviceUrl(req: ApiRequest): string {
     const basePath = (req as ApiRequest & { basePath?: string }).basePath ?? '';
-    return this.config.dashboard.publicUrl ?? `${req.protocol}://${req.get('host')}${basePath}/`;
+    return `${this.config.dashboard.publicUrl ?? `${req.protocol}://${req.get('host')}${basePath}`}/`;
   }
 }
 

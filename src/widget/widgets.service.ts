@@ -14,7 +14,7 @@ import type { WidgetSettings } from './widget-settings';
 export const PUBLIC_WIDGET_ID = /^wgt_[A-Za-z0-9_-]{20}$/;
 
 /** What the panel shows under the conversation unless the workspace's tier removes branding. */
-export const BRANDING = { text: 'Powered by Assistant Chat Service', url: 'https://github.com/assistant-chat-service' } as const;
+export const BRANDING_TEXT = 'Powered by Assistant Chat Service';
 
 export type Branding = { text: string; url: string } | null;
 
@@ -55,10 +55,14 @@ export class WidgetsService {
     return widget;
   }
 
-  /** Decided at each request from the workspace's tier now, so that a tier change shows at once. */
-  async brandingFor(workspaceId: string): Promise<Branding> {
+  /**
+   * The branding line linking to `url` (the service's public address), or null when the
+   * workspace's tier removes it. Decided at each request from the tier now, so that a tier
+   * change shows at once.
+   */
+  async brandingFor(workspaceId: string, url: string): Promise<Branding> {
     const workspace = await this.workspaces.get(workspaceId);
-    return TIERS[workspace.tier].removeBranding ? null : { ...BRANDING };
+    return TIERS[workspace.tier].removeBranding ? null : { text: BRANDING_TEXT, url };
   }
 
   /** The id of the visitor's conversation with the widget, or null when there is none (yet, or any more). */

@@ -71,7 +71,7 @@ export class WidgetPagesController {
     errors: Partial<Record<WidgetSettingsField, string>>,
     status = 200,
   ): Promise<void> {
-    const branding = await this.widgets.brandingFor(req.member!.id);
+    const branding = await this.widgets.brandingFor(req.member!.id, this.pages.absoluteUrl(req, '/'));
     const scriptUrl = this.pages.absoluteUrl(req, '/widget.js');
     await this.pages.render(
       req,
@@ -96,7 +96,7 @@ export class WidgetPagesController {
           accent_color: values.accentColor,
           theme: values.theme,
           position: values.position,
-          branding: branding ? { ...branding, url: this.pages.absoluteUrl(req, '/') } : null,
+          branding,
         }),
         action: `${req.basePath ?? ''}/w/${req.member!.id}/assistants/${assistant.id}/widget`,
       },
