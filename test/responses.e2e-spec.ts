@@ -26,6 +26,15 @@ const weatherTool = {
   strict: true,
 };
 
+/** Polls until `check` holds (writes that follow an answer or a disconnect land a moment later). */
+async function waitFor(check: () => Promise<boolean>, timeoutMs = 3_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
 describe('Responses API (openai SDK, fake OpenAI upstream)', () => {
   let upstream: FakeOpenAi;
   let search: FakeSearch;
@@ -193,6 +202,24 @@ describe('Responses API (openai SDK, fake OpenAI upstream)', () => {
       expect(await refusal(other, { model: 'gpt-4o-mini', input: 'Hi', previous_response_id: second.id })).toMatchObject({ status: 404 });
     });
 
+    it('conversation names one of our conversations: its history goes first, the turn is added to it', async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+      const conversation = (await workspace.client.post('/conversations', { body: { title: 'Trip' } })) as { id: string };
+      upstream.script({ kind: 'text', text: 'Rome it is.' }, { kind: 'text', text: 'You chose Rome.' });
+      const first = await create(workspace, { model: 'gpt-4o-mini', input: 'Let us go to Rome.', conversation: conversation.id });
+      expect(first.conversation).toEqual({ id: conversation.id });
+      await create(workspace, { model: 'gpt-4o-mini', input: 'Where did I choose?', conversation: { id: conversation.id } });
+      expect(lastUpstream().messages).toEqual([
+        { role: 'user', content: [{ type: 'text', text: 'Let us go to Rome.' }] },
+        { role: 'assistant', content: 'Rome it is.' },
+        { role: 'user', content: [{ type: 'text', text: 'Where did I choose?' }] },
+      ]);
+      const unknown = await refusal(workspace, { model: 'gpt-4o-mini', input: 'Hi', conversation: '00000000-0000-0000-0000-000000000000' });
+      expect(unknown).toMatchObject({ status: 404, error: { code: 'conversation_not_found', param: 'conversation' } });
+      const both = await refusal(workspace, { model: 'gpt-4o-mini', input: 'Hi', conversation: conversation.id, previous_response_id: first.id });
+      expect(both).toMatchObject({ status: 400, error: { param: 'conversation' } });
+    });
+
     it('structured output: text.format json_schema arrives upstream as response_format', async () => {
       const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
       upstream.script({ kind: 'text', text: '{"city":"Paris"}' });
@@ -341,6 +368,26 @@ describe('Responses API (openai SDK, fake OpenAI upstream)', () => {
       expect(upstream.requests[upstream.requests.length - 1].body.stream_options).toEqual({ include_usage: true });
     });
 
+    it('a client that goes away mid-stream leaves no stored response and no empty conversation', async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+      upstream.script({ kind: 'text', text: 'one two three four five six seven eight', chunkDelayMs: 100 });
+      const stream = await workspace.client.responses.create({ model: 'gpt-4o-mini', input: 'Count slowly', stream: true });
+      let deltas = 0;
+      for await (const event of stream) {
+        if (event.type !== 'response.output_text.delta') continue;
+        deltas += 1;
+        stream.controller.abort();
+        break;
+      }
+      expect(deltas).toBe(1);
+      // The request settles (charged for what was generated), and the conversation made for it goes.
+      await waitFor(async () => (await usageRecords(workspace)).length === 1);
+      await waitFor(async () => (await db.query('SELECT id FROM conversations WHERE workspace_id = $1', [workspace.id])).length === 0);
+      const [{ count }] = await db.query('SELECT count(*)::int AS count FROM responses WHERE workspace_id = $1', [workspace.id]);
+      expect(count).toBe(0);
+      expect((await wallet(workspace)).reservedMillicents).toBe(0);
+    });
+
     it('client.responses.stream(): text events and finalResponse(), and streamed function calls', async () => {
       const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
       upstream.script({ kind: 'text', text: 'Streaming works fine.' });
@@ -386,6 +433,7 @@ describe('Responses API (openai SDK, fake OpenAI upstream)', () => {
       // Nothing stored for a failed response, and no empty conversation left behind.
       const [{ count }] = await db.query('SELECT count(*)::int AS count FROM responses WHERE workspace_id = $1', [workspace.id]);
       expect(count).toBe(0);
+      await waitFor(async () => (await db.query('SELECT id FROM conversations WHERE workspace_id = $1', [workspace.id])).length === 0);
     });
   });
 

@@ -1,5 +1,5 @@
 import { Injectable, Logger } from '@nestjs/common';
-import { catchError, defer, Observable, switchMap } from 'rxjs';
+import { catchError, defer, finalize, Observable, switchMap } from 'rxjs';
 import { AssistantsService } from '../assistants/assistants.service';
 import { ChatCaller, ChatService } from '../chat/chat.service';
 import type { KeepAlive } from '../chat/completion-types';
@@ -67,21 +67,26 @@ export class ResponsesService {
    */
   stream(caller: ChatCaller, body: unknown, toApiError: (error: unknown) => ApiError): Observable<ResponseEvent | KeepAlive> {
     return defer(() => this.prepare(caller, body)).pipe(
-      switchMap((turn) =>
-        responseEvents(this.chat.stream(caller, turn.chatBody), {
+      switchMap((turn) => {
+        let answered = false;
+        return responseEvents(this.chat.stream(caller, turn.chatBody), {
           start: (model) => startResponse(turn.id, model, turn.request.echo, turn.conversationId),
-          finished: (response) => this.keep(caller, turn, response),
-          toApiError: (error) => {
-            void turn.abandon();
-            return toApiError(inResponsesTerms(error));
+          finished: (response) => {
+            answered = true;
+            return this.keep(caller, turn, response);
           },
+          toApiError: (error) => toApiError(inResponsesTerms(error)),
         }).pipe(
-          catchError(async (error: unknown) => {
-            await turn.abandon();
+          catchError((error: unknown) => {
             throw inResponsesTerms(error);
           }),
-        ),
-      ),
+          // Failed, or the client went away before the end: the chat core stored no turn, so a
+          // conversation created for this response is deleted rather than left empty.
+          finalize(() => {
+            if (!answered) void turn.abandon();
+          }),
+        );
+      }),
     );
   }
 
