@@ -88,6 +88,8 @@ describeWithBrowser('widget in a browser', () => {
   let browser: Browser;
   let workspace: TestWorkspace;
   let publicId: string;
+  /** A widget of a workspace whose wallet is empty. */
+  let brokeId: string;
   let allowed: { origin: string; server: Server };
   let refused: { origin: string; server: Server };
   let context: BrowserContext;
@@ -101,9 +103,9 @@ describeWithBrowser('widget in a browser', () => {
     });
     workspace = await t.createWorkspace({ tier: 'free', balanceMillicents: 100_000 });
     const assistant = await t.app.get(AssistantsService).create(workspace.id, { name: 'Shop helper', model: 'gpt-4o-mini' });
-    const tag = () => `<script src="${t.baseUrl}/widget.js" data-widget="${publicId}" async></script>`;
+    const tag = (id = publicId) => `<script src="${t.baseUrl}/widget.js" data-widget="${id}" async></script>`;
     allowed = await startSite(
-      (path) => hostPage(tag(), { css: path.startsWith('/aggressive') ? AGGRESSIVE_CSS : undefined }),
+      (path) => hostPage(tag(path.startsWith('/broke') ? brokeId : publicId), { css: path.startsWith('/aggressive') ? AGGRESSIVE_CSS : undefined }),
       // A strict page: scripts and connections to the service only, no inline style or script at all.
       (path): Record<string, string> => (path.startsWith('/strict') ? { 'content-security-policy': `default-src 'none'; script-src ${t.baseUrl}; connect-src ${t.baseUrl}; style-src 'self'` } : {}),
     );
@@ -117,6 +119,9 @@ describeWithBrowser('widget in a browser', () => {
       allowedOrigins: [allowed.origin],
     });
     publicId = widget.publicId;
+    const broke = await t.createWorkspace({ tier: 'free', balanceMillicents: 0 });
+    const brokeAssistant = await t.app.get(AssistantsService).create(broke.id, { name: 'Broke', model: 'gpt-4o-mini' });
+    brokeId = (await t.app.get(WidgetsService).save(broke.id, brokeAssistant.id, { ...defaultWidgetSettings('Broke shop'), enabled: true, allowedOrigins: [allowed.origin] })).publicId;
     browser = await launchChromium();
     context = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'en-US' });
     page = await context.newPage();
@@ -269,6 +274,29 @@ describeWithBrowser('widget in a browser', () => {
     await page.waitForTimeout(300);
     expect(await page.evaluate(() => window.pwned)).toBeUndefined();
     expect(problems).toEqual([]);
+  });
+
+  it('starts a new chat on request, and tells the visitor plainly when the workspace cannot pay', async () => {
+    await page.getByRole('button', { name: 'New chat' }).click();
+    await soon('only the greeting', async () => (await inWidget(page, '.msg').count()) === 1);
+    await page.reload();
+    await launcher().click();
+    await soon('the greeting', async () => (await inWidget(page, '.msg').count()) === 1);
+    expect(await inWidget(page, '.msg').textContent()).toBe('Hello! Ask me about shipping.');
+
+    const broke = await context.newPage();
+    const brokeProblems = collectConsoleErrors(broke);
+    await broke.goto(`${allowed.origin}/broke`);
+    await broke.getByRole('button', { name: 'Open chat: Broke shop' }).click();
+    await broke.getByLabel('Your message').fill('Hello?');
+    await broke.keyboard.press('Enter');
+    const status = inWidget(broke, '.status.error');
+    await status.waitFor({ state: 'visible' });
+    expect(await status.textContent()).toBe('This chat is not available at the moment. Please try again later.');
+    expect(await inWidget(broke, '.sr[aria-live="polite"]').textContent()).toBe('This chat is not available at the moment. Please try again later.');
+    // The refusal is an HTTP 402 the page reads; Chromium reports the status of that fetch, nothing else is logged.
+    expect(brokeProblems.filter((problem) => !/status of 402/.test(problem.text))).toEqual([]);
+    await broke.close();
   });
 
   it('shows a live preview on the dashboard page, under its CSP, following the form', async () => {
