@@ -125,6 +125,47 @@ describe('Responses API clients', () => {
       expect(result.response.modelId).toBe('claude-haiku-4-5');
     });
 
+    it('streams a multi-step tool round trip where the model spoke before calling (its message comes back as an item_reference)', async () => {
+      anthropic.script(
+        toolUseReply([{ id: 'toolu_w', name: 'get_weather', input: { city: 'Rome' } }], { text: 'Let me check.' }),
+        textReply('Rome is sunny.'),
+      );
+      const bodies: Array<{ input: Array<{ type?: string }> }> = [];
+      const recording = createOpenAI({
+        baseURL: `${proxied.baseUrl}/v1`,
+        apiKey: onProviders.apiKey,
+        fetch: (url, init) => {
+          bodies.push(JSON.parse(String(init?.body)) as (typeof bodies)[number]);
+          return fetch(url, init);
+        },
+      });
+      const stream = streamText({
+        model: recording('claude-haiku-4-5'),
+        prompt: 'Weather in Rome?',
+        tools: {
+          get_weather: tool({
+            description: 'Current weather',
+            inputSchema: jsonSchema<{ city: string }>(WEATHER_PARAMETERS as Parameters<typeof jsonSchema>[0]),
+            execute: async ({ city }) => ({ city, conditions: 'sunny' }),
+          }),
+        },
+        stopWhen: stepCountIs(3),
+        maxRetries: 0,
+      });
+      let text = '';
+      for await (const part of stream.textStream) text += part;
+      expect(text).toBe('Let me check.Rome is sunny.');
+      expect((await stream.steps).length).toBe(2);
+      expect(bodies[1].input.map((item) => item.type ?? 'message')).toEqual(['message', 'item_reference', 'function_call', 'function_call_output']);
+      // The second request carried the first step's text (by reference to the stored item), the call and its result.
+      const second = anthropic.requests[anthropic.requests.length - 1].body;
+      expect(second.messages).toEqual([
+        { role: 'user', content: 'Weather in Rome?' },
+        { role: 'assistant', content: [expect.objectContaining({ type: 'text', text: 'Let me check.' }), expect.objectContaining({ type: 'tool_use', id: 'toolu_w', name: 'get_weather', input: { city: 'Rome' } })] },
+        { role: 'user', content: [expect.objectContaining({ type: 'tool_result', tool_use_id: 'toolu_w' })] },
+      ]);
+    });
+
     it('generates and streams through the fake OpenAI and the fake Anthropic (each adapter translating from the chat core)', async () => {
       openai.script({ kind: 'text', text: 'Hello from OpenAI.' }, { kind: 'text', text: 'Streamed from OpenAI.' });
       const viaOpenAi = await generateText({ model: aiSdk(proxied, onProviders)('gpt-4o-mini'), system: 'Be brief.', prompt: 'Hi', maxRetries: 0 });
