@@ -1,4 +1,4 @@
-import { DynamicModule, LogLevel, NestApplicationOptions } from '@nestjs/common';
+import { DynamicModule, LoggerService, NestApplicationOptions } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
@@ -11,6 +11,8 @@ import { API_RESPONSE_HEADERS } from './common/openapi/api-responses';
 import type { ApiRequest } from './common/http/request-context';
 import { jsonBodyOnlyMiddleware } from './common/http/json-body.middleware';
 import { requestIdMiddleware } from './common/http/request-id.middleware';
+import { requestLogMiddleware } from './common/http/request-log.middleware';
+import { appLogger } from './common/logging/pino-logger';
 import { ServerDrain } from './common/http/server-drain';
 import { inputGuardMiddleware } from './common/validation/input-guard';
 import { createValidationPipe } from './common/validation/validation.pipe';
@@ -25,12 +27,7 @@ import { MetricsService } from './metrics/metrics.service';
  */
 export type AppCreator = (module: DynamicModule, options: NestApplicationOptions) => Promise<NestExpressApplication>;
 
-const LOG_LEVELS: LogLevel[] = ['fatal', 'error', 'warn', 'log', 'debug', 'verbose'];
-
-/** LOG_LEVEL and everything more severe. */
-export function logLevelsFor(level: AppConfig['logLevel']): LogLevel[] {
-  return LOG_LEVELS.slice(0, LOG_LEVELS.indexOf(level) + 1);
-}
+export { logLevelsFor } from './common/logging/pino-logger';
 
 /**
  * Builds the HTTP application exactly as it runs in production. main.ts, the tests and
@@ -39,14 +36,15 @@ export function logLevelsFor(level: AppConfig['logLevel']): LogLevel[] {
 export async function createApp(
   config: AppConfig,
   databaseUrl: string,
-  options: { logger?: false; create?: AppCreator } = {},
+  /** `logger`: false for none (tests), or the one main.ts made; by default LOG_FORMAT's (appLogger). */
+  options: { logger?: false | LoggerService; create?: AppCreator } = {},
 ): Promise<NestExpressApplication> {
   const create: AppCreator = options.create ?? ((module, appOptions) => NestFactory.create<NestExpressApplication>(module, appOptions));
   const app = await create(AppModule.register({ config, databaseUrl }), {
     bodyParser: false,
     // JSON bodies also keep their exact bytes (req.rawBody): Stripe signs its webhook events over them.
     rawBody: true,
-    logger: options.logger ?? logLevelsFor(config.logLevel),
+    logger: options.logger ?? appLogger(config),
   });
   app.disable('x-powered-by');
   applyServerTimeouts(app.getHttpServer(), config.http);
@@ -58,6 +56,8 @@ export async function createApp(
   app.set('trust proxy', config.trustProxy);
   app.use(basePathMiddleware(config.dashboard.basePath));
   app.use(requestIdMiddleware);
+  // A line per request, unless LOG_LEVEL is above `log` or logging is off: then not even the listener is added.
+  if (options.logger !== false && ['log', 'debug', 'verbose'].includes(config.logLevel)) app.use(requestLogMiddleware(config.logFormat));
   app.use(jsonBodyOnlyMiddleware);
   app.useBodyParser('json', { limit: config.bodyLimit });
   // Before anything walks the body recursively (class-transformer) or stores it (PostgreSQL).

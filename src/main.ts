@@ -2,7 +2,8 @@ import 'reflect-metadata';
 import { INestApplication, Logger } from '@nestjs/common';
 import type { Server } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createApp, logLevelsFor } from './app.factory';
+import { createApp } from './app.factory';
+import { appLogger } from './common/logging/pino-logger';
 import { ServerDrain } from './common/http/server-drain';
 import { AppConfig, ConfigError, loadConfig } from './config/app-config';
 import { DatabaseHandle, openDatabase } from './database/database';
@@ -46,7 +47,9 @@ async function stop(signal: string): Promise<void> {
 
 async function bootstrap(): Promise<void> {
   config = loadConfig();
-  Logger.overrideLogger(logLevelsFor(config.logLevel));
+  // One logger for the whole process: pino's JSON lines or Nest's text (LOG_FORMAT).
+  const appLog = appLogger(config);
+  Logger.overrideLogger(appLog);
   process.once('SIGINT', () => void stop('SIGINT'));
   process.once('SIGTERM', () => void stop('SIGTERM'));
 
@@ -55,7 +58,7 @@ async function bootstrap(): Promise<void> {
   const applied = await runMigrations(url);
   if (applied.length > 0) logger.log(`Applied migrations: ${applied.join(', ')}`);
 
-  app = await createApp(config, url);
+  app = await createApp(config, url, Array.isArray(appLog) ? {} : { logger: appLog });
   if (stopping) return;
   await app.listen(config.port, config.host);
   const baseUrl = `http://${['0.0.0.0', '::'].includes(config.host) ? 'localhost' : config.host}:${config.port}`;

@@ -1,0 +1,133 @@
+import type { LoggerService, LogLevel } from '@nestjs/common';
+import pino, { type DestinationStream, type Logger as Pino } from 'pino';
+import type { AppConfig } from '../../config/app-config';
+
+/** Nest's levels as pino's: `log` is `info`, `verbose` is `trace`. */
+const PINO_LEVEL = { fatal: 'fatal', error: 'error', warn: 'warn', log: 'info', debug: 'debug', verbose: 'trace' } as const;
+
+/**
+ * Secrets that may reach a log line inside a message: API keys (`sk-` and 43 characters),
+ * bearer tokens, and passwords in URLs. Replaced before the line is written.
+ */
+const SECRETS: [RegExp, string][] = [
+  // Bearer first: the key after it goes with it.
+  [/\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]+/gi, '$1 [redacted]'],
+  [/\bsk-[A-Za-z0-9_-]{8,}/g, 'sk-[redacted]'],
+  [/(\/\/[^:/@\s]+:)[^@/\s]+@/g, '$1[redacted]@'],
+];
+
+/** Fields redacted wherever they appear in a logged object: headers carrying credentials, and keys by name. */
+const REDACTED_PATHS = [
+  'req.headers.authorization',
+  'req.headers.cookie',
+  'req.headers["x-api-key"]',
+  'res.headers["set-cookie"]',
+  'headers.authorization',
+  'headers.cookie',
+  'authorization',
+  'cookie',
+  'apiKey',
+  '*.apiKey',
+  'password',
+  '*.password',
+];
+
+export function redactSecrets(text: string): string {
+  let result = text;
+  for (const [pattern, replacement] of SECRETS) result = result.replace(pattern, replacement);
+  return result;
+}
+
+/**
+ * Nest's LoggerService written by pino: one JSON object per line on stdout (LOG_FORMAT=json,
+ * the production default), with `level`, `time`, `context` (the Nest logger's name), `msg`,
+ * and whatever fields an object message carries (the request log's `reqId`,
+ * `workspaceId`, ...). Every `new Logger(...)` of the code writes through it once installed
+ * (`Logger.overrideLogger`, NestFactory's `logger`).
+ */
+export class PinoLoggerService implements LoggerService {
+  constructor(private readonly pino: Pino) {}
+
+  static create(level: AppConfig['logLevel'], destination?: DestinationStream): PinoLoggerService {
+    const options = {
+      level: PINO_LEVEL[level],
+      base: { pid: process.pid },
+      redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+      formatters: { level: (label: string) => ({ level: label }) },
+      timestamp: pino.stdTimeFunctions.isoTime,
+    };
+    return new PinoLoggerService(destination ? pino(options, destination) : pino(options));
+  }
+
+  log(message: unknown, ...params: unknown[]): void {
+    this.write('info', message, params);
+  }
+  error(message: unknown, ...params: unknown[]): void {
+    this.write('error', message, params);
+  }
+  warn(message: unknown, ...params: unknown[]): void {
+    this.write('warn', message, params);
+  }
+  debug(message: unknown, ...params: unknown[]): void {
+    this.write('debug', message, params);
+  }
+  verbose(message: unknown, ...params: unknown[]): void {
+    this.write('trace', message, params);
+  }
+  fatal(message: unknown, ...params: unknown[]): void {
+    this.write('fatal', message, params);
+  }
+
+  setLogLevels(levels: LogLevel[]): void {
+    // The most verbose level asked for: Nest passes the list, pino takes a threshold.
+    const order: LogLevel[] = ['verbose', 'debug', 'log', 'warn', 'error', 'fatal'];
+    const lowest = order.find((level) => levels.includes(level));
+    if (lowest) this.pino.level = PINO_LEVEL[lowest];
+  }
+
+  /**
+   * Nest passes `(message, ...params, context)` from a named Logger, and for `error`
+   * `(message, stack, context)`: the last string is the context, a string that looks like a
+   * stack trace is the stack.
+   */
+  private write(level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace', message: unknown, params: unknown[]): void {
+    if (!this.pino.isLevelEnabled(level)) return;
+    const fields: Record<string, unknown> = {};
+    const rest = [...params];
+    if (rest.length > 0 && typeof rest[rest.length - 1] === 'string' && !isStack(rest[rest.length - 1])) fields.context = rest.pop();
+    for (const param of rest) {
+      if (typeof param === 'string' && isStack(param)) fields.stack = redactSecrets(param);
+      else if (param instanceof Error) fields.err = param;
+    }
+    if (message !== null && typeof message === 'object' && !(message instanceof Error)) {
+      const { msg, ...objectFields } = message as Record<string, unknown>;
+      this.pino[level]({ ...fields, ...objectFields }, typeof msg === 'string' ? redactSecrets(msg) : undefined);
+      return;
+    }
+    if (message instanceof Error) {
+      this.pino[level]({ ...fields, err: message }, redactSecrets(message.message));
+      return;
+    }
+    this.pino[level](fields, redactSecrets(String(message)));
+  }
+}
+
+function isStack(value: unknown): boolean {
+  return typeof value === 'string' && /\n\s+at /.test(value);
+}
+
+/**
+ * The logger of the service: pino's JSON lines (LOG_FORMAT=json), or Nest's own coloured
+ * text (LOG_FORMAT=pretty, the default outside production) at LOG_LEVEL and above.
+ */
+export function appLogger(config: Pick<AppConfig, 'logLevel' | 'logFormat'>): LoggerService | LogLevel[] {
+  if (config.logFormat === 'json') return PinoLoggerService.create(config.logLevel);
+  return logLevelsFor(config.logLevel);
+}
+
+const LOG_LEVELS: LogLevel[] = ['fatal', 'error', 'warn', 'log', 'debug', 'verbose'];
+
+/** LOG_LEVEL and everything more severe. */
+export function logLevelsFor(level: AppConfig['logLevel']): LogLevel[] {
+  return LOG_LEVELS.slice(0, LOG_LEVELS.indexOf(level) + 1);
+}
