@@ -329,4 +329,44 @@ describeWithHaproxy('two replicas behind HAProxy', () => {
     }
     expect(seenOn).toEqual(new Set(['replica0', 'replica1']));
   });
+  // Last: it stops a replica.
+  it('loses no request through the balancer when a replica is stopped with SIGTERM under traffic (a rolling restart)', async () => {
+    const workspace = await setup.createWorkspace({ tier: 'enterprise', balanceMillicents: 100_000_000 });
+    upstream.setDefault({ kind: 'text', text: 'Hi.', usage: { prompt_tokens: 10, completion_tokens: 20 }, delayMs: 30 });
+    const client = clientOf(workspace);
+    const outcomes: { status: number | string; by: string; at: number }[] = [];
+    let running = true;
+    const workers = Array.from({ length: 8 }, async () => {
+      while (running) {
+        outcomes.push(
+          await ask(client).then(
+            ({ response }) => ({ status: response.status, by: servedBy(response.headers), at: Date.now() }),
+            (error: InstanceType<typeof OpenAI.APIError>) => ({ status: error.status ?? `${error.name}: ${error.message}`, by: servedBy(error.headers), at: Date.now() }),
+          ),
+        );
+      }
+    });
+    await sleep(2_000);
+    const stopping = replicas[0].stop('SIGTERM', 30_000);
+    const stoppedAt = Date.now();
+    const stopped = await stopping;
+    await sleep(2_000);
+    running = false;
+    await Promise.all(workers);
+
+    expect(stopped.code).toBe(0);
+    const failed = outcomes.filter((o) => o.status !== 200);
+    console.log(`rolling restart: ${outcomes.length} requests, ${failed.length} failed, replica0 stopped in ${stopped.durationMs} ms`);
+    expect(failed).toEqual([]);
+    // Both served before the stop; only the other one after it.
+    expect(new Set(outcomes.filter((o) => o.at < stoppedAt).map((o) => o.by))).toEqual(new Set(['replica0', 'replica1']));
+    expect(new Set(outcomes.filter((o) => o.at > stoppedAt + stopped.durationMs + 500).map((o) => o.by))).toEqual(new Set(['replica1']));
+    expect(await waitUntil(async () => (await walletInvariants(db, workspace.id)).reserved === 0, 10_000)).toBe(true);
+    const [{ records, charged }] = await db.query(
+      `SELECT count(*)::int AS records, coalesce(sum(charged_millicents), 0)::int AS charged FROM usage_records WHERE workspace_id = $1 AND status = 'success'`,
+      [workspace.id],
+    );
+    expect(records).toBe(outcomes.length);
+    expect(await walletInvariants(db, workspace.id)).toEqual({ balance: 100_000_000 - charged, reserved: 0, ledger: 100_000_000 - charged, holds: 0 });
+  });
 });
