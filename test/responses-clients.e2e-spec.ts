@@ -5,6 +5,7 @@ import OpenAI from 'openai';
 import { DataSource } from 'typeorm';
 import { AssistantsService } from '../src/assistants/assistants.service';
 import { FakeAnthropic, startFakeAnthropic, textReply, toolUseReply } from './fakes/fake-anthropic';
+import { FakeGemini, startFakeGemini } from './fakes/fake-gemini';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
 import { TOKENS_AS_INT } from './support/usage-records';
@@ -31,12 +32,14 @@ describe('Responses API clients', () => {
   let proxied: TestApp;
   let openai: FakeOpenAi;
   let anthropic: FakeAnthropic;
+  let gemini: FakeGemini;
   let onSimulator: TestWorkspace;
   let onProviders: TestWorkspace;
 
   beforeAll(async () => {
     openai = await startFakeOpenAi();
     anthropic = await startFakeAnthropic();
+    gemini = await startFakeGemini({ apiKey: 'goog-upstream' });
     simulated = await startTestApp({ config: { llmSimulator: 'on', simulatorWordDelayMs: 0 } });
     proxied = await startTestApp({
       config: {
@@ -44,6 +47,7 @@ describe('Responses API clients', () => {
         providers: {
           openai: { apiKey: 'sk-upstream', baseUrl: openai.url },
           anthropic: { apiKey: 'sk-ant-upstream', baseUrl: anthropic.url },
+          google: { apiKey: 'goog-upstream', baseUrl: gemini.url },
         },
         upstreamMaxRetries: 0,
       },
@@ -57,6 +61,7 @@ describe('Responses API clients', () => {
     await proxied?.close();
     await openai?.close();
     await anthropic?.close();
+    await gemini?.close();
   });
 
   /** The AI SDK's default model: `createOpenAI(...)(id)` is its Responses API model. */
@@ -286,6 +291,25 @@ describe('Responses API clients', () => {
       anthropic.script(toolUseReply([{ id: 'toolu_1', name: 'get_weather', input: { city: 'Lyon' } }]));
       const withCall = await onProviders.client.responses.create({ model: 'claude-haiku-4-5', input: 'Weather in Lyon?', tools: [weatherFunction] });
       expect(withCall.output).toEqual([expect.objectContaining({ type: 'function_call', call_id: 'toolu_1', name: 'get_weather', arguments: '{"city":"Lyon"}' })]);
+    });
+
+    it('through the fake Gemini: text, a streamed answer, and a function call', async () => {
+      gemini.script(
+        { answer: { text: 'Hallo.', usage: { promptTokenCount: 12, candidatesTokenCount: 2 } } },
+        { answer: { text: 'Es war einmal.' } },
+        { answer: { functionCalls: [{ name: 'get_weather', args: { city: 'Bern' } }] } },
+      );
+      const plain = await onProviders.client.responses.create({ model: 'gemini-2.5-flash', instructions: 'Answer in German.', input: 'Hello' });
+      expect(plain.output_text).toBe('Hallo.');
+      expect(plain.usage).toMatchObject({ input_tokens: 12, output_tokens: 2 });
+      expect(JSON.stringify(gemini.requests[gemini.requests.length - 1].body)).toContain('Answer in German.');
+
+      const streamed = await onProviders.client.responses.stream({ model: 'gemini-2.5-flash', input: 'A story' }).finalResponse();
+      expect(streamed.output_text).toBe('Es war einmal.');
+
+      const withCall = await onProviders.client.responses.create({ model: 'gemini-2.5-flash', input: 'Weather in Bern?', tools: [weatherFunction] });
+      expect(withCall.output).toEqual([expect.objectContaining({ type: 'function_call', name: 'get_weather', call_id: expect.any(String) })]);
+      expect(JSON.parse((withCall.output[0] as OpenAI.Responses.ResponseFunctionToolCall).arguments)).toEqual({ city: 'Bern' });
     });
 
     it('a Claude request through /v1/responses is charged exactly what the same chat completion is', async () => {
