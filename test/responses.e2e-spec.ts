@@ -557,7 +557,10 @@ describe('Responses API (openai SDK, fake OpenAI upstream)', () => {
       const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
       upstream.script({ kind: 'text', text: 'Once.' }, { kind: 'text', text: 'Twice?' });
       const body = { model: 'gpt-4o-mini', input: 'Say once' };
-      const first = await workspace.client.responses.create(body, { headers: { 'Idempotency-Key': 'resp-key-1' } });
+      const { data: first, response: firstHttp } = await workspace.client.responses.create(body, { headers: { 'Idempotency-Key': 'resp-key-1' } }).withResponse();
+      // The rate limit counts it as any API request, with its headers.
+      expect(Number(firstHttp.headers.get('x-ratelimit-limit'))).toBeGreaterThan(0);
+      expect(firstHttp.headers.get('x-ratelimit-remaining')).toEqual(expect.any(String));
       const before = upstream.requests.length;
       const retry = await workspace.client.responses.create(body, { headers: { 'Idempotency-Key': 'resp-key-1' } }).withResponse();
       expect(retry.response.headers.get('idempotent-replayed')).toBe('true');
