@@ -49,7 +49,13 @@ function opened(script: Script, signal: AbortSignal): OpenedStream {
 }
 
 /** A prepared streamed call over scripted upstream streams, with a billing session in memory. */
-function streamedCall(scripts: Array<Script | Error>, fields: Partial<StreamedCall> = {}, billing: Partial<StreamedCall['billing']> = {}) {
+function streamedCall(
+  scripts: Array<Script | Error>,
+  fields: Partial<StreamedCall> = {},
+  billing: Partial<StreamedCall['billing']> = {},
+  /** The server's drain deadline (ServerDrain.streamsCut). */
+  stop?: AbortSignal,
+) {
   const seen = { signal: undefined as AbortSignal | undefined, settled: [] as Array<{ failure: unknown; reply?: ChatMessage; clientLeft: boolean }> };
   const spend = new Spend();
   const events: ChatStreamEvent[] = [];
@@ -85,7 +91,7 @@ function streamedCall(scripts: Array<Script | Error>, fields: Partial<StreamedCa
       ...fields,
     };
   };
-  const observable = streamedCompletion(start);
+  const observable = streamedCompletion(start, stop);
   const run = () =>
     new Promise<{ events: ChatStreamEvent[]; error?: unknown }>((resolve) => {
       observable.subscribe({
@@ -213,5 +219,56 @@ describe('streamedCompletion', () => {
     const last = chunksOf(events).at(-1)!;
     expect(last.usage).toEqual({ prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 });
     expect(last.x_service).toBeDefined();
+  });
+
+  describe('when the server stops (drain deadline)', () => {
+    it('ends a stream mid-answer with server_shutting_down, billed for what it generated', async () => {
+      const stop = new AbortController();
+      const { run, seen, spend, events } = streamedCall(
+        [{ chunks: [chunk({ role: 'assistant', content: '' }), chunk({ content: 'Sunny' })], then: 'hang' }],
+        {},
+        {},
+        stop.signal,
+      );
+      const ended = run();
+      for (let i = 0; i < 20 && textOf(events) !== 'Sunny'; i++) await nextTick();
+      expect(textOf(events)).toBe('Sunny');
+      stop.abort();
+      const { error } = await ended;
+      expect(error).toBeInstanceOf(ApiError);
+      expect(error).toMatchObject({ status: 503, code: 'server_shutting_down' });
+      // Settled as the server's ending, not as a client that left; the generated word is metered.
+      expect(seen.settled).toEqual([{ failure: error, reply: undefined, clientLeft: false }]);
+      expect(spend.tokens.outputTokens).toBe('Sunny'.length);
+    });
+
+    it('starts no further model call of a tool loop once stopped', async () => {
+      const stop = new AbortController();
+      const scripts: Script[] = [{ chunks: searchCall }, { chunks: words('Sunny.') }];
+      const { run, seen } = streamedCall(
+        scripts,
+        {
+          runTool: async () => {
+            stop.abort();
+            return { content: 'Sunny.', costMicros: 2_500_000n, ran: true };
+          },
+        },
+        {},
+        stop.signal,
+      );
+      const { error } = await run();
+      expect(error).toMatchObject({ code: 'server_shutting_down' });
+      expect(scripts).toHaveLength(1);
+      expect(seen.settled[0].failure).toBe(error);
+    });
+
+    it('changes nothing for a stream that ends before the deadline', async () => {
+      const stop = new AbortController();
+      const { run } = streamedCall([{ chunks: words('Sunny', ' today.') }], {}, {}, stop.signal);
+      const { events, error } = await run();
+      stop.abort();
+      expect(error).toBeUndefined();
+      expect(textOf(events)).toBe('Sunny today.');
+    });
   });
 });
