@@ -30,6 +30,10 @@ const SERVICE_VARIABLES = [
   /^USAGE_RETENTION_DAYS$/,
   /^SESSION_SECRET$/,
   /^LOG_LEVEL$/,
+  /^LOG_FORMAT$/,
+  /^HTTP_(KEEP_ALIVE|HEADERS|REQUEST)_TIMEOUT_MS$/,
+  /^SHUTDOWN_DRAIN_MS$/,
+  /^METRICS_(TOKEN|PORT)$/,
 ];
 
 export function processEnv(overrides: Record<string, string>): NodeJS.ProcessEnv {
