@@ -22,7 +22,7 @@ import { walletInvariants } from './support/wallet-invariants';
  * processes on one PostgreSQL and one redis-server, with HAProxy in front (round robin per
  * request), and every request sent through it with the official OpenAI SDK. Money, rate
  * limits, key revocation, idempotency, conversations, auto top-up and streaming must come
- * out as with one process. An in-process app on the same database makes workspaces and
+ * out as with one process, and stopping a replica (a rolling restart) must lose nothing. An in-process app on the same database makes workspaces and
  * reads the ledger; it serves no traffic.
  */
 jest.setTimeout(120_000);
