@@ -1,6 +1,8 @@
 import OpenAI, { APIError } from 'openai';
 import { DataSource } from 'typeorm';
 import { AssistantsService } from '../src/assistants/assistants.service';
+import { NerfingRulesService } from '../src/limits/nerfing/nerfing-rules.service';
+import { NerfingService } from '../src/limits/nerfing/nerfing.service';
 import { WalletService } from '../src/wallet/wallet.service';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
 import { FakeSearch, resultsScenario, startFakeSearch } from './fakes/fake-search';
@@ -549,6 +551,31 @@ describe('Responses API (openai SDK, fake OpenAI upstream)', () => {
       const [record] = await usageRecords(workspace);
       expect(record).toMatchObject({ status: 'error', error_code: 'insufficient_balance' });
       expect(Number(record.charged_millicents)).toBe(0);
+    });
+  });
+
+  describe('nerfing rules', () => {
+    it("apply to /v1/responses as to chat completions, counted per end user (the request's user)", async () => {
+      const nerfing = t.app.get(NerfingService);
+      const clock = nerfing.clock;
+      // Ten seconds into a minute, held still: the rule's window cannot roll over during the test.
+      nerfing.clock = () => Date.parse('2026-11-23T12:00:10.000Z');
+      try {
+        const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+        await t.app.get(NerfingRulesService).add(workspace.id, { scope: 'all', window: 'minute', metric: 'requests', threshold: '1', action: 'block' });
+        upstream.script({ kind: 'text', text: 'First.' }, { kind: 'text', text: 'Bob.' });
+        await create(workspace, { model: 'gpt-4o-mini', input: 'Hi', user: 'alice' });
+        expect(await refusal(workspace, { model: 'gpt-4o-mini', input: 'Hi again', user: 'alice' })).toMatchObject({ status: 429, error: { type: 'rate_limit_exceeded' } });
+        expect((await create(workspace, { model: 'gpt-4o-mini', input: 'Hi', user: 'bob' })).output_text).toBe('Bob.');
+        const records = (await usageRecords(workspace)) as Array<{ user_id: string; status: string }>;
+        expect(records.map((record) => [record.user_id, record.status])).toEqual([
+          ['alice', 'success'],
+          ['alice', 'error'],
+          ['bob', 'success'],
+        ]);
+      } finally {
+        nerfing.clock = clock;
+      }
     });
   });
 

@@ -38,6 +38,8 @@ const MAX_ITEM_REFERENCES = 256;
 @Injectable()
 export class ResponsesService {
   private readonly logger = new Logger('Responses');
+  /** Errors this service answered with: their requests have their usage record (from here or the chat core). */
+  private readonly recorded = new WeakSet<object>();
 
   constructor(
     private readonly chat: ChatService,
@@ -54,7 +56,7 @@ export class ResponsesService {
       completion = await this.chat.complete(caller, turn.chatBody, signal);
     } catch (error) {
       await turn.abandon();
-      throw inResponsesTerms(error);
+      throw this.answered(error);
     }
     const response = responseOf(startResponse(turn.id, completion.model, turn.request.echo, turn.conversationId), completion);
     await this.keep(caller, turn, response);
@@ -78,7 +80,7 @@ export class ResponsesService {
           toApiError: (error) => toApiError(inResponsesTerms(error)),
         }).pipe(
           catchError((error: unknown) => {
-            throw inResponsesTerms(error);
+            throw this.answered(error);
           }),
           // Failed, or the client went away before the end: the chat core stored no turn, so a
           // conversation created for this response is deleted rather than left empty.
@@ -127,8 +129,20 @@ export class ResponsesService {
     } catch (error) {
       // Refused before the chat core saw it: recorded here, as the chat core records its own refusals.
       await this.recordRefused(caller, body, Date.now() - startedAt, error);
-      throw inResponsesTerms(error);
+      throw this.answered(error);
     }
+  }
+
+  /** Whether a request that failed with `error` has its usage record (it reached this service). */
+  isRecorded(error: unknown): boolean {
+    return typeof error === 'object' && error !== null && this.recorded.has(error);
+  }
+
+  /** The error to answer a request that reached this service with, in the Responses API's terms. */
+  private answered(error: unknown): unknown {
+    const answer = inResponsesTerms(error);
+    if (typeof answer === 'object' && answer !== null) this.recorded.add(answer);
+    return answer;
   }
 
   /**
