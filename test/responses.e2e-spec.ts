@@ -141,6 +141,12 @@ describe('Responses API (openai SDK, fake OpenAI upstream)', () => {
       const items = await workspace.client.responses.inputItems.list(response.id, { order: 'asc' });
       expect(items.data.map((item) => (item as { role?: string }).role)).toEqual(['user', 'user']);
       expect(items.data.every((item) => typeof item.id === 'string' && item.id.startsWith('msg_'))).toBe(true);
+      // Newest first by default, paged with limit and after.
+      const page = (await workspace.client.get(`/responses/${response.id}/input_items`, { query: { limit: 1 } })) as { data: Array<{ id: string }>; has_more: boolean; last_id: string };
+      expect(page).toMatchObject({ data: [{ id: items.data[1].id }], has_more: true, last_id: items.data[1].id });
+      const rest = (await workspace.client.get(`/responses/${response.id}/input_items`, { query: { limit: 1, after: page.last_id } })) as typeof page;
+      expect(rest).toMatchObject({ data: [{ id: items.data[0].id }], has_more: false });
+      await expect(workspace.client.get(`/responses/${response.id}/input_items`, { query: { limit: 0 } })).rejects.toMatchObject({ status: 400 });
 
       // The conversation holds the turn, as any chat completion with conversation_id.
       const conversation = (await workspace.client.get(`/conversations/${response.conversation!.id}`)) as { messages: { data: Array<{ role: string; content: unknown }> } };
