@@ -60,7 +60,7 @@ export class ServerDrain {
 
   /**
    * Stops `server` as described above; resolves once nothing is in flight (or the grace
-   * after the deadline is over), with the idle kept-alive connections closed.
+   * after the deadline is over), with the remaining connections closed.
    */
   async stop(server: Server, deadlineMs: number): Promise<DrainOutcome> {
     this.begin();
@@ -77,7 +77,8 @@ export class ServerDrain {
     await this.idle(AFTER_CUT_GRACE_MS);
     const abandoned = this.inFlight.size;
     if (abandoned > 0) this.logger.error(`${abandoned} request(s) still running after the drain; stopping under them`);
-    server.closeIdleConnections();
+    // What is left is idle, or abandoned: closed, so that the application's close does not wait on them.
+    server.closeAllConnections();
     return { inFlightAtStart, openAtDeadline, abandoned };
   }
 

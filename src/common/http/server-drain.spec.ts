@@ -1,0 +1,63 @@
+import type { Request, Response } from 'express';
+import { createServer, get, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { ServerDrain } from './server-drain';
+
+/** A plain Node server behind the drain's middleware; `handle` answers each request. */
+async function serve(drain: ServerDrain, handle: (res: Response) => void): Promise<{ server: Server; url: string }> {
+  const server = createServer((req, res) => drain.middleware(req as Request, res as unknown as Response, () => handle(res as unknown as Response)));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/` };
+}
+
+function request(url: string): Promise<{ res: IncomingMessage; body: string }> {
+  return new Promise((resolve, reject) => {
+    get(url, (res) => {
+      let body = '';
+      res.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => resolve({ res, body }));
+    }).on('error', reject);
+  });
+}
+
+const waitFor = async (condition: () => boolean) => {
+  for (let i = 0; i < 200 && !condition(); i++) await new Promise((resolve) => setTimeout(resolve, 5));
+};
+
+describe('ServerDrain', () => {
+  it('lets a request in flight finish, closing its connection after it, and stops listening', async () => {
+    const drain = new ServerDrain();
+    let started = false;
+    const { server, url } = await serve(drain, (res) => {
+      started = true;
+      setTimeout(() => res.end('done'), 300);
+    });
+    const answer = request(url);
+    await waitFor(() => started);
+    const outcome = await drain.stop(server, 5_000);
+    expect(drain.draining).toBe(true);
+    expect(outcome).toEqual({ inFlightAtStart: 1, openAtDeadline: 0, abandoned: 0 });
+    const { res, body } = await answer;
+    expect(body).toBe('done');
+    expect(res.headers.connection).toBe('close');
+    expect(server.listening).toBe(false);
+    expect(drain.streamsCut.aborted).toBe(true);
+  });
+
+  it('cuts what is still open at the deadline through streamsCut', async () => {
+    const drain = new ServerDrain();
+    let started = false;
+    const { server, url } = await serve(drain, (res) => {
+      started = true;
+      res.write('first ');
+      drain.streamsCut.addEventListener('abort', () => res.end('cut'));
+    });
+    const answer = request(url);
+    await waitFor(() => started);
+    const before = Date.now();
+    const outcome = await drain.stop(server, 200);
+    expect(Date.now() - before).toBeGreaterThanOrEqual(190);
+    expect(outcome).toEqual({ inFlightAtStart: 1, openAtDeadline: 1, abandoned: 0 });
+    expect((await answer).body).toBe('first cut');
+  });
+});
