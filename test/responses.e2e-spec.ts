@@ -477,6 +477,12 @@ describe('Responses API (openai SDK, fake OpenAI upstream)', () => {
       expect(streamed.output.map((item) => item.type)).toEqual(['message']);
       expect(streamed.x_service).toMatchObject({ iterations: 2, tools_used: ['web_search'] });
 
+      // A function tool after a hosted one is named by its place in the request.
+      expect(await refusal(workspace, { model: 'assistant/searcher', input: 'Hi', tools: [{ type: 'web_search' }, { type: 'function', name: 'bad name!' }] })).toMatchObject({
+        status: 400,
+        error: { param: 'tools.1.name' },
+      });
+
       // An assistant without the tool, and direct mode, refuse it.
       await assistants.create(workspace.id, { name: 'Plain', model: 'gpt-4o-mini' });
       expect(await refusal(workspace, { assistant_id: 'plain', input: 'Hi', tools: [{ type: 'web_search' }] })).toMatchObject({
@@ -520,6 +526,9 @@ describe('Responses API (openai SDK, fake OpenAI upstream)', () => {
       [{ input: [{ type: 'message', role: 'assistant', content: [{ type: 'input_image', image_url: 'https://x.example/a.png' }] }] }, 'input.0.content.0', undefined],
       [{ input: [{ type: 'function_call_output', output: 'x' }] }, 'input.0.call_id', undefined],
       [{ tools: [{ type: 'file_search', vector_store_ids: ['vs_1'] }], assistant_id: 'any' }, 'tools.0.vector_store_ids', 'unsupported_parameter'],
+      // Checked by the chat core, named as the request has it.
+      [{ tools: [weatherTool, { type: 'function', name: 'bad name!' }] }, 'tools.1.name', undefined],
+      [{ tools: [weatherTool, { type: 'function', name: 'web_search' }] }, 'tools.1', 'tool_requires_assistant'],
       [{ text: { format: { type: 'json_schema' } } }, 'text.format', undefined],
     ])('%j is a 400 naming %s', async (fields, param, code) => {
       const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });

@@ -100,6 +100,8 @@ export interface ResponsesRequest {
   assistantRef?: string;
   /** The server tools the request's hosted tools ask for: the assistant must offer them. */
   serverTools: Array<{ name: 'web_search' | 'file_search'; param: string }>;
+  /** For each chat tool, its index in the request's `tools` (hosted tools are not chat tools). */
+  toolIndexes: number[];
   echo: EchoedFields;
 }
 
@@ -146,7 +148,7 @@ export function parseResponsesRequest(raw: unknown): ResponsesRequest {
   }
   const input = inputItemsOf(body.input);
   const assistantRef = assistantId ?? assistantOfModel(model);
-  const { tools, serverTools } = toolsOf(body.tools, assistantRef !== undefined);
+  const { tools, serverTools, toolIndexes } = toolsOf(body.tools, assistantRef !== undefined);
   const metadata = metadataOf(body.metadata);
   const maxOutputTokens = body.max_output_tokens;
   const format = formatOf(body.text);
@@ -181,6 +183,7 @@ export function parseResponsesRequest(raw: unknown): ResponsesRequest {
     conversationId,
     assistantRef,
     serverTools,
+    toolIndexes,
     echo: {
       instructions: instructions ?? null,
       max_output_tokens: typeof maxOutputTokens === 'number' ? maxOutputTokens : null,
@@ -362,16 +365,18 @@ function outputTextOf(output: unknown, at: string): string {
   throw ApiError.badRequest(`${at} must be a string.`, at);
 }
 
-function toolsOf(raw: unknown, assistantMode: boolean): { tools: unknown[]; serverTools: ResponsesRequest['serverTools'] } {
-  if (raw === undefined) return { tools: [], serverTools: [] };
+function toolsOf(raw: unknown, assistantMode: boolean): Pick<ResponsesRequest, 'serverTools' | 'toolIndexes'> & { tools: unknown[] } {
+  if (raw === undefined) return { tools: [], serverTools: [], toolIndexes: [] };
   if (!Array.isArray(raw)) throw ApiError.badRequest('tools must be an array.', 'tools');
   const tools: unknown[] = [];
   const serverTools: ResponsesRequest['serverTools'] = [];
+  const toolIndexes: number[] = [];
   raw.forEach((entry: unknown, index) => {
     const at = `tools.${index}`;
     const tool = (entry ?? {}) as Record<string, unknown>;
     const type = typeof tool.type === 'string' ? tool.type : '';
     if (type === 'function') {
+      toolIndexes.push(index);
       tools.push({
         type: 'function',
         function: Object.fromEntries(
@@ -407,7 +412,7 @@ function toolsOf(raw: unknown, assistantMode: boolean): { tools: unknown[]; serv
     }
     serverTools.push({ name: serverTool, param: at });
   });
-  return { tools, serverTools };
+  return { tools, serverTools, toolIndexes };
 }
 
 function toolChoiceOf(raw: unknown): unknown {

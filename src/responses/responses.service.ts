@@ -56,7 +56,7 @@ export class ResponsesService {
       completion = await this.chat.complete(caller, turn.chatBody, signal);
     } catch (error) {
       await turn.abandon();
-      throw this.answered(error);
+      throw this.answered(error, turn.request.toolIndexes);
     }
     const response = responseOf(startResponse(turn.id, completion.model, turn.request.echo, turn.conversationId), completion);
     await this.keep(caller, turn, response);
@@ -77,10 +77,10 @@ export class ResponsesService {
             answered = true;
             return this.keep(caller, turn, response);
           },
-          toApiError: (error) => toApiError(inResponsesTerms(error)),
+          toApiError: (error) => toApiError(inResponsesTerms(error, turn.request.toolIndexes)),
         }).pipe(
           catchError((error: unknown) => {
-            throw this.answered(error);
+            throw this.answered(error, turn.request.toolIndexes);
           }),
           // Failed, or the client went away before the end: the chat core stored no turn, so a
           // conversation created for this response is deleted rather than left empty.
@@ -139,8 +139,8 @@ export class ResponsesService {
   }
 
   /** The error to answer a request that reached this service with, in the Responses API's terms. */
-  private answered(error: unknown): unknown {
-    const answer = inResponsesTerms(error);
+  private answered(error: unknown, toolIndexes?: number[]): unknown {
+    const answer = inResponsesTerms(error, toolIndexes);
     if (typeof answer === 'object' && answer !== null) this.recorded.add(answer);
     return answer;
   }
@@ -279,14 +279,21 @@ const PARAM_NAMES: Array<[RegExp, string]> = [
   [/^conversation_id$/, 'conversation'],
 ];
 
-/** An error of the chat core, renamed into the Responses API's fields (`messages` -> `input`, ...). */
-export function inResponsesTerms(error: unknown): unknown {
+/**
+ * An error of the chat core, renamed into the Responses API's fields (`messages` -> `input`,
+ * `tools.<chat index>.function.name` -> `tools.<request index>.name`, ...). `toolIndexes`: the
+ * request index of each chat tool, when the chat body was built.
+ */
+export function inResponsesTerms(error: unknown, toolIndexes: number[] = []): unknown {
   if (!(error instanceof ApiError) || error.param === null) return error;
-  const rename = PARAM_NAMES.find(([pattern]) => pattern.test(error.param!));
-  if (!rename) return error;
+  const tool = /^tools\.(\d+)(?:\.function)?(\..*)?$/.exec(error.param);
+  const param = tool
+    ? `tools.${toolIndexes[Number(tool[1])] ?? tool[1]}${tool[2] ?? ''}`
+    : PARAM_NAMES.find(([pattern]) => pattern.test(error.param!))?.[1];
+  if (param === undefined || param === error.param) return error;
   return new ApiError(error.type, error.message.replace(/\bmax_(completion_)?tokens\b/g, 'max_output_tokens'), {
     code: error.code,
-    param: rename[1],
+    param,
     status: error.status,
     headers: error.headers,
     retryAfterSeconds: error.retryAfterSeconds,
