@@ -1,6 +1,7 @@
 import type { DataSource } from 'typeorm';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import { freePort } from '../src/database/embedded-postgres';
+import { AutoTopupService } from '../src/wallet/auto-topup.service';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
 import { startTestApp, TestApp } from './support/test-app';
 import { TOKENS_AS_INT } from './support/usage-records';
@@ -147,6 +148,19 @@ describe('metrics', () => {
       expect(valueOf(samples, 'acs_billing_incidents', { kind: 'settlement_failed' })).toBe(0);
       expect(valueOf(samples, 'acs_nodejs_eventloop_lag_seconds')).toBeGreaterThanOrEqual(0);
       expect(valueOf(samples, 'acs_process_resident_memory_bytes')).toBeGreaterThan(0);
+    });
+
+    it('counts auto top-up outcomes', async () => {
+      // Simulated payments (no Stripe key, not production): the charge below the threshold buys one top-up.
+      const workspace = await t.createWorkspace({ balanceMillicents: 50_001 });
+      const autoTopup = t.app.get(AutoTopupService);
+      await autoTopup.configure({ workspaceId: workspace.id, enabled: true, thresholdMillicents: 50_000, amountMillicents: 100_000 });
+      upstream.script({ kind: 'text', text: 'Hi.', usage: { prompt_tokens: 10, completion_tokens: 5 } });
+      await workspace.client.chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'Hello' }] });
+      await autoTopup.idle();
+      const [attempt] = await db.query(`SELECT status FROM auto_topup_attempts WHERE workspace_id = $1`, [workspace.id]);
+      expect(attempt).toEqual({ status: 'succeeded' });
+      expect(valueOf(await scrape(), 'acs_auto_topups_total', { outcome: 'succeeded' })).toBe(1);
     });
 
     it('counts rate-limit refusals by scope', async () => {
