@@ -69,11 +69,13 @@ async function bootstrap(): Promise<void> {
 bootstrap().catch(async (error: unknown) => {
   // A signal during start-up: what failed is the work the stop cut short, and stop() exits.
   if (stopping) return;
-  if (error instanceof ConfigError || error instanceof EmbeddedPostgresError) {
-    console.error(error.message);
-  } else {
-    console.error(`The service could not start: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
-  }
+  const message =
+    error instanceof ConfigError || error instanceof EmbeddedPostgresError
+      ? error.message
+      : `The service could not start: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`;
+  // A configuration that could not be read has no log format yet: plain text on stderr.
+  if (config?.logFormat === 'json') logger.fatal(message);
+  else console.error(message);
   await app?.close().catch(() => undefined);
   await database?.then((handle) => handle.stop()).catch(() => undefined);
   process.exit(1);
