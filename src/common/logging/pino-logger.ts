@@ -1,6 +1,8 @@
 import type { LoggerService, LogLevel } from '@nestjs/common';
 import pino, { type DestinationStream, type Logger as Pino } from 'pino';
-import type { AppConfig } from '../../config/app-config';
+
+/** LOG_LEVEL's values (as in the service's configuration; named here, since common/ does not import config/). */
+export type LogLevelName = 'error' | 'warn' | 'log' | 'debug' | 'verbose';
 
 /** Nest's levels as pino's: `log` is `info`, `verbose` is `trace`. */
 const PINO_LEVEL = { fatal: 'fatal', error: 'error', warn: 'warn', log: 'info', debug: 'debug', verbose: 'trace' } as const;
@@ -48,7 +50,7 @@ export function redactSecrets(text: string): string {
 export class PinoLoggerService implements LoggerService {
   constructor(private readonly pino: Pino) {}
 
-  static create(level: AppConfig['logLevel'], destination?: DestinationStream): PinoLoggerService {
+  static create(level: LogLevelName, destination?: DestinationStream): PinoLoggerService {
     const options = {
       level: PINO_LEVEL[level],
       base: { pid: process.pid },
@@ -120,7 +122,7 @@ function isStack(value: unknown): boolean {
  * The logger of the service: pino's JSON lines (LOG_FORMAT=json), or Nest's own coloured
  * text (LOG_FORMAT=pretty, the default outside production) at LOG_LEVEL and above.
  */
-export function appLogger(config: Pick<AppConfig, 'logLevel' | 'logFormat'>): LoggerService | LogLevel[] {
+export function appLogger(config: { logLevel: LogLevelName; logFormat: 'json' | 'pretty' }): LoggerService | LogLevel[] {
   if (config.logFormat === 'json') return PinoLoggerService.create(config.logLevel);
   return logLevelsFor(config.logLevel);
 }
@@ -128,6 +130,6 @@ export function appLogger(config: Pick<AppConfig, 'logLevel' | 'logFormat'>): Lo
 const LOG_LEVELS: LogLevel[] = ['fatal', 'error', 'warn', 'log', 'debug', 'verbose'];
 
 /** LOG_LEVEL and everything more severe. */
-export function logLevelsFor(level: AppConfig['logLevel']): LogLevel[] {
+export function logLevelsFor(level: LogLevelName): LogLevel[] {
   return LOG_LEVELS.slice(0, LOG_LEVELS.indexOf(level) + 1);
 }
