@@ -1,7 +1,9 @@
-import { Agent, request as httpRequest } from 'node:http';
+import { Agent, createServer, request as httpRequest } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { connect } from 'node:net';
 import type { Server } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { applyServerTimeouts } from '../src/app.factory';
 import { startTestApp, TestApp } from './support/test-app';
 
 /** GET through `agent`; says whether it went over a connection kept alive from an earlier request. */
@@ -84,5 +86,40 @@ describe('HTTP server settings', () => {
       expect(idleMs).toBeGreaterThanOrEqual(900);
       expect(idleMs).toBeLessThan(4_000);
     }, 20_000);
+  });
+
+  it('never cuts a response longer than the request timeout: it bounds receiving the request only', async () => {
+    // Node checks the timeouts every connectionsCheckingInterval (30 s by default): 50 ms here, to see it act.
+    const server = createServer({ connectionsCheckingInterval: 50 }, (_req, res) => {
+      res.writeHead(200, { 'Content-Type': 'text/plain' });
+      let sent = 0;
+      const timer = setInterval(() => {
+        res.write(`chunk${sent++} `);
+        if (sent === 15) {
+          clearInterval(timer);
+          res.end('end');
+        }
+      }, 100);
+    });
+    applyServerTimeouts(server, { keepAliveTimeoutMs: 200, headersTimeoutMs: 300, requestTimeoutMs: 500 });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const started = Date.now();
+      const body = await new Promise<string>((resolve, reject) => {
+        httpRequest(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`, (res) => {
+          let text = '';
+          res.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+          res.on('end', () => resolve(text));
+          res.on('error', reject);
+        })
+          .on('error', reject)
+          .end();
+      });
+      expect(Date.now() - started).toBeGreaterThan(1_400);
+      expect(body).toMatch(/chunk14 end$/);
+    } finally {
+      server.closeAllConnections();
+      server.close();
+    }
   });
 });
