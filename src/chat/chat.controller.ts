@@ -2,8 +2,6 @@ import { Body, Controller, HttpCode, Logger, Post, Req, Res, UseFilters } from '
 import { ApiBody, ApiOperation, ApiProduces, ApiTags } from '@nestjs/swagger';
 import type { Response } from 'express';
 import { CurrentPrincipal } from '../common/auth/auth.decorators';
-import { ApiError } from '../common/errors/api-error';
-import { databaseUnavailableError, isDatabaseUnavailable } from '../common/errors/database-unavailable';
 import { ClientAbortSignal } from '../common/http/client-abort-signal.decorator';
 import { Idempotent } from '../common/http/idempotent.decorator';
 import type { ApiRequest, Principal } from '../common/http/request-context';
@@ -13,7 +11,7 @@ import { ChatService } from './chat.service';
 import type { ChatCompletionResponse } from './completion-types';
 import { ChatCompletionRequestDto } from './dto/chat-completion-request.dto';
 import { ChatCompletionResponseDto } from './dto/chat-completion-response.dto';
-import { writeEventStream } from './sse';
+import { inStreamError, isStreamRequest, writeEventStream } from './sse';
 
 @ApiTags('Chat')
 @UseFilters(ChatRefusalFilter)
@@ -54,20 +52,11 @@ export class ChatController {
     if (isStreamRequest(body)) {
       // Written here, event by event; headers go out with the first chunk, until then a
       // failure is an ordinary HTTP error. Nest's reply afterwards finds the response over.
-      await writeEventStream(res, this.chat.stream(caller, body), (error) => this.inStreamError(error, req));
+      await writeEventStream(res, this.chat.stream(caller, body), (error) => inStreamError(error, req.id, this.logger));
       return undefined;
     }
     return this.chat.complete(caller, body, clientGone);
   }
 
-  private inStreamError(error: unknown, req: ApiRequest): ApiError {
-    if (error instanceof ApiError) return error;
-    if (isDatabaseUnavailable(error)) return databaseUnavailableError();
-    this.logger.error(`Stream failed [request ${req.id}]: ${error instanceof Error ? error.stack : String(error)}`);
-    return new ApiError('internal_error', `The server had an error while streaming (request ${req.id}).`);
-  }
 }
 
-function isStreamRequest(body: unknown): boolean {
-  return (body as { stream?: unknown } | null)?.stream === true;
-}

@@ -1,6 +1,8 @@
+import type { LoggerService } from '@nestjs/common';
 import type { Response } from 'express';
 import { catchError, concatMap, endWith, map, Observable, of } from 'rxjs';
-import type { ApiError } from '../common/errors/api-error';
+import { ApiError } from '../common/errors/api-error';
+import { databaseUnavailableError, isDatabaseUnavailable } from '../common/errors/database-unavailable';
 import { isKeepAlive } from './completion-types';
 
 const DONE = 'data: [DONE]\n\n';
@@ -42,6 +44,23 @@ export function writeEventStream(res: Response, events: Observable<unknown>, onE
       resolve();
     });
   });
+}
+
+/**
+ * The error a stream that has started ends with, in-band: an ApiError as it is, a lost
+ * database as its 503, anything else as an internal error that names only the request id
+ * (the details go to the log, never to the client).
+ */
+export function inStreamError(error: unknown, requestId: string, logger: LoggerService): ApiError {
+  if (error instanceof ApiError) return error;
+  if (isDatabaseUnavailable(error)) return databaseUnavailableError();
+  logger.error(`Stream failed [request ${requestId}]: ${error instanceof Error ? error.stack : String(error)}`);
+  return new ApiError('internal_error', `The server had an error while streaming (request ${requestId}).`);
+}
+
+/** Whether a request body asks for a stream (`"stream": true`; anything else is a plain answer). */
+export function isStreamRequest(body: unknown): boolean {
+  return (body as { stream?: unknown } | null)?.stream === true;
 }
 
 /** Writes one frame; resolves once the socket can take the next (at once, or on `drain`). */

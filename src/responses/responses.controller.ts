@@ -1,10 +1,9 @@
 import { Body, Controller, Delete, Get, HttpCode, Logger, Param, Post, Query, Req, Res, UseFilters } from '@nestjs/common';
 import { ApiBody, ApiOperation, ApiParam, ApiProduces, ApiQuery, ApiTags } from '@nestjs/swagger';
 import type { Response } from 'express';
-import { writeEventStream } from '../chat/sse';
+import { inStreamError, isStreamRequest, writeEventStream } from '../chat/sse';
 import { CurrentPrincipal } from '../common/auth/auth.decorators';
 import { ApiError } from '../common/errors/api-error';
-import { databaseUnavailableError, isDatabaseUnavailable } from '../common/errors/database-unavailable';
 import { ClientAbortSignal } from '../common/http/client-abort-signal.decorator';
 import { Idempotent } from '../common/http/idempotent.decorator';
 import type { ApiRequest, Principal } from '../common/http/request-context';
@@ -61,7 +60,7 @@ export class ResponsesController {
   ): Promise<ResponseObject | undefined> {
     const caller = { principal, requestId: req.id };
     if (isStreamRequest(body)) {
-      const toApiError = (error: unknown) => this.inStreamError(error, req);
+      const toApiError = (error: unknown) => inStreamError(error, req.id, this.logger);
       await writeEventStream(res, this.responses.stream(caller, body, toApiError), toApiError);
       return undefined;
     }
@@ -120,14 +119,5 @@ export class ResponsesController {
     return this.responses.delete(principal.workspaceId, id);
   }
 
-  private inStreamError(error: unknown, req: ApiRequest): ApiError {
-    if (error instanceof ApiError) return error;
-    if (isDatabaseUnavailable(error)) return databaseUnavailableError();
-    this.logger.error(`Stream failed [request ${req.id}]: ${error instanceof Error ? error.stack : String(error)}`);
-    return new ApiError('internal_error', `The server had an error while streaming (request ${req.id}).`);
-  }
 }
 
-function isStreamRequest(body: unknown): boolean {
-  return (body as { stream?: unknown } | null)?.stream === true;
-}

@@ -6,10 +6,9 @@ import { filter, map } from 'rxjs';
 import type { ChatCaller } from '../chat/chat.service';
 import { ChatService } from '../chat/chat.service';
 import { isKeepAlive } from '../chat/completion-types';
-import { writeEventStream } from '../chat/sse';
+import { inStreamError, writeEventStream } from '../chat/sse';
 import { Public } from '../common/auth/auth.decorators';
 import { ApiError } from '../common/errors/api-error';
-import { databaseUnavailableError, isDatabaseUnavailable } from '../common/errors/database-unavailable';
 import type { ApiRequest } from '../common/http/request-context';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
@@ -161,7 +160,7 @@ export class WidgetController {
       filter((event) => isKeepAlive(event) || event.delta !== ''),
     );
     try {
-      await writeEventStream(res, deltas, (error) => this.visitorError(this.inStreamError(error, req)));
+      await writeEventStream(res, deltas, (error) => this.visitorError(inStreamError(error, req.id, this.logger)));
     } catch (error) {
       // Refused before its first word: nothing was stored, so the conversation made for it goes too.
       if (isNew) await this.widgets.dropConversation(widget, visitorId, conversationId);
@@ -213,12 +212,6 @@ export class WidgetController {
     return error;
   }
 
-  private inStreamError(error: unknown, req: ApiRequest): ApiError {
-    if (error instanceof ApiError) return error;
-    if (isDatabaseUnavailable(error)) return databaseUnavailableError();
-    this.logger.error(`Widget stream failed [request ${req.id}]: ${error instanceof Error ? error.stack : String(error)}`);
-    return new ApiError('internal_error', `The server had an error while streaming (request ${req.id}).`);
-  }
 
   /** Where "Powered by" links: this service's public address. */
   private serviceUrl(req: ApiRequest): string {

@@ -3,9 +3,7 @@ import type { Response } from 'express';
 import { AssistantsService } from '../../assistants/assistants.service';
 import type { ChatCaller } from '../../chat/chat.service';
 import { ChatService } from '../../chat/chat.service';
-import { writeEventStream } from '../../chat/sse';
-import { ApiError } from '../../common/errors/api-error';
-import { databaseUnavailableError, isDatabaseUnavailable } from '../../common/errors/database-unavailable';
+import { inStreamError, writeEventStream } from '../../chat/sse';
 import { ConversationsService } from '../../conversations/conversations.service';
 import { RATE_WINDOW_MS, RateLimitService } from '../../limits/rate-limit.service';
 import { effectiveRateLimitRpm } from '../../limits/tier-policy';
@@ -125,7 +123,7 @@ export class PlaygroundController {
       stream_options: { include_usage: true },
     };
     try {
-      await writeEventStream(res, this.chat.stream(caller, request), (error) => this.inStreamError(error, req));
+      await writeEventStream(res, this.chat.stream(caller, request), (error) => inStreamError(error, req.id, this.logger));
     } catch (error) {
       // Refused before its first chunk: nothing was stored, so the conversation made for it goes too.
       if (isNew) await this.conversations.delete(workspaceId, conversationId).catch(() => undefined);
@@ -133,10 +131,4 @@ export class PlaygroundController {
     }
   }
 
-  private inStreamError(error: unknown, req: PageRequest): ApiError {
-    if (error instanceof ApiError) return error;
-    if (isDatabaseUnavailable(error)) return databaseUnavailableError();
-    this.logger.error(`Stream failed [request ${req.id}]: ${error instanceof Error ? error.stack : String(error)}`);
-    return new ApiError('internal_error', `The server had an error while streaming (request ${req.id}).`);
-  }
 }
