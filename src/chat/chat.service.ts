@@ -210,6 +210,34 @@ export class ChatService {
     }
   }
 
+  /**
+   * The usage record of a request refused before this service could validate it: by a guard
+   * (the rate limit), or by an API translated onto this one (the Responses API's own checks).
+   * Only what the unvalidated body says of the request is kept, cut to size. Never throws.
+   */
+  recordRefusedBeforeValidation(caller: ChatCaller, body: unknown, latencyMs: number, error: unknown): Promise<void> {
+    const fields = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
+    const text = (value: unknown, max: number) => (typeof value === 'string' ? value.slice(0, max) : null);
+    const subject: UsageSubject = {
+      workspaceId: caller.principal.workspaceId,
+      requestId: caller.requestId,
+      apiKeyId: caller.principal.apiKeyId,
+      assistantId: null,
+      model: text(fields.model, 200) || 'unknown',
+      // The Responses API names the end user `user`.
+      userId: text(fields.user_id, 256) ?? text(fields.user, 256),
+      subscriptionId: text(fields.subscription_id, 256),
+      stream: fields.stream === true,
+      source: caller.source ?? 'api',
+    };
+    return this.billing.recordRefused(subject, latencyMs, error);
+  }
+
+  /** Whether the request that failed with `error` has its usage record already (this service refused it). */
+  isRecorded(error: unknown): boolean {
+    return this.billing.isRecorded(error);
+  }
+
   private subjectOf(
     caller: ChatCaller,
     request: ChatRequest | undefined,

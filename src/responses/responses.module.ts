@@ -2,7 +2,6 @@ import { Module } from '@nestjs/common';
 import { AssistantsModule } from '../assistants/assistants.module';
 import { ChatModule } from '../chat/chat.module';
 import { ConversationsModule } from '../conversations/conversations.module';
-import { UsageModule } from '../usage/usage.module';
 import { ResponsesRefusalFilter } from './responses-refusal.filter';
 import { ResponsesController } from './responses.controller';
 import { ResponsesService } from './responses.service';
@@ -10,7 +9,7 @@ import { ResponsesStore } from './responses-store';
 
 /** `POST /v1/responses` and stored responses: a translation onto the chat module's ChatService. */
 @Module({
-  imports: [ChatModule, ConversationsModule, AssistantsModule, UsageModule],
+  imports: [ChatModule, ConversationsModule, AssistantsModule],
   controllers: [ResponsesController],
   providers: [ResponsesService, ResponsesStore, ResponsesRefusalFilter],
 })

@@ -4,9 +4,7 @@ import { AssistantsService } from '../assistants/assistants.service';
 import { ChatCaller, ChatService } from '../chat/chat.service';
 import type { KeepAlive } from '../chat/completion-types';
 import { ApiError } from '../common/errors/api-error';
-import { refusedUsageRecord } from '../chat/billing/usage-record';
 import { ConversationsService } from '../conversations/conversations.service';
-import { UsageService } from '../usage/usage.service';
 import { ResponseEvent, responseEvents } from './response-events';
 import { ResponseObject, responseOf, startResponse } from './response-object';
 import { InputItem, newId, parseResponsesRequest, ResponsesRequest, toChatMessages } from './responses-request';
@@ -46,7 +44,6 @@ export class ResponsesService {
     private readonly conversations: ConversationsService,
     private readonly assistants: AssistantsService,
     private readonly store: ResponsesStore,
-    private readonly usage: UsageService,
   ) {}
 
   async create(caller: ChatCaller, body: unknown, signal: AbortSignal): Promise<ResponseObject> {
@@ -150,27 +147,8 @@ export class ResponsesService {
    * before it reached the chat core (by this service's validation, or by the rate limit).
    * Only what the body says of the request is kept, cut to size. Never throws.
    */
-  async recordRefused(caller: ChatCaller, body: unknown, latencyMs: number, error: unknown): Promise<void> {
-    const fields = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
-    const text = (value: unknown, max: number) => (typeof value === 'string' ? value.slice(0, max) : null);
-    const record = refusedUsageRecord(
-      {
-        workspaceId: caller.principal.workspaceId,
-        requestId: caller.requestId,
-        apiKeyId: caller.principal.apiKeyId,
-        assistantId: null,
-        model: text(fields.model, 200) || 'unknown',
-        userId: text(fields.user_id, 256) ?? text(fields.user, 256),
-        subscriptionId: text(fields.subscription_id, 256),
-        stream: fields.stream === true,
-        source: caller.source ?? 'api',
-      },
-      latencyMs,
-      error instanceof ApiError ? error.code : 'internal_error',
-    );
-    await this.usage.insert(record).catch((recordError: unknown) => {
-      this.logger.error(`Could not record refused request ${caller.requestId}: ${String(recordError)}`);
-    });
+  recordRefused(caller: ChatCaller, body: unknown, latencyMs: number, error: unknown): Promise<void> {
+    return this.chat.recordRefusedBeforeValidation(caller, body, latencyMs, error);
   }
 
   private async prepareTurn(caller: ChatCaller, body: unknown): Promise<PreparedTurn> {
