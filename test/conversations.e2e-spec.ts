@@ -60,7 +60,7 @@ interface Stats {
     cost_millicents: number;
   };
   by_status: { active: number; archived: number };
-  by_source: { api: number; dashboard: number };
+  by_source: { api: number; dashboard: number; widget: number };
   daily: Array<{ date: string; conversations: number; messages: number }>;
 }
 interface WireError {
@@ -652,7 +652,7 @@ describe('conversations', () => {
         cost_millicents: 11.875,
       });
       expect(result.by_status).toEqual({ active: 4, archived: 1 });
-      expect(result.by_source).toEqual({ api: 4, dashboard: 1 });
+      expect(result.by_source).toEqual({ api: 4, dashboard: 1, widget: 0 });
 
       expect(result.daily).toHaveLength(30);
       const day = (offset: number) => new Date(Date.now() - offset * 86_400_000).toISOString().slice(0, 10);

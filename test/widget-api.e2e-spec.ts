@@ -220,8 +220,8 @@ describe('widget: public endpoints', () => {
       ],
       can_continue: true,
     });
-    const [conversation] = await db.query(`SELECT user_id, metadata FROM conversations WHERE workspace_id = $1 AND user_id = $2`, [workspace.id, id]);
-    expect(conversation).toEqual({ user_id: id, metadata: { widget: publicId } });
+    const [conversation] = await db.query(`SELECT user_id, source, metadata FROM conversations WHERE workspace_id = $1 AND user_id = $2`, [workspace.id, id]);
+    expect(conversation).toEqual({ user_id: id, source: 'widget', metadata: { widget: publicId } });
 
     // Another visitor sees nothing of it.
     expect((await call('GET', `/widget/v1/${publicId}/conversation?visitor=${visitor(3)}`)).json.messages).toEqual([]);

@@ -398,6 +398,7 @@ export class ConversationsService {
               count(*) FILTER (WHERE status = 'archived') AS archived,
               count(*) FILTER (WHERE source = 'api') AS api,
               count(*) FILTER (WHERE source = 'dashboard') AS dashboard,
+              count(*) FILTER (WHERE source = 'widget') AS widget,
               coalesce(sum(message_count), 0) AS messages,
               coalesce(sum(total_input_tokens), 0) AS input_tokens,
               coalesce(sum(total_output_tokens), 0) AS output_tokens,
@@ -433,7 +434,7 @@ export class ConversationsService {
         cost_millicents: Number(totals.cost_millicents),
       },
       by_status: { active: Number(totals.active), archived: Number(totals.archived) },
-      by_source: { api: Number(totals.api), dashboard: Number(totals.dashboard) },
+      by_source: { api: Number(totals.api), dashboard: Number(totals.dashboard), widget: Number(totals.widget) },
       daily: daily.map((row) => ({ date: row.date, conversations: Number(row.conversations), messages: Number(row.messages) })),
     };
   }

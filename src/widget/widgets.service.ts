@@ -77,6 +77,7 @@ export class WidgetsService {
       title,
       assistantId: widget.assistantId,
       userId: visitorId,
+      source: 'widget',
       metadata: { widget: widget.publicId },
     });
     // A second tab of the same visitor may have started one at the same moment: the first one stays theirs.

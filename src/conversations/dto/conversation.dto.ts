@@ -291,8 +291,11 @@ export class ConversationStatsBySourceDto {
   @ApiProperty({ example: 40 })
   api: number;
 
-  @ApiProperty({ example: 2 })
+  @ApiProperty({ example: 2, description: "Started in the dashboard's playground." })
   dashboard: number;
+
+  @ApiProperty({ example: 7, description: 'Visitors of an embedded chat widget.' })
+  widget: number;
 }
 
 export class ConversationDailyActivityDto {

@@ -1,7 +1,7 @@
 import { Column, CreateDateColumn, Entity, PrimaryGeneratedColumn, UpdateDateColumn } from 'typeorm';
 import { bigintToNumber, numericToNumber } from '../../common/database/transformers';
 
-export const CONVERSATION_SOURCES = ['api', 'dashboard'] as const;
+export const CONVERSATION_SOURCES = ['api', 'dashboard', 'widget'] as const;
 export type ConversationSource = (typeof CONVERSATION_SOURCES)[number];
 
 export const CONVERSATION_STATUSES = ['active', 'archived'] as const;

@@ -5,7 +5,7 @@ import { AssistantsService } from '../../assistants/assistants.service';
 import { ConversationsService } from '../../conversations/conversations.service';
 import { MAX_QUERY_LENGTH, MAX_TITLE_LENGTH } from '../../conversations/dto/conversation-requests.dto';
 import type { StoredMessageRole } from '../../conversations/entities/conversation-message.entity';
-import type { Conversation } from '../../conversations/entities/conversation.entity';
+import type { Conversation, ConversationSource } from '../../conversations/entities/conversation.entity';
 import { DashboardController, RequireRole } from '../dashboard.decorators';
 import { formatDateTime, formatMillicents } from '../format';
 import type { PageRequest } from '../page-request';
@@ -14,6 +14,9 @@ import { snippetHtml } from './snippet';
 import { costText, transcriptOf } from './transcript';
 
 const PAGE_SIZE = 20;
+
+/** Where a conversation started, as the pages say it. */
+const SOURCE_LABELS: Record<ConversationSource, string> = { api: 'API', dashboard: 'playground', widget: 'widget' };
 
 const MATCHED_IN: Record<StoredMessageRole, string> = { user: 'a message', assistant: 'an answer', system: 'a system message', tool: 'a tool result' };
 
@@ -81,6 +84,7 @@ export class ConversationPagesController {
         averageLength: averageText(totals.messages, totals.conversations),
         cost: formatMillicents(totals.cost_millicents),
         fromPlayground: stats.by_source.dashboard.toLocaleString('en-US'),
+        fromWidget: stats.by_source.widget.toLocaleString('en-US'),
         byAssistant: byAssistant.map((row) => ({
           name: row.assistantId === null ? 'No assistant (a model directly)' : (assistantNames.get(row.assistantId) ?? 'A deleted assistant'),
           conversations: row.conversations.toLocaleString('en-US'),
@@ -167,7 +171,7 @@ function conversationRow(conversation: Conversation, view: { assistantNames: Rea
     id: conversation.id,
     title: conversation.title ?? 'Untitled',
     assistant: conversation.assistantId === null ? 'none' : (view.assistantNames.get(conversation.assistantId) ?? 'deleted assistant'),
-    source: conversation.source === 'dashboard' ? 'playground' : 'API',
+    source: SOURCE_LABELS[conversation.source],
     messages: conversation.messageCount.toLocaleString('en-US'),
     cost: formatMillicents(conversation.totalCostMillicents),
     lastActivity: formatDateTime(conversation.lastMessageAt ?? conversation.createdAt),
