@@ -11,16 +11,8 @@ import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
 import { killQuietly, processExists, readPostmasterPid, ServerProcess, sleep, waitUntil } from './support/processes';
 import { describeWithRedisServer, findRedisServer, ping, RedisServer, startRedisServer } from './support/redis-server';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
-import { walletInvariants } from './support/wallet-invariants';
+import { nothingHeld, walletInvariants } from './support/wallet-invariants';
 
-/**
- * Nothing reserved and no hold row left. A budget lease drawn down to 0 by its settlements
- * keeps its row until it has been idle for WALLET_LEASE_IDLE_MS: `reserved` alone reaches 0 first.
- */
-async function nothingHeld(db: DataSource, workspaceId: string): Promise<boolean> {
-  const { reserved, holds } = await walletInvariants(db, workspaceId);
-  return reserved === 0 && holds === 0;
-}
 
 /**
  * Faults a production deployment meets, survived by real service processes: an upstream

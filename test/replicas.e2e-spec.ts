@@ -15,16 +15,8 @@ import { describeWithRedisServer, RedisServer, startRedisServer } from './suppor
 import { ServerProcess, sleep, waitUntil } from './support/processes';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
 import { createTestDatabase } from './support/test-database';
-import { walletInvariants } from './support/wallet-invariants';
+import { nothingHeld, walletInvariants } from './support/wallet-invariants';
 
-/**
- * Nothing reserved and no hold row left. A budget lease drawn down to 0 by its settlements
- * keeps its row until it has been idle for WALLET_LEASE_IDLE_MS: `reserved` alone reaches 0 first.
- */
-async function nothingHeld(db: DataSource, workspaceId: string): Promise<boolean> {
-  const { reserved, holds } = await walletInvariants(db, workspaceId);
-  return reserved === 0 && holds === 0;
-}
 
 /**
  * Many replicas behind a real load balancer, as operators run the service: two service

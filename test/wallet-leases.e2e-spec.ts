@@ -10,7 +10,7 @@ import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
 import { ServerProcess, waitUntil } from './support/processes';
 import { startTestApp, TestApp } from './support/test-app';
 import { createTestDatabase } from './support/test-database';
-import { walletInvariants } from './support/wallet-invariants';
+import { nothingHeld, walletInvariants } from './support/wallet-invariants';
 
 /**
  * Budget leases (WalletLeases) and group-committed settlements, seen from outside: one
@@ -80,7 +80,7 @@ describe('wallet leases and group commit', () => {
         [workspace.id],
       );
       expect(records).toBe(40);
-      expect(await waitUntil(async () => (await walletInvariants(db, workspace.id)).reserved === 0, 3_000)).toBe(true);
+      expect(await waitUntil(() => nothingHeld(db, workspace.id), 3_000)).toBe(true);
       const after = await walletInvariants(db, workspace.id);
       expect(after).toEqual({ balance: 10_000_000 - charged, reserved: 0, ledger: 10_000_000 - charged, holds: 0 });
       // 40 x 7.5 millicents, whole millicents charged and the fraction carried: 300 in all.
@@ -162,7 +162,7 @@ describe('wallet leases and group commit', () => {
       expect(outcomes.filter((status) => status === 402).length).toBeGreaterThan(0);
 
       // Each process gives its lease back once idle (WALLET_LEASE_IDLE_MS, 500 ms by default).
-      expect(await waitUntil(async () => (await walletInvariants(db, workspace.id)).reserved === 0, 5_000)).toBe(true);
+      expect(await waitUntil(() => nothingHeld(db, workspace.id), 5_000)).toBe(true);
       const after = await walletInvariants(db, workspace.id);
       expect(after.holds).toBe(0);
       expect(after.balance).toBe(after.ledger);
@@ -227,7 +227,7 @@ describe('wallet leases and group commit', () => {
       const wallet = setup.app.get(WalletService);
       const released = await waitUntil(async () => {
         await wallet.releaseExpiredHolds();
-        return (await walletInvariants(db, workspace.id)).reserved === 0;
+        return nothingHeld(db, workspace.id);
       }, 20_000);
       expect(released).toBe(true);
       expect(await walletInvariants(db, workspace.id)).toEqual({ balance: 10_000_000 - charged, reserved: 0, ledger: 10_000_000 - charged, holds: 0 });

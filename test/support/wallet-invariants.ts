@@ -15,3 +15,12 @@ export async function walletInvariants(db: DataSource, workspaceId: string) {
   );
   return { balance: Number(row.balance), reserved: Number(row.reserved), ledger: Number(row.ledger), holds: row.holds as number };
 }
+
+/**
+ * Nothing reserved and no hold row left. A budget lease drawn down to 0 by its settlements
+ * keeps its row until it has been idle for WALLET_LEASE_IDLE_MS: `reserved` alone reaches 0 first.
+ */
+export async function nothingHeld(db: DataSource, workspaceId: string): Promise<boolean> {
+  const { reserved, holds } = await walletInvariants(db, workspaceId);
+  return reserved === 0 && holds === 0;
+}
