@@ -1,9 +1,9 @@
 /// <reference types="jest" />
 import { spawn } from 'node:child_process';
-import { accessSync, constants } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
+import { findExecutable } from './executables';
 import { freePort } from '../../src/database/embedded-postgres';
 
 /**
@@ -30,21 +30,7 @@ const START_TIMEOUT_MS = 10_000;
 
 /** `HAPROXY_BIN`, Debian's /usr/sbin/haproxy, or the first `haproxy` on PATH; null when there is none. */
 export function findHaproxy(): string | null {
-  const candidates = [
-    process.env.HAPROXY_BIN,
-    '/usr/sbin/haproxy',
-    ...(process.env.PATH ?? '').split(path.delimiter).filter(Boolean).map((dir) => path.join(dir, 'haproxy')),
-  ];
-  for (const candidate of candidates) {
-    if (!candidate) continue;
-    try {
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch {
-      // not here
-    }
-  }
-  return null;
+  return findExecutable('haproxy', { override: process.env.HAPROXY_BIN, debianPath: '/usr/sbin/haproxy' });
 }
 
 /**

@@ -1,9 +1,9 @@
 import { spawn } from 'node:child_process';
-import { accessSync, constants } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import * as net from 'node:net';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
+import { findExecutable } from './executables';
 import { freePort } from '../../src/database/embedded-postgres';
 
 /** A throwaway `redis-server` on a loopback port of its own, started and stopped by a test file. */
@@ -20,21 +20,7 @@ const STOP_TIMEOUT_MS = 5_000;
 
 /** The Debian binary, or `REDIS_SERVER_BIN`, or the first `redis-server` on PATH; null when there is none. */
 export function findRedisServer(): string | null {
-  const candidates = [
-    process.env.REDIS_SERVER_BIN,
-    '/usr/bin/redis-server',
-    ...(process.env.PATH ?? '').split(path.delimiter).filter(Boolean).map((dir) => path.join(dir, 'redis-server')),
-  ];
-  for (const candidate of candidates) {
-    if (!candidate) continue;
-    try {
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch {
-      // not here
-    }
-  }
-  return null;
+  return findExecutable('redis-server', { override: process.env.REDIS_SERVER_BIN, debianPath: '/usr/bin/redis-server' });
 }
 
 /**
