@@ -18,7 +18,6 @@ import { ConfigModule } from './config/config.module';
 import { openDatabase } from './database/database';
 import { dataSourceOptions, runMigrations } from './database/data-source';
 import { EmbeddedPostgresError } from './database/embedded-postgres';
-import { MetricsModule } from './metrics/metrics.module';
 import { PaymentsModule } from './payments/payments.module';
 import { AutoTopupService, autoTopupSettingsJson } from './wallet/auto-topup.service';
 import { WalletService } from './wallet/wallet.service';
@@ -272,8 +271,6 @@ function cliModule(config: AppConfig, databaseUrl: string) {
     imports: [
       ConfigModule.forRoot(config),
       TypeOrmModule.forRoot({ ...dataSourceOptions(databaseUrl), logging: ['error'] }),
-      // The wallet and payment modules record metrics (nothing serves them from the CLI).
-      MetricsModule,
       WorkspacesModule,
       WalletModule,
       AssistantsModule,

@@ -78,7 +78,7 @@ describe('documents for file_search', () => {
       ],
     })
     class TestModule {}
-    app = await NestFactory.createApplicationContext(TestModule, { logger: false });
+    app = await NestFactory.createApplicationContext(TestModule, { logger: false, abortOnError: false });
     dataSource = app.get(DataSource);
     documents = app.get(DocumentsService);
   });

@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import { AssistantsModule } from '../assistants/assistants.module';
 import { ConversationsModule } from '../conversations/conversations.module';
 import { LimitsModule } from '../limits/limits.module';
+import { MetricsModule } from '../metrics/metrics.module';
 import { ModelsModule } from '../models/models.module';
 import { ProvidersModule } from '../providers/providers.module';
 import { UsageModule } from '../usage/usage.module';
@@ -11,7 +12,7 @@ import { ChatController } from './chat.controller';
 import { ChatService } from './chat.service';
 
 @Module({
-  imports: [ModelsModule, ProvidersModule, WalletModule, UsageModule, AssistantsModule, ConversationsModule, LimitsModule],
+  imports: [ModelsModule, ProvidersModule, WalletModule, UsageModule, AssistantsModule, ConversationsModule, LimitsModule, MetricsModule],
   controllers: [ChatController],
   providers: [ChatService, Billing],
   // The dashboard's playground runs requests through the same service.

@@ -3,6 +3,7 @@ import { getStorageToken, ThrottlerModule, ThrottlerStorage } from '@nestjs/thro
 import { TypeOrmModule } from '@nestjs/typeorm';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
+import { MetricsModule } from '../metrics/metrics.module';
 import { ModelsModule } from '../models/models.module';
 import { FixedWindowRedisStorage } from './fixed-window-redis.storage';
 import { FixedWindowMemoryStorage } from './fixed-window.storage';
@@ -27,6 +28,7 @@ import { workspaceThrottling, WorkspaceThrottlerGuard } from './workspace-thrott
       }),
     }),
     TypeOrmModule.forFeature([NerfingRule]),
+    MetricsModule,
     ModelsModule,
   ],
   controllers: [LimitsController],

@@ -1,11 +1,10 @@
-import { Global, Module } from '@nestjs/common';
+import { Module } from '@nestjs/common';
 import { MetricsService } from './metrics.service';
 
 /**
- * The metrics registry, global so that any module records into it (providers, billing,
- * wallet, limits). The CLI imports it too, for the modules it shares with the service; what
- * serves `/metrics` is MetricsEndpointModule, the service's only.
+ * The metrics registry: each module that records into it (providers, chat billing, wallet,
+ * limits) imports this module, and Nest makes one registry for all of them. What serves
+ * `/metrics` is MetricsEndpointModule, the service's only (the CLI records, nothing reads).
  */
-@Global()
 @Module({ providers: [MetricsService], exports: [MetricsService] })
 export class MetricsModule {}

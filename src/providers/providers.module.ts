@@ -1,9 +1,10 @@
 import { Module } from '@nestjs/common';
 import { ModelsModule } from '../models/models.module';
+import { MetricsModule } from '../metrics/metrics.module';
 import { ProvidersService } from './providers.service';
 
 @Module({
-  imports: [ModelsModule],
+  imports: [ModelsModule, MetricsModule],
   providers: [ProvidersService],
   exports: [ProvidersService],
 })

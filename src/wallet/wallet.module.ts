@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { MetricsModule } from '../metrics/metrics.module';
 import { PaymentsModule } from '../payments/payments.module';
 import { AutoTopupRetryJob } from './auto-topup-retry.job';
 import { AutoTopupService } from './auto-topup.service';
@@ -24,6 +25,7 @@ import { WalletService } from './wallet.service';
   imports: [
     TypeOrmModule.forFeature([Wallet, WalletTransaction, WalletHold, AutoTopupSettings, AutoTopupAttempt]),
     PaymentsModule,
+    MetricsModule,
   ],
   controllers: [WalletController],
   providers: [WalletService, WalletLeases, WalletMetrics, HoldSweeper, AutoTopupService, AutoTopupRetryJob, LedgerQueryService, TopupCheckoutService],
