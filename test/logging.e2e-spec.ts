@@ -61,6 +61,11 @@ describe('JSON logs', () => {
     const wrongKey = `sk-${'W'.repeat(43)}`;
     expect((await fetch(`${baseUrl}/v1/models`, { headers: { Authorization: `Bearer ${wrongKey}` } })).status).toBe(401);
 
+    // A single-use link's secret in the path (here an unknown one): the log must not let its reader use it.
+    const linkSecret = 'L'.repeat(43);
+    const linkAnswer = await fetch(`${baseUrl}/sign-in/${linkSecret}`, { redirect: 'manual' });
+    expect(linkAnswer.status).toBeLessThan(500);
+
     const requestLine = () =>
       server!.stdout
         .split('\n')
@@ -90,7 +95,8 @@ describe('JSON logs', () => {
     expect(parsed.some((line) => typeof line.msg === 'string' && /SIGTERM received/.test(line.msg))).toBe(true);
     expect(parsed.find((line) => line.context === 'HTTP' && line.path === '/v1/models')).toMatchObject({ status: 401, workspaceId: null });
     const everything = server.stdout + server.stderr;
-    for (const secret of [workspace.apiKey, workspace.apiKey.slice(3), wrongKey, 'sk-upstream-secret-key', 'cookie-value-secret']) {
+    expect(parsed.find((line) => line.context === 'HTTP' && line.path === '/sign-in/[redacted]')).toMatchObject({ method: 'GET' });
+    for (const secret of [workspace.apiKey, workspace.apiKey.slice(3), wrongKey, 'sk-upstream-secret-key', 'cookie-value-secret', linkSecret]) {
       expect(everything).not.toContain(secret);
     }
   }, 90_000);

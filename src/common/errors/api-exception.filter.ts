@@ -1,6 +1,7 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Inject, Logger, Optional } from '@nestjs/common';
 import type { Response } from 'express';
 import type { ApiRequest } from '../http/request-context';
+import { loggedPath } from '../http/logged-path';
 import { ApiError, ApiErrorType } from './api-error';
 import { databaseUnavailableError, isDatabaseUnavailable } from './database-unavailable';
 import { ERROR_PAGE_RENDERER, ErrorPageRenderer } from './error-pages';
@@ -27,7 +28,7 @@ export class ApiExceptionFilter implements ExceptionFilter {
     const error = this.toApiError(exception, req);
     if (error.status >= 500) {
       const detail = exception instanceof Error ? (exception.stack ?? exception.message) : String(exception);
-      this.logger.error(`${req.method} ${req.originalUrl} failed [request ${req.id}]: ${detail}`);
+      this.logger.error(`${req.method} ${loggedPath(req)} failed [request ${req.id}]: ${detail}`);
     }
     if (res.headersSent) {
       // A stream already under way reports its errors in-band; all that is left is to end it.

@@ -1,11 +1,12 @@
 import { Logger } from '@nestjs/common';
 import type { NextFunction, Response } from 'express';
+import { loggedPath } from './logged-path';
 import type { ApiRequest } from './request-context';
 
 /**
  * One log line per request when its response ends (or its client leaves): the request id
- * (X-Request-Id), the workspace of the API key, method, path (never the query string, which
- * may carry tokens), route template, status and duration. Headers are not logged, so neither
+ * (X-Request-Id), the workspace of the API key, method, path (never the query string, and a
+ * link's secret redacted: `loggedPath`), route template, status and duration. Headers are not logged, so neither
  * `Authorization` nor cookies can reach the log. In JSON (LOG_FORMAT=json) the values are
  * fields of the line; in the pretty format, one readable sentence.
  */
@@ -15,7 +16,7 @@ export function requestLogMiddleware(format: 'json' | 'pretty'): (req: ApiReques
     const started = process.hrtime.bigint();
     res.once('close', () => {
       const durationMs = Math.round(Number(process.hrtime.bigint() - started) / 1e5) / 10;
-      const path = req.originalUrl.split('?', 1)[0];
+      const path = loggedPath(req);
       const status = res.writableFinished ? res.statusCode : 499;
       const workspaceId = req.principal?.workspaceId ?? null;
       const message = `${req.method} ${path} ${status} ${durationMs} ms`;
