@@ -530,6 +530,9 @@ describe('Responses API (openai SDK, fake OpenAI upstream)', () => {
       [{ tools: [weatherTool, { type: 'function', name: 'bad name!' }] }, 'tools.1.name', undefined],
       [{ tools: [weatherTool, { type: 'function', name: 'web_search' }] }, 'tools.1', 'tool_requires_assistant'],
       [{ text: { format: { type: 'json_schema' } } }, 'text.format', undefined],
+      // Checked before a stored response's conversation is created with it (it was a 500).
+      [{ user: 'u'.repeat(257) }, 'user', undefined],
+      [{ user_id: 42 }, 'user_id', undefined],
     ])('%j is a 400 naming %s', async (fields, param, code) => {
       const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
       const { status, error } = await refusal(workspace, { model: 'gpt-4o-mini', input: 'Hi', ...fields });

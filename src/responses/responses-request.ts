@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { ApiError } from '../common/errors/api-error';
+import { MAX_USER_ID_LENGTH } from '../conversations/dto/conversation-requests.dto';
 import { assistantOfModel } from '../models/assistant-models';
 import type { ContentPart } from '../providers/provider-adapter';
 
@@ -152,7 +153,9 @@ export function parseResponsesRequest(raw: unknown): ResponsesRequest {
   const metadata = metadataOf(body.metadata);
   const maxOutputTokens = body.max_output_tokens;
   const format = formatOf(body.text);
-  const user = optionalString(body, 'user');
+  // Checked here, not only by the chat core: a stored response's conversation is created with it first.
+  const user = endUserOf(body, 'user');
+  const userId = endUserOf(body, 'user_id') ?? user;
 
   const chat: Record<string, unknown> = {
     model,
@@ -168,7 +171,7 @@ export function parseResponsesRequest(raw: unknown): ResponsesRequest {
     stream: stream || undefined,
     // The Responses stream ends with the usage, so the chat stream must carry it.
     stream_options: stream ? { include_usage: true } : undefined,
-    user_id: body.user_id ?? user,
+    user_id: userId,
     subscription_id: body.subscription_id,
     // OpenAI refuses parallel_tool_calls without tools.
     parallel_tool_calls: tools.length > 0 ? body.parallel_tool_calls : undefined,
@@ -471,6 +474,15 @@ function optionalString(body: Record<string, unknown>, field: string): string | 
   const value = body[field];
   if (value === undefined) return undefined;
   if (typeof value !== 'string') throw ApiError.badRequest(`${field} must be a string.`, field);
+  return value;
+}
+
+/** An end user's id (`user`, or our `user_id`): a string of at most MAX_USER_ID_LENGTH characters, as chat completions take it. */
+function endUserOf(body: Record<string, unknown>, field: 'user' | 'user_id'): string | undefined {
+  const value = optionalString(body, field);
+  if (value !== undefined && value.length > MAX_USER_ID_LENGTH) {
+    throw ApiError.badRequest(`${field} must be at most ${MAX_USER_ID_LENGTH} characters.`, field);
+  }
   return value;
 }
 
