@@ -216,7 +216,7 @@ describe('Responses API (openai SDK, fake OpenAI upstream)', () => {
       upstream.script({ kind: 'text', text: 'Rome it is.' }, { kind: 'text', text: 'You chose Rome.' });
       const first = await create(workspace, { model: 'gpt-4o-mini', input: 'Let us go to Rome.', conversation: conversation.id });
       expect(first.conversation).toEqual({ id: conversation.id });
-      await create(workspace, { model: 'gpt-4o-mini', input: 'Where did I choose?', conversation: { id: conversation.id } });
+      const second = await create(workspace, { model: 'gpt-4o-mini', input: 'Where did I choose?', conversation: { id: conversation.id } });
       expect(lastUpstream().messages).toEqual([
         { role: 'user', content: [{ type: 'text', text: 'Let us go to Rome.' }] },
         { role: 'assistant', content: 'Rome it is.' },
@@ -226,6 +226,12 @@ describe('Responses API (openai SDK, fake OpenAI upstream)', () => {
       expect(unknown).toMatchObject({ status: 404, error: { code: 'conversation_not_found', param: 'conversation' } });
       const both = await refusal(workspace, { model: 'gpt-4o-mini', input: 'Hi', conversation: conversation.id, previous_response_id: first.id });
       expect(both).toMatchObject({ status: 400, error: { param: 'conversation' } });
+
+      // The client's conversation is not the Responses API's to delete: deleting its responses leaves its turns.
+      await workspace.client.responses.delete(first.id);
+      await workspace.client.responses.delete(second.id);
+      const kept = (await workspace.client.get(`/conversations/${conversation.id}`)) as { messages: { data: Array<{ role: string }> } };
+      expect(kept.messages.data.map((message) => message.role)).toEqual(['user', 'assistant', 'user', 'assistant']);
     });
 
     it('structured output: text.format json_schema arrives upstream as response_format', async () => {

@@ -111,7 +111,9 @@ export class ResponsesController {
   @Delete(':id')
   @ApiOperation({
     summary: 'Delete a stored response',
-    description: 'When it was the last response of its conversation, the conversation and its messages are deleted with it.',
+    description:
+      'When it was the last response of a conversation created for it (no `conversation` given), the conversation and its messages ' +
+      'are deleted with it; a conversation named with `conversation` keeps its turns.',
   })
   @ApiParam(ID_PARAM)
   @ApiStandardResponses({ ok: DeletedResponseDto, errors: [404] })

@@ -18,6 +18,8 @@ interface PreparedTurn {
   chatBody: Record<string, unknown>;
   /** Null when the response is not stored. */
   conversationId: string | null;
+  /** Whether the conversation is the Responses API's own (created for this response or the one it continues): see ResponsesStore.delete. */
+  ownsConversation: boolean;
   /** Undoes what preparing did when the request fails: a conversation created for it is deleted. */
   abandon(): Promise<void>;
 }
@@ -96,7 +98,8 @@ export class ResponsesService {
    */
   private async keep(caller: ChatCaller, turn: PreparedTurn, response: ResponseObject): Promise<void> {
     if (!turn.conversationId) return;
-    await this.store.save(caller.principal.workspaceId, turn.conversationId, response, turn.input).catch((error: unknown) => {
+    const conversation = { id: turn.conversationId, owned: turn.ownsConversation };
+    await this.store.save(caller.principal.workspaceId, conversation, response, turn.input).catch((error: unknown) => {
       this.logger.error(`Could not store response ${response.id} [request ${caller.requestId}]: ${String(error)}`);
     });
   }
@@ -159,6 +162,7 @@ export class ResponsesService {
     await this.checkServerTools(workspaceId, request);
 
     let conversationId: string | null = null;
+    let ownsConversation = false;
     let created = false;
     if (request.previousResponseId !== undefined) {
       const previous = await this.store.get(workspaceId, request.previousResponseId, 'previous_response_id');
@@ -171,6 +175,7 @@ export class ResponsesService {
         );
       }
       conversationId = previous.conversationId;
+      ownsConversation = previous.ownsConversation;
     } else if (request.conversationId !== undefined) {
       conversationId = (await this.conversations.findForChat(workspaceId, request.conversationId)).id;
     } else if (request.store) {
@@ -181,6 +186,7 @@ export class ResponsesService {
         title: titleOf(input),
       });
       conversationId = conversation.id;
+      ownsConversation = true;
       created = true;
     }
     return {
@@ -189,6 +195,7 @@ export class ResponsesService {
       input,
       chatBody: { ...request.chat, messages, ...(conversationId ? { conversation_id: conversationId } : {}) },
       conversationId,
+      ownsConversation,
       abandon: async () => {
         if (!created || !conversationId) return;
         const id = conversationId;
