@@ -9,6 +9,7 @@ import { TIERS, UNLIMITED } from '../limits/tier-policy';
 import { ToolsService } from '../tools/tools.service';
 import { WorkspacesService } from '../workspaces/workspaces.service';
 import { Assistant, AssistantTool, ServerToolType } from './entities/assistant.entity';
+import { isUniqueViolation } from '../common/database/unique-violation';
 
 export interface AssistantFields {
   name?: string;
@@ -30,7 +31,6 @@ export interface AssistantFields {
 
 const SLUG = /^[a-z0-9]+(-[a-z0-9]+)*$/;
 const MAX_SLUG_LENGTH = 64;
-const UNIQUE_VIOLATION = '23505';
 
 /**
  * Assistants of a workspace. Used by the CLI now and the dashboard later, and by the chat
@@ -172,7 +172,7 @@ export class AssistantsService {
     try {
       return await manager.save(assistant);
     } catch (error) {
-      if ((error as { code?: string }).code === UNIQUE_VIOLATION) {
+      if (isUniqueViolation(error)) {
         throw ApiError.conflict(`The slug '${assistant.slug}' is already used by another assistant of this workspace.`, 'slug_taken');
       }
       throw error;

@@ -13,6 +13,7 @@ import { TransactionType, WalletTransaction } from './entities/wallet-transactio
 import { Wallet } from './entities/wallet.entity';
 import { carryToMicros, ChargeOutcome, LockedWallet, planSettlements } from './settlement-plan';
 import { Lease, WalletLeases } from './wallet-leases';
+import { isUniqueViolation } from '../common/database/unique-violation';
 
 export interface WalletBalance {
   balanceMillicents: number;
@@ -65,7 +66,6 @@ export interface TransactionQuery {
   type?: TransactionType;
 }
 
-const UNIQUE_VIOLATION = '23505';
 
 /**
  * The most a wallet may hold: balances travel as JSON numbers, which are exact only up to
@@ -132,7 +132,7 @@ export class WalletService {
     try {
       return await this.manager.transaction((transaction) => this.creditIn(transaction, command));
     } catch (error) {
-      if ((error as { code?: string }).code === UNIQUE_VIOLATION) {
+      if (isUniqueViolation(error)) {
         // A concurrent replay won the race: the transaction rolled back, the winner's row stands.
         const winner = await this.findByIdempotencyKey(idempotencyKey);
         if (winner) return sameMovementOrConflict(winner, command);

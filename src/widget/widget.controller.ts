@@ -133,15 +133,15 @@ export class WidgetController {
     // The workspace's own window too: a widget is no way around the tier's rate.
     await this.rateLimits.enforce(`ws:${workspace.id}`, rateLimitRpm, RATE_WINDOW_MS, res);
 
-    let conversationId = await this.widgets.conversationOf(widget, visitorId);
-    if (conversationId) {
-      const conversation = await this.conversations.get(widget.workspaceId, conversationId);
+    const existing = await this.widgets.conversationOf(widget, visitorId);
+    if (existing) {
+      const conversation = await this.conversations.get(widget.workspaceId, existing);
       if (conversation.messageCount >= TRANSCRIPT_MAX_MESSAGES) {
         throw new ApiError('conflict', 'This conversation is as long as it may get: start a new one.', { code: 'conversation_full' });
       }
     }
-    const isNew = conversationId === null;
-    conversationId ??= await this.widgets.startConversation(widget, visitorId, titleOf(message));
+    const started = existing ? null : await this.widgets.startConversation(widget, visitorId, titleOf(message));
+    const conversationId = existing ?? started!.id;
 
     const caller: ChatCaller = {
       principal: { workspaceId: workspace.id, apiKeyId: null, tier: workspace.tier, rateLimitRpm },
@@ -163,7 +163,7 @@ export class WidgetController {
       await writeEventStream(res, deltas, (error) => this.visitorError(inStreamError(error, req.id, this.logger)));
     } catch (error) {
       // Refused before its first word: nothing was stored, so the conversation made for it goes too.
-      if (isNew) await this.widgets.dropConversation(widget, visitorId, conversationId);
+      if (started?.created) await this.widgets.dropConversation(widget, visitorId, conversationId);
       throw this.visitorError(error);
     }
   }

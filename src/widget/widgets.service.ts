@@ -9,6 +9,7 @@ import { WorkspacesService } from '../workspaces/workspaces.service';
 import { WidgetConversation } from './entities/widget-conversation.entity';
 import { Widget } from './entities/widget.entity';
 import type { WidgetSettings } from './widget-settings';
+import { isUniqueViolation } from '../common/database/unique-violation';
 
 /** `wgt_` and 20 base64url characters (120 random bits): the id the embed tag carries. */
 export const PUBLIC_WIDGET_ID = /^wgt_[A-Za-z0-9_-]{20}$/;
@@ -45,7 +46,13 @@ export class WidgetsService {
     const existing = await this.forAssistant(workspaceId, assistantId);
     const widget = existing ?? this.widgets.create({ workspaceId, assistantId, publicId: `wgt_${randomBytes(15).toString('base64url')}` });
     Object.assign(widget, settings);
-    return this.widgets.save(widget);
+    try {
+      return await this.widgets.save(widget);
+    } catch (error) {
+      // Another save made this assistant's widget at the same moment (a double-clicked Save): this one updates it.
+      if (!existing && isUniqueViolation(error)) return this.save(workspaceId, assistantId, settings);
+      throw error;
+    }
   }
 
   /** A widget by its public id, enabled or not; a malformed or unknown id is 404 `widget_not_found`. */
@@ -72,7 +79,7 @@ export class WidgetsService {
   }
 
   /** Starts a visitor's conversation (stored as any conversation of the workspace, with the visitor as its user). */
-  async startConversation(widget: Widget, visitorId: string, title: string): Promise<string> {
+  async startConversation(widget: Widget, visitorId: string, title: string): Promise<{ id: string; created: boolean }> {
     const conversation = await this.conversations.create(widget.workspaceId, {
       title,
       assistantId: widget.assistantId,
@@ -89,7 +96,8 @@ export class WidgetsService {
       .execute();
     const kept = await this.conversationOf(widget, visitorId);
     if (kept !== conversation.id) await this.conversations.delete(widget.workspaceId, conversation.id);
-    return kept ?? conversation.id;
+    // `created`: this request's own conversation, which only it may drop (another tab may be chatting in the one kept).
+    return { id: kept ?? conversation.id, created: kept === null || kept === conversation.id };
   }
 
   /** Forgets which conversation a visitor is having (the conversation stays in the workspace's history). */
