@@ -224,8 +224,7 @@ export class ChatService {
       apiKeyId: caller.principal.apiKeyId,
       assistantId: null,
       model: text(fields.model, 200) || 'unknown',
-      // The Responses API names the end user `user`.
-      userId: text(fields.user_id, 256) ?? text(fields.user, 256),
+      userId: text(fields.user_id, 256),
       subscriptionId: text(fields.subscription_id, 256),
       stream: fields.stream === true,
       source: caller.source ?? 'api',

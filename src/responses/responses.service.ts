@@ -151,7 +151,9 @@ export class ResponsesService {
    * Only what the body says of the request is kept, cut to size. Never throws.
    */
   recordRefused(caller: ChatCaller, body: unknown, latencyMs: number, error: unknown): Promise<void> {
-    return this.chat.recordRefusedBeforeValidation(caller, body, latencyMs, error);
+    // The Responses API's `user` is the chat core's `user_id` (responses-request.ts), unless user_id is given.
+    const fields = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
+    return this.chat.recordRefusedBeforeValidation(caller, { ...fields, user_id: fields.user_id ?? fields.user }, latencyMs, error);
   }
 
   private async prepareTurn(caller: ChatCaller, body: unknown): Promise<PreparedTurn> {
