@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import OpenAI from 'openai';
 import { Client } from 'pg';
+import { DataSource } from 'typeorm';
 import {
   MAX_IMAGE_URL_CHARS,
   MAX_IMAGE_URL_CHARS_PER_REQUEST,
@@ -13,6 +14,7 @@ import {
   MAX_MESSAGES,
   MAX_TOOLS,
 } from '../src/chat/dto/request-limits';
+import { inSavepoint } from '../src/common/database/savepoint';
 import { isDatabaseUnavailable } from '../src/common/errors/database-unavailable';
 import { MAX_JSON_DEPTH, MAX_JSON_VALUES } from '../src/common/validation/input-guard';
 import { runMigrations } from '../src/database/data-source';
@@ -407,6 +409,39 @@ describe('which database failures mean "unavailable"', () => {
       expect(isDatabaseUnavailable(await failureOf(victim.query('SELECT 1')))).toBe(true);
     } finally {
       await Promise.all([victim.end().catch(() => undefined), admin.end()]);
+    }
+  });
+
+  it('a transaction whose connection the server ends: a savepoint throws the loss instead of hiding it, and later statements count as unavailable too', async () => {
+    const dataSource = await new DataSource({ type: 'postgres', url, poolSize: 2, logging: false }).initialize();
+    const admin = new Client({ connectionString: url });
+    await admin.connect();
+    try {
+      const failure = await failureOf(
+        dataSource.transaction(async (manager) => {
+          const [{ pid }] = (await manager.query('SELECT pg_backend_pid() AS pid')) as { pid: number }[];
+          const refused = await inSavepoint(manager, async () => {
+            const sleeping = manager.query('SELECT pg_sleep(30)');
+            await admin.query('SELECT pg_terminate_backend($1)', [pid]);
+            await sleeping;
+          });
+          // Not reached: a lost connection is no refusal to carry on past.
+          return refused;
+        }),
+      );
+      expect(failure).toMatchObject({ driverError: { code: '57P01' } });
+      expect(isDatabaseUnavailable(failure)).toBe(true);
+      // TypeORM released the runner on the connection's error: what a later statement on it throws.
+      const released = await failureOf(
+        dataSource.transaction(async (manager) => {
+          await manager.queryRunner!.release();
+          await manager.query('SELECT 1');
+        }),
+      );
+      expect(released).toMatchObject({ name: 'QueryRunnerProviderAlreadyReleasedError' });
+      expect(isDatabaseUnavailable(released)).toBe(true);
+    } finally {
+      await Promise.all([dataSource.destroy(), admin.end()]);
     }
   });
 

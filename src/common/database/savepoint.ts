@@ -1,11 +1,13 @@
 import type { EntityManager } from 'typeorm';
+import { isDatabaseUnavailable } from '../errors/database-unavailable';
 
 let counter = 0;
 
 /**
  * Runs `work` inside a savepoint of the manager's open transaction. If it fails, only its
  * own writes are rolled back and the error is returned, so the rest of the transaction (a
- * charge, say) can still commit.
+ * charge, say) can still commit. A lost connection is no refusal: the transaction is gone
+ * with it, so its error is thrown (not hidden behind the rollback's own failure).
  */
 export async function inSavepoint(manager: EntityManager, work: () => Promise<unknown>): Promise<unknown | null> {
   const name = `sp_${++counter}`;
@@ -15,7 +17,12 @@ export async function inSavepoint(manager: EntityManager, work: () => Promise<un
     await manager.query(`RELEASE SAVEPOINT ${name}`);
     return null;
   } catch (error) {
-    await manager.query(`ROLLBACK TO SAVEPOINT ${name}`);
+    if (isDatabaseUnavailable(error)) throw error;
+    try {
+      await manager.query(`ROLLBACK TO SAVEPOINT ${name}`);
+    } catch {
+      throw error;
+    }
     return error ?? new Error('unknown failure');
   }
 }

@@ -22,6 +22,13 @@ const CONNECTION_MESSAGES = [
 ];
 
 /**
+ * TypeORM releases a transaction's query runner when its connection reports an error (the
+ * server ended it, the socket broke); the transaction's next statement then fails with one
+ * of these instead of the connection's error.
+ */
+const RELEASED_RUNNER_ERRORS = new Set(['QueryRunnerAlreadyReleasedError', 'QueryRunnerProviderAlreadyReleasedError']);
+
+/**
  * Whether an error means PostgreSQL cannot be reached (stopped, restarting, full,
  * unreachable), as opposed to a query that failed: those are answered 503, and a retry
  * may well succeed. TypeORM wraps driver errors (`driverError`); a connection tried on
@@ -33,12 +40,14 @@ export function isDatabaseUnavailable(error: unknown): boolean {
   for (let seen = 0; pending.length > 0 && seen < 16; seen++) {
     const candidate = pending.pop();
     if (typeof candidate !== 'object' || candidate === null) continue;
-    const { code, message, driverError, errors } = candidate as {
+    const { code, message, name, driverError, errors } = candidate as {
       code?: unknown;
       message?: unknown;
+      name?: unknown;
       driverError?: unknown;
       errors?: unknown;
     };
+    if (typeof name === 'string' && RELEASED_RUNNER_ERRORS.has(name)) return true;
     if (typeof code === 'string' && (NETWORK_CODES.has(code) || UNAVAILABLE_SQLSTATES.has(code) || /^08[0-9A-Z]{3}$/.test(code))) {
       return true;
     }
