@@ -52,6 +52,9 @@ const TARGETS = {
   addedP99Ms: 10,
 } as const;
 
+/** The service's settings that this benchmark passes on from its own environment when set. */
+const TUNABLES = ['SETTLEMENT_SYNCHRONOUS_COMMIT', 'WALLET_LEASE_IDLE_MS'] as const;
+
 const CHAT = '/v1/chat/completions';
 const BODY = JSON.stringify({ model: SETTINGS.model, messages: [{ role: 'user', content: 'Say hello' }], max_tokens: 16 });
 const STREAM_BODY = JSON.stringify({ model: SETTINGS.model, messages: [{ role: 'user', content: 'Say hello' }], max_tokens: 16, stream: true });
@@ -215,7 +218,7 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
   // --- The workspaces ------------------------------------------------------------------
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'acs-bench-chat-data-'));
   onCleanup(() => rm(dataDir, { recursive: true, force: true }));
-  const serviceEnv = {
+  const serviceEnv: Record<string, string> = {
     NODE_ENV: 'production',
     DATABASE_URL: databaseUrl,
     DATA_DIR: dataDir,
@@ -226,6 +229,8 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
     LLM_SIMULATOR: 'off',
     LOG_LEVEL: 'error',
     HOST: '127.0.0.1',
+    // Settings of the money path to compare, passed on when set (e.g. SETTLEMENT_SYNCHRONOUS_COMMIT=on).
+    ...Object.fromEntries(TUNABLES.filter((name) => process.env[name] !== undefined).map((name) => [name, process.env[name]!])),
   };
   // The one workspace as an operator makes it: with the CLI.
   const cli = async (...args: string[]) => JSON.parse(await runNode([cliJs, ...args], serviceEnv, 60_000)) as Record<string, unknown>;
@@ -406,6 +411,8 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
 
   log('');
   log(`Chat completions, ${SETTINGS.model}, max_tokens 16, against the fake upstream; 1-min load at start ${startLoad[0]}, now ${round1(os.loadavg()[0])}`);
+  const tuned = TUNABLES.filter((name) => serviceEnv[name] !== undefined);
+  if (tuned.length > 0) log(`Service settings: ${tuned.map((name) => `${name}=${serviceEnv[name]}`).join(', ')}`);
   log(`Saturated: ${SETTINGS.connections} connections, ${SETTINGS.durationSeconds} s (autocannon; req/s = 2xx answers / s; latencies in whole ms)`);
   log(
     table(
@@ -481,6 +488,7 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
 
   const results = {
     settings: SETTINGS,
+    serviceSettings: Object.fromEntries(TUNABLES.map((name) => [name, serviceEnv[name] ?? 'default'])),
     targets: TARGETS,
     targetsMet: missed.length === 0,
     missed,

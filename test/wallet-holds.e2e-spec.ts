@@ -81,3 +81,28 @@ describe('wallet holds', () => {
     ]);
   });
 });
+
+/** SETTLEMENT_SYNCHRONOUS_COMMIT reaches the settlement's own transaction, and no other. */
+describe('the settlement transaction commit mode', () => {
+  for (const mode of ['off', 'on'] as const) {
+    it(`runs a settlement with synchronous_commit ${mode} when SETTLEMENT_SYNCHRONOUS_COMMIT=${mode}`, async () => {
+      const t = await startTestApp({ config: { settlementSynchronousCommit: mode } });
+      try {
+        const wallet = t.app.get(WalletService);
+        const workspace = await t.createWorkspace({ balanceMillicents: 1_000 });
+        const hold = (await wallet.hold(workspace.id, 'req', 300, 60_000))!;
+        let inSettlement: string | undefined;
+        await wallet.settle(hold, { workspaceId: workspace.id, costMicros: 100_000_000n, description: 'mode' }, async (manager) => {
+          [{ synchronous_commit: inSettlement }] = await manager.query('SHOW synchronous_commit');
+        });
+        expect(inSettlement).toBe(mode);
+        // Transaction-local: the connection goes back to the pool with the server's setting.
+        const [{ synchronous_commit: afterwards }] = await t.app.get(DataSource).query('SHOW synchronous_commit');
+        expect(afterwards).toBe('on');
+        expect(await wallet.balance(workspace.id)).toMatchObject({ balanceMillicents: 900, reservedMillicents: 0 });
+      } finally {
+        await t.close();
+      }
+    });
+  }
+});

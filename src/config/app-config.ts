@@ -58,6 +58,12 @@ export interface AppConfig {
   holdTtlMs: number;
   /** How long a budget lease stays unused before it goes back to the wallet; 0: as soon as nothing is in flight. */
   walletLeaseIdleMs: number;
+  /**
+   * PostgreSQL's synchronous_commit for settlement transactions: `on` waits for the WAL to
+   * reach the disk before a client is told its cost; `off` does not, so a crash of
+   * PostgreSQL itself (not of this service) can lose the last moments of settlements.
+   */
+  settlementSynchronousCommit: 'on' | 'off';
   webSearch: { provider?: string; apiKey?: string; baseUrl?: string };
   /** What one call of a server tool costs the caller, in millicents. */
   toolPrices: { web_search: number; file_search: number };
@@ -133,6 +139,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     upstreamMaxRetries: read.integer('UPSTREAM_MAX_RETRIES', 2, 0, 10),
     holdTtlMs: read.integer('HOLD_TTL_MS', 15 * 60_000, 10_000, 24 * 3_600_000),
     walletLeaseIdleMs: read.integer('WALLET_LEASE_IDLE_MS', 500, 0, 60_000),
+    settlementSynchronousCommit: read.oneOf('SETTLEMENT_SYNCHRONOUS_COMMIT', ['on', 'off'] as const) ?? 'on',
     webSearch: {
       provider: read.oneOf('WEB_SEARCH_PROVIDER', WEB_SEARCH_PROVIDERS),
       apiKey: read.string('WEB_SEARCH_API_KEY'),
