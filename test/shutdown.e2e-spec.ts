@@ -135,6 +135,18 @@ describe('graceful shutdown', () => {
     });
     expect(await waitUntil(() => upstream.requests.length === 2, 5_000)).toBe(true);
 
+    // A plain request and a stream whose upstream never answers: still waiting at the deadline.
+    upstream.script({ kind: 'hang' });
+    upstream.script({ kind: 'hang' });
+    const unanswered = [false, true].map((streamed) =>
+      send(new Agent(), `${baseUrl}/v1/chat/completions`, {
+        method: 'POST',
+        headers: auth,
+        body: { model: 'gpt-4o', stream: streamed, messages: [{ role: 'user', content: 'Hello?' }] },
+      }),
+    );
+    expect(await waitUntil(() => upstream.requests.length === 4, 5_000)).toBe(true);
+
     const signalledAt = Date.now();
     const stopped = server.stop('SIGTERM', 30_000);
     // At once: readiness fails, on the connection the client already has, which the answer closes.
@@ -170,10 +182,21 @@ describe('graceful shutdown', () => {
     // The upstream call was closed, not left to run to its end.
     expect(upstream.requests[0].closedEarly).toBe(true);
 
+    // The two still unanswered at the deadline: answered 503 then (not cut with the connections 10 s later), their upstream calls closed.
+    for (const answer of await Promise.all(unanswered)) {
+      expect({ status: answer.status, error: JSON.parse(answer.body).error }).toEqual({
+        status: 503,
+        error: expect.objectContaining({ type: 'service_unavailable', code: 'server_shutting_down' }),
+      });
+      expect(answer.endedAt - signalledAt).toBeGreaterThanOrEqual(DRAIN_MS - 100);
+      expect(answer.endedAt - signalledAt).toBeLessThan(DRAIN_MS + 3_000);
+    }
+    expect(upstream.requests.slice(2).map((request) => request.closedEarly)).toEqual([true, true]);
+
     const exit = await stopped;
     expect(exit.code).toBe(0);
     expect(server.stdout).toMatch(/SIGTERM received/);
-    expect(server.stdout).toMatch(/Drained: 2 request\(s\) were in flight, 1 open at the deadline/);
+    expect(server.stdout).toMatch(/Drained: 4 request\(s\) were in flight, 3 open at the deadline/);
 
     // Charged for what was generated, and the record says why it ended.
     const [record] = await db.query(`SELECT *, ${TOKENS_AS_INT} FROM usage_records WHERE request_id = $1`, [streamHeaders['x-request-id']]);
@@ -181,6 +204,12 @@ describe('graceful shutdown', () => {
     expect(record.output_tokens).toBeGreaterThan(0);
     expect(record.output_tokens).toBeLessThan(200);
     expect(Number(record.charged_millicents)).toBeGreaterThan(0);
+    // The two the server cut before they were answered: recorded, not charged.
+    const cut = await db.query(`SELECT status, error_code, stream, charged_millicents::int AS charged FROM usage_records WHERE workspace_id = $1 AND request_id <> ALL($2) ORDER BY stream`, [
+      workspace.id,
+      [streamHeaders['x-request-id'], answered.headers['x-request-id']],
+    ]);
+    expect(cut).toEqual([false, true].map((stream) => ({ status: 'error', error_code: 'server_shutting_down', stream, charged: 0 })));
     const [{ charged }] = await db.query(`SELECT coalesce(sum(charged_millicents), 0)::int AS charged FROM usage_records WHERE workspace_id = $1`, [
       workspace.id,
     ]);

@@ -5,7 +5,7 @@ import { ASSISTANT_MODEL_PREFIX, assistantOfModel } from '../models/assistant-mo
 import type { Assistant, AssistantTool } from '../assistants/entities/assistant.entity';
 import { ApiError } from '../common/errors/api-error';
 import type { Principal } from '../common/http/request-context';
-import { ServerDrain } from '../common/http/server-drain';
+import { ServerDrain, serverShuttingDown } from '../common/http/server-drain';
 import { ConversationsService } from '../conversations/conversations.service';
 import { NerfingService } from '../limits/nerfing/nerfing.service';
 import type { ModelDefinition } from '../models/model-catalog';
@@ -47,7 +47,7 @@ interface PreparedCall {
   temperature?: number;
   /** 1 without server tools; the assistant's limit with them. */
   maxIterations: number;
-  /** Aborted when the client goes away: the upstream call and the tools stop with it. */
+  /** Aborted when the client goes away, or at the stop's drain deadline: the upstream call and the tools stop with it. */
   signal: AbortSignal;
 }
 
@@ -73,7 +73,15 @@ export class ChatService {
 
   /** A plain completion; `signal` aborts when the client goes away. */
   async complete(caller: ChatCaller, body: unknown, signal: AbortSignal): Promise<ChatCompletionResponse> {
-    const call = await this.prepare(caller, body, signal);
+    const run = this.drain.untilDeadline(signal);
+    try {
+      return await this.completePrepared(await this.prepare(caller, body, signal, run.signal));
+    } finally {
+      run.release();
+    }
+  }
+
+  private async completePrepared(call: PreparedCall): Promise<ChatCompletionResponse> {
     const isServerTool = (name: string) => this.tools.isServerTool(name, call.serverTools);
     try {
       const end = await runToolLoop({
@@ -85,7 +93,8 @@ export class ChatService {
       const { spend } = call.billing;
       return { ...completion, model: call.model.id, usage: spend.usage(), x_service: spend.xService() };
     } catch (error) {
-      throw await call.billing.fail(error);
+      // Stopped by the drain deadline rather than by the client: answered 503, not charged.
+      throw await call.billing.fail(call.signal.aborted && this.drain.streamsCut.aborted ? serverShuttingDown() : error);
     }
   }
 
@@ -97,7 +106,10 @@ export class ChatService {
    */
   stream(caller: ChatCaller, body: unknown): Observable<ChatStreamEvent> {
     return streamedCompletion(async (signal) => {
-      const call = await this.prepare(caller, body, signal);
+      // The stream's signal aborts when it ends, however it ends: the link to the deadline goes with it.
+      const run = this.drain.untilDeadline(signal);
+      signal.addEventListener('abort', run.release, { once: true });
+      const call = await this.prepare(caller, body, signal, run.signal);
       return {
         ...this.loopOf(call),
         modelId: call.model.id,
@@ -114,7 +126,8 @@ export class ChatService {
    * reads the conversation's history that fits, and opens its billing session, which holds
    * the estimate. A request refused on the way gets its usage record, and is never charged.
    */
-  private async prepare(caller: ChatCaller, body: unknown, signal: AbortSignal): Promise<PreparedCall> {
+  /** `clientGone` aborts when the client leaves (what it used is then charged); `run`, also at the drain deadline. */
+  private async prepare(caller: ChatCaller, body: unknown, clientGone: AbortSignal, run: AbortSignal): Promise<PreparedCall> {
     const startedAt = Date.now();
     let request: ChatRequest | undefined;
     let model: ModelDefinition | undefined;
@@ -180,7 +193,7 @@ export class ChatService {
       const billing = await this.billing.open({
         subject: this.subjectOf(caller, request, model.id, assistant, nerfed),
         startedAt,
-        signal,
+        signal: clientGone,
         model,
         promptTokens,
         outputCap,
@@ -200,7 +213,7 @@ export class ChatService {
         tools,
         temperature: request.dto.temperature ?? assistant?.temperature ?? undefined,
         maxIterations: serverTools.length > 0 ? assistant!.maxToolIterations : 1,
-        signal,
+        signal: run,
       };
     } catch (error) {
       // The model the request would have used, as far as it got; an unknown model id is kept (cut) to show what was asked.

@@ -34,7 +34,9 @@ type StreamedTurn = ModelTurn & Pick<StreamedIteration, 'clientCalls'>;
  *
  * `stop` (ServerDrain.streamsCut) ends a stream the server no longer waits for: the model
  * call under way is closed, no further one starts, and the stream fails with
- * `server_shutting_down`, charged for what it generated (BillingSession.settleStream).
+ * `server_shutting_down`, charged for what it generated (BillingSession.settleStream). A
+ * call not yet answered is stopped by its own signal (linked to `stop` by the chat service)
+ * and fails the same way; before the first chunk, that is the stream's HTTP answer (503).
  */
 export function streamedCompletion(start: (signal: AbortSignal) => Promise<StreamedCall>, stop?: AbortSignal): Observable<ChatStreamEvent> {
   return new Observable<ChatStreamEvent>((subscriber) => {
@@ -56,7 +58,10 @@ async function relayToolLoop(subscriber: Subscriber<ChatStreamEvent>, call: Stre
       ...call,
       callModel: async (messages, last) => {
         if (stop?.aborted) throw serverShuttingDown();
-        const opened = await call.openStream(messages, last);
+        // A call still waiting for its first chunk at the deadline was stopped with it (ServerDrain.untilDeadline).
+        const opened = await call.openStream(messages, last).catch((error: unknown) => {
+          throw stop?.aborted ? serverShuttingDown() : error;
+        });
         const iteration: StreamedIteration = { generated: '', content: '', serverCalls: [], clientCalls: [] };
         let broken: unknown;
         try {

@@ -60,4 +60,21 @@ describe('ServerDrain', () => {
     expect(outcome).toEqual({ inFlightAtStart: 1, openAtDeadline: 1, abandoned: 0 });
     expect((await answer).body).toBe('first cut');
   });
+
+  it('links a request to the deadline: its signal aborts with the client or at the deadline, and a released one is left alone', async () => {
+    const drain = new ServerDrain();
+    const clientLeft = new AbortController();
+    const leaving = drain.untilDeadline(clientLeft.signal);
+    const released = drain.untilDeadline(new AbortController().signal);
+    const running = drain.untilDeadline(new AbortController().signal);
+    released.release();
+    clientLeft.abort();
+    expect([leaving.signal.aborted, released.signal.aborted, running.signal.aborted]).toEqual([true, false, false]);
+
+    const { server } = await serve(drain, (res) => res.end());
+    await drain.stop(server, 10);
+    expect([released.signal.aborted, running.signal.aborted]).toEqual([false, true]);
+    // After the deadline, a new link is aborted from the start.
+    expect(drain.untilDeadline(new AbortController().signal).signal.aborted).toBe(true);
+  });
 });

@@ -1,11 +1,12 @@
 import { Injectable, Logger } from '@nestjs/common';
 import type { NextFunction, Request, Response } from 'express';
+import { setMaxListeners } from 'node:events';
 import type { Server } from 'node:http';
 import { Server as NetServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiError } from '../errors/api-error';
 
-/** After the drain deadline, how long cut streams (and late plain requests) get to settle and end. */
+/** After the drain deadline, how long cut requests get to settle and end. */
 const AFTER_CUT_GRACE_MS = 10_000;
 const POLL_MS = 50;
 
@@ -17,7 +18,7 @@ export interface DrainOutcome {
   abandoned: number;
 }
 
-/** The error an open stream ends with when the drain deadline passes. */
+/** The error an open request ends with when the drain deadline passes: in-band for a stream under way, else its answer (503). */
 export function serverShuttingDown(): ApiError {
   return new ApiError('service_unavailable', 'The server is shutting down: the answer was ended before it finished. Send the request again.', {
     code: 'server_shutting_down',
@@ -31,7 +32,10 @@ export function serverShuttingDown(): ApiError {
  * closed after its next answer instead of being cut under a request), requests in flight
  * finish, and streams get until the drain deadline (SHUTDOWN_DRAIN_MS). Past it, each open
  * stream is ended by `streamsCut`: its upstream call stops, what was generated is charged,
- * and the client gets an in-band `server_shutting_down` error and `[DONE]`.
+ * and the client gets an in-band `server_shutting_down` error and `[DONE]`. A request still
+ * running then without a started stream (a plain one, a stream waiting for its first chunk)
+ * has its upstream call stopped (`untilDeadline`) and is answered 503 `server_shutting_down`,
+ * not charged.
  */
 @Injectable()
 export class ServerDrain {
@@ -45,9 +49,35 @@ export class ServerDrain {
     return this.stopping;
   }
 
+  constructor() {
+    // One listener per request in flight (see untilDeadline): no leak warning past ten.
+    setMaxListeners(0, this.cut.signal);
+  }
+
   /** Aborted at the drain deadline: open streams end with `server_shutting_down` (see streamed-completion.ts). */
   get streamsCut(): AbortSignal {
     return this.cut.signal;
+  }
+
+  /**
+   * A signal for a request's upstream calls and tools: aborted when `signal` (the client
+   * going away) is, or at the drain deadline, so that a plain request, or a stream still
+   * waiting for its first chunk, ends with `server_shutting_down` before the connections
+   * close instead of being cut under its client. `release` when the request ends.
+   */
+  untilDeadline(signal: AbortSignal): { signal: AbortSignal; release: () => void } {
+    const linked = new AbortController();
+    const abort = () => linked.abort();
+    if (signal.aborted || this.cut.signal.aborted) abort();
+    signal.addEventListener('abort', abort, { once: true });
+    this.cut.signal.addEventListener('abort', abort, { once: true });
+    return {
+      signal: linked.signal,
+      release: () => {
+        signal.removeEventListener('abort', abort);
+        this.cut.signal.removeEventListener('abort', abort);
+      },
+    };
   }
 
   /** Express middleware: counts each request until its response closes; once draining, closes its connection after it. */
