@@ -1,31 +1,24 @@
-import OpenAI from 'openai';
 import type { ChatCompletion, ChatCompletionChunk, ProviderAdapter, ProviderRequest } from '../provider-adapter';
-import { nodeHttpFetch } from './node-http-fetch';
+import { OpenAiHttpClient } from './openai-http';
 import { checkOpenAiParameters, toOpenAiParams } from './request';
 
 export interface OpenAiAdapterOptions {
   apiKey: string;
   /** Any OpenAI-compatible server (OpenRouter, Groq, vLLM, Ollama, ...); OpenAI's when unset. */
   baseUrl?: string;
-  timeoutMs: number;
 }
 
 /**
  * OpenAI and every OpenAI-compatible server: the request passes through in OpenAI's format,
- * standard parameters only (`request.ts`). Answers, chunks and SDK errors need no translation.
+ * standard parameters only (`request.ts`). Answers and chunks need no translation; errors
+ * carry the status, headers and error body that toUpstreamApiError reads. Timeouts and
+ * retries (before the first byte only) are ProvidersService's.
  */
 export class OpenAiAdapter implements ProviderAdapter {
-  private readonly client: OpenAI;
+  private readonly client: OpenAiHttpClient;
 
   constructor(private readonly options: OpenAiAdapterOptions) {
-    // Retries are ours (before the first byte only), so the SDK makes one attempt.
-    this.client = new OpenAI({
-      apiKey: options.apiKey,
-      baseURL: options.baseUrl,
-      maxRetries: 0,
-      timeout: options.timeoutMs,
-      fetch: nodeHttpFetch,
-    });
+    this.client = new OpenAiHttpClient(options);
   }
 
   checkRequest(extra: Record<string, unknown>): void {
@@ -33,19 +26,15 @@ export class OpenAiAdapter implements ProviderAdapter {
   }
 
   complete(request: ProviderRequest): Promise<ChatCompletion> {
-    return this.client.chat.completions.create({ ...this.params(request), stream: false }, { signal: request.signal });
+    return this.client.complete({ ...this.params(request), stream: false }, request.signal);
   }
 
-  async *stream(request: ProviderRequest): AsyncIterable<ChatCompletionChunk> {
-    const stream = await this.client.chat.completions.create(
-      // Usage is always asked for upstream: the cost of a stream is computed from it.
-      { ...this.params(request), stream: true, stream_options: { include_usage: true } },
-      { signal: request.signal },
-    );
-    yield* stream;
+  stream(request: ProviderRequest): AsyncIterable<ChatCompletionChunk> {
+    // Usage is always asked for upstream: the cost of a stream is computed from it.
+    return this.client.stream({ ...this.params(request), stream: true, stream_options: { include_usage: true } }, request.signal);
   }
 
-  private params(request: ProviderRequest): OpenAI.Chat.ChatCompletionCreateParamsNonStreaming {
+  private params(request: ProviderRequest) {
     return toOpenAiParams(request, Boolean(this.options.baseUrl));
   }
 }

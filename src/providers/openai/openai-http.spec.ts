@@ -1,0 +1,128 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { isAbort, toUpstreamApiError } from '../upstream-errors';
+import { OpenAiHttpClient, UpstreamHttpError } from './openai-http';
+
+/** A local server answering every request with `handle`; the request's body and headers are kept. */
+async function serve(handle: (res: ServerResponse) => unknown) {
+  const seen: { body: unknown; headers: IncomingMessage['headers']; url?: string }[] = [];
+  const server: Server = createServer((req, res) => {
+    let body = '';
+    req.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
+    req.on('end', () => {
+      seen.push({ body: JSON.parse(body), headers: req.headers, url: req.url });
+      void handle(res);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const client = new OpenAiHttpClient({ apiKey: 'sk-test', baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/` });
+  return { client, seen, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+}
+
+const chunk = (content: string) => ({ object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content }, finish_reason: null }] });
+const pause = () => new Promise((resolve) => setTimeout(resolve, 5));
+
+async function collect<T>(items: AsyncIterable<T>): Promise<T[]> {
+  const all: T[] = [];
+  for await (const item of items) all.push(item);
+  return all;
+}
+
+describe('OpenAiHttpClient', () => {
+  it('posts the body with the key to {baseUrl}/chat/completions and returns the parsed answer', async () => {
+    const upstream = await serve((res) => res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify({ id: 'c1', choices: [] })));
+    try {
+      expect(await upstream.client.complete({ model: 'm', messages: [] }, new AbortController().signal)).toEqual({ id: 'c1', choices: [] });
+      expect(upstream.seen[0]).toMatchObject({ url: '/v1/chat/completions', body: { model: 'm', messages: [] }, headers: { authorization: 'Bearer sk-test' } });
+    } finally {
+      await upstream.close();
+    }
+  });
+
+  it('parses events split anywhere, with CRLF, comments and multi-line data, until [DONE]', async () => {
+    const upstream = await serve(async (res) => {
+      res.writeHead(200, { 'Content-Type': 'text/event-stream' });
+      const wire = `: keep-alive\n\ndata: ${JSON.stringify(chunk('Hel'))}\r\n\r\ndata: {"object": "chat.completion.chunk",\ndata: "choices": [{"index": 0, "delta": {"content": "lo"}, "finish_reason": null}]}\n\ndata: [DONE]\n\ndata: ${JSON.stringify(chunk('after'))}\n\n`;
+      // One byte at a time for the first 40, so that events and lines arrive cut.
+      for (let i = 0; i < 40; i++) {
+        res.write(wire[i]);
+        await pause();
+      }
+      res.end(wire.slice(40));
+    });
+    try {
+      const chunks = await collect(upstream.client.stream({ stream: true }, new AbortController().signal));
+      expect(chunks.map((c) => c.choices[0].delta.content)).toEqual(['Hel', 'lo']);
+    } finally {
+      await upstream.close();
+    }
+  });
+
+  it('ends a stream that closes without [DONE], as the OpenAI SDK does', async () => {
+    const upstream = await serve((res) => res.writeHead(200, { 'Content-Type': 'text/event-stream' }).end(`data: ${JSON.stringify(chunk('only'))}\n\n`));
+    try {
+      expect(await collect(upstream.client.stream({}, new AbortController().signal))).toHaveLength(1);
+    } finally {
+      await upstream.close();
+    }
+  });
+
+  it('reports an error status with its headers and error body, as toUpstreamApiError reads them', async () => {
+    const upstream = await serve((res) =>
+      res.writeHead(429, { 'Content-Type': 'application/json', 'Retry-After': '7' }).end(JSON.stringify({ error: { message: 'slow down', type: 'rate_limit' } })),
+    );
+    try {
+      const error = await upstream.client.complete({}, new AbortController().signal).catch((caught: unknown) => caught);
+      expect(error).toBeInstanceOf(UpstreamHttpError);
+      expect(error).toMatchObject({ status: 429, error: { message: 'slow down' } });
+      expect(toUpstreamApiError(error, 'openai')).toMatchObject({ code: 'upstream_rate_limited', headers: { 'Retry-After': '7' } });
+    } finally {
+      await upstream.close();
+    }
+  });
+
+  it('fails a stream on an in-band error event, and mid-answer when the connection breaks', async () => {
+    const failing = await serve((res) => res.writeHead(200).end(`data: ${JSON.stringify(chunk('a'))}\n\ndata: {"error": {"message": "model crashed"}}\n\n`));
+    const cut = await serve(async (res) => {
+      res.writeHead(200).write(`data: ${JSON.stringify(chunk('a'))}\n\n`);
+      await pause();
+      res.destroy();
+    });
+    try {
+      const inBand = await collect(failing.client.stream({}, new AbortController().signal)).catch((caught: unknown) => caught);
+      expect(toUpstreamApiError(inBand, 'openai')).toMatchObject({ code: 'upstream_failed', message: expect.stringContaining('model crashed') });
+      const broken = await collect(cut.client.stream({}, new AbortController().signal)).catch((caught: unknown) => caught);
+      expect(isAbort(broken)).toBe(false);
+      expect(toUpstreamApiError(broken, 'openai')).toMatchObject({ code: 'upstream_unreachable' });
+    } finally {
+      await Promise.all([failing.close(), cut.close()]);
+    }
+  });
+
+  it('stops on abort, before the answer and in the middle of a stream, with an AbortError', async () => {
+    const upstream = await serve((res) => {
+      res.writeHead(200).write(`data: ${JSON.stringify(chunk('a'))}\n\n`);
+    });
+    try {
+      const before = new AbortController();
+      const waiting = upstream.client.complete({}, before.signal).catch((caught: unknown) => caught);
+      before.abort();
+      expect(isAbort(await waiting)).toBe(true);
+      // A plain answer under way (its headers came, its body never ends).
+      const reading = new AbortController();
+      const read = upstream.client.complete({}, reading.signal).catch((caught: unknown) => caught);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      reading.abort();
+      expect(isAbort(await read)).toBe(true);
+
+      const during = new AbortController();
+      const chunks = upstream.client.stream({}, during.signal)[Symbol.asyncIterator]();
+      expect((await chunks.next()).value).toEqual(chunk('a'));
+      const next = chunks.next().catch((caught: unknown) => caught);
+      during.abort();
+      expect(isAbort(await next)).toBe(true);
+    } finally {
+      await upstream.close();
+    }
+  });
+});

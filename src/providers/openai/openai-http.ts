@@ -1,0 +1,156 @@
+import * as http from 'node:http';
+import * as https from 'node:https';
+import type { ChatCompletion, ChatCompletionChunk } from '../provider-adapter';
+
+/** OpenAI's own address, when no OPENAI_BASE_URL is set. */
+const OPENAI_BASE_URL = 'https://api.openai.com/v1';
+
+/** Kept-alive connections to the upstream, shared by every request of the process. */
+const agents = { 'http:': new http.Agent({ keepAlive: true }), 'https:': new https.Agent({ keepAlive: true }) };
+
+/**
+ * The upstream answered with an error status. `status`, `headers` and `error` (the body's
+ * `error` object) are what the provider SDKs' errors carry, so toUpstreamApiError and
+ * isRetryable read both alike.
+ */
+export class UpstreamHttpError extends Error {
+  override readonly name = 'UpstreamHttpError';
+
+  constructor(
+    readonly status: number,
+    readonly headers: Record<string, string>,
+    readonly error: unknown,
+  ) {
+    super(`HTTP ${status}: ${upstreamMessage(error) ?? 'no details'}`);
+  }
+}
+
+/** A stream that reported a failure in-band (`data: {"error": ...}`) after it had started. */
+export class UpstreamStreamError extends Error {
+  override readonly name = 'UpstreamStreamError';
+
+  constructor(readonly error: unknown) {
+    super(upstreamMessage(error) ?? 'The upstream stream reported an error');
+  }
+}
+
+/**
+ * `POST {baseUrl}/chat/completions` on `node:http` with kept-alive agents: the request body
+ * goes out as given, a plain answer comes back parsed, a stream as its parsed `data:`
+ * events until `[DONE]`. Timeouts and retries are the caller's (ProvidersService); aborting
+ * `signal` destroys the request, and a stream under way with it. In place of the OpenAI SDK,
+ * whose request building, headers, logging and web-stream plumbing cost about as much CPU
+ * per call as the rest of the call (bench/README.md, "chat.ts").
+ */
+export class OpenAiHttpClient {
+  private readonly url: URL;
+  private readonly headers: Record<string, string>;
+
+  constructor(options: { apiKey: string; baseUrl?: string }) {
+    const base = (options.baseUrl ?? OPENAI_BASE_URL).replace(/\/+$/, '');
+    this.url = new URL(`${base}/chat/completions`);
+    this.headers = { Authorization: `Bearer ${options.apiKey}`, 'Content-Type': 'application/json' };
+  }
+
+  async complete(body: object, signal: AbortSignal): Promise<ChatCompletion> {
+    const response = await this.post(body, 'application/json', signal);
+    return JSON.parse(await readText(response, signal)) as ChatCompletion;
+  }
+
+  async *stream(body: object, signal: AbortSignal): AsyncIterable<ChatCompletionChunk> {
+    const response = await this.post(body, 'text/event-stream', signal);
+    response.setEncoding('utf8');
+    let pending = '';
+    try {
+      for await (const text of response as AsyncIterable<string>) {
+        pending += text;
+        for (let end = eventEnd(pending); end !== null; end = eventEnd(pending)) {
+          const data = eventData(pending.slice(0, end.at));
+          pending = pending.slice(end.at + end.length);
+          if (data === null) continue;
+          if (data === '[DONE]') return;
+          const event = JSON.parse(data) as ChatCompletionChunk & { error?: unknown };
+          if (event.error) throw new UpstreamStreamError(event.error);
+          yield event;
+        }
+      }
+    } catch (error) {
+      throw signal.aborted ? abortError() : error;
+    } finally {
+      // Left early (the consumer stopped, or a failure): the connection is not reused.
+      if (!response.complete) response.destroy();
+    }
+    // Ended without [DONE]: taken as the end, as the OpenAI SDK takes it (some servers omit it).
+  }
+
+  /** Sends the request; resolves with a 2xx response, rejects with UpstreamHttpError otherwise. */
+  private post(body: object, accept: string, signal: AbortSignal): Promise<http.IncomingMessage> {
+    const transport = this.url.protocol === 'https:' ? https : http;
+    const agent = agents[this.url.protocol as keyof typeof agents];
+    return new Promise((resolve, reject) => {
+      const request = transport.request(this.url, { method: 'POST', headers: { ...this.headers, Accept: accept }, agent, signal }, (response) => {
+        const status = response.statusCode ?? 502;
+        if (status >= 200 && status < 300) return resolve(response);
+        readText(response, signal).then((text) => reject(new UpstreamHttpError(status, flatHeaders(response.headers), errorOf(text))), reject);
+      });
+      request.on('error', (error) => reject(signal.aborted ? abortError() : error));
+      request.end(JSON.stringify(body));
+    });
+  }
+}
+
+/** Where the first event of `text` ends (a blank line, `\n\n` or `\r\n\r\n`), or null. */
+function eventEnd(text: string): { at: number; length: number } | null {
+  const lf = text.indexOf('\n\n');
+  const crlf = text.indexOf('\r\n\r\n');
+  if (crlf !== -1 && (lf === -1 || crlf < lf)) return { at: crlf, length: 4 };
+  return lf === -1 ? null : { at: lf, length: 2 };
+}
+
+/** The `data:` lines of one event, joined; null for an event without data (a comment, a keep-alive). */
+function eventData(event: string): string | null {
+  const lines = event
+    .split(/\r?\n/)
+    .filter((line) => line.startsWith('data:'))
+    .map((line) => line.slice(line.startsWith('data: ') ? 6 : 5));
+  return lines.length > 0 ? lines.join('\n') : null;
+}
+
+/** The whole body; an AbortError when `signal` stopped it. */
+function readText(response: http.IncomingMessage, signal: AbortSignal): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const fail = (error: unknown) => reject(signal.aborted ? abortError() : error);
+    const chunks: Buffer[] = [];
+    response.on('data', (chunk: Buffer) => chunks.push(chunk));
+    response.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    response.on('error', fail);
+    response.on('close', () => {
+      if (!response.complete) fail(new Error('The upstream connection closed before the answer was complete'));
+    });
+  });
+}
+
+/** The body's `error` object (OpenAI's shape), else the body itself. */
+function errorOf(text: string): unknown {
+  try {
+    const parsed = JSON.parse(text) as { error?: unknown };
+    return parsed?.error ?? parsed;
+  } catch {
+    return { message: text.slice(0, 500) };
+  }
+}
+
+function upstreamMessage(error: unknown): string | undefined {
+  const message = (error as { message?: unknown } | null)?.message;
+  return typeof message === 'string' ? message : undefined;
+}
+
+function flatHeaders(headers: http.IncomingHttpHeaders): Record<string, string> {
+  const flat: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) if (value !== undefined) flat[name] = Array.isArray(value) ? value.join(', ') : value;
+  return flat;
+}
+
+function abortError(): Error {
+  return new DOMException('The upstream call was aborted', 'AbortError');
+}
