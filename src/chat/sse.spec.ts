@@ -14,6 +14,10 @@ class FakeResponse extends EventEmitter {
   destroyed = false;
   full = false;
   readonly written: string[] = [];
+  /** What left for the socket, one entry per write to it: frames written while corked leave together. */
+  readonly sent: string[] = [];
+  writableCorked = 0;
+  private corked: string[] = [];
 
   status(code: number): this {
     this.statusCode = code;
@@ -32,7 +36,16 @@ class FakeResponse extends EventEmitter {
     if (this.writableEnded) throw new Error('write after end');
     this.headersSent = true;
     this.written.push(frame);
+    if (this.writableCorked > 0) this.corked.push(frame);
+    else this.sent.push(frame);
     return !this.full;
+  }
+  cork(): void {
+    this.writableCorked += 1;
+  }
+  uncork(): void {
+    this.writableCorked -= 1;
+    if (this.writableCorked === 0 && this.corked.length > 0) this.sent.push(this.corked.splice(0).join(''));
   }
   end(): void {
     this.writableEnded = true;
@@ -142,5 +155,19 @@ describe('writeEventStream', () => {
     await written;
     expect(events.observed).toBe(false);
     expect(res.written).toEqual(['data: {"n":1}\n\n']);
+  });
+
+  it('sends the frames written in one turn of the event loop as one write, and later ones apart', async () => {
+    const res = new FakeResponse();
+    const events = new Subject<unknown>();
+    const written = writeEventStream(asResponse(res), events, toError);
+    events.next({ n: 1 });
+    events.next({ n: 2 });
+    await nextTick();
+    events.next({ n: 3 });
+    events.complete();
+    await written;
+    await nextTick();
+    expect(res.sent).toEqual(['data: {"n":1}\n\ndata: {"n":2}\n\n', 'data: {"n":3}\n\ndata: [DONE]\n\n']);
   });
 });
