@@ -422,6 +422,12 @@ describe('which database failures mean "unavailable"', () => {
           const [{ pid }] = (await manager.query('SELECT pg_backend_pid() AS pid')) as { pid: number }[];
           const refused = await inSavepoint(manager, async () => {
             const sleeping = manager.query('SELECT pg_sleep(30)');
+            // Ended while it runs a statement, as a stop under load finds it.
+            for (let i = 0; i < 200; i++) {
+              const [{ state }] = (await admin.query('SELECT state FROM pg_stat_activity WHERE pid = $1', [pid])).rows as { state: string }[];
+              if (state === 'active') break;
+              await new Promise((resolve) => setTimeout(resolve, 10));
+            }
             await admin.query('SELECT pg_terminate_backend($1)', [pid]);
             await sleeping;
           });
@@ -429,6 +435,8 @@ describe('which database failures mean "unavailable"', () => {
           return refused;
         }),
       );
+      // The connection's own error, not the rollback's on the released runner.
+      expect((failure as Error).name).not.toBe('QueryRunnerProviderAlreadyReleasedError');
       expect(failure).toMatchObject({ driverError: { code: '57P01' } });
       expect(isDatabaseUnavailable(failure)).toBe(true);
       // TypeORM released the runner on the connection's error: what a later statement on it throws.

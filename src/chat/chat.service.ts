@@ -13,6 +13,7 @@ import { ModelsService } from '../models/models.service';
 import type { ChatMessage, FunctionTool, ProviderRequest } from '../providers/provider-adapter';
 import { ProvidersService } from '../providers/providers.service';
 import { countPromptTokensAsync } from '../providers/tokens';
+import { isAbort } from '../providers/upstream-errors';
 import { ServerToolCall, ToolsService } from '../tools/tools.service';
 import { Billing } from './billing/billing';
 import { BillingSession, MIN_USEFUL_OUTPUT_TOKENS } from './billing/billing-session';
@@ -94,7 +95,8 @@ export class ChatService {
       return { ...completion, model: call.model.id, usage: spend.usage(), x_service: spend.xService() };
     } catch (error) {
       // Stopped by the drain deadline rather than by the client: answered 503, not charged.
-      throw await call.billing.fail(call.signal.aborted && this.drain.streamsCut.aborted ? serverShuttingDown() : error);
+      const cutByStop = isAbort(error) && call.signal.aborted && this.drain.streamsCut.aborted;
+      throw await call.billing.fail(cutByStop ? serverShuttingDown() : error);
     }
   }
 

@@ -20,8 +20,9 @@ export async function inSavepoint(manager: EntityManager, work: () => Promise<un
     if (isDatabaseUnavailable(error)) throw error;
     try {
       await manager.query(`ROLLBACK TO SAVEPOINT ${name}`);
-    } catch {
-      throw error;
+    } catch (rollbackError) {
+      // The connection went during the rollback: that is what the caller must hear of.
+      throw isDatabaseUnavailable(rollbackError) ? rollbackError : error;
     }
     return error ?? new Error('unknown failure');
   }

@@ -14,9 +14,19 @@ async function serve(handle: (res: ServerResponse) => unknown) {
       void handle(res);
     });
   });
+  let connections = 0;
+  server.on('connection', () => (connections += 1));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const client = new OpenAiHttpClient({ apiKey: 'sk-test', baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/` });
-  return { client, seen, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+  return {
+    client,
+    seen,
+    connections: () => connections,
+    close: () => new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    }),
+  };
 }
 
 const chunk = (content: string) => ({ object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content }, finish_reason: null }] });
@@ -33,7 +43,11 @@ describe('OpenAiHttpClient', () => {
     const upstream = await serve((res) => res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify({ id: 'c1', choices: [] })));
     try {
       expect(await upstream.client.complete({ model: 'm', messages: [] }, new AbortController().signal)).toEqual({ id: 'c1', choices: [] });
-      expect(upstream.seen[0]).toMatchObject({ url: '/v1/chat/completions', body: { model: 'm', messages: [] }, headers: { authorization: 'Bearer sk-test' } });
+      expect(upstream.seen[0]).toMatchObject({
+        url: '/v1/chat/completions',
+        body: { model: 'm', messages: [] },
+        headers: { authorization: 'Bearer sk-test', 'user-agent': 'assistant-chat-service' },
+      });
     } finally {
       await upstream.close();
     }
@@ -53,6 +67,26 @@ describe('OpenAiHttpClient', () => {
     try {
       const chunks = await collect(upstream.client.stream({ stream: true }, new AbortController().signal));
       expect(chunks.map((c) => c.choices[0].delta.content)).toEqual(['Hel', 'lo']);
+    } finally {
+      await upstream.close();
+    }
+  });
+
+  it('keeps the connection of a stream that ended with [DONE], whether the body ends with it or just after', async () => {
+    let call = 0;
+    const upstream = await serve(async (res) => {
+      res.writeHead(200, { 'Content-Type': 'text/event-stream' });
+      res.write(`data: ${JSON.stringify(chunk('x'))}\n\ndata: [DONE]\n\n`);
+      if (call++ % 2 === 1) await pause();
+      res.end();
+    });
+    try {
+      for (let i = 0; i < 4; i++) {
+        expect(await collect(upstream.client.stream({}, new AbortController().signal))).toHaveLength(1);
+        // The stream is over at [DONE]; the body's end, read after it, frees the socket a moment later.
+        await new Promise((resolve) => setTimeout(resolve, 30));
+      }
+      expect(upstream.connections()).toBe(1);
     } finally {
       await upstream.close();
     }
@@ -81,8 +115,19 @@ describe('OpenAiHttpClient', () => {
     }
   });
 
-  it('fails a stream on an in-band error event, and mid-answer when the connection breaks', async () => {
+  it('keeps the text of an error body that is a bare string', async () => {
+    const upstream = await serve((res) => res.writeHead(400, { 'Content-Type': 'application/json' }).end(JSON.stringify({ error: 'model "x" not found' })));
+    try {
+      const error = await upstream.client.complete({}, new AbortController().signal).catch((caught: unknown) => caught);
+      expect(toUpstreamApiError(error, 'openai')).toMatchObject({ code: 'upstream_bad_request', message: expect.stringContaining('model "x" not found') });
+    } finally {
+      await upstream.close();
+    }
+  });
+
+  it('fails a stream on an in-band error event (data or event: error), and mid-answer when the connection breaks', async () => {
     const failing = await serve((res) => res.writeHead(200).end(`data: ${JSON.stringify(chunk('a'))}\n\ndata: {"error": {"message": "model crashed"}}\n\n`));
+    const named = await serve((res) => res.writeHead(200).end(`data: ${JSON.stringify(chunk('a'))}\n\nevent: error\ndata: {"message": "overloaded"}\n\n`));
     const cut = await serve(async (res) => {
       res.writeHead(200).write(`data: ${JSON.stringify(chunk('a'))}\n\n`);
       await pause();
@@ -91,11 +136,13 @@ describe('OpenAiHttpClient', () => {
     try {
       const inBand = await collect(failing.client.stream({}, new AbortController().signal)).catch((caught: unknown) => caught);
       expect(toUpstreamApiError(inBand, 'openai')).toMatchObject({ code: 'upstream_failed', message: expect.stringContaining('model crashed') });
+      const namedError = await collect(named.client.stream({}, new AbortController().signal)).catch((caught: unknown) => caught);
+      expect(toUpstreamApiError(namedError, 'openai')).toMatchObject({ code: 'upstream_failed', message: expect.stringContaining('overloaded') });
       const broken = await collect(cut.client.stream({}, new AbortController().signal)).catch((caught: unknown) => caught);
       expect(isAbort(broken)).toBe(false);
       expect(toUpstreamApiError(broken, 'openai')).toMatchObject({ code: 'upstream_unreachable' });
     } finally {
-      await Promise.all([failing.close(), cut.close()]);
+      await Promise.all([failing.close(), named.close(), cut.close()]);
     }
   });
 

@@ -5,6 +5,9 @@ import type { ChatCompletion, ChatCompletionChunk } from '../provider-adapter';
 /** OpenAI's own address, when no OPENAI_BASE_URL is set. */
 const OPENAI_BASE_URL = 'https://api.openai.com/v1';
 
+/** Some providers' firewalls refuse requests without one. */
+const USER_AGENT = 'assistant-chat-service';
+
 /** Kept-alive connections to the upstream, shared by every request of the process. */
 const agents = { 'http:': new http.Agent({ keepAlive: true }), 'https:': new https.Agent({ keepAlive: true }) };
 
@@ -49,7 +52,7 @@ export class OpenAiHttpClient {
   constructor(options: { apiKey: string; baseUrl?: string }) {
     const base = (options.baseUrl ?? OPENAI_BASE_URL).replace(/\/+$/, '');
     this.url = new URL(`${base}/chat/completions`);
-    this.headers = { Authorization: `Bearer ${options.apiKey}`, 'Content-Type': 'application/json' };
+    this.headers = { Authorization: `Bearer ${options.apiKey}`, 'Content-Type': 'application/json', 'User-Agent': USER_AGENT };
   }
 
   async complete(body: object, signal: AbortSignal): Promise<ChatCompletion> {
@@ -61,26 +64,30 @@ export class OpenAiHttpClient {
     const response = await this.post(body, 'text/event-stream', signal);
     response.setEncoding('utf8');
     let pending = '';
+    let done = false;
     try {
-      for await (const text of response as AsyncIterable<string>) {
+      // Not destroyed on leaving the loop: after [DONE] the rest of the body is read, so that the connection is kept.
+      for await (const text of response.iterator({ destroyOnReturn: false }) as AsyncIterable<string>) {
         pending += text;
         for (let end = eventEnd(pending); end !== null; end = eventEnd(pending)) {
-          const data = eventData(pending.slice(0, end.at));
+          const event = parseEvent(pending.slice(0, end.at));
           pending = pending.slice(end.at + end.length);
-          if (data === null) continue;
-          if (data === '[DONE]') return;
-          const event = JSON.parse(data) as ChatCompletionChunk & { error?: unknown };
-          if (event.error) throw new UpstreamStreamError(event.error);
+          if (event === null) continue;
+          if (event === DONE) {
+            done = true;
+            return;
+          }
           yield event;
         }
       }
+      // Ended without [DONE]: taken as the end, as the OpenAI SDK takes it (some servers omit it).
     } catch (error) {
       throw signal.aborted ? abortError() : error;
     } finally {
+      if (done) finishQuietly(response);
       // Left early (the consumer stopped, or a failure): the connection is not reused.
-      if (!response.complete) response.destroy();
+      else if (!response.complete) response.destroy();
     }
-    // Ended without [DONE]: taken as the end, as the OpenAI SDK takes it (some servers omit it).
   }
 
   /** Sends the request; resolves with a 2xx response, rejects with UpstreamHttpError otherwise. */
@@ -107,13 +114,37 @@ function eventEnd(text: string): { at: number; length: number } | null {
   return lf === -1 ? null : { at: lf, length: 2 };
 }
 
-/** The `data:` lines of one event, joined; null for an event without data (a comment, a keep-alive). */
-function eventData(event: string): string | null {
-  const lines = event
-    .split(/\r?\n/)
-    .filter((line) => line.startsWith('data:'))
-    .map((line) => line.slice(line.startsWith('data: ') ? 6 : 5));
-  return lines.length > 0 ? lines.join('\n') : null;
+const DONE = Symbol('[DONE]');
+
+/**
+ * One event: its chunk, DONE for `data: [DONE]`, null for an event without data (a comment,
+ * a keep-alive). A failure reported in-band (`data: {"error": ...}`, or an `event: error`
+ * frame) is thrown as UpstreamStreamError.
+ */
+function parseEvent(text: string): ChatCompletionChunk | typeof DONE | null {
+  const data: string[] = [];
+  let name = 'message';
+  for (const line of text.split(/\r?\n/)) {
+    if (line.startsWith('data:')) data.push(line.slice(line.startsWith('data: ') ? 6 : 5));
+    else if (line.startsWith('event:')) name = line.slice(6).trim();
+  }
+  if (data.length === 0) return null;
+  const joined = data.join('\n');
+  if (joined === '[DONE]') return DONE;
+  const event = JSON.parse(joined) as ChatCompletionChunk & { error?: unknown };
+  if (name === 'error') throw new UpstreamStreamError(event.error ?? event);
+  if (event.error) throw new UpstreamStreamError(event.error);
+  return event;
+}
+
+/** After [DONE]: the rest of the body (its last bytes) is read so that the connection goes back to the pool; destroyed if it does not end soon. */
+function finishQuietly(response: http.IncomingMessage): void {
+  if (response.readableEnded) return;
+  const giveUp = setTimeout(() => response.destroy(), 1_000);
+  giveUp.unref();
+  response.once('end', () => clearTimeout(giveUp));
+  response.once('close', () => clearTimeout(giveUp));
+  response.resume();
 }
 
 /** The whole body; an AbortError when `signal` stopped it. */
@@ -130,11 +161,13 @@ function readText(response: http.IncomingMessage, signal: AbortSignal): Promise<
   });
 }
 
-/** The body's `error` object (OpenAI's shape), else the body itself. */
+/** The body's `error` object (OpenAI's shape); a bare error text, or any other body, as its message. */
 function errorOf(text: string): unknown {
   try {
     const parsed = JSON.parse(text) as { error?: unknown };
-    return parsed?.error ?? parsed;
+    const error = parsed?.error ?? parsed;
+    if (typeof error === 'object' && error !== null && typeof (error as { message?: unknown }).message === 'string') return error;
+    return { message: (typeof error === 'string' ? error : JSON.stringify(error)).slice(0, 500) };
   } catch {
     return { message: text.slice(0, 500) };
   }
