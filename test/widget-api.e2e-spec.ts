@@ -2,7 +2,7 @@ import { gunzipSync } from 'node:zlib';
 import { DataSource } from 'typeorm';
 import { AssistantsService } from '../src/assistants/assistants.service';
 import { WalletService } from '../src/wallet/wallet.service';
-import { READ_RATE_LIMIT_RPM, VISITOR_RATE_LIMIT_RPM } from '../src/widget/widget.controller';
+import { ADDRESS_REQUEST_RATE_LIMIT_RPM, READ_RATE_LIMIT_RPM, VISITOR_RATE_LIMIT_RPM } from '../src/widget/widget.controller';
 import { WidgetsService } from '../src/widget/widgets.service';
 import { defaultWidgetSettings } from '../src/widget/widget-settings';
 import { WorkspacesService } from '../src/workspaces/workspaces.service';
@@ -298,6 +298,20 @@ describe('widget: public endpoints', () => {
     expect(statuses.slice(0, READ_RATE_LIMIT_RPM).every((status) => status === 200)).toBe(true);
     expect(statuses.at(-1)).toBe(429);
     expect((await call('GET', `/widget/v1/${publicId}/config`)).status).toBe(200);
+  });
+
+  // Last of the requests: it spends this address's budget for the minute.
+  it('limits all widget requests of one address before any lookup: made-up widget ids get 429 past the limit', async () => {
+    const made = (i: number) => `/widget/v1/wgt_${String(i).padStart(20, '0')}/config`;
+    const statuses: number[] = [];
+    // Until the first 429: a minute boundary on the way starts the count again, so at most two windows' worth.
+    for (let start = 0; !statuses.includes(429) && start <= 2 * ADDRESS_REQUEST_RATE_LIMIT_RPM; start += 50) {
+      const batch = Array.from({ length: 50 }, (_, i) => start + i);
+      statuses.push(...(await Promise.all(batch.map(async (i) => (await fetch(`${t.baseUrl}${made(i)}`, { headers: { origin: SITE } })).status))));
+    }
+    expect(new Set(statuses)).toEqual(new Set([404, 429]));
+    // A real widget from the same address is refused too, until the minute is over.
+    expect((await call('GET', `/widget/v1/${publicId}/config`)).status).toBe(429);
   });
 
   it('never shows an API key: no body or header of this file had one', () => {

@@ -28,6 +28,11 @@ export const ADDRESS_RATE_LIMIT_RPM = 30;
 export const WIDGET_RATE_LIMIT_RPM = 120;
 /** Reads (configuration, transcript, starting over) one client address may make per minute of one widget. */
 export const READ_RATE_LIMIT_RPM = 120;
+/**
+ * Requests of any kind one client address may make per minute to all widgets together,
+ * counted before the widget is looked up: what bounds the database reads of made-up ids.
+ */
+export const ADDRESS_REQUEST_RATE_LIMIT_RPM = 1_200;
 
 /** The most messages the transcript of a visitor's conversation returns (two per visitor message). */
 const TRANSCRIPT_MAX_MESSAGES = 2 * VISITOR_MESSAGES_PER_CONVERSATION;
@@ -170,11 +175,13 @@ export class WidgetController {
 
   /**
    * The widget, known by its public id, asked from one of its allowed origins: sets the CORS
-   * headers for that origin. Unknown id: 404; origin missing or not allowed: 403 without CORS
+   * headers for that origin. An address past ADDRESS_REQUEST_RATE_LIMIT_RPM: 429 before any
+   * lookup. Unknown id: 404; origin missing or not allowed: 403 without CORS
    * headers (the page cannot read anything); disabled: 403 `widget_disabled`, readable, so
    * that the widget stays hidden.
    */
   private async admit(req: ApiRequest, res: Response, widgetId: string, options: { mustBeEnabled?: boolean } = {}): Promise<Widget> {
+    await this.rateLimits.enforce(`widget-address:${addressOf(req)}`, ADDRESS_REQUEST_RATE_LIMIT_RPM, RATE_WINDOW_MS, res);
     const widget = await this.widgets.findPublic(widgetId);
     const origin = req.headers.origin;
     if (typeof origin !== 'string' || !widget.allowedOrigins.includes(origin)) {
