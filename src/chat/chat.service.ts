@@ -127,8 +127,9 @@ export class ChatService {
    * Validates the request, resolves its assistant (assistant mode) or model (direct mode),
    * reads the conversation's history that fits, and opens its billing session, which holds
    * the estimate. A request refused on the way gets its usage record, and is never charged.
+   * `clientGone` aborts when the client leaves (what it used is then charged); `run`, which
+   * the upstream calls and tools get, also at the stop's drain deadline.
    */
-  /** `clientGone` aborts when the client leaves (what it used is then charged); `run`, also at the drain deadline. */
   private async prepare(caller: ChatCaller, body: unknown, clientGone: AbortSignal, run: AbortSignal): Promise<PreparedCall> {
     const startedAt = Date.now();
     let request: ChatRequest | undefined;
