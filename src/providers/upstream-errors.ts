@@ -67,7 +67,8 @@ function isTimeout(error: unknown): boolean {
   return /Timeout/i.test(name) || /timed out/i.test(message);
 }
 
-function upstreamMessage(error: unknown): string {
+/** The provider's own words for a failure: the error body's message (SDK errors and ours carry it as `error`), else the error's. */
+export function upstreamMessage(error: unknown): string {
   const e = error as { error?: { message?: string; error?: { message?: string } }; message?: string };
   return e?.error?.message ?? e?.error?.error?.message ?? e?.message ?? 'no details';
 }

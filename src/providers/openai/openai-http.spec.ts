@@ -125,6 +125,17 @@ describe('OpenAiHttpClient', () => {
     }
   });
 
+  it('keeps the text of an error body that is not JSON (a page from a proxy, say)', async () => {
+    const upstream = await serve((res) => res.writeHead(502, { 'Content-Type': 'text/html' }).end('<h1>Bad gateway</h1>'));
+    try {
+      const error = await upstream.client.complete({}, new AbortController().signal).catch((caught: unknown) => caught);
+      expect(error).toMatchObject({ status: 502, error: { message: '<h1>Bad gateway</h1>' } });
+      expect(toUpstreamApiError(error, 'openai')).toMatchObject({ code: 'upstream_failed' });
+    } finally {
+      await upstream.close();
+    }
+  });
+
   it('fails a stream on an in-band error event (data or event: error), and mid-answer when the connection breaks', async () => {
     const failing = await serve((res) => res.writeHead(200).end(`data: ${JSON.stringify(chunk('a'))}\n\ndata: {"error": {"message": "model crashed"}}\n\n`));
     const named = await serve((res) => res.writeHead(200).end(`data: ${JSON.stringify(chunk('a'))}\n\nevent: error\ndata: {"message": "overloaded"}\n\n`));

@@ -1,6 +1,7 @@
 import * as http from 'node:http';
 import * as https from 'node:https';
 import type { ChatCompletion, ChatCompletionChunk } from '../provider-adapter';
+import { upstreamMessage } from '../upstream-errors';
 
 /** OpenAI's own address, when no OPENAI_BASE_URL is set. */
 const OPENAI_BASE_URL = 'https://api.openai.com/v1';
@@ -22,9 +23,9 @@ export class UpstreamHttpError extends Error {
   constructor(
     readonly status: number,
     readonly headers: Record<string, string>,
-    readonly error: unknown,
+    readonly error: { message: string },
   ) {
-    super(`HTTP ${status}: ${upstreamMessage(error) ?? 'no details'}`);
+    super(`HTTP ${status}: ${error.message}`);
   }
 }
 
@@ -33,7 +34,7 @@ export class UpstreamStreamError extends Error {
   override readonly name = 'UpstreamStreamError';
 
   constructor(readonly error: unknown) {
-    super(upstreamMessage(error) ?? 'The upstream stream reported an error');
+    super(upstreamMessage({ error }));
   }
 }
 
@@ -162,20 +163,15 @@ function readText(response: http.IncomingMessage, signal: AbortSignal): Promise<
 }
 
 /** The body's `error` object (OpenAI's shape); a bare error text, or any other body, as its message. */
-function errorOf(text: string): unknown {
+function errorOf(text: string): { message: string } {
   try {
     const parsed = JSON.parse(text) as { error?: unknown };
     const error = parsed?.error ?? parsed;
-    if (typeof error === 'object' && error !== null && typeof (error as { message?: unknown }).message === 'string') return error;
+    if (typeof error === 'object' && error !== null && typeof (error as { message?: unknown }).message === 'string') return error as { message: string };
     return { message: (typeof error === 'string' ? error : JSON.stringify(error)).slice(0, 500) };
   } catch {
     return { message: text.slice(0, 500) };
   }
-}
-
-function upstreamMessage(error: unknown): string | undefined {
-  const message = (error as { message?: unknown } | null)?.message;
-  return typeof message === 'string' ? message : undefined;
 }
 
 function flatHeaders(headers: http.IncomingHttpHeaders): Record<string, string> {
