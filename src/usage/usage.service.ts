@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import { EntityManager, Repository } from 'typeorm';
+import { Repository } from 'typeorm';
 import { preparedRows } from '../common/database/prepared-rows';
 import { UsageRecord } from './entities/usage-record.entity';
 
@@ -11,26 +11,29 @@ export type NewUsageRecord = Omit<UsageRecord, 'id' | 'createdAt'>;
 export class UsageService {
   constructor(@InjectRepository(UsageRecord) private readonly records: Repository<UsageRecord>) {}
 
-  /** A request that failed before any money was held: there is no settlement to join. */
+  /**
+   * The record of a request that failed before any money was held: there is no settlement
+   * to join (a settlement inserts its record itself, see `row`). Sent as one JSON parameter
+   * and unpacked by PostgreSQL, in the entity's columns, so a column added to it is written too.
+   */
   async insert(record: NewUsageRecord): Promise<void> {
-    await this.recordMany(this.records.manager, [record]);
+    const names = this.insertColumns()
+      .map(({ column }) => column)
+      .join(', ');
+    await preparedRows(
+      this.records.manager,
+      'usage-record-insert',
+      `INSERT INTO usage_records (${names}) SELECT ${names} FROM json_populate_record(NULL::usage_records, $1::json)`,
+      [JSON.stringify(this.row(record))],
+    );
   }
 
   /**
-   * The records of a batch of settlements, in one statement of the batch's transaction (so a
-   * charge never stands without its record): sent as one JSON parameter and unpacked by
-   * PostgreSQL (json_populate_recordset), since building a many-row INSERT through the query
-   * builder cost more CPU than the rest of the settlement. The columns are the entity's, so a
-   * column added to it is written too.
+   * A record as a usage_records row, keyed by column: what `insert` writes, and what a
+   * settlement inserts beside its charge (SettlementOrder.usageRow). A property left out is null.
    */
-  async recordMany(manager: EntityManager, records: NewUsageRecord[]): Promise<void> {
-    if (records.length === 0) return;
-    const columns = this.insertColumns();
-    const rows = records.map((record) => Object.fromEntries(columns.map(({ property, column }) => [column, record[property] ?? null])));
-    const names = columns.map(({ column }) => column).join(', ');
-    await preparedRows(manager, 'usage-records-insert', `INSERT INTO usage_records (${names}) SELECT ${names} FROM json_populate_recordset(NULL::usage_records, $1::json)`, [
-      JSON.stringify(rows),
-    ]);
+  row(record: Partial<NewUsageRecord>): Record<string, unknown> {
+    return Object.fromEntries(this.insertColumns().map(({ property, column }) => [column, record[property] ?? null]));
   }
 
   private columns?: { property: keyof NewUsageRecord; column: string }[];

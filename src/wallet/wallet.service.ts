@@ -8,10 +8,9 @@ import { assertUuid } from '../common/validation/uuid';
 import { preparedRows } from '../common/database/prepared-rows';
 import { queryRows } from '../common/database/query-rows';
 import { Page, toPage } from '../common/pagination';
-import { MicroMillicents, toDecimalString } from './cost';
+import { MicroMillicents } from './cost';
 import { TransactionType, WalletTransaction } from './entities/wallet-transaction.entity';
 import { Wallet } from './entities/wallet.entity';
-import { carryToMicros, ChargeOutcome, LockedWallet, planSettlements } from './settlement-plan';
 import { Lease, WalletLeases } from './wallet-leases';
 import { isUniqueViolation } from '../common/database/unique-violation';
 import type { AppConfig } from '../config/app-config';
@@ -50,7 +49,26 @@ export interface Charge {
   description: string;
 }
 
-export type Settlement = Omit<ChargeOutcome, 'releasedFromLeaseMillicents'>;
+/** What a settlement did to the wallet. */
+export interface Settlement {
+  /** Whole millicents taken from the balance (0 when the cost stayed within the carried fraction). */
+  chargedMillicents: number;
+  /** What stays charged: `chargedMillicents`, or 0 for a refunded request (what its usage record shows). */
+  keptMillicents: number;
+  /** Whole millicents of the cost the wallet could not cover; usually 0. */
+  writtenOffMillicents: number;
+  balanceAfterMillicents: number;
+  /** False when this charge had already been settled: nothing was charged again. */
+  applied: boolean;
+}
+
+interface ChargeOutcome {
+  settlement: Settlement;
+  /** What the charge took out of its lease (and so out of `reserved`): 0 for a request's own hold. */
+  releasedFromLeaseMillicents: number;
+  /** Its wallet ended below its auto top-up threshold. */
+  belowThreshold: boolean;
+}
 
 /** One request's settlement in a batch (see `settleMany`). */
 export interface SettlementOrder {
@@ -60,6 +78,12 @@ export interface SettlementOrder {
   refund?: boolean;
   /** An earlier attempt may have committed: its ledger rows are looked up first. */
   retry?: boolean;
+  /**
+   * Its usage_records row, keyed by column (UsageService.row), inserted in the statement that
+   * charges it, so that a charge never stands without its record; its charged_millicents is
+   * set there to the settlement's `keptMillicents`.
+   */
+  usageRow?: Record<string, unknown>;
 }
 
 export interface TransactionQuery {
@@ -207,156 +231,91 @@ export class WalletService {
   }
 
   /**
-   * Charges the actual cost and releases the hold in one transaction, together with
-   * whatever else must stand or fall with the charge (`alsoInTransaction`). The ledger row
+   * Charges the actual cost and releases the hold, together with whatever else must stand
+   * or fall with the charge (`alsoInTransaction`: then in one transaction). The ledger row
    * is keyed by the hold, so settling the same hold twice charges once.
    */
   async settle(
     hold: Hold,
     charge: Charge,
-    alsoInTransaction: (manager: EntityManager, settlement: Settlement) => Promise<void> = async () => undefined,
+    alsoInTransaction?: (manager: EntityManager, settlement: Settlement) => Promise<void>,
     options: { refund?: boolean } = {},
   ): Promise<Settlement> {
-    const [settlement] = await this.settleMany([{ hold, charge, refund: options.refund }], (manager, [outcome]) =>
-      outcome.applied ? alsoInTransaction(manager, outcome) : Promise.resolve(),
-    );
+    const orders = [{ hold, charge, refund: options.refund }];
+    const [settlement] = alsoInTransaction
+      ? await this.settleMany(orders, (manager, [outcome]) => (outcome.applied ? alsoInTransaction(manager, outcome) : Promise.resolve()))
+      : await this.settleMany(orders);
     return settlement;
   }
 
   /**
-   * Settles a batch of requests in one transaction (group commit): the holds and leases and
-   * then the wallets are locked (the sweeper's order), every charge is worked out in order
-   * (planSettlements), and what it changes (each wallet once, the holds, the ledger rows) is
-   * written in one statement, with `alsoInTransaction` (the usage records, conversation
-   * turns) in the same transaction: four round trips and the commit, however many requests. Once it commits, the leases learn what left them, and a wallet that went
-   * below its auto top-up threshold is announced on `charges`.
+   * Settles a batch of requests (group commit) with the database's `settle_charges()` (see
+   * its migration): the holds, leases and wallets locked, every charge worked out in order,
+   * each wallet written once, the ledger rows and the orders' usage records inserted, all in
+   * one statement. Without `alsoInTransaction` that statement is autocommitted: one round
+   * trip however many requests. With it (conversation turns), the statement and then
+   * `alsoInTransaction` share a transaction. Once it commits, the leases learn what left
+   * them, and a wallet that went below its auto top-up threshold is announced on `charges`.
    */
   async settleMany(
     orders: SettlementOrder[],
-    alsoInTransaction: (manager: EntityManager, settlements: Settlement[]) => Promise<void> = async () => undefined,
+    alsoInTransaction?: (manager: EntityManager, settlements: Settlement[]) => Promise<void>,
   ): Promise<Settlement[]> {
-    const { outcomes, belowThreshold } = await this.manager.transaction(async (manager) => {
-      const holdRowIds = [...new Set(orders.map(({ hold }) => hold.lease?.id ?? hold.id))];
-      const workspaceIds = [...new Set(orders.map(({ charge }) => charge.workspaceId))];
-      // One round trip locks the holds and leases, then (the wallets' scan waits for the holds'
-      // lock, which it reads) the wallets: the sweeper's order, so no deadlock with it. It also
-      // sets the transaction's synchronous_commit (SETTLEMENT_SYNCHRONOUS_COMMIT), which
-      // would otherwise cost a round trip of its own.
-      const locked = await preparedRows<{
-        hold_id: string | null;
-        hold_amount: string | null;
-        workspace_id: string | null;
-        balance_millicents: string | null;
-        reserved_millicents: string | null;
-        carry: string | null;
-        threshold: string | null;
-      }>(
-        manager,
-        'settlement-lock',
-        `WITH commit_mode AS MATERIALIZED (SELECT set_config('synchronous_commit', $3::text, true) AS mode),
-              holds AS (SELECT id, amount_millicents FROM wallet_holds WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE),
-              wallets AS (
-                SELECT w.workspace_id, w.balance_millicents, w.reserved_millicents, w.carry_millicents::text AS carry,
-                       CASE WHEN s.enabled THEN s.threshold_millicents END AS threshold
-                  FROM wallets w LEFT JOIN auto_topup_settings s ON s.workspace_id = w.workspace_id
-                 WHERE w.workspace_id = ANY($2::uuid[]) AND (SELECT count(*) FROM holds) >= 0 AND (SELECT count(*) FROM commit_mode) = 1
-                 ORDER BY w.workspace_id FOR UPDATE OF w)
-         SELECT id AS hold_id, amount_millicents AS hold_amount, NULL::uuid AS workspace_id, NULL::bigint AS balance_millicents,
-                NULL::bigint AS reserved_millicents, NULL::text AS carry, NULL::bigint AS threshold FROM holds
-         UNION ALL
-         SELECT NULL, NULL, workspace_id, balance_millicents, reserved_millicents, carry, threshold FROM wallets`,
-        [holdRowIds, workspaceIds, this.config.settlementSynchronousCommit],
-      );
-      const walletRows = locked.filter((row) => row.workspace_id !== null);
-      const holdRows = locked.filter((row) => row.hold_id !== null);
-      const applied = orders.some((order) => order.retry) ? await this.appliedKeys(manager, orders) : new Set<string>();
-      const plan = planSettlements(
-        new Map(
-          walletRows.map((row): [string, LockedWallet] => [
-            row.workspace_id!,
-            { balance: BigInt(row.balance_millicents!), reserved: BigInt(row.reserved_millicents!), carry: carryToMicros(row.carry!) },
-          ]),
-        ),
-        new Map(holdRows.map((row) => [row.hold_id!, BigInt(row.hold_amount!)])),
-        orders.map(({ hold, charge, refund }) => ({
-          key: hold.id,
-          workspaceId: charge.workspaceId,
-          holdRowId: hold.lease?.id ?? hold.id,
-          holdKind: hold.lease ? 'lease' : 'request',
-          costMicros: charge.costMicros,
-          refund: refund === true,
-          description: charge.description,
-          alreadyApplied: applied.has(`usage:${hold.id}`),
-        })),
-      );
-      const wallets = [...plan.wallets];
-      // Everything the plan changes, in one statement. The ledger rows of one batch are a
-      // microsecond apart, in settlement order, so that the ledger reads in the order its
-      // balances were reached.
-      await preparedRows(
-        manager,
-        'settlement-write',
-        `WITH wallet_updates AS (
-           UPDATE wallets w SET balance_millicents = v.balance, reserved_millicents = v.reserved, carry_millicents = v.carry, updated_at = now()
-             FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::numeric[]) AS v(workspace_id, balance, reserved, carry)
-            WHERE w.workspace_id = v.workspace_id
-           RETURNING 1),
-              released AS (DELETE FROM wallet_holds WHERE id = ANY($5::uuid[]) RETURNING 1),
-              leases AS (
-           UPDATE wallet_holds h SET amount_millicents = v.amount
-             FROM unnest($6::uuid[], $7::bigint[]) AS v(id, amount) WHERE h.id = v.id
-           RETURNING 1),
-              ledger AS (
-           INSERT INTO wallet_transactions (workspace_id, type, amount_millicents, balance_after_millicents, description, idempotency_key, created_at)
-           SELECT v.workspace_id, v.type, v.amount, v.balance_after, v.description, v.idempotency_key, now() + (v.n - 1) * interval '1 microsecond'
-             FROM unnest($8::uuid[], $9::text[], $10::bigint[], $11::bigint[], $12::text[], $13::text[])
-                  WITH ORDINALITY AS v(workspace_id, type, amount, balance_after, description, idempotency_key, n)
-           RETURNING 1)
-         SELECT (SELECT count(*) FROM wallet_updates), (SELECT count(*) FROM released), (SELECT count(*) FROM leases), (SELECT count(*) FROM ledger)`,
-        [
-          wallets.map(([id]) => id),
-          wallets.map(([, w]) => w.balance.toString()),
-          wallets.map(([, w]) => w.reserved.toString()),
-          wallets.map(([, w]) => toDecimalString(w.carry)),
-          plan.releasedHolds,
-          [...plan.leases.keys()],
-          [...plan.leases.values()].map(String),
-          plan.ledger.map((row) => row.workspaceId),
-          plan.ledger.map((row) => row.type),
-          plan.ledger.map((row) => row.amountMillicents.toString()),
-          plan.ledger.map((row) => row.balanceAfterMillicents.toString()),
-          plan.ledger.map((row) => row.description),
-          plan.ledger.map((row) => row.idempotencyKey),
-        ],
-      );
-      await alsoInTransaction(manager, plan.outcomes);
-      const thresholds = new Map(walletRows.map((row) => [row.workspace_id!, row.threshold]));
-      const belowThreshold = wallets
-        .filter(([id, wallet]) => thresholds.get(id) != null && wallet.balance < BigInt(thresholds.get(id)!))
-        .map(([id]) => id);
-      return { outcomes: plan.outcomes, belowThreshold };
-    });
+    const outcomes = alsoInTransaction
+      ? await this.manager.transaction(async (manager) => {
+          const settled = await this.settleCharges(manager, orders);
+          await alsoInTransaction(manager, settled.map(({ settlement }) => settlement));
+          return settled;
+        })
+      : await this.settleCharges(this.manager, orders);
     await Promise.all(
       orders.map(({ hold }, index) => {
-        const outcome = outcomes[index];
+        const { settlement, releasedFromLeaseMillicents } = outcomes[index];
         if (!hold.lease) return undefined;
-        return outcome.applied
-          ? this.leases.settled(hold.lease, hold.amountMillicents, outcome.releasedFromLeaseMillicents, outcome.chargedMillicents)
+        return settlement.applied
+          ? this.leases.settled(hold.lease, hold.amountMillicents, releasedFromLeaseMillicents, settlement.chargedMillicents)
           : this.leases.release(hold.lease, hold.amountMillicents);
       }),
     );
+    const belowThreshold = new Set(orders.filter((_, index) => outcomes[index].belowThreshold).map(({ charge }) => charge.workspaceId));
     for (const workspaceId of belowThreshold) this.committedCharges.next(workspaceId);
-    return outcomes.map(({ releasedFromLeaseMillicents: _released, ...settlement }) => settlement);
+    return outcomes.map(({ settlement }) => settlement);
   }
 
-  /** The usage ledger keys, among these orders', that an earlier attempt did write. */
-  private async appliedKeys(manager: EntityManager, orders: SettlementOrder[]): Promise<Set<string>> {
-    const rows = await queryRows<{ idempotency_key: string }>(
-      manager,
-      `SELECT idempotency_key FROM wallet_transactions WHERE idempotency_key = ANY($1::text[])`,
-      [orders.map(({ hold }) => `usage:${hold.id}`)],
-    );
-    return new Set(rows.map((row) => row.idempotency_key));
+  /** One call of settle_charges() on the manager's connection (a pooled one, autocommitted, outside a transaction). */
+  private async settleCharges(manager: EntityManager, orders: SettlementOrder[]): Promise<ChargeOutcome[]> {
+    const usageRows = orders.some(({ usageRow }) => usageRow) ? JSON.stringify(orders.map(({ usageRow }) => usageRow ?? null)) : null;
+    const rows = await preparedRows<{
+      charged_millicents: string;
+      kept_millicents: string;
+      written_off_millicents: string;
+      balance_after_millicents: string;
+      applied: boolean;
+      released_from_lease_millicents: string;
+      below_threshold: boolean;
+    }>(manager, 'settle-charges', 'SELECT * FROM settle_charges($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)', [
+      orders.map(({ hold }) => hold.id),
+      orders.map(({ charge }) => charge.workspaceId),
+      orders.map(({ hold }) => hold.lease?.id ?? hold.id),
+      orders.map(({ hold }) => hold.lease !== undefined),
+      orders.map(({ charge }) => charge.costMicros.toString()),
+      orders.map(({ refund }) => refund === true),
+      orders.map(({ charge }) => charge.description),
+      orders.some(({ retry }) => retry === true),
+      this.config.settlementSynchronousCommit,
+      usageRows,
+    ]);
+    return rows.map((row) => ({
+      settlement: {
+        chargedMillicents: Number(row.charged_millicents),
+        keptMillicents: Number(row.kept_millicents),
+        writtenOffMillicents: Number(row.written_off_millicents),
+        balanceAfterMillicents: Number(row.balance_after_millicents),
+        applied: row.applied,
+      },
+      releasedFromLeaseMillicents: Number(row.released_from_lease_millicents),
+      belowThreshold: row.below_threshold,
+    }));
   }
 
   /**

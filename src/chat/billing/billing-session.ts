@@ -252,21 +252,19 @@ export class BillingSession {
         // A second attempt may follow one that did commit: its ledger rows are looked up first.
         retry: this.settleAttempts++ > 0,
       },
-      record: (settled) =>
-        storable(
-          usageRecord(subject, latencyMs, ending, {
-            inputTokens,
-            outputTokens,
-            totalTokens: inputTokens + outputTokens,
-            cachedTokens,
-            llmCostMillicents: toMillicentsNumber(spend.llmMicros),
-            toolCostMillicents: toMillicentsNumber(spend.toolMicros),
-            totalCostMillicents: toMillicentsNumber(spend.totalMicros),
-            chargedMillicents: refund ? 0 : settled.chargedMillicents,
-            toolsUsed: spend.toolsUsed,
-            iterations: Math.max(spend.iterations, 1),
-          }),
-        ),
+      record: storable(
+        usageRecord(subject, latencyMs, ending, {
+          inputTokens,
+          outputTokens,
+          totalTokens: inputTokens + outputTokens,
+          cachedTokens,
+          llmCostMillicents: toMillicentsNumber(spend.llmMicros),
+          toolCostMillicents: toMillicentsNumber(spend.toolMicros),
+          totalCostMillicents: toMillicentsNumber(spend.totalMicros),
+          toolsUsed: spend.toolsUsed,
+          iterations: Math.max(spend.iterations, 1),
+        }),
+      ),
       turn: conversation && ending.status === 'success' && options.reply ? this.turnOf(conversation, options.reply) : null,
     });
     if (!refund) this.estimate.onCharged?.(inputTokens + outputTokens, spend.totalMicros);

@@ -10,27 +10,35 @@ function job(id: string, costMicros = 1_000_000n): SettlementJob {
   return {
     requestId: id,
     order: { hold: { id, workspaceId: 'ws', amountMillicents: 10 }, charge: { workspaceId: 'ws', costMicros, description: id } },
-    record: (settlement) => ({ requestId: id, chargedMillicents: settlement.chargedMillicents }) as unknown as NewUsageRecord,
+    record: { requestId: id } as NewUsageRecord,
     turn: null,
   };
 }
 
-/** The wallet's settleMany, one transaction at a time, each taking until released by the test. */
+/**
+ * The wallet's settleMany, one batch at a time, each taking until released by the test; the
+ * usage rows of a batch that commits are kept, as the database keeps them.
+ */
 class SlowWallet {
   batches: string[][] = [];
   poisoned = new Set<string>();
+  /** Requests whose usage record the database refuses (the charge alone goes through). */
+  refusedRecords = new Set<string>();
+  records: unknown[] = [];
   private gate: (() => void) | null = null;
 
-  async settleMany(orders: SettlementOrder[], also: (manager: EntityManager, settlements: Settlement[]) => Promise<void>): Promise<Settlement[]> {
+  async settleMany(orders: SettlementOrder[], also?: (manager: EntityManager, settlements: Settlement[]) => Promise<void>): Promise<Settlement[]> {
     this.batches.push(orders.map((order) => order.hold.id));
     await new Promise<void>((resolve) => (this.gate = resolve));
     if (orders.some((order) => this.poisoned.has(order.hold.id))) throw new Error('refused by the database');
-    const settlements = orders.map(() => ({ chargedMillicents: 1, writtenOffMillicents: 0, balanceAfterMillicents: 0, applied: true }));
-    await also(manager, settlements);
+    if (orders.some((order) => order.usageRow && this.refusedRecords.has(order.hold.id))) throw new Error('usage record refused');
+    const settlements = orders.map(() => ({ chargedMillicents: 1, keptMillicents: 1, writtenOffMillicents: 0, balanceAfterMillicents: 0, applied: true }));
+    await also?.(manager, settlements);
+    this.records.push(...orders.flatMap((order) => (order.usageRow ? [order.usageRow] : [])));
     return settlements;
   }
 
-  /** Lets the transaction under way commit. */
+  /** Lets the batch under way commit. */
   async commit(): Promise<void> {
     while (!this.gate) await new Promise((resolve) => setImmediate(resolve));
     const open = this.gate;
@@ -41,14 +49,16 @@ class SlowWallet {
 
 function setUp() {
   const wallet = new SlowWallet();
-  const records: NewUsageRecord[] = [];
+  const incidents: string[] = [];
+  const committed: NewUsageRecord[] = [];
   const writer = new SettlementWriter({
     wallet,
-    usage: { recordMany: async (_m, rows) => void records.push(...rows) },
+    usage: { row: (record) => ({ ...record }) },
     conversations: { appendTurn: async () => null },
-    incident: () => undefined,
+    incident: (kind, requestId) => void incidents.push(`${kind} ${requestId}`),
+    committed: (records) => void committed.push(...records),
   });
-  return { wallet, writer, records };
+  return { wallet, writer, records: wallet.records as NewUsageRecord[], incidents, committed };
 }
 
 describe('SettlementWriter', () => {
@@ -91,9 +101,28 @@ describe('SettlementWriter', () => {
     await wallet.commit(); // the batch of three: fails
     await wallet.commit(); // ok1
     await wallet.commit(); // bad
+    await wallet.commit(); // bad, without its usage record: fails too
     await wallet.commit(); // ok2
     expect(await Promise.all(results)).toEqual(['settled', 'refused by the database', 'settled']);
-    expect(wallet.batches).toEqual([['first'], ['ok1', 'bad', 'ok2'], ['ok1'], ['bad'], ['ok2']]);
+    expect(wallet.batches).toEqual([['first'], ['ok1', 'bad', 'ok2'], ['ok1'], ['bad'], ['bad'], ['ok2']]);
     expect(records.map((record) => record.requestId)).toEqual(['first', 'ok1', 'ok2']);
+  });
+
+  it('still commits a charge whose usage record the database refuses, counts the incident, and tells the metrics what was charged', async () => {
+    const { wallet, writer, records, incidents, committed } = setUp();
+    wallet.refusedRecords.add('norecord');
+    const results = [writer.submit(job('ok')), writer.submit(job('norecord'))];
+    await wallet.commit(); // ok, written at once
+    await wallet.commit(); // norecord: refused
+    await wallet.commit(); // norecord again, carefully: refused
+    await wallet.commit(); // norecord without its record
+    expect((await Promise.all(results)).map((settlement) => settlement.applied)).toEqual([true, true]);
+    expect(wallet.batches).toEqual([['ok'], ['norecord'], ['norecord'], ['norecord']]);
+    expect(records.map((record) => record.requestId)).toEqual(['ok']);
+    expect(incidents).toEqual(['usage_record_not_stored norecord']);
+    expect(committed.map((record) => [record.requestId, record.chargedMillicents])).toEqual([
+      ['ok', 1],
+      ['norecord', 1],
+    ]);
   });
 });

@@ -1,5 +1,6 @@
 import type { EntityManager } from 'typeorm';
 import { inSavepoint } from '../../common/database/savepoint';
+import { isDatabaseUnavailable } from '../../common/errors/database-unavailable';
 import type { AppendTurnParams, ConversationsService } from '../../conversations/conversations.service';
 import type { NewUsageRecord, UsageService } from '../../usage/usage.service';
 import type { Settlement, SettlementOrder, WalletService } from '../../wallet/wallet.service';
@@ -11,15 +12,15 @@ const MAX_BATCH = 256;
 export interface SettlementJob {
   requestId: string;
   order: SettlementOrder;
-  /** Its usage record, once the charge is known. */
-  record: (settlement: Settlement) => NewUsageRecord;
+  /** Its usage record; the settlement fills in what was charged. */
+  record: Omit<NewUsageRecord, 'chargedMillicents'>;
   /** With a conversation, the successful turn to store. */
   turn: AppendTurnParams | null;
 }
 
 export interface SettlementWriterPorts {
   wallet: Pick<WalletService, 'settleMany'>;
-  usage: Pick<UsageService, 'recordMany'>;
+  usage: Pick<UsageService, 'row'>;
   conversations: Pick<ConversationsService, 'appendTurn'>;
   /** A usage record or turn that could not be stored beside its charge (which still commits). */
   incident: (kind: 'usage_record_not_stored' | 'conversation_turn_not_stored', requestId: string, error: unknown) => void;
@@ -34,16 +35,19 @@ interface Queued {
 }
 
 /**
- * Group commit of settlements. Requests that end while a transaction is being written queue
- * up, and the next transaction settles all of them: each wallet row is written once per
- * batch, the ledger rows and usage records in one statement each. A request's promise
- * resolves once its batch has committed, so a client is told its cost only when the charge
- * is durable. Nothing waits for a timer: a lone request is written at once, and under load
- * the batches grow by themselves with the time a commit takes.
+ * Group commit of settlements. Requests that end while a batch is being written queue up,
+ * and the next batch settles all of them: the charges, ledger rows and usage records in one
+ * autocommitted statement (WalletService.settleMany), or, when conversation turns are to be
+ * stored, in one transaction with them. A request's promise resolves once its batch has
+ * committed, so a client is told its cost only when the charge is durable. Nothing waits
+ * for a timer: a lone request is written at once, and under load the batches grow by
+ * themselves with the time a commit takes.
  *
- * A batch that fails is written again one settlement at a time, with what is written beside
- * each charge in savepoints: a usage record or conversation turn the database refuses is
- * counted and logged, and the charge still commits; one bad settlement fails alone.
+ * A batch that fails is written again one settlement at a time, carefully: its ledger rows
+ * looked up first (a commit may have succeeded unseen), its turn in a savepoint (a turn the
+ * database refuses is counted and logged, and the charge still commits), and if the database
+ * refuses it still, once more without its usage record, so that only a record the database
+ * refuses is lost, never the charge. One bad settlement fails alone.
  */
 export class SettlementWriter {
   private readonly queue: Queued[] = [];
@@ -75,50 +79,64 @@ export class SettlementWriter {
     while (this.queue.length > 0) await this.write(this.queue.splice(0, MAX_BATCH));
   }
 
-  /**
-   * Writes a batch. The first try has no savepoints (three round trips fewer); if the
-   * transaction fails, nothing of it committed, and each settlement is written again on its
-   * own, carefully: its ledger rows looked up first (a commit may have succeeded unseen) and
-   * what is written beside the charge in savepoints, so that only what the database refuses
-   * is lost, and one bad settlement fails alone.
-   */
-  private async write(batch: Queued[], careful = false): Promise<void> {
+  /** Writes a batch; if it fails, each of its settlements again on its own, carefully. */
+  private async write(batch: Queued[]): Promise<void> {
     try {
-      let records: NewUsageRecord[] = [];
-      const settlements = await this.ports.wallet.settleMany(
-        batch.map(({ job }) => (careful ? { ...job.order, retry: true } : job.order)),
-        async (manager, outcomes) => {
-          records = await this.writeBeside(manager, batch, outcomes, careful);
-        },
-      );
-      this.ports.committed?.(records);
-      batch.forEach(({ resolve }, index) => resolve(settlements[index]));
-    } catch (error) {
-      if (careful) return batch[0].reject(error);
-      for (const queued of batch) await this.write([queued], true);
+      this.committed(batch, await this.settle(batch, { careful: false, withRecords: true }));
+    } catch {
+      for (const queued of batch) await this.writeCarefully(queued);
     }
   }
 
-  /** Writes the usage records and turns of the settlements applied; returns those records. */
-  private async writeBeside(manager: EntityManager, batch: Queued[], settlements: Settlement[], careful: boolean): Promise<NewUsageRecord[]> {
-    const applied = batch.map(({ job }, index) => ({ job, settlement: settlements[index] })).filter(({ settlement }) => settlement.applied);
-    const records = applied.map(({ job, settlement }) => job.record(settlement));
-    if (!careful) {
-      if (records.length > 0) await this.ports.usage.recordMany(manager, records);
-      for (const { job } of applied) if (job.turn) await this.ports.conversations.appendTurn(manager, job.turn);
-      return records;
+  private async writeCarefully(queued: Queued): Promise<void> {
+    try {
+      this.committed([queued], await this.settle([queued], { careful: true, withRecords: true }));
+    } catch (error) {
+      // The database gone is no refused record: the charge fails whole, for the caller to retry.
+      if (isDatabaseUnavailable(error)) return queued.reject(error);
+      try {
+        const [settlement] = await this.settle([queued], { careful: true, withRecords: false });
+        // Stored without it: the record is what the database refused.
+        if (settlement.applied) this.ports.incident('usage_record_not_stored', queued.job.requestId, error);
+        this.committed([queued], [settlement]);
+      } catch (failure) {
+        queued.reject(failure);
+      }
     }
-    // Careful: one settlement, whose record and turn may be refused without undoing its charge.
-    for (const record of records) {
-      const refused = await inSavepoint(manager, () => this.ports.usage.recordMany(manager, [record]));
-      if (refused) this.ports.incident('usage_record_not_stored', record.requestId, refused);
-    }
-    for (const { job } of applied) {
-      if (!job.turn) continue;
+  }
+
+  private settle(batch: Queued[], { careful, withRecords }: { careful: boolean; withRecords: boolean }): Promise<Settlement[]> {
+    const orders = batch.map(
+      ({ job }): SettlementOrder => ({
+        ...job.order,
+        retry: careful || job.order.retry,
+        usageRow: withRecords ? this.ports.usage.row(job.record) : undefined,
+      }),
+    );
+    if (!batch.some(({ job }) => job.turn)) return this.ports.wallet.settleMany(orders);
+    return this.ports.wallet.settleMany(orders, (manager, settlements) => this.appendTurns(manager, batch, settlements, careful));
+  }
+
+  /** The conversation turns of the settlements applied; carefully, each in a savepoint. */
+  private async appendTurns(manager: EntityManager, batch: Queued[], settlements: Settlement[], careful: boolean): Promise<void> {
+    for (const [index, { job }] of batch.entries()) {
       const turn = job.turn;
+      if (!turn || !settlements[index].applied) continue;
+      if (!careful) {
+        await this.ports.conversations.appendTurn(manager, turn);
+        continue;
+      }
       const failed = await inSavepoint(manager, () => this.ports.conversations.appendTurn(manager, turn));
       if (failed) this.ports.incident('conversation_turn_not_stored', job.requestId, failed);
     }
-    return records;
+  }
+
+  /** Tells each request its settlement, and the metrics the records of those applied. */
+  private committed(batch: Queued[], settlements: Settlement[]): void {
+    const records = batch.flatMap(({ job }, index) =>
+      settlements[index].applied ? [{ ...job.record, chargedMillicents: settlements[index].keptMillicents }] : [],
+    );
+    this.ports.committed?.(records);
+    batch.forEach(({ resolve }, index) => resolve(settlements[index]));
   }
 }

@@ -11,7 +11,7 @@ export type UsageSubject = Pick<
 > &
   Partial<Pick<NewUsageRecord, 'nerfing'>>;
 
-/** What a request used and was charged: tokens, costs, tools and model calls. */
+/** What a request used and cost: tokens, costs, tools and model calls (what was charged, its settlement fills in). */
 export type UsageAmounts = Pick<
   NewUsageRecord,
   | 'inputTokens'
@@ -21,7 +21,6 @@ export type UsageAmounts = Pick<
   | 'llmCostMillicents'
   | 'toolCostMillicents'
   | 'totalCostMillicents'
-  | 'chargedMillicents'
   | 'toolsUsed'
   | 'iterations'
 >;
@@ -36,11 +35,11 @@ export interface UsageEnding {
  * whether it was settled (the billing session), refused before any money was held (the
  * chat service) or refused by a guard before it reached the service (the refusal filter).
  */
-export function usageRecord(subject: UsageSubject, latencyMs: number, ending: UsageEnding, used?: UsageAmounts): NewUsageRecord {
+export function usageRecord(subject: UsageSubject, latencyMs: number, ending: UsageEnding, used: UsageAmounts): Omit<NewUsageRecord, 'chargedMillicents'> {
   return {
     ...subject,
     nerfing: subject.nerfing ?? [],
-    ...(used ?? { ...NOTHING_USED, toolsUsed: [] }),
+    ...used,
     latencyMs,
     status: ending.status,
     errorCode: ending.errorCode,
@@ -49,5 +48,5 @@ export function usageRecord(subject: UsageSubject, latencyMs: number, ending: Us
 
 /** The record of a request refused before it cost anything. */
 export function refusedUsageRecord(subject: UsageSubject, latencyMs: number, errorCode: string): NewUsageRecord {
-  return usageRecord(subject, latencyMs, { status: 'error', errorCode });
+  return { ...usageRecord(subject, latencyMs, { status: 'error', errorCode }, { ...NOTHING_USED, toolsUsed: [] }), chargedMillicents: 0 };
 }

@@ -6,16 +6,21 @@ interface PreparingClient {
 }
 
 /**
- * Rows of a statement run as a named prepared statement on the manager's connection, for
- * the statements of the hot path: PostgreSQL parses and plans it once per connection
- * instead of on every call (the settlement's CTE statements spent about as long being
- * planned as being run). `name` must be unique per statement text. Outside a transaction
- * (no query runner of its own) it runs as a plain statement.
+ * Rows of a statement run as a named prepared statement, for the statements of the hot
+ * path: PostgreSQL parses and plans it once per connection instead of on every call (the
+ * settlement's statements spent about as long being planned as being run). `name` must be
+ * unique per statement text. In the manager's transaction it runs on the transaction's
+ * connection; outside one, on a connection of the pool (node-postgres prepares it there on
+ * first use), autocommitted, without a TypeORM query runner around it.
  */
 export async function preparedRows<T>(manager: EntityManager, name: string, text: string, values: unknown[]): Promise<T[]> {
   const runner = manager.queryRunner;
-  if (!runner || runner.isReleased) return queryRows<T>(manager, text, values);
-  // connect() answers the connection the runner already holds (a transaction's).
-  const client = (await runner.connect()) as PreparingClient;
+  // A transaction whose runner TypeORM released (its connection failed): the statement fails
+  // as any other of that transaction does, never runs outside it.
+  if (runner?.isReleased) return queryRows<T>(manager, text, values);
+  const client = runner
+    ? // connect() answers the connection the runner already holds (a transaction's).
+      ((await runner.connect()) as PreparingClient)
+    : (manager.connection.driver as unknown as { master: PreparingClient }).master;
   return (await client.query<T>({ name, text, values })).rows;
 }

@@ -1,0 +1,179 @@
+import { MigrationInterface, QueryRunner } from 'typeorm';
+
+/**
+ * settle_charges(): a batch of chat settlements in one statement, so that a settlement is
+ * one round trip to PostgreSQL (and, outside a caller's transaction, one autocommitted
+ * statement) instead of five (BEGIN, lock, plan in node, write, usage insert, COMMIT). On
+ * this 2-vCPU machine each round trip cost a wake-up of PostgreSQL and then of node, and the
+ * five made up half of a lone request's time (bench/README.md, "Where a lone request's time
+ * goes"). It replaces src/wallet/settlement-plan.ts, which worked out the same plan in node.
+ *
+ * Per order i (the arrays are parallel, in settlement order):
+ * - p_keys[i]: unique per request; its ledger rows are `usage:<key>` and `refund:<key>`;
+ * - p_hold_row_ids[i], p_leased[i]: the row whose money was set aside (the request's own
+ *   hold, or the lease it was admitted from);
+ * - p_cost_micros[i]: the exact cost in micro-millicents; p_refunds[i]: a failed request,
+ *   charged and refunded so that the ledger shows both;
+ * - p_records->i (optional): its usage_records row, keyed by column; inserted with an id,
+ *   created_at and charged_millicents (what the wallet kept) filled in here, so that a charge
+ *   never stands without its record.
+ *
+ * The plan: the holds and leases and then the wallets are locked in id order (the sweeper's
+ * order, so no deadlock with it). Each order, in turn, is charged its cost in whole
+ * millicents (the fraction is carried per wallet), but never more than the wallet can cover
+ * (its own hold, or its whole lease, plus what no other hold or lease sets aside): a cost
+ * past that is written off, so the balance never goes below zero nor below what others hold.
+ * A request's own hold is released; a leased request's charge is taken out of its lease. A
+ * refund gives the charge back and puts the carry back where it was. With p_check_applied
+ * (a retry after a failure that may have committed unseen), an order whose usage ledger row
+ * exists is skipped. Each wallet is then written once, and the ledger rows of the batch are
+ * a microsecond apart, in settlement order, so the ledger reads in the order its balances
+ * were reached.
+ *
+ * p_synchronous_commit (SETTLEMENT_SYNCHRONOUS_COMMIT) is set for the enclosing
+ * transaction only: the implicit one of an autocommitted call, or the caller's.
+ */
+export class SettlementFunction1764002200000 implements MigrationInterface {
+  name = 'SettlementFunction1764002200000';
+
+  public async up(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.query(`
+      CREATE FUNCTION settle_charges(
+        p_keys text[],
+        p_workspace_ids uuid[],
+        p_hold_row_ids uuid[],
+        p_leased boolean[],
+        p_cost_micros bigint[],
+        p_refunds boolean[],
+        p_descriptions text[],
+        p_check_applied boolean,
+        p_synchronous_commit text,
+        p_records jsonb
+      ) RETURNS TABLE (
+        charged_millicents bigint,
+        kept_millicents bigint,
+        written_off_millicents bigint,
+        balance_after_millicents bigint,
+        applied boolean,
+        released_from_lease_millicents bigint,
+        below_threshold boolean
+      ) LANGUAGE plpgsql AS $$
+      #variable_conflict use_column
+      DECLARE
+        micros CONSTANT bigint := 1000000;
+        orders int := coalesce(array_length(p_keys, 1), 0);
+        -- The locked wallets (w_*) and holds (h_*), in lock order, as the plan changes them.
+        w_ids uuid[]; w_balance bigint[]; w_reserved bigint[]; w_carry bigint[]; w_threshold bigint[];
+        h_ids uuid[]; h_amount bigint[]; h_live boolean[]; h_changed boolean[];
+        -- What each order did (o_*), and the ledger rows (l_*), in order.
+        o_charged bigint[]; o_kept bigint[]; o_written_off bigint[]; o_balance bigint[]; o_applied boolean[]; o_released bigint[];
+        l_workspace uuid[] := '{}'; l_type text[] := '{}'; l_amount bigint[] := '{}'; l_balance bigint[] := '{}';
+        l_description text[] := '{}'; l_key text[] := '{}';
+        w int; h int; held bigint; carry_before bigint; total bigint; whole bigint; coverable bigint; charged bigint; released bigint;
+      BEGIN
+        PERFORM set_config('synchronous_commit', p_synchronous_commit, true);
+
+        SELECT coalesce(array_agg(id ORDER BY id), '{}'), coalesce(array_agg(amount_millicents ORDER BY id), '{}')
+          INTO h_ids, h_amount
+          FROM (SELECT id, amount_millicents FROM wallet_holds WHERE id = ANY(p_hold_row_ids) ORDER BY id FOR UPDATE) locked;
+        h_live := array_fill(true, ARRAY[coalesce(array_length(h_ids, 1), 0)]);
+        h_changed := array_fill(false, ARRAY[coalesce(array_length(h_ids, 1), 0)]);
+
+        SELECT coalesce(array_agg(workspace_id ORDER BY workspace_id), '{}'),
+               coalesce(array_agg(balance_millicents ORDER BY workspace_id), '{}'),
+               coalesce(array_agg(reserved_millicents ORDER BY workspace_id), '{}'),
+               coalesce(array_agg((carry_millicents * micros)::bigint ORDER BY workspace_id), '{}'),
+               coalesce(array_agg(threshold ORDER BY workspace_id), '{}')
+          INTO w_ids, w_balance, w_reserved, w_carry, w_threshold
+          FROM (SELECT w.workspace_id, w.balance_millicents, w.reserved_millicents, w.carry_millicents,
+                       CASE WHEN s.enabled THEN s.threshold_millicents END AS threshold
+                  FROM wallets w LEFT JOIN auto_topup_settings s ON s.workspace_id = w.workspace_id
+                 WHERE w.workspace_id = ANY(p_workspace_ids)
+                 ORDER BY w.workspace_id FOR UPDATE OF w) locked;
+
+        FOR i IN 1 .. orders LOOP
+          w := array_position(w_ids, p_workspace_ids[i]);
+          IF w IS NULL THEN
+            RAISE EXCEPTION 'No wallet for workspace %', p_workspace_ids[i];
+          END IF;
+          IF p_check_applied AND EXISTS (SELECT 1 FROM wallet_transactions WHERE idempotency_key = 'usage:' || p_keys[i]) THEN
+            o_charged[i] := 0; o_kept[i] := 0; o_written_off[i] := 0; o_balance[i] := w_balance[w]; o_applied[i] := false; o_released[i] := 0;
+            CONTINUE;
+          END IF;
+          h := array_position(h_ids, p_hold_row_ids[i]);
+          IF h IS NOT NULL AND NOT h_live[h] THEN h := NULL; END IF;
+          -- A hold swept meanwhile (its process stalled past the expiry) sets nothing aside any more.
+          held := CASE WHEN h IS NULL THEN 0 ELSE h_amount[h] END;
+          carry_before := w_carry[w];
+          total := w_carry[w] + p_cost_micros[i];
+          whole := total / micros;
+          coverable := greatest(w_balance[w] - (w_reserved[w] - held), 0);
+          charged := least(whole, coverable);
+          w_carry[w] := CASE WHEN whole <= coverable THEN total % micros ELSE 0 END;
+          w_balance[w] := w_balance[w] - charged;
+          released := 0;
+          IF NOT p_leased[i] THEN
+            w_reserved[w] := w_reserved[w] - held;
+            IF h IS NOT NULL THEN h_live[h] := false; END IF;
+          ELSIF h IS NOT NULL THEN
+            released := least(charged, held);
+            w_reserved[w] := w_reserved[w] - released;
+            h_amount[h] := held - released;
+            h_changed[h] := true;
+          END IF;
+          IF charged > 0 THEN
+            l_workspace := l_workspace || p_workspace_ids[i]; l_type := l_type || 'usage'::text; l_amount := l_amount || -charged;
+            l_balance := l_balance || w_balance[w]; l_description := l_description || p_descriptions[i]; l_key := l_key || ('usage:' || p_keys[i]);
+          END IF;
+          o_kept[i] := charged;
+          IF p_refunds[i] THEN
+            w_balance[w] := w_balance[w] + charged;
+            w_carry[w] := carry_before;
+            o_kept[i] := 0;
+            IF charged > 0 THEN
+              l_workspace := l_workspace || p_workspace_ids[i]; l_type := l_type || 'refund'::text; l_amount := l_amount || charged;
+              l_balance := l_balance || w_balance[w]; l_description := l_description || ('Refund: ' || p_descriptions[i]);
+              l_key := l_key || ('refund:' || p_keys[i]);
+            END IF;
+          END IF;
+          o_charged[i] := charged; o_written_off[i] := whole - charged; o_balance[i] := w_balance[w];
+          o_applied[i] := true; o_released[i] := released;
+        END LOOP;
+
+        UPDATE wallets AS t
+           SET balance_millicents = v.balance, reserved_millicents = v.reserved, carry_millicents = v.carry::numeric / micros, updated_at = now()
+          FROM unnest(w_ids, w_balance, w_reserved, w_carry) AS v(workspace_id, balance, reserved, carry)
+         WHERE t.workspace_id = v.workspace_id;
+        DELETE FROM wallet_holds AS t USING unnest(h_ids, h_live) AS v(id, live) WHERE NOT v.live AND t.id = v.id;
+        UPDATE wallet_holds AS t SET amount_millicents = v.amount
+          FROM unnest(h_ids, h_amount, h_changed) AS v(id, amount, changed)
+         WHERE v.changed AND t.id = v.id;
+        INSERT INTO wallet_transactions (workspace_id, type, amount_millicents, balance_after_millicents, description, idempotency_key, created_at)
+        SELECT v.workspace_id, v.type, v.amount, v.balance_after, v.description, v.idempotency_key, now() + (v.n - 1) * interval '1 microsecond'
+          FROM unnest(l_workspace, l_type, l_amount, l_balance, l_description, l_key)
+               WITH ORDINALITY AS v(workspace_id, type, amount, balance_after, description, idempotency_key, n);
+        IF p_records IS NOT NULL THEN
+          INSERT INTO usage_records
+          SELECT r.*
+            FROM jsonb_array_elements(p_records) WITH ORDINALITY AS e(record, n),
+                 LATERAL jsonb_populate_record(
+                   NULL::usage_records,
+                   e.record || jsonb_build_object('id', gen_random_uuid(), 'created_at', now(), 'charged_millicents', o_kept[e.n::int])
+                 ) AS r
+           WHERE o_applied[e.n::int] AND jsonb_typeof(e.record) = 'object';
+        END IF;
+
+        RETURN QUERY
+        SELECT o_charged[i], o_kept[i], o_written_off[i], o_balance[i], o_applied[i], o_released[i],
+               coalesce(w_balance[array_position(w_ids, p_workspace_ids[i])] < w_threshold[array_position(w_ids, p_workspace_ids[i])], false)
+          FROM generate_series(1, orders) AS i
+         ORDER BY i;
+      END $$`);
+  }
+
+  public async down(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.query(
+      `DROP FUNCTION settle_charges(text[], uuid[], uuid[], boolean[], bigint[], boolean[], text[], boolean, text, jsonb)`,
+    );
+  }
+}
