@@ -57,6 +57,8 @@ export interface SaturatedRun {
   /** Connection errors and timeouts. */
   errors: number;
   statusCodes: Record<string, number>;
+  /** CPU by process group during the run, in % of one core (bench/chat.ts fills it in; see cpuDuring). */
+  cpuPercent?: Record<'gateway' | 'postgres' | 'fake' | 'load', number>;
 }
 
 /**

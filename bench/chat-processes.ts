@@ -4,7 +4,7 @@
  * from them: readiness over HTTP and memory from /proc/<pid>/status.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import * as net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -125,4 +125,76 @@ export function runNode(args: string[], env: Record<string, string>, timeoutMs: 
       (error, stdout, stderr) => (error ? reject(new Error(`node ${args.join(' ')}: ${error.message}\n${stderr}`)) : resolve(stdout)),
     );
   });
+}
+
+/** Clock ticks per second of /proc's CPU times (USER_HZ: 100 on every Linux this runs on). */
+const TICKS_PER_SECOND = 100;
+
+async function ticksOf(pid: number): Promise<number | undefined> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    // The fields after the command name (which may hold spaces) in parentheses; utime and stime are the 14th and 15th.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return Number(fields[11]) + Number(fields[12]);
+  } catch {
+    return undefined;
+  }
+}
+
+/** A process and its direct children (PostgreSQL's backends are children of its postmaster). */
+async function withChildren(pid: number): Promise<number[]> {
+  const children: number[] = [];
+  for (const entry of await readdir('/proc').catch(() => [] as string[])) {
+    if (!/^\d+$/.test(entry)) continue;
+    const status = await readFile(`/proc/${entry}/status`, 'utf8').catch(() => '');
+    if (new RegExp(`^PPid:\\s+${pid}$`, 'm').test(status)) children.push(Number(entry));
+  }
+  return [pid, ...children];
+}
+
+/** The postmaster listening on this port, found by its command line (`postgres -D <dir> -p <port>`). */
+export async function postmasterPid(port: number): Promise<number | undefined> {
+  for (const entry of await readdir('/proc').catch(() => [] as string[])) {
+    if (!/^\d+$/.test(entry)) continue;
+    const args = (await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '')).split('\0');
+    if (/(^|\/)postgres$/.test(args[0]) && args[args.indexOf('-p') + 1] === String(port)) return Number(entry);
+  }
+  return undefined;
+}
+
+/**
+ * CPU used by groups of processes while `measure` runs, in % of one core (all threads of a
+ * process count: a node process can pass 100% with its GC and libuv threads). Each group
+ * is a list of root pids; `tree` groups also count the roots' direct children. Undefined
+ * where /proc is not there.
+ */
+export async function cpuDuring<Group extends string, T>(
+  groups: Record<Group, { pids: number[]; tree?: boolean }>,
+  measure: () => Promise<T>,
+): Promise<{ result: T; cpuPercent: Record<Group, number> | undefined }> {
+  const members = async () =>
+    Object.fromEntries(
+      await Promise.all(
+        (Object.entries(groups) as [Group, { pids: number[]; tree?: boolean }][]).map(
+          async ([name, { pids, tree }]) => [name, tree ? (await Promise.all(pids.map(withChildren))).flat() : pids] as const,
+        ),
+      ),
+    ) as Record<Group, number[]>;
+  const ticks = async (pids: number[]) => new Map(await Promise.all(pids.map(async (pid) => [pid, await ticksOf(pid)] as const)));
+  const pidsBefore = await members();
+  const before = new Map((await Promise.all(Object.values<number[]>(pidsBefore).map(ticks))).flatMap((map) => [...map]));
+  const startedAt = process.hrtime.bigint();
+  const result = await measure();
+  const seconds = Number(process.hrtime.bigint() - startedAt) / 1e9;
+  const pidsAfter = await members();
+  // A process started meanwhile (a new backend) counts whole; one that ended meanwhile is missed.
+  const used = async (name: Group) => {
+    const after = await ticks([...new Set([...pidsBefore[name], ...pidsAfter[name]])]);
+    return [...after].reduce((sum, [pid, now]) => (now === undefined ? sum : sum + now - (before.get(pid) ?? 0)), 0);
+  };
+  const names = Object.keys(groups) as Group[];
+  const totals = await Promise.all(names.map(used));
+  if (before.size === 0 || [...before.values()].every((value) => value === undefined)) return { result, cpuPercent: undefined };
+  const cpuPercent = Object.fromEntries(names.map((name, index) => [name, Math.round((totals[index] / TICKS_PER_SECOND / seconds) * 100)])) as Record<Group, number>;
+  return { result, cpuPercent };
 }

@@ -22,7 +22,7 @@ import * as path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from 'pg';
 import { openLoop, type OpenLoopResult, saturate, type SaturatedRun, type Target } from './chat-load';
-import { firstLine, freePort, memoryOf, runNode, type ServerProcess, startNode, waitUntilServing } from './chat-processes';
+import { cpuDuring, firstLine, freePort, memoryOf, postmasterPid, runNode, type ServerProcess, startNode, waitUntilServing } from './chat-processes';
 import { type BenchContext, closeApp, runBench, summarize, table, writeResults } from './harness';
 
 // ---------------------------------------------------------------------------------------
@@ -127,6 +127,49 @@ interface Check {
  * Waits until nothing is reserved and the number of usage records stops moving (the
  * requests in flight at the clients' cut-off finish on the server), then checks.
  */
+/** What PostgreSQL did in the background (checkpoints, autovacuum): it competes with a measurement for the same 2 CPUs and disk. */
+interface BackgroundWork {
+  checkpoints: number;
+  checkpointWriteMs: number;
+  checkpointSyncMs: number;
+  autovacuums: number;
+  autoanalyzes: number;
+}
+
+async function readBackgroundWork(db: Client): Promise<BackgroundWork> {
+  const [checkpoints] = (
+    await db.query(`SELECT num_timed + num_requested AS checkpoints, write_time, sync_time FROM pg_stat_checkpointer`)
+  ).rows as { checkpoints: string; write_time: number; sync_time: number }[];
+  const [tables] = (await db.query(`SELECT sum(autovacuum_count) AS vacuums, sum(autoanalyze_count) AS analyzes FROM pg_stat_user_tables`)).rows as {
+    vacuums: string;
+    analyzes: string;
+  }[];
+  return {
+    checkpoints: Number(checkpoints.checkpoints),
+    checkpointWriteMs: Number(checkpoints.write_time),
+    checkpointSyncMs: Number(checkpoints.sync_time),
+    autovacuums: Number(tables.vacuums),
+    autoanalyzes: Number(tables.analyzes),
+  };
+}
+
+function subtractBackgroundWork(after: BackgroundWork, before: BackgroundWork): BackgroundWork {
+  return {
+    checkpoints: after.checkpoints - before.checkpoints,
+    checkpointWriteMs: after.checkpointWriteMs - before.checkpointWriteMs,
+    checkpointSyncMs: after.checkpointSyncMs - before.checkpointSyncMs,
+    autovacuums: after.autovacuums - before.autovacuums,
+    autoanalyzes: after.autoanalyzes - before.autoanalyzes,
+  };
+}
+
+function describeBackgroundWork(work: BackgroundWork): string {
+  return (
+    `${work.checkpoints} checkpoint(s) (writing ${Math.round(work.checkpointWriteMs)} ms, syncing ${Math.round(work.checkpointSyncMs)} ms), ` +
+    `${work.autovacuums} autovacuum(s), ${work.autoanalyzes} autoanalyze(s)`
+  );
+}
+
 async function settleAndCheck(
   db: Client,
   workspaceIds: string[],
@@ -263,11 +306,19 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
 
   const checks: Check[] = [];
   const rows: Row[] = [];
-  const saturated = async (label: string, targets: Target[], connections = SETTINGS.connections): Promise<SaturatedRun> => {
-    log(`${label}: ${SETTINGS.warmupSeconds} s warm-up, then ${SETTINGS.durationSeconds} s at ${connections} connections`);
-    const warm = await saturate(targets, connections, SETTINGS.warmupSeconds);
-    const run = await saturate(targets, connections, SETTINGS.durationSeconds);
-    return { ...run, warmup: warm };
+  const postmaster = await postmasterPid(Number(new URL(databaseUrl).port));
+  /** Where the CPU went during a measured run: the gateway's processes (none for the floor), PostgreSQL, the fake, the load generator. */
+  const cpuGroups = (gateway: number[]) => ({
+    gateway: { pids: gateway },
+    postgres: { pids: postmaster ? [postmaster] : [], tree: true },
+    fake: { pids: [upstream.pid] },
+    load: { pids: [process.pid] },
+  });
+  const saturated = async (label: string, targets: Target[], gateway: number[] = []): Promise<SaturatedRun> => {
+    log(`${label}: ${SETTINGS.warmupSeconds} s warm-up, then ${SETTINGS.durationSeconds} s at ${SETTINGS.connections} connections`);
+    const warm = await saturate(targets, SETTINGS.connections, SETTINGS.warmupSeconds);
+    const { result: run, cpuPercent } = await cpuDuring(cpuGroups(gateway), () => saturate(targets, SETTINGS.connections, SETTINGS.durationSeconds));
+    return { ...run, warmup: warm, cpuPercent };
   };
   const addRow = async (target: string, run: SaturatedRun, services: ServerProcess[] = []) => {
     const memory = await Promise.all(services.map((s) => memoryOf(s.pid)));
@@ -287,9 +338,12 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
   /** Measures the service and checks the accounting the measurement left behind. */
   const measureService = async <T>(label: string, workspaceIds: string[], measure: () => Promise<T>, counted: (r: T) => { answered2xx: number; sent: number }) => {
     const before = await readAccounting(db, workspaceIds);
+    const backgroundBefore = await readBackgroundWork(db);
     const result = await measure();
+    const background = subtractBackgroundWork(await readBackgroundWork(db), backgroundBefore);
     const check = await settleAndCheck(db, workspaceIds, label, before, counted(result));
     checks.push(check);
+    log(`  PostgreSQL's own work during "${label}": ${describeBackgroundWork(background)}`);
     log(
       `  accounting after "${label}": reserved ${check.reservedMillicents} ` +
         `(${check.nothingReserved ? 'PASS' : `FAIL: ${check.holds?.count ?? '?'} holds, the oldest ${check.holds?.oldestAgeSeconds ?? '?'} s old`}), ` +
@@ -306,18 +360,27 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
   // 1-2. The floor and the peer, saturated.
   const floorTarget: Target = { baseUrl: upstreamUrl, path: CHAT, headers: { authorization: 'Bearer bench' }, body: BODY };
   await addRow('fake upstream alone (the floor)', await saturated('floor', [floorTarget]));
-  await addRow('Portkey gateway 1.15 (no accounting)', await saturated('Portkey', [{ baseUrl: portkeyUrl, path: CHAT, headers: portkeyHeaders, body: BODY }]), [portkey]);
+  await addRow(
+    'Portkey gateway 1.15 (no accounting)',
+    await saturated('Portkey', [{ baseUrl: portkeyUrl, path: CHAT, headers: portkeyHeaders, body: BODY }], [portkey.pid]),
+    [portkey],
+  );
 
   // 3-4. The service, saturated.
   const one = [workspaceId];
   await addRow(
     'service, non-streaming',
-    await measureService('service non-streaming', one, () => saturated('service non-streaming', [serviceTarget(serviceA.baseUrl, apiKey)]), cannonCounts),
+    await measureService('service non-streaming', one, () => saturated('service non-streaming', [serviceTarget(serviceA.baseUrl, apiKey)], [serviceA.server.pid]), cannonCounts),
     [serviceA.server],
   );
   await addRow(
     'service, streaming',
-    await measureService('service streaming', one, () => saturated('service streaming', [serviceTarget(serviceA.baseUrl, apiKey, STREAM_BODY)]), cannonCounts),
+    await measureService(
+      'service streaming',
+      one,
+      () => saturated('service streaming', [serviceTarget(serviceA.baseUrl, apiKey, STREAM_BODY)], [serviceA.server.pid]),
+      cannonCounts,
+    ),
     [serviceA.server],
   );
 
@@ -342,7 +405,12 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
   const manyIds = many.map((w) => w.workspaceId);
   await addRow(
     `service, ${many.length} workspaces in rotation`,
-    await measureService(`service, ${many.length} workspaces`, manyIds, () => saturated(`${many.length} workspaces`, many.map((w) => serviceTarget(serviceA.baseUrl, w.apiKey))), cannonCounts),
+    await measureService(
+      `service, ${many.length} workspaces`,
+      manyIds,
+      () => saturated(`${many.length} workspaces`, many.map((w) => serviceTarget(serviceA.baseUrl, w.apiKey)), [serviceA.server.pid]),
+      cannonCounts,
+    ),
     [serviceA.server],
   );
 
@@ -358,7 +426,8 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
       const both = () =>
         Promise.all([saturate([serviceTarget(serviceA.baseUrl, apiKey)], half, SETTINGS.durationSeconds), saturate([serviceTarget(serviceB.baseUrl, apiKey)], half, SETTINGS.durationSeconds)]);
       const warm = await Promise.all([saturate([serviceTarget(serviceA.baseUrl, apiKey)], half, SETTINGS.warmupSeconds), saturate([serviceTarget(serviceB.baseUrl, apiKey)], half, SETTINGS.warmupSeconds)]);
-      return { warm, run: await both() };
+      const { result: run, cpuPercent } = await cpuDuring(cpuGroups([serviceA.server.pid, serviceB.server.pid]), both);
+      return { warm, run, cpuPercent };
     },
     ({ warm, run }) => ({ answered2xx: [...warm, ...run].reduce((s, r) => s + r.ok2xx, 0), sent: [...warm, ...run].reduce((s, r) => s + r.sent, 0) }),
   );
@@ -380,6 +449,7 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
         [...new Set([...Object.keys(ra.statusCodes), ...Object.keys(rb.statusCodes)])].map((code) => [code, (ra.statusCodes[code] ?? 0) + (rb.statusCodes[code] ?? 0)]),
       ),
       warmup: undefined,
+      cpuPercent: twoReplicas.cpuPercent,
     },
     [serviceA.server, serviceB.server],
   );
@@ -418,6 +488,16 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
     table(
       ['target', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'errors', 'RSS MB', 'peak RSS MB'],
       rows.map((r) => [r.target, r.reqPerSec, r.p50Ms, r.p99Ms, r.non2xx, r.errors, r.rssMb ?? '-', r.peakRssMb ?? '-']),
+    ),
+  );
+  log('');
+  log(`CPU during each saturated run, % of one core (${os.cpus().length} on this machine; a node process passes 100% with its GC and libuv threads)`);
+  log(
+    table(
+      ['target', 'gateway', 'PostgreSQL', 'fake upstream', 'load generator', 'all'],
+      rows.map(({ target, run: { cpuPercent: cpu } }) =>
+        cpu ? [target, cpu.gateway, cpu.postgres, cpu.fake, cpu.load, cpu.gateway + cpu.postgres + cpu.fake + cpu.load] : [target, '-', '-', '-', '-', '-'],
+      ),
     ),
   );
   log('');
