@@ -32,6 +32,10 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
  *
  * p_synchronous_commit (SETTLEMENT_SYNCHRONOUS_COMMIT) is set for the enclosing
  * transaction only: the implicit one of an autocommitted call, or the caller's.
+ *
+ * Its statements run on generic plans (plan_cache_mode, for the function's calls only): with
+ * the default, PostgreSQL kept planning some of them afresh on every call, and a call took
+ * 2.4-2.5 ms here at p50 against 1.8 ms on generic plans (3.4 ms planning every statement).
  */
 export class SettlementFunction1764002200000 implements MigrationInterface {
   name = 'SettlementFunction1764002200000';
@@ -57,7 +61,7 @@ export class SettlementFunction1764002200000 implements MigrationInterface {
         applied boolean,
         released_from_lease_millicents bigint,
         below_threshold boolean
-      ) LANGUAGE plpgsql AS $$
+      ) LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
       #variable_conflict use_column
       DECLARE
         micros CONSTANT bigint := 1000000;
