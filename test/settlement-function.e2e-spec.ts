@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { randomUUID } from 'node:crypto';
-import { DataSource } from 'typeorm';
+import { DataSource, QueryRunner } from 'typeorm';
+import { UsageService } from '../src/usage/usage.service';
 import { startTestApp, TestApp } from './support/test-app';
 
 const M = 1_000_000n;
@@ -23,6 +24,7 @@ interface Outcome {
   applied: boolean;
   releasedFromLease: number;
   belowThreshold: boolean;
+  recordError: string | null;
 }
 
 /**
@@ -65,21 +67,32 @@ describe('settle_charges()', () => {
     return id;
   }
 
-  async function settle(workspaceId: string, orders: Order[], options: { checkApplied?: boolean } = {}): Promise<Outcome[]> {
+  interface SettleOptions {
+    checkApplied?: boolean;
+    recordsOptional?: boolean;
+    synchronousCommit?: 'on' | 'off';
+    /** Runs the call on this connection (a session with settings of its own). */
+    runner?: QueryRunner;
+  }
+
+  /** One call of settle_charges(), for orders of one workspace or (`workspaceOf`) of several. */
+  async function settle(workspaceId: string | string[], orders: Order[], options: SettleOptions = {}): Promise<Outcome[]> {
     const keys = orders.map((order) => `${run}.${order.key ?? randomUUID()}`);
     const records = orders.some((order) => order.usageRow !== undefined) ? JSON.stringify(orders.map((order) => order.usageRow ?? null)) : null;
-    const rows = (await db.query(`SELECT * FROM settle_charges($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, [
+    const query = options.runner ? options.runner.query.bind(options.runner) : db.query.bind(db);
+    const rows = (await query(`SELECT * FROM settle_charges($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`, [
       keys,
-      orders.map(() => workspaceId),
+      orders.map((_, index) => (Array.isArray(workspaceId) ? workspaceId[index] : workspaceId)),
       orders.map((order) => order.holdRowId),
       orders.map((order) => order.leased === true),
       orders.map((order) => order.costMicros.toString()),
       orders.map((order) => order.refund === true),
       orders.map((order) => order.description ?? 'gpt-4o'),
       options.checkApplied === true,
-      'on',
+      options.synchronousCommit ?? 'on',
       records,
-    ])) as Record<string, string | boolean>[];
+      options.recordsOptional === true,
+    ])) as Record<string, string | boolean | null>[];
     return rows.map((row) => ({
       charged: Number(row.charged_millicents),
       kept: Number(row.kept_millicents),
@@ -88,6 +101,7 @@ describe('settle_charges()', () => {
       applied: row.applied as boolean,
       releasedFromLease: Number(row.released_from_lease_millicents),
       belowThreshold: row.below_threshold as boolean,
+      recordError: row.record_error as string | null,
     }));
   }
 
@@ -119,6 +133,37 @@ describe('settle_charges()', () => {
       description: row.description,
       key: row.idempotency_key.replace(`${run}.`, ''),
     }));
+  }
+
+  /** A usage record as UsageService.row keys it; charged_millicents is the function's to set. */
+  function usageRow(workspaceId: string, requestId: string, changes: Record<string, unknown> = {}): Record<string, unknown> {
+    return {
+      workspace_id: workspaceId,
+      request_id: requestId,
+      model: 'gpt-4o',
+      input_tokens: 10,
+      output_tokens: 2,
+      total_tokens: 12,
+      cached_tokens: 0,
+      llm_cost_millicents: '12.500000',
+      tool_cost_millicents: 0,
+      total_cost_millicents: '12.500000',
+      latency_ms: 7,
+      status: 'success',
+      tools_used: ['web_search'],
+      stream: false,
+      iterations: 1,
+      source: 'api',
+      nerfing: [],
+      charged_millicents: 999,
+      ...changes,
+    };
+  }
+
+  async function usageRecords(workspaceId: string): Promise<{ request_id: string; charged_millicents: string }[]> {
+    return (await db.query(`SELECT request_id, charged_millicents FROM usage_records WHERE workspace_id = $1 ORDER BY request_id`, [
+      workspaceId,
+    ])) as { request_id: string; charged_millicents: string }[];
   }
 
   it('charges requests in order, carrying the fraction, each ledger row with the balance it left', async () => {
@@ -209,32 +254,12 @@ describe('settle_charges()', () => {
     const ws = await wallet(1_000n, 150n, 0n);
     const [a, b, c] = [await hold(ws, 50n), await hold(ws, 50n), await hold(ws, 50n)];
     await settle(ws, [{ key: 'c', holdRowId: c, costMicros: 5n * M }]);
-    const usageRow = (requestId: string) => ({
-      workspace_id: ws,
-      request_id: requestId,
-      model: 'gpt-4o',
-      input_tokens: 10,
-      output_tokens: 2,
-      total_tokens: 12,
-      cached_tokens: 0,
-      llm_cost_millicents: '12.500000',
-      tool_cost_millicents: 0,
-      total_cost_millicents: '12.500000',
-      latency_ms: 7,
-      status: 'success',
-      tools_used: ['web_search'],
-      stream: false,
-      iterations: 1,
-      source: 'api',
-      nerfing: [],
-      charged_millicents: 999,
-    });
     const outcomes = await settle(
       ws,
       [
-        { key: 'a', holdRowId: a, costMicros: 12_500_000n, usageRow: usageRow('req-a') },
-        { key: 'b', holdRowId: b, costMicros: 12_500_000n, refund: true, usageRow: usageRow('req-b') },
-        { key: 'c', holdRowId: c, costMicros: 5n * M, usageRow: usageRow('req-c') },
+        { key: 'a', holdRowId: a, costMicros: 12_500_000n, usageRow: usageRow(ws, 'req-a') },
+        { key: 'b', holdRowId: b, costMicros: 12_500_000n, refund: true, usageRow: usageRow(ws, 'req-b') },
+        { key: 'c', holdRowId: c, costMicros: 5n * M, usageRow: usageRow(ws, 'req-c') },
       ],
       { checkApplied: true },
     );
@@ -278,45 +303,167 @@ describe('settle_charges()', () => {
     ]);
   });
 
-  it('keeps the money invariants for any batch: balance = start + ledger, reserved = live holds and leases, never below zero', async () => {
+  it('inserts records with every column of usage_records: UsageService.row names each one the function does not set', async () => {
+    const columns = (await db.query(`SELECT column_name FROM information_schema.columns WHERE table_name = 'usage_records'`)) as {
+      column_name: string;
+    }[];
+    const named = Object.keys(t.app.get(UsageService).row({}));
+    // A column missing from the entity would be inserted as null, not its default.
+    expect([...named, 'id', 'created_at'].sort()).toEqual(columns.map((column) => column.column_name).sort());
+  });
+
+  it('with optional records, leaves out a record the database refuses as data, commits the charge, and says why', async () => {
+    const ws = await wallet(1_000n, 100n, 0n);
+    const [bad, overflow] = [await hold(ws, 50n), await hold(ws, 50n)];
+    const refused = { key: 'bad', holdRowId: bad, costMicros: 12n * M, usageRow: usageRow(ws, 'req-bad', { status: 'bogus' }) };
+    // Not optional: the whole statement fails, and nothing is charged.
+    await expect(settle(ws, [refused])).rejects.toMatchObject({ code: '23514' });
+    expect(await walletRow(ws)).toEqual({ balance: 1_000n, reserved: 100n, carry: 0n });
+
+    const [outcome] = await settle(ws, [refused], { recordsOptional: true, checkApplied: true });
+    expect(outcome).toMatchObject({ applied: true, charged: 12 });
+    expect(outcome.recordError).toMatch(/^23514: .*usage_records_status_check/);
+    const [second] = await settle(
+      ws,
+      [{ key: 'overflow', holdRowId: overflow, costMicros: 3n * M, usageRow: usageRow(ws, 'req-overflow', { input_tokens: 'many' }) }],
+      { recordsOptional: true, checkApplied: true },
+    );
+    expect(second).toMatchObject({ applied: true, charged: 3 });
+    expect(second.recordError).toMatch(/^22P02: /);
+    expect(await walletRow(ws)).toEqual({ balance: 985n, reserved: 0n, carry: 0n });
+    expect((await ledger(ws)).map((row) => row.key)).toEqual(['usage:bad', 'usage:overflow']);
+    expect(await usageRecords(ws)).toEqual([]);
+  });
+
+  it('with optional records, still fails whole when the record fails for any other reason (a lock timeout), writing nothing', async () => {
+    const ws = await wallet(1_000n, 100n, 0n);
+    const [first, second] = [await hold(ws, 50n), await hold(ws, 50n)];
+    // Today's totals row of the workspace and model exists once a record is in.
+    await settle(ws, [{ key: 'first', holdRowId: first, costMicros: 10n * M, usageRow: usageRow(ws, 'req-first') }]);
+    const blocker = db.createQueryRunner();
+    const caller = db.createQueryRunner();
+    try {
+      await blocker.startTransaction();
+      await blocker.query(`UPDATE usage_daily_totals SET requests = requests WHERE workspace_id = $1`, [ws]);
+      await caller.query(`SET lock_timeout = '200ms'`);
+      await expect(
+        settle(ws, [{ key: 'second', holdRowId: second, costMicros: 10n * M, usageRow: usageRow(ws, 'req-second') }], {
+          recordsOptional: true,
+          checkApplied: true,
+          runner: caller,
+        }),
+      ).rejects.toMatchObject({ code: '55P03' });
+    } finally {
+      await blocker.rollbackTransaction();
+      await blocker.release();
+      await caller.query(`RESET lock_timeout`);
+      await caller.release();
+    }
+    expect(await walletRow(ws)).toEqual({ balance: 990n, reserved: 50n, carry: 0n });
+    expect((await usageRecords(ws)).map((record) => record.request_id)).toEqual(['req-first']);
+  });
+
+  it('on a retry, skips an order charged nothing whose usage record is in (no ledger row tells it): the carry does not move twice', async () => {
+    const ws = await wallet(1_000n, 50n, 0n);
+    const h = await hold(ws, 50n);
+    const order = { key: 'tiny', holdRowId: h, costMicros: 400_000n, usageRow: usageRow(ws, 'req-tiny') };
+    const [first] = await settle(ws, [order]);
+    expect(first).toMatchObject({ applied: true, charged: 0 });
+    const [again] = await settle(ws, [order], { checkApplied: true });
+    expect(again).toMatchObject({ applied: false, charged: 0 });
+    expect(await walletRow(ws)).toEqual({ balance: 1_000n, reserved: 0n, carry: 400_000n });
+    expect(await usageRecords(ws)).toEqual([{ request_id: 'req-tiny', charged_millicents: '0' }]);
+  });
+
+  it('on a retry, says what a leased order already applied took out of its lease, and leaves the lease as it is', async () => {
+    const ws = await wallet(10_000n, 5_000n, 0n);
+    const lease = await hold(ws, 5_000n, 'lease');
+    const order = { key: 'leased', holdRowId: lease, leased: true, costMicros: 700n * M };
+    await settle(ws, [order]);
+    const [again] = await settle(ws, [order], { checkApplied: true });
+    expect(again).toMatchObject({ applied: false, charged: 0, releasedFromLease: 700 });
+    expect(await holds(ws)).toEqual(new Map([[lease, 4_300n]]));
+    expect(await walletRow(ws)).toEqual({ balance: 9_300n, reserved: 4_300n, carry: 0n });
+  });
+
+  it('charges a request whose hold was swept meanwhile from what its wallet has free, and no more', async () => {
+    const ws = await wallet(1_000n, 900n, 0n);
+    const [swept, other] = [await hold(ws, 100n), await hold(ws, 800n)];
+    // As the sweeper does: the hold goes, and reserved with it.
+    await db.query(`DELETE FROM wallet_holds WHERE id = $1`, [swept]);
+    await db.query(`UPDATE wallets SET reserved_millicents = reserved_millicents - 100 WHERE workspace_id = $1`, [ws]);
+    const [outcome] = await settle(ws, [{ holdRowId: swept, costMicros: 250n * M }]);
+    // 1,000 less the 800 another request holds: 200 free, so 200 charged and 50 written off.
+    expect(outcome).toMatchObject({ charged: 200, writtenOff: 50, balanceAfter: 800 });
+    expect(await walletRow(ws)).toEqual({ balance: 800n, reserved: 800n, carry: 0n });
+    expect(await holds(ws)).toEqual(new Map([[other, 800n]]));
+  });
+
+  it('sets synchronous_commit for the transaction it runs in only', async () => {
+    const ws = await wallet(1_000n, 50n, 0n);
+    const runner = db.createQueryRunner();
+    try {
+      await runner.startTransaction();
+      await settle(ws, [{ holdRowId: await hold(ws, 50n), costMicros: M }], { synchronousCommit: 'off', runner });
+      expect(await runner.query(`SHOW synchronous_commit`)).toEqual([{ synchronous_commit: 'off' }]);
+      await runner.commitTransaction();
+      expect(await runner.query(`SHOW synchronous_commit`)).toEqual([{ synchronous_commit: 'on' }]);
+    } finally {
+      await runner.release();
+    }
+  });
+
+  it('keeps the money invariants for any batch over several wallets: balance = start + ledger, reserved = live holds and leases, never below zero', async () => {
     const order = fc.record({
+      wallet: fc.integer({ min: 0, max: 2 }),
       costMicros: fc.bigInt({ min: 0n, max: 5_000n * M }),
       leased: fc.boolean(),
       refund: fc.boolean(),
       held: fc.integer({ min: 1, max: 3_000 }),
     });
+    const start = fc.record({ free: fc.integer({ min: 0, max: 20_000 }), carry: fc.integer({ min: 0, max: 999_999 }) });
     await fc.assert(
-      fc.asyncProperty(fc.integer({ min: 0, max: 20_000 }), fc.integer({ min: 0, max: 999_999 }), fc.array(order, { maxLength: 20 }), async (start, carry, orders) => {
-        const leaseAmount = orders.filter((o) => o.leased).reduce((sum, o) => sum + BigInt(o.held), 0n);
-        const requestHeld = orders.filter((o) => !o.leased).reduce((sum, o) => sum + BigInt(o.held), 0n);
-        const reserved = leaseAmount + requestHeld;
-        const balance = BigInt(start) + reserved;
-        const ws = await wallet(balance, reserved, BigInt(carry));
-        const lease = leaseAmount > 0n ? await hold(ws, leaseAmount, 'lease') : null;
+      fc.asyncProperty(fc.array(start, { minLength: 3, maxLength: 3 }), fc.array(order, { maxLength: 40 }), async (starts, orders) => {
+        const wallets = await Promise.all(
+          starts.map(async ({ free, carry }, index) => {
+            const mine = orders.filter((o) => o.wallet === index);
+            const leaseAmount = mine.filter((o) => o.leased).reduce((sum, o) => sum + BigInt(o.held), 0n);
+            const reserved = mine.reduce((sum, o) => sum + BigInt(o.held), 0n);
+            const balance = BigInt(free) + reserved;
+            const id = await wallet(balance, reserved, BigInt(carry));
+            return { id, balance, lease: leaseAmount > 0n ? await hold(id, leaseAmount, 'lease') : null };
+          }),
+        );
         const batch: Order[] = [];
         for (const o of orders) {
-          batch.push({ holdRowId: o.leased ? lease! : await hold(ws, BigInt(o.held)), leased: o.leased, costMicros: o.costMicros, refund: o.refund });
+          const { id, lease } = wallets[o.wallet];
+          batch.push({ holdRowId: o.leased ? lease! : await hold(id, BigInt(o.held)), leased: o.leased, costMicros: o.costMicros, refund: o.refund });
         }
-        const outcomes = await settle(ws, batch);
-        const after = await walletRow(ws);
-        const rows = await ledger(ws);
-        expect(after.balance).toBe(balance + rows.reduce((sum, row) => sum + row.amount, 0n));
-        expect(after.balance >= 0n).toBe(true);
-        // Every request's own hold is released; what is left reserved is the lease.
-        const left = await holds(ws);
-        expect([...left.keys()]).toEqual(lease ? [lease] : []);
-        expect(after.reserved).toBe(lease ? left.get(lease)! : 0n);
-        expect(after.balance >= after.reserved).toBe(true);
-        expect(after.carry >= 0n && after.carry < M).toBe(true);
-        // Each ledger row's balance is the previous one plus its amount, in settlement order.
-        let running = balance;
-        for (const row of rows) {
-          running += row.amount;
-          expect(row.balanceAfter).toBe(running);
+        const outcomes = await settle(
+          orders.map((o) => wallets[o.wallet].id),
+          batch,
+        );
+        for (const { id, balance, lease } of wallets) {
+          const after = await walletRow(id);
+          const rows = await ledger(id);
+          expect(after.balance).toBe(balance + rows.reduce((sum, row) => sum + row.amount, 0n));
+          expect(after.balance >= 0n).toBe(true);
+          // Every request's own hold is released; what is left reserved is the lease.
+          const left = await holds(id);
+          expect([...left.keys()]).toEqual(lease ? [lease] : []);
+          expect(after.reserved).toBe(lease ? left.get(lease)! : 0n);
+          expect(after.balance >= after.reserved).toBe(true);
+          expect(after.carry >= 0n && after.carry < M).toBe(true);
+          // Each ledger row's balance is the previous one plus its amount, in settlement order.
+          let running = balance;
+          for (const row of rows) {
+            running += row.amount;
+            expect(row.balanceAfter).toBe(running);
+          }
         }
         expect(outcomes.map((o) => o.kept)).toEqual(outcomes.map((o, i) => (orders[i].refund ? 0 : o.charged)));
       }),
-      { numRuns: 40 },
+      { numRuns: 60 },
     );
   });
 });

@@ -106,9 +106,10 @@ describe('settlement under hostile providers, stalls and early disconnects', () 
         await db.query('DROP TRIGGER IF EXISTS refuse_writes ON usage_records');
         await db.query('DROP FUNCTION IF EXISTS refuse_writes()');
       });
-      async function refuseWritesTo(table: string) {
+      /** A trigger that fails every insert into `table`: as refused data (a check), unless told another SQLSTATE. */
+      async function refuseWritesTo(table: string, errcode = 'check_violation') {
         await db.query(`CREATE OR REPLACE FUNCTION refuse_writes() RETURNS trigger LANGUAGE plpgsql AS $$
-          BEGIN RAISE EXCEPTION 'refused by the test'; END $$`);
+          BEGIN RAISE EXCEPTION 'refused by the test' USING ERRCODE = '${errcode}'; END $$`);
         await db.query(`CREATE TRIGGER refuse_writes BEFORE INSERT ON ${table} FOR EACH ROW EXECUTE FUNCTION refuse_writes()`);
       }
 
@@ -147,6 +148,22 @@ describe('settlement under hostile providers, stalls and early disconnects', () 
           { type: 'usage', amount: -Math.floor((4_000 * GPT_4O.input + 2 * GPT_4O.output) / 1e6) },
         ]);
         expect(t.app.get(Billing).incidents.usage_record_not_stored).toBeGreaterThan(0);
+        await expectConsistent(workspace);
+      });
+
+      it('never drops the usage record for a passing failure (a deadlock): the charge fails with it, and nothing is charged', async () => {
+        const workspace = await t.createWorkspace({ balanceMillicents: 100_000 });
+        await refuseWritesTo('usage_records', 'deadlock_detected');
+        const { usage_record_not_stored: dropped, settlement_failed: failed } = t.app.get(Billing).incidents;
+        upstream.script({ kind: 'text', text: 'Fine.', usage: { prompt_tokens: 4_000, completion_tokens: 2 } });
+        const error = await workspace.client.chat.completions
+          .create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'Hi' }] })
+          .then(() => null, (failure: unknown) => failure);
+        expect(error).toBeInstanceOf(OpenAI.InternalServerError);
+        // The record tells an idempotent retry whether it was charged: no record, no charge.
+        expect(await ledger(workspace)).toEqual([{ type: 'topup', amount: 100_000 }]);
+        expect(t.app.get(Billing).incidents.usage_record_not_stored).toBe(dropped);
+        expect(t.app.get(Billing).incidents.settlement_failed).toBeGreaterThan(failed);
         await expectConsistent(workspace);
       });
     });

@@ -60,6 +60,11 @@ export interface Settlement {
   balanceAfterMillicents: number;
   /** False when this charge had already been settled: nothing was charged again. */
   applied: boolean;
+  /**
+   * Set when the settlement's usage record was optional (`settleMany`'s `recordsOptional`)
+   * and the database refused it: why. The charge committed without it.
+   */
+  usageRecordRefused?: string;
 }
 
 interface ChargeOutcome {
@@ -242,9 +247,10 @@ export class WalletService {
     options: { refund?: boolean } = {},
   ): Promise<Settlement> {
     const orders = [{ hold, charge, refund: options.refund }];
-    const [settlement] = alsoInTransaction
-      ? await this.settleMany(orders, (manager, [outcome]) => (outcome.applied ? alsoInTransaction(manager, outcome) : Promise.resolve()))
-      : await this.settleMany(orders);
+    const [settlement] = await this.settleMany(orders, {
+      alsoInTransaction:
+        alsoInTransaction && ((manager, [outcome]) => (outcome.applied ? alsoInTransaction(manager, outcome) : Promise.resolve())),
+    });
     return settlement;
   }
 
@@ -254,27 +260,32 @@ export class WalletService {
    * each wallet written once, the ledger rows and the orders' usage records inserted, all in
    * one statement. Without `alsoInTransaction` that statement is autocommitted: one round
    * trip however many requests. With it (conversation turns), the statement and then
-   * `alsoInTransaction` share a transaction. Once it commits, the leases learn what left
-   * them, and a wallet that went below its auto top-up threshold is announced on `charges`.
+   * `alsoInTransaction` share a transaction. With `recordsOptional`, a usage record that the
+   * database refuses as data is left out and the charge still commits (`usageRecordRefused`).
+   * Once it commits, the leases learn what left them (also what an earlier attempt that
+   * committed unseen took), and a wallet that went below its auto top-up threshold is
+   * announced on `charges`.
    */
   async settleMany(
     orders: SettlementOrder[],
-    alsoInTransaction?: (manager: EntityManager, settlements: Settlement[]) => Promise<void>,
+    options: {
+      alsoInTransaction?: (manager: EntityManager, settlements: Settlement[]) => Promise<void>;
+      recordsOptional?: boolean;
+    } = {},
   ): Promise<Settlement[]> {
+    const { alsoInTransaction, recordsOptional = false } = options;
     const outcomes = alsoInTransaction
       ? await this.manager.transaction(async (manager) => {
-          const settled = await this.settleCharges(manager, orders);
+          const settled = await this.settleCharges(manager, orders, recordsOptional);
           await alsoInTransaction(manager, settled.map(({ settlement }) => settlement));
           return settled;
         })
-      : await this.settleCharges(this.manager, orders);
+      : await this.settleCharges(this.manager, orders, recordsOptional);
     await Promise.all(
       orders.map(({ hold }, index) => {
         const { settlement, releasedFromLeaseMillicents } = outcomes[index];
         if (!hold.lease) return undefined;
-        return settlement.applied
-          ? this.leases.settled(hold.lease, hold.amountMillicents, releasedFromLeaseMillicents, settlement.chargedMillicents)
-          : this.leases.release(hold.lease, hold.amountMillicents);
+        return this.leases.settled(hold.lease, hold.amountMillicents, releasedFromLeaseMillicents, settlement.chargedMillicents);
       }),
     );
     const belowThreshold = new Set(orders.filter((_, index) => outcomes[index].belowThreshold).map(({ charge }) => charge.workspaceId));
@@ -283,7 +294,7 @@ export class WalletService {
   }
 
   /** One call of settle_charges() on the manager's connection (a pooled one, autocommitted, outside a transaction). */
-  private async settleCharges(manager: EntityManager, orders: SettlementOrder[]): Promise<ChargeOutcome[]> {
+  private async settleCharges(manager: EntityManager, orders: SettlementOrder[], recordsOptional: boolean): Promise<ChargeOutcome[]> {
     const usageRows = orders.some(({ usageRow }) => usageRow) ? JSON.stringify(orders.map(({ usageRow }) => usageRow ?? null)) : null;
     const rows = await preparedRows<{
       charged_millicents: string;
@@ -293,7 +304,8 @@ export class WalletService {
       applied: boolean;
       released_from_lease_millicents: string;
       below_threshold: boolean;
-    }>(manager, 'settle-charges', 'SELECT * FROM settle_charges($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)', [
+      record_error: string | null;
+    }>(manager, 'settle-charges', 'SELECT * FROM settle_charges($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)', [
       orders.map(({ hold }) => hold.id),
       orders.map(({ charge }) => charge.workspaceId),
       orders.map(({ hold }) => hold.lease?.id ?? hold.id),
@@ -304,6 +316,7 @@ export class WalletService {
       orders.some(({ retry }) => retry === true),
       this.config.settlementSynchronousCommit,
       usageRows,
+      recordsOptional,
     ]);
     return rows.map((row) => ({
       settlement: {
@@ -312,6 +325,7 @@ export class WalletService {
         writtenOffMillicents: Number(row.written_off_millicents),
         balanceAfterMillicents: Number(row.balance_after_millicents),
         applied: row.applied,
+        ...(row.record_error !== null && { usageRecordRefused: row.record_error }),
       },
       releasedFromLeaseMillicents: Number(row.released_from_lease_millicents),
       belowThreshold: row.below_threshold,

@@ -96,13 +96,14 @@ class FakeWallet implements Pick<BillingPorts['wallet'], keyof BillingPorts['wal
   /** Settles a batch, as WalletService.settleMany does: all of it, with what is written beside, or (failing) none. */
   async settleMany(
     orders: SettlementOrder[],
-    alsoInTransaction: (manager: EntityManager, settlements: Settlement[]) => Promise<void> = async () => undefined,
+    options: { alsoInTransaction?: (manager: EntityManager, settlements: Settlement[]) => Promise<void>; recordsOptional?: boolean } = {},
   ): Promise<Settlement[]> {
     if (this.failingSettlements > 0) {
       this.failingSettlements -= 1;
       throw new Error('connection terminated');
     }
-    if (this.usage.refuse && orders.some((order) => order.usageRow)) throw new Error('usage_records refused');
+    const recordRefused = this.usage.refuse && orders.some((order) => order.usageRow);
+    if (recordRefused && !options.recordsOptional) throw new Error('usage_records refused');
     const settlements = orders.map(({ charge, refund }): Settlement => {
       const charged = Number((charge.costMicros + 999_999n) / 1_000_000n);
       return {
@@ -111,17 +112,20 @@ class FakeWallet implements Pick<BillingPorts['wallet'], keyof BillingPorts['wal
         writtenOffMillicents: 0,
         balanceAfterMillicents: this.balanceMillicents - charged,
         applied: true,
+        ...(recordRefused && { usageRecordRefused: '23514: usage_records refused' }),
       };
     });
     const written = this.onBegin();
     try {
-      await alsoInTransaction(this.manager as unknown as EntityManager, settlements);
+      await options.alsoInTransaction?.(this.manager as unknown as EntityManager, settlements);
     } catch (error) {
       written.rollback();
       throw error;
     }
     orders.forEach(({ usageRow }, index) => {
-      if (usageRow) this.usage.records.push({ ...(usageRow as unknown as NewUsageRecord), chargedMillicents: settlements[index].keptMillicents });
+      if (usageRow && !recordRefused) {
+        this.usage.records.push({ ...(usageRow as unknown as NewUsageRecord), chargedMillicents: settlements[index].keptMillicents });
+      }
     });
     orders.forEach(({ hold, charge, refund }, index) => {
       this.reserved -= hold.amountMillicents;

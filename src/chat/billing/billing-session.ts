@@ -226,9 +226,9 @@ export class BillingSession {
    * Charges the exact cost, releases the hold and writes the usage record, in one
    * transaction, shared with other requests' settlements (SettlementWriter); with a
    * conversation, a successful turn (the request's messages and the reply) is stored in the
-   * same transaction. What is written besides the charge runs in savepoints: a turn or
-   * record that cannot be stored is logged and counted, and the charge for what was
-   * delivered still commits. Resolves once that transaction has committed.
+   * same transaction. A turn or record that the database refuses as data is logged and
+   * counted, and the charge for what was delivered still commits (see SettlementWriter).
+   * Resolves once that transaction has committed.
    */
   private async settleWith(ending: UsageEnding, options: { refund?: boolean; reply?: ChatMessage }): Promise<void> {
     const { subject, model, conversation } = this.estimate;

@@ -21,20 +21,33 @@ function job(id: string, costMicros = 1_000_000n): SettlementJob {
  */
 class SlowWallet {
   batches: string[][] = [];
-  poisoned = new Set<string>();
-  /** Requests whose usage record the database refuses (the charge alone goes through). */
+  /** Requests the database refuses whole (their batch fails with this error). */
+  poisoned = new Map<string, Error>();
+  /** Requests whose usage record the database refuses: the batch fails, but a careful settlement leaves the record out. */
   refusedRecords = new Set<string>();
   records: unknown[] = [];
   private gate: (() => void) | null = null;
 
-  async settleMany(orders: SettlementOrder[], also?: (manager: EntityManager, settlements: Settlement[]) => Promise<void>): Promise<Settlement[]> {
+  async settleMany(
+    orders: SettlementOrder[],
+    options: { alsoInTransaction?: (manager: EntityManager, settlements: Settlement[]) => Promise<void>; recordsOptional?: boolean } = {},
+  ): Promise<Settlement[]> {
     this.batches.push(orders.map((order) => order.hold.id));
     await new Promise<void>((resolve) => (this.gate = resolve));
-    if (orders.some((order) => this.poisoned.has(order.hold.id))) throw new Error('refused by the database');
-    if (orders.some((order) => order.usageRow && this.refusedRecords.has(order.hold.id))) throw new Error('usage record refused');
-    const settlements = orders.map(() => ({ chargedMillicents: 1, keptMillicents: 1, writtenOffMillicents: 0, balanceAfterMillicents: 0, applied: true }));
-    await also?.(manager, settlements);
-    this.records.push(...orders.flatMap((order) => (order.usageRow ? [order.usageRow] : [])));
+    const poison = orders.map((order) => this.poisoned.get(order.hold.id)).find(Boolean);
+    if (poison) throw poison;
+    const refused = orders.map((order) => order.usageRow && this.refusedRecords.has(order.hold.id));
+    if (refused.some(Boolean) && !options.recordsOptional) throw new Error('usage record refused');
+    const settlements: Settlement[] = orders.map((_, index) => ({
+      chargedMillicents: 1,
+      keptMillicents: 1,
+      writtenOffMillicents: 0,
+      balanceAfterMillicents: 0,
+      applied: true,
+      ...(refused[index] && { usageRecordRefused: '22003: numeric field overflow' }),
+    }));
+    await options.alsoInTransaction?.(manager, settlements);
+    this.records.push(...orders.flatMap((order, index) => (order.usageRow && !refused[index] ? [order.usageRow] : [])));
     return settlements;
   }
 
@@ -88,7 +101,7 @@ describe('SettlementWriter', () => {
 
   it('writes a failed batch again one settlement at a time, so only the bad one fails', async () => {
     const { wallet, writer, records } = setUp();
-    wallet.poisoned.add('bad');
+    wallet.poisoned.set('bad', Object.assign(new Error('deadlock detected'), { code: '40P01' }));
     const first = writer.submit(job('first'));
     const results = [writer.submit(job('ok1')), writer.submit(job('bad')), writer.submit(job('ok2'))].map((promise) =>
       promise.then(
@@ -100,11 +113,10 @@ describe('SettlementWriter', () => {
     await first;
     await wallet.commit(); // the batch of three: fails
     await wallet.commit(); // ok1
-    await wallet.commit(); // bad
-    await wallet.commit(); // bad, without its usage record: fails too
+    await wallet.commit(); // bad: fails, for its request to retry (never again without its record)
     await wallet.commit(); // ok2
-    expect(await Promise.all(results)).toEqual(['settled', 'refused by the database', 'settled']);
-    expect(wallet.batches).toEqual([['first'], ['ok1', 'bad', 'ok2'], ['ok1'], ['bad'], ['bad'], ['ok2']]);
+    expect(await Promise.all(results)).toEqual(['settled', 'deadlock detected', 'settled']);
+    expect(wallet.batches).toEqual([['first'], ['ok1', 'bad', 'ok2'], ['ok1'], ['bad'], ['ok2']]);
     expect(records.map((record) => record.requestId)).toEqual(['first', 'ok1', 'ok2']);
   });
 
@@ -114,15 +126,25 @@ describe('SettlementWriter', () => {
     const results = [writer.submit(job('ok')), writer.submit(job('norecord'))];
     await wallet.commit(); // ok, written at once
     await wallet.commit(); // norecord: refused
-    await wallet.commit(); // norecord again, carefully: refused
-    await wallet.commit(); // norecord without its record
+    await wallet.commit(); // norecord again, carefully: its record left out
     expect((await Promise.all(results)).map((settlement) => settlement.applied)).toEqual([true, true]);
-    expect(wallet.batches).toEqual([['ok'], ['norecord'], ['norecord'], ['norecord']]);
+    expect(wallet.batches).toEqual([['ok'], ['norecord'], ['norecord']]);
     expect(records.map((record) => record.requestId)).toEqual(['ok']);
     expect(incidents).toEqual(['usage_record_not_stored norecord']);
-    expect(committed.map((record) => [record.requestId, record.chargedMillicents])).toEqual([
-      ['ok', 1],
-      ['norecord', 1],
-    ]);
+    // The metrics count the records stored.
+    expect(committed.map((record) => [record.requestId, record.chargedMillicents])).toEqual([['ok', 1]]);
+  });
+
+  it('fails a whole batch at once when the database is gone, without writing it again one at a time', async () => {
+    const { wallet, writer } = setUp();
+    wallet.poisoned.set('a', Object.assign(new Error('Connection terminated unexpectedly'), {}));
+    const first = writer.submit(job('first'));
+    const results = [writer.submit(job('a')), writer.submit(job('b'))].map((promise) => promise.then(() => 'settled', (error: Error) => error.message));
+    await wallet.commit(); // first
+    await first;
+    await wallet.commit(); // a and b: the connection is lost
+    expect(await Promise.all(results)).toEqual(['Connection terminated unexpectedly', 'Connection terminated unexpectedly']);
+    expect(wallet.batches).toEqual([['first'], ['a', 'b']]);
+    await writer.idle();
   });
 });

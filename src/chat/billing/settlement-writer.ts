@@ -44,10 +44,11 @@ interface Queued {
  * themselves with the time a commit takes.
  *
  * A batch that fails is written again one settlement at a time, carefully: its ledger rows
- * looked up first (a commit may have succeeded unseen), its turn in a savepoint (a turn the
- * database refuses is counted and logged, and the charge still commits), and if the database
- * refuses it still, once more without its usage record, so that only a record the database
- * refuses is lost, never the charge. One bad settlement fails alone.
+ * and usage record looked up first (a commit may have succeeded unseen), its turn in a
+ * savepoint, and its usage record optional: a turn or record that the database refuses as
+ * data is counted and logged, and the charge still commits. Anything else (a deadlock, a
+ * timeout) fails that settlement alone, for its request to retry. A batch that failed
+ * because the database is gone fails whole: one at a time would only fail slower.
  */
 export class SettlementWriter {
   private readonly queue: Queued[] = [];
@@ -82,39 +83,33 @@ export class SettlementWriter {
   /** Writes a batch; if it fails, each of its settlements again on its own, carefully. */
   private async write(batch: Queued[]): Promise<void> {
     try {
-      this.committed(batch, await this.settle(batch, { careful: false, withRecords: true }));
-    } catch {
+      this.committed(batch, await this.settle(batch, false));
+    } catch (error) {
+      if (isDatabaseUnavailable(error)) return batch.forEach(({ reject }) => reject(error));
       for (const queued of batch) await this.writeCarefully(queued);
     }
   }
 
   private async writeCarefully(queued: Queued): Promise<void> {
     try {
-      this.committed([queued], await this.settle([queued], { careful: true, withRecords: true }));
+      const [settlement] = await this.settle([queued], true);
+      if (settlement.usageRecordRefused) this.ports.incident('usage_record_not_stored', queued.job.requestId, settlement.usageRecordRefused);
+      this.committed([queued], [settlement]);
     } catch (error) {
-      // The database gone is no refused record: the charge fails whole, for the caller to retry.
-      if (isDatabaseUnavailable(error)) return queued.reject(error);
-      try {
-        const [settlement] = await this.settle([queued], { careful: true, withRecords: false });
-        // Stored without it: the record is what the database refused.
-        if (settlement.applied) this.ports.incident('usage_record_not_stored', queued.job.requestId, error);
-        this.committed([queued], [settlement]);
-      } catch (failure) {
-        queued.reject(failure);
-      }
+      queued.reject(error);
     }
   }
 
-  private settle(batch: Queued[], { careful, withRecords }: { careful: boolean; withRecords: boolean }): Promise<Settlement[]> {
+  private settle(batch: Queued[], careful: boolean): Promise<Settlement[]> {
     const orders = batch.map(
-      ({ job }): SettlementOrder => ({
-        ...job.order,
-        retry: careful || job.order.retry,
-        usageRow: withRecords ? this.ports.usage.row(job.record) : undefined,
-      }),
+      ({ job }): SettlementOrder => ({ ...job.order, retry: careful || job.order.retry, usageRow: this.ports.usage.row(job.record) }),
     );
-    if (!batch.some(({ job }) => job.turn)) return this.ports.wallet.settleMany(orders);
-    return this.ports.wallet.settleMany(orders, (manager, settlements) => this.appendTurns(manager, batch, settlements, careful));
+    return this.ports.wallet.settleMany(orders, {
+      recordsOptional: careful,
+      alsoInTransaction: batch.some(({ job }) => job.turn)
+        ? (manager, settlements) => this.appendTurns(manager, batch, settlements, careful)
+        : undefined,
+    });
   }
 
   /** The conversation turns of the settlements applied; carefully, each in a savepoint. */
@@ -133,9 +128,10 @@ export class SettlementWriter {
 
   /** Tells each request its settlement, and the metrics the records of those applied. */
   private committed(batch: Queued[], settlements: Settlement[]): void {
-    const records = batch.flatMap(({ job }, index) =>
-      settlements[index].applied ? [{ ...job.record, chargedMillicents: settlements[index].keptMillicents }] : [],
-    );
+    const records = batch.flatMap(({ job }, index) => {
+      const settlement = settlements[index];
+      return settlement.applied && !settlement.usageRecordRefused ? [{ ...job.record, chargedMillicents: settlement.keptMillicents }] : [];
+    });
     this.ports.committed?.(records);
     batch.forEach(({ resolve }, index) => resolve(settlements[index]));
   }
