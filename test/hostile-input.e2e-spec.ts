@@ -15,6 +15,7 @@ import {
   MAX_TOOLS,
 } from '../src/chat/dto/request-limits';
 import { inSavepoint } from '../src/common/database/savepoint';
+import { preparedRows } from '../src/common/database/prepared-rows';
 import { isDatabaseUnavailable } from '../src/common/errors/database-unavailable';
 import { MAX_JSON_DEPTH, MAX_JSON_VALUES } from '../src/common/validation/input-guard';
 import { runMigrations } from '../src/database/data-source';
@@ -454,6 +455,24 @@ describe('which database failures mean "unavailable"', () => {
     } finally {
       await Promise.all([dataSource.destroy(), admin.end()]);
     }
+  });
+
+  it('a prepared statement that fails keeps its pooled connection; one after the data source is destroyed counts as unavailable', async () => {
+    const dataSource = await new DataSource({ type: 'postgres', url, poolSize: 1, logging: false }).initialize();
+    const pid = async () => (await preparedRows<{ pid: number }>(dataSource.manager, 'test-pid', 'SELECT pg_backend_pid() AS pid', []))[0].pid;
+    try {
+      const before = await pid();
+      const refused = await failureOf(preparedRows(dataSource.manager, 'test-int', 'SELECT $1::int AS n', ['many']));
+      expect(refused).toMatchObject({ code: '22P02' });
+      expect(isDatabaseUnavailable(refused)).toBe(false);
+      // The same connection (a closed one would have taken its prepared statements with it).
+      expect(await pid()).toBe(before);
+    } finally {
+      await dataSource.destroy();
+    }
+    const afterDestroy = await failureOf(pid());
+    expect(afterDestroy).toBeInstanceOf(Error);
+    expect(isDatabaseUnavailable(afterDestroy)).toBe(true);
   });
 
   it('a port nobody listens on, but not a query that fails on a working database', async () => {

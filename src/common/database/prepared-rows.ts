@@ -1,8 +1,13 @@
 import type { EntityManager } from 'typeorm';
+import { isDatabaseUnavailable } from '../errors/database-unavailable';
 import { queryRows } from './query-rows';
 
 interface PreparingClient {
   query<T>(config: { name: string; text: string; values: unknown[] }): Promise<{ rows: T[] }>;
+}
+
+interface PooledClient extends PreparingClient {
+  release(error?: Error): void;
 }
 
 /**
@@ -15,12 +20,26 @@ interface PreparingClient {
  */
 export async function preparedRows<T>(manager: EntityManager, name: string, text: string, values: unknown[]): Promise<T[]> {
   const runner = manager.queryRunner;
-  // A transaction whose runner TypeORM released (its connection failed): the statement fails
-  // as any other of that transaction does, never runs outside it.
-  if (runner?.isReleased) return queryRows<T>(manager, text, values);
-  const client = runner
-    ? // connect() answers the connection the runner already holds (a transaction's).
-      ((await runner.connect()) as PreparingClient)
-    : (manager.connection.driver as unknown as { master: PreparingClient }).master;
-  return (await client.query<T>({ name, text, values })).rows;
+  const pool = (manager.connection.driver as unknown as { master?: { connect(): Promise<PooledClient> } }).master;
+  // A transaction whose runner TypeORM released (its connection failed), or a data source
+  // already destroyed: the statement fails as any other would then (TypeORM's own errors,
+  // which count as the database being unavailable), and never runs outside its transaction.
+  if (runner?.isReleased || (!runner && !pool)) return queryRows<T>(manager, text, values);
+  if (runner) {
+    // connect() answers the connection the runner already holds (a transaction's).
+    const client = (await runner.connect()) as PreparingClient;
+    return (await client.query<T>({ name, text, values })).rows;
+  }
+  // Not pool.query(), which closes the connection on any error the statement fails with (a
+  // unique violation, a deadlock), and with it every statement prepared on it. Only a
+  // connection that failed is closed here.
+  const client = await pool!.connect();
+  try {
+    const { rows } = await client.query<T>({ name, text, values });
+    client.release();
+    return rows;
+  } catch (error) {
+    client.release(isDatabaseUnavailable(error) ? (error as Error) : undefined);
+    throw error;
+  }
 }

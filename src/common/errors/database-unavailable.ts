@@ -13,12 +13,17 @@ const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE
  */
 const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300']);
 
-/** node-postgres and its pool report a lost or impossible connection only in their messages. */
+/**
+ * node-postgres and its pool report a lost or impossible connection only in their messages;
+ * so does TypeORM a data source already destroyed (a statement still under way as the
+ * service stops).
+ */
 const CONNECTION_MESSAGES = [
   /Connection terminated/i,
   /timeout exceeded when trying to connect/i,
   /Client has encountered a connection error/i,
   /Cannot use a pool after calling end/i,
+  /^Driver not Connected$/,
 ];
 
 /**
