@@ -58,7 +58,7 @@ export interface SaturatedRun {
   errors: number;
   statusCodes: Record<string, number>;
   /** CPU by process group during the run, in % of one core (bench/chat.ts fills it in; see cpuDuring). */
-  cpuPercent?: Record<'gateway' | 'postgres' | 'fake' | 'load', number>;
+  cpuPercent?: Record<'gateway' | 'postgres' | 'fake' | 'load', number | undefined>;
 }
 
 /**

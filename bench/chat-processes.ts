@@ -130,12 +130,18 @@ export function runNode(args: string[], env: Record<string, string>, timeoutMs: 
 /** Clock ticks per second of /proc's CPU times (USER_HZ: 100 on every Linux this runs on). */
 const TICKS_PER_SECOND = 100;
 
-async function ticksOf(pid: number): Promise<number | undefined> {
+/**
+ * CPU ticks a process used (utime + stime), and with `reaped` also those of its children that
+ * ended and that it waited for (cutime + cstime): how a backend that PostgreSQL ended during
+ * a run still counts. Undefined once the process is gone.
+ */
+async function ticksOf(pid: number, reaped = false): Promise<number | undefined> {
   try {
     const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-    // The fields after the command name (which may hold spaces) in parentheses; utime and stime are the 14th and 15th.
+    // The fields after the command name (which may hold spaces) in parentheses; utime, stime,
+    // cutime and cstime are the 14th to 17th.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return Number(fields[11]) + Number(fields[12]);
+    return Number(fields[11]) + Number(fields[12]) + (reaped ? Number(fields[13]) + Number(fields[14]) : 0);
   } catch {
     return undefined;
   }
@@ -165,36 +171,45 @@ export async function postmasterPid(port: number): Promise<number | undefined> {
 /**
  * CPU used by groups of processes while `measure` runs, in % of one core (all threads of a
  * process count: a node process can pass 100% with its GC and libuv threads). Each group
- * is a list of root pids; `tree` groups also count the roots' direct children. Undefined
- * where /proc is not there.
+ * is a list of root pids; `tree` groups also count the roots' direct children, those that
+ * end meanwhile included (through the root's reaped children's times). A group without pids
+ * (no gateway for the floor; a postmaster not found) is undefined, as is every group where
+ * /proc is not there.
  */
 export async function cpuDuring<Group extends string, T>(
   groups: Record<Group, { pids: number[]; tree?: boolean }>,
   measure: () => Promise<T>,
-): Promise<{ result: T; cpuPercent: Record<Group, number> | undefined }> {
-  const members = async () =>
-    Object.fromEntries(
-      await Promise.all(
-        (Object.entries(groups) as [Group, { pids: number[]; tree?: boolean }][]).map(
-          async ([name, { pids, tree }]) => [name, tree ? (await Promise.all(pids.map(withChildren))).flat() : pids] as const,
-        ),
-      ),
-    ) as Record<Group, number[]>;
-  const ticks = async (pids: number[]) => new Map(await Promise.all(pids.map(async (pid) => [pid, await ticksOf(pid)] as const)));
-  const pidsBefore = await members();
-  const before = new Map((await Promise.all(Object.values<number[]>(pidsBefore).map(ticks))).flatMap((map) => [...map]));
+): Promise<{ result: T; cpuPercent: Record<Group, number | undefined> | undefined }> {
+  const names = Object.keys(groups) as Group[];
+  const members = async (name: Group) => {
+    const { pids, tree } = groups[name];
+    return tree ? (await Promise.all(pids.map(withChildren))).flat() : pids;
+  };
+  /** Per group, each member's ticks; a tree's roots with their reaped children's. */
+  const ticks = (name: Group, pids: number[]) =>
+    Promise.all(pids.map(async (pid) => [pid, await ticksOf(pid, groups[name].tree === true && groups[name].pids.includes(pid))] as const));
+  const before = await Promise.all(names.map(async (name) => new Map(await ticks(name, await members(name)))));
   const startedAt = process.hrtime.bigint();
   const result = await measure();
   const seconds = Number(process.hrtime.bigint() - startedAt) / 1e9;
-  const pidsAfter = await members();
-  // A process started meanwhile (a new backend) counts whole; one that ended meanwhile is missed.
-  const used = async (name: Group) => {
-    const after = await ticks([...new Set([...pidsBefore[name], ...pidsAfter[name]])]);
-    return [...after].reduce((sum, [pid, now]) => (now === undefined ? sum : sum + now - (before.get(pid) ?? 0)), 0);
-  };
-  const names = Object.keys(groups) as Group[];
-  const totals = await Promise.all(names.map(used));
-  if (before.size === 0 || [...before.values()].every((value) => value === undefined)) return { result, cpuPercent: undefined };
-  const cpuPercent = Object.fromEntries(names.map((name, index) => [name, Math.round((totals[index] / TICKS_PER_SECOND / seconds) * 100)])) as Record<Group, number>;
+  const used = await Promise.all(
+    names.map(async (name, index) => {
+      const earlier = before[index];
+      const pids = [...new Set([...earlier.keys(), ...(await members(name))])];
+      let total = 0;
+      for (const [pid, now] of await ticks(name, pids)) {
+        const then = earlier.get(pid) ?? 0;
+        // Started meanwhile: counts whole. Ended meanwhile: a tree's root counted its whole
+        // life among its reaped children's times, so what it had used before comes off.
+        if (now !== undefined) total += now - then;
+        else if (groups[name].tree) total -= then;
+      }
+      return total;
+    }),
+  );
+  if (before.every((map) => [...map.values()].every((value) => value === undefined))) return { result, cpuPercent: undefined };
+  const cpuPercent = Object.fromEntries(
+    names.map((name, index) => [name, groups[name].pids.length === 0 ? undefined : Math.round((used[index] / TICKS_PER_SECOND / seconds) * 100)]),
+  ) as Record<Group, number | undefined>;
   return { result, cpuPercent };
 }

@@ -496,7 +496,9 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
     table(
       ['target', 'gateway', 'PostgreSQL', 'fake upstream', 'load generator', 'all'],
       rows.map(({ target, run: { cpuPercent: cpu } }) =>
-        cpu ? [target, cpu.gateway, cpu.postgres, cpu.fake, cpu.load, cpu.gateway + cpu.postgres + cpu.fake + cpu.load] : [target, '-', '-', '-', '-', '-'],
+        cpu
+          ? [target, cpu.gateway ?? '-', cpu.postgres ?? '-', cpu.fake ?? '-', cpu.load ?? '-', (cpu.gateway ?? 0) + (cpu.postgres ?? 0) + (cpu.fake ?? 0) + (cpu.load ?? 0)]
+          : [target, '-', '-', '-', '-', '-'],
       ),
     ),
   );
