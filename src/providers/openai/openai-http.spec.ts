@@ -92,6 +92,24 @@ describe('OpenAiHttpClient', () => {
     }
   });
 
+  it('gives up on a body that never ends after [DONE]: its connection is closed within a second, not kept', async () => {
+    let closed: Promise<number>;
+    const upstream = await serve((res) => {
+      const since = Date.now();
+      closed = new Promise((resolve) => res.socket!.once('close', () => resolve(Date.now() - since)));
+      res.writeHead(200, { 'Content-Type': 'text/event-stream' });
+      res.write(`data: ${JSON.stringify(chunk('x'))}\n\ndata: [DONE]\n\n`);
+    });
+    try {
+      expect(await collect(upstream.client.stream({}, new AbortController().signal))).toHaveLength(1);
+      const closedAfterMs = await closed!;
+      expect(closedAfterMs).toBeGreaterThanOrEqual(900);
+      expect(closedAfterMs).toBeLessThan(3_000);
+    } finally {
+      await upstream.close();
+    }
+  });
+
   it('ends a stream that closes without [DONE], as the OpenAI SDK does', async () => {
     const upstream = await serve((res) => res.writeHead(200, { 'Content-Type': 'text/event-stream' }).end(`data: ${JSON.stringify(chunk('only'))}\n\n`));
     try {
