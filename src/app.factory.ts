@@ -1,10 +1,15 @@
-import { DynamicModule, LoggerService, NestApplicationOptions } from '@nestjs/common';
+import { CanActivate, DynamicModule, LoggerService, NestApplicationOptions } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
-import type { NextFunction, Response } from 'express';
-import type { Server } from 'node:http';
-import { AppModule } from './app.module';
+import express, { type NextFunction, type RequestHandler, type Response } from 'express';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { API_GUARDS, AppModule } from './app.module';
+import { chatCompletionsRoute } from './chat/chat-direct-route';
+import { ChatRefusalFilter } from './chat/chat-refusal.filter';
+import { ChatController } from './chat/chat.controller';
+import { ChatService } from './chat/chat.service';
+import { serveDirectRoutes } from './common/http/direct-route';
 import { ApiExceptionFilter } from './common/errors/api-exception.filter';
 import { ERROR_PAGE_RENDERER, ErrorPageRenderer } from './common/errors/error-pages';
 import { API_RESPONSE_HEADERS } from './common/openapi/api-responses';
@@ -41,27 +46,31 @@ export async function createApp(
 ): Promise<NestExpressApplication> {
   const create: AppCreator = options.create ?? ((module, appOptions) => NestFactory.create<NestExpressApplication>(module, appOptions));
   const app = await create(AppModule.register({ config, databaseUrl }), {
+    // Parsed by our own list of middleware (below), which the direct route shares.
     bodyParser: false,
-    // JSON bodies also keep their exact bytes (req.rawBody): Stripe signs its webhook events over them.
-    rawBody: true,
     logger: options.logger ?? appLogger(config),
   });
   app.disable('x-powered-by');
   applyServerTimeouts(app.getHttpServer(), config.http);
-  // First: every request is counted until its response closes, so that a stop waits for it.
-  app.use(app.get(ServerDrain).middleware);
-  app.use(httpMetricsMiddleware(app.get(MetricsService)));
   // Behind a load balancer the client address (per-address rate limits) is in X-Forwarded-For,
   // to be believed only from the proxies named in TRUST_PROXY.
   app.set('trust proxy', config.trustProxy);
-  app.use(basePathMiddleware(config.dashboard.basePath));
-  app.use(requestIdMiddleware);
-  // A line per request, unless LOG_LEVEL is above `log` or logging is off: then not even the listener is added.
-  if (options.logger !== false && ['log', 'debug', 'verbose'].includes(config.logLevel)) app.use(requestLogMiddleware(config.logFormat));
-  app.use(jsonBodyOnlyMiddleware);
-  app.useBodyParser('json', { limit: config.bodyLimit });
-  // Before anything walks the body recursively (class-transformer) or stores it (PostgreSQL).
-  app.use(inputGuardMiddleware);
+  // What every request goes through before its route, in this order; the direct route of chat completions too.
+  const requestMiddleware: RequestHandler[] = [
+    // First: every request is counted until its response closes, so that a stop waits for it.
+    app.get(ServerDrain).middleware,
+    httpMetricsMiddleware(app.get(MetricsService)),
+    basePathMiddleware(config.dashboard.basePath),
+    requestIdMiddleware as RequestHandler,
+    // A line per request, unless LOG_LEVEL is above `log` or logging is off: then not even the listener is added.
+    ...(options.logger !== false && ['log', 'debug', 'verbose'].includes(config.logLevel) ? [requestLogMiddleware(config.logFormat) as RequestHandler] : []),
+    jsonBodyOnlyMiddleware as RequestHandler,
+    // JSON bodies also keep their exact bytes (req.rawBody): Stripe signs its webhook events over them.
+    express.json({ limit: config.bodyLimit, verify: keepRawBody }),
+    // Before anything walks the body recursively (class-transformer) or stores it (PostgreSQL).
+    inputGuardMiddleware as RequestHandler,
+  ];
+  for (const middleware of requestMiddleware) app.use(middleware);
   const dashboard = useDashboard(app, config);
   app.getHttpServer().once('close', () => dashboard.close());
   // Errors of the body parser (malformed JSON, body too large) and of the checks around it
@@ -70,9 +79,28 @@ export async function createApp(
   app.use((error: unknown, req: ApiRequest, res: Response, next: NextFunction) =>
     error ? filter.respond(error, req, res) : next(),
   );
+  // The chat path's CPU is the product: its one route skips Express's router and Nest's pipeline.
+  serveDirectRoutes(app.getHttpServer(), {
+    express: app.getHttpAdapter().getInstance(),
+    middleware: requestMiddleware,
+    onError: (error, req, res) => filter.respond(error, req, res),
+    basePath: config.dashboard.basePath,
+    routes: [
+      chatCompletionsRoute(
+        app.get(ChatController),
+        API_GUARDS.map((guard) => app.get<CanActivate>(guard)),
+        new ChatRefusalFilter(app.get(ChatService)),
+      ),
+    ],
+  });
   app.useGlobalPipes(createValidationPipe());
   setUpSwagger(app);
   return app;
+}
+
+/** The parser's `verify`: keeps the bytes of a JSON body (as Nest's `rawBody: true` does). */
+function keepRawBody(req: IncomingMessage, _res: ServerResponse, body: Buffer): void {
+  (req as IncomingMessage & { rawBody?: Buffer }).rawBody = body;
 }
 
 /**

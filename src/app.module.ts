@@ -27,6 +27,13 @@ import { WidgetModule } from './widget/widget.module';
 import { ApiKeyGuard } from './workspaces/api-key.guard';
 import { WorkspacesModule } from './workspaces/workspaces.module';
 
+/**
+ * The guards of every route, in order: authenticate, then count against the workspace's
+ * rate. Nest runs them as global guards; the direct route of chat completions runs the same
+ * list (app.factory.ts).
+ */
+export const API_GUARDS = [ApiKeyGuard, WorkspaceThrottlerGuard] as const;
+
 /** The config carries the database URL: the caller (main, CLI, tests) decides which database. */
 export interface AppModuleOptions {
   config: AppConfig;
@@ -61,9 +68,7 @@ export class AppModule {
         UnknownRouteModule,
       ],
       providers: [
-        // Guards run in this order: authenticate, then count against the workspace's rate.
-        { provide: APP_GUARD, useExisting: ApiKeyGuard },
-        { provide: APP_GUARD, useExisting: WorkspaceThrottlerGuard },
+        ...API_GUARDS.map((guard) => ({ provide: APP_GUARD, useExisting: guard })),
         // Acts only on routes marked @Idempotent().
         { provide: APP_INTERCEPTOR, useExisting: IdempotencyInterceptor },
         { provide: APP_FILTER, useClass: ApiExceptionFilter },

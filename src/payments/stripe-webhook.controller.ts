@@ -7,7 +7,7 @@ import { StripeWebhookService } from './stripe-webhook.service';
 /**
  * Called by Stripe, not by API users: no API key (the signature authenticates it), and
  * left out of the API documentation. The app keeps the raw bytes of JSON bodies
- * (`rawBody: true` in app.factory.ts), which the signature is computed over.
+ * (`keepRawBody` in app.factory.ts), which the signature is computed over.
  */
 @ApiExcludeController()
 @Controller('v1/payments/stripe')

@@ -1,0 +1,126 @@
+import express, { type RequestHandler, type Response } from 'express';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { type DirectRoute, type DirectRouting, serveDirectRoutes } from './direct-route';
+import type { ApiRequest } from './request-context';
+
+/** A real HTTP server with a real Express application behind it, as Nest makes them. */
+async function serve(options: { middleware?: RequestHandler[]; route?: Partial<DirectRoute>; basePath?: string }) {
+  const app = express();
+  const middleware = options.middleware ?? [];
+  for (const handler of middleware) app.use(handler);
+  app.all('/{*any}', (req, res) => void res.json({ by: 'express', url: req.url }));
+  const server = createServer(app);
+  const errors: unknown[] = [];
+  const routing: DirectRouting = {
+    express: app,
+    middleware,
+    onError: (error, _req, res) => {
+      errors.push(error);
+      res.status(500).json({ error: String(error) });
+    },
+    basePath: options.basePath ?? '',
+    routes: [
+      {
+        method: 'POST',
+        path: '/v1/things',
+        accepts: () => true,
+        handle: async (req: ApiRequest, res: Response) => {
+          res.json({ by: 'direct', route: (req.route as { path: string }).path, url: req.url, originalUrl: req.originalUrl, seen: res.locals.seen ?? [], userAgent: req.get('user-agent') });
+        },
+        ...options.route,
+      },
+    ],
+  };
+  serveDirectRoutes(server, routing);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const call = async (method: string, path: string, headers: Record<string, string> = {}) => {
+    const response = await fetch(`${base}${path}`, { method, headers: { 'user-agent': 'spec', ...headers } });
+    return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+  };
+  return { server, call, errors };
+}
+
+/** Middleware that notes its name in res.locals.seen. */
+const noting =
+  (name: string): RequestHandler =>
+  (_req, res, next) => {
+    res.locals.seen = [...((res.locals.seen as string[] | undefined) ?? []), name];
+    next();
+  };
+
+describe('serveDirectRoutes', () => {
+  let server: Server | undefined;
+  afterEach(async () => {
+    if (!server?.listening) return;
+    server.closeAllConnections();
+    await new Promise((resolve) => server!.close(resolve));
+  });
+
+  it("answers its route after Express's middleware, in order, with Express's request and response, the query string ignored", async () => {
+    const started = await serve({ middleware: [noting('first'), noting('second')] });
+    server = started.server;
+    expect(await started.call('POST', '/v1/things?x=1')).toEqual({
+      status: 200,
+      body: { by: 'direct', route: '/v1/things', url: '/v1/things?x=1', originalUrl: '/v1/things?x=1', seen: ['first', 'second'], userAgent: 'spec' },
+    });
+  });
+
+  it('leaves every other request to Express: another method or path, or one the route does not accept', async () => {
+    const started = await serve({ route: { accepts: (req) => req.headers['x-plain'] === undefined } });
+    server = started.server;
+    expect((await started.call('GET', '/v1/things')).body.by).toBe('express');
+    expect((await started.call('POST', '/v1/things/1')).body.by).toBe('express');
+    expect((await started.call('POST', '/v1/thing')).body.by).toBe('express');
+    expect((await started.call('POST', '/v1/things', { 'x-plain': '1' })).body.by).toBe('express');
+    expect((await started.call('POST', '/v1/things')).body.by).toBe('direct');
+  });
+
+  it('takes its path under BASE_PATH too, which the middleware then strips', async () => {
+    const strip: RequestHandler = (req, _res, next) => {
+      if (req.url.startsWith('/base/')) req.url = req.url.slice('/base'.length);
+      next();
+    };
+    const started = await serve({ middleware: [strip], basePath: '/base' });
+    server = started.server;
+    expect((await started.call('POST', '/base/v1/things')).body).toMatchObject({ by: 'direct', url: '/v1/things', originalUrl: '/base/v1/things' });
+    expect((await started.call('POST', '/other/v1/things')).body.by).toBe('express');
+  });
+
+  it('gives the error filter what the middleware passes on, throws or rejects with, and what the handler rejects with, and runs nothing after it', async () => {
+    const handled: string[] = [];
+    const cases: [string, RequestHandler][] = [
+      ['passed on', (_req, _res, next) => next(new Error('passed on'))],
+      ['thrown', () => {
+        throw new Error('thrown');
+      }],
+      ['rejected', (async () => {
+        throw new Error('rejected');
+      }) as RequestHandler],
+    ];
+    for (const [message, failing] of cases) {
+      const started = await serve({
+        middleware: [failing, noting('after')],
+        route: { handle: async (_req, res) => void handled.push(String(res.locals.seen)) },
+      });
+      server = started.server;
+      expect(await started.call('POST', '/v1/things')).toEqual({ status: 500, body: { error: `Error: ${message}` } });
+      expect(started.errors).toEqual([new Error(message)]);
+      server.closeAllConnections();
+      await new Promise((resolve) => started.server.close(resolve));
+    }
+    expect(handled).toEqual([]);
+
+    const started = await serve({ route: { handle: () => Promise.reject(new Error('from the handler')) } });
+    server = started.server;
+    expect(await started.call('POST', '/v1/things')).toEqual({ status: 500, body: { error: 'Error: from the handler' } });
+  });
+
+  it('refuses a server whose requests go to another listener than the Express application given', () => {
+    const other = createServer();
+    expect(() => serveDirectRoutes(other, { express: express(), middleware: [], onError: () => undefined, basePath: '', routes: [] })).toThrow(
+      'does not hand its requests',
+    );
+  });
+});

@@ -1,0 +1,85 @@
+import type { Express, NextFunction, RequestHandler, Response } from 'express';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { ApiRequest } from './request-context';
+
+/**
+ * A route served by the HTTP server's request listener itself, in front of Express's router
+ * and Nest's pipeline (guards, interceptors and filters through RxJS), which cost about as
+ * much CPU per request as the rest of a chat completion does (bench/README.md, chat.ts). A
+ * request it takes still goes through the same middleware as every other request (request
+ * id, metrics, logging, body parsing and its checks: the list createApp gives Express), with
+ * Express's request and response objects, and its errors go to the same filter.
+ */
+export interface DirectRoute {
+  method: string;
+  /** The path without BASE_PATH; the query string is ignored. */
+  path: string;
+  /** False leaves this request to Express and Nest (a feature the direct route does not have, an Idempotency-Key say). */
+  accepts(req: IncomingMessage): boolean;
+  /** Runs after the middleware; answers, or throws for the error filter to answer. */
+  handle(req: ApiRequest, res: Response): Promise<void>;
+}
+
+export interface DirectRouting {
+  /** The Express application Nest made: the server's request listener until now, and the one for every other request. */
+  express: Express;
+  /** What Express runs before its routes, in order (createApp's list). */
+  middleware: RequestHandler[];
+  /** Answers an error of the middleware or of a handler (ApiExceptionFilter.respond). */
+  onError(error: unknown, req: ApiRequest, res: Response): void;
+  basePath: string;
+  routes: DirectRoute[];
+}
+
+/** Puts the direct routes in front of Express as the server's request listener. */
+export function serveDirectRoutes(server: Server, routing: DirectRouting): void {
+  const { express, basePath } = routing;
+  if (!server.listeners('request').includes(express)) throw new Error('The HTTP server does not hand its requests to this Express application');
+  server.removeListener('request', express);
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    const route = routing.routes.find((candidate) => matches(candidate, req, basePath));
+    if (route) serve(route, req, res, routing);
+    else express(req, res);
+  });
+}
+
+function matches(route: DirectRoute, req: IncomingMessage, basePath: string): boolean {
+  if (req.method !== route.method || req.url === undefined) return false;
+  const query = req.url.indexOf('?');
+  const path = query === -1 ? req.url : req.url.slice(0, query);
+  return (path === route.path || (basePath !== '' && path === `${basePath}${route.path}`)) && route.accepts(req);
+}
+
+function serve(route: DirectRoute, incoming: IncomingMessage, response: ServerResponse, { express, middleware, onError }: DirectRouting): void {
+  // What Express's app.handle and router do before the first middleware, so that the
+  // middleware and the handler find the objects they were written for.
+  Object.setPrototypeOf(incoming, express.request);
+  Object.setPrototypeOf(response, express.response);
+  const req = incoming as ApiRequest;
+  const res = response as unknown as Response;
+  req.res = res;
+  res.req = req;
+  res.locals ??= Object.create(null) as Response['locals'];
+  req.originalUrl = req.url;
+  req.baseUrl = '';
+  req.params = {};
+  // The route template, for the metrics' and the request log's labels.
+  req.route = { path: route.path };
+  const fail = (error: unknown) => onError(error, req, res);
+  let index = 0;
+  const next: NextFunction = (error?: unknown) => {
+    if (error !== undefined && error !== null) return fail(error);
+    const handler = middleware[index++];
+    if (!handler) {
+      route.handle(req, res).catch(fail);
+      return;
+    }
+    try {
+      const returned: unknown = handler(req, res, next);
+      if (returned instanceof Promise) returned.catch(fail);
+    } catch (thrown) {
+      fail(thrown);
+    }
+  };
+  next();
+}
