@@ -16,26 +16,17 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
  *   charged and refunded so that the ledger shows both;
  * - p_records->i (optional): its usage_records row, keyed by column; inserted with an id,
  *   created_at and charged_millicents (what the wallet kept) filled in here, so that a charge
- *   never stands without its record. With p_records_optional (a careful retry of one
- *   settlement), a record the database refuses as data (SQLSTATE classes 22, 23 and 42) is
- *   left out in a subtransaction and the charge still commits; `record_error` says why.
- *   Any other failure (a deadlock, a timeout, the connection) fails the whole statement,
- *   to be retried: the usage record is what tells a charged request from a dead one
- *   (idempotency), so it is never dropped for a reason that a retry would not repeat.
+ *   never stands without its record.
  *
- * The plan: the holds and leases and then the wallets are locked, each table in id order, so
- * that concurrent batches never deadlock. The hold sweeper locks the same tables in the same
- * order (holds, then wallets) but not sorted within them; a deadlock with it (two expired
- * holds at once) fails this statement, which the caller retries. Each order, in turn, is charged its cost in whole
+ * The plan: the holds and leases and then the wallets are locked in id order (the sweeper's
+ * order, so no deadlock with it). Each order, in turn, is charged its cost in whole
  * millicents (the fraction is carried per wallet), but never more than the wallet can cover
  * (its own hold, or its whole lease, plus what no other hold or lease sets aside): a cost
  * past that is written off, so the balance never goes below zero nor below what others hold.
  * A request's own hold is released; a leased request's charge is taken out of its lease. A
  * refund gives the charge back and puts the carry back where it was. With p_check_applied
- * (a retry after a failure that may have committed unseen), an order is skipped when its usage
- * ledger row exists, or, for a charge of 0 (which writes no ledger row), its usage record
- * (looked up by request_id, hence the index); a skipped leased order reports what its
- * earlier settlement took out of the lease, for the process to learn it. Each wallet is then written once, and the ledger rows of the batch are
+ * (a retry after a failure that may have committed unseen), an order whose usage ledger row
+ * exists is skipped. Each wallet is then written once, and the ledger rows of the batch are
  * a microsecond apart, in settlement order, so the ledger reads in the order its balances
  * were reached.
  *
@@ -50,27 +41,6 @@ export class SettlementFunction1764002200000 implements MigrationInterface {
   name = 'SettlementFunction1764002200000';
 
   public async up(queryRunner: QueryRunner): Promise<void> {
-    // A retried settlement looks its usage record up by request (and so does an idempotent
-    // request's claim). Plain CREATE INDEX, as in UsageIndexes1764000200000, and for its reasons.
-    await queryRunner.query(`CREATE INDEX usage_records_request_idx ON usage_records (request_id)`);
-
-    // The usage records of a batch, each with what the wallet kept (p_kept) and only for the
-    // orders applied. Every column comes from the record (UsageService.row names them all,
-    // null when unset), but id, created_at and charged_millicents, which are set here.
-    await queryRunner.query(`
-      CREATE FUNCTION insert_usage_records(p_records jsonb, p_kept bigint[], p_applied boolean[]) RETURNS void
-      LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
-      BEGIN
-        INSERT INTO usage_records
-        SELECT r.*
-          FROM jsonb_array_elements(p_records) WITH ORDINALITY AS e(record, n),
-               LATERAL jsonb_populate_record(
-                 NULL::usage_records,
-                 e.record || jsonb_build_object('id', gen_random_uuid(), 'created_at', now(), 'charged_millicents', p_kept[e.n::int])
-               ) AS r
-         WHERE p_applied[e.n::int] AND jsonb_typeof(e.record) = 'object';
-      END $$`);
-
     await queryRunner.query(`
       CREATE FUNCTION settle_charges(
         p_keys text[],
@@ -82,8 +52,7 @@ export class SettlementFunction1764002200000 implements MigrationInterface {
         p_descriptions text[],
         p_check_applied boolean,
         p_synchronous_commit text,
-        p_records jsonb,
-        p_records_optional boolean
+        p_records jsonb
       ) RETURNS TABLE (
         charged_millicents bigint,
         kept_millicents bigint,
@@ -91,8 +60,7 @@ export class SettlementFunction1764002200000 implements MigrationInterface {
         balance_after_millicents bigint,
         applied boolean,
         released_from_lease_millicents bigint,
-        below_threshold boolean,
-        record_error text
+        below_threshold boolean
       ) LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
       #variable_conflict use_column
       DECLARE
@@ -105,7 +73,6 @@ export class SettlementFunction1764002200000 implements MigrationInterface {
         o_charged bigint[]; o_kept bigint[]; o_written_off bigint[]; o_balance bigint[]; o_applied boolean[]; o_released bigint[];
         l_workspace uuid[] := '{}'; l_type text[] := '{}'; l_amount bigint[] := '{}'; l_balance bigint[] := '{}';
         l_description text[] := '{}'; l_key text[] := '{}';
-        refused_record text;
         w int; h int; held bigint; carry_before bigint; total bigint; whole bigint; coverable bigint; charged bigint; released bigint;
       BEGIN
         PERFORM set_config('synchronous_commit', p_synchronous_commit, true);
@@ -132,17 +99,9 @@ export class SettlementFunction1764002200000 implements MigrationInterface {
           IF w IS NULL THEN
             RAISE EXCEPTION 'No wallet for workspace %', p_workspace_ids[i];
           END IF;
-          IF p_check_applied THEN
-            -- What the earlier settlement charged (its usage ledger row), if it committed.
-            charged := (SELECT -amount_millicents FROM wallet_transactions WHERE idempotency_key = 'usage:' || p_keys[i]);
-            IF charged IS NOT NULL
-               OR EXISTS (SELECT 1 FROM usage_records
-                           WHERE request_id = p_records -> (i - 1) ->> 'request_id' AND workspace_id = p_workspace_ids[i]) THEN
-              o_charged[i] := 0; o_kept[i] := 0; o_written_off[i] := 0; o_balance[i] := w_balance[w]; o_applied[i] := false;
-              -- Taken out of the lease then; almost always all of it (less only if the lease ran short).
-              o_released[i] := CASE WHEN p_leased[i] THEN coalesce(charged, 0) ELSE 0 END;
-              CONTINUE;
-            END IF;
+          IF p_check_applied AND EXISTS (SELECT 1 FROM wallet_transactions WHERE idempotency_key = 'usage:' || p_keys[i]) THEN
+            o_charged[i] := 0; o_kept[i] := 0; o_written_off[i] := 0; o_balance[i] := w_balance[w]; o_applied[i] := false; o_released[i] := 0;
+            CONTINUE;
           END IF;
           h := array_position(h_ids, p_hold_row_ids[i]);
           IF h IS NOT NULL AND NOT h_live[h] THEN h := NULL; END IF;
@@ -201,21 +160,20 @@ export class SettlementFunction1764002200000 implements MigrationInterface {
         SELECT v.workspace_id, v.type, v.amount, v.balance_after, v.description, v.idempotency_key, now() + (v.n - 1) * interval '1 microsecond'
           FROM unnest(l_workspace, l_type, l_amount, l_balance, l_description, l_key)
                WITH ORDINALITY AS v(workspace_id, type, amount, balance_after, description, idempotency_key, n);
-        IF p_records IS NOT NULL AND p_records_optional THEN
-          -- A subtransaction (a savepoint), only on this rare path: it costs a write of its own.
-          BEGIN
-            PERFORM insert_usage_records(p_records, o_kept, o_applied);
-          EXCEPTION WHEN data_exception OR integrity_constraint_violation OR syntax_error_or_access_rule_violation THEN
-            refused_record := SQLSTATE || ': ' || SQLERRM;
-          END;
-        ELSIF p_records IS NOT NULL THEN
-          PERFORM insert_usage_records(p_records, o_kept, o_applied);
+        IF p_records IS NOT NULL THEN
+          INSERT INTO usage_records
+          SELECT r.*
+            FROM jsonb_array_elements(p_records) WITH ORDINALITY AS e(record, n),
+                 LATERAL jsonb_populate_record(
+                   NULL::usage_records,
+                   e.record || jsonb_build_object('id', gen_random_uuid(), 'created_at', now(), 'charged_millicents', o_kept[e.n::int])
+                 ) AS r
+           WHERE o_applied[e.n::int] AND jsonb_typeof(e.record) = 'object';
         END IF;
 
         RETURN QUERY
         SELECT o_charged[i], o_kept[i], o_written_off[i], o_balance[i], o_applied[i], o_released[i],
-               coalesce(w_balance[array_position(w_ids, p_workspace_ids[i])] < w_threshold[array_position(w_ids, p_workspace_ids[i])], false),
-               refused_record
+               coalesce(w_balance[array_position(w_ids, p_workspace_ids[i])] < w_threshold[array_position(w_ids, p_workspace_ids[i])], false)
           FROM generate_series(1, orders) AS i
          ORDER BY i;
       END $$`);
@@ -223,9 +181,7 @@ export class SettlementFunction1764002200000 implements MigrationInterface {
 
   public async down(queryRunner: QueryRunner): Promise<void> {
     await queryRunner.query(
-      `DROP FUNCTION settle_charges(text[], uuid[], uuid[], boolean[], bigint[], boolean[], text[], boolean, text, jsonb, boolean)`,
+      `DROP FUNCTION settle_charges(text[], uuid[], uuid[], boolean[], bigint[], boolean[], text[], boolean, text, jsonb)`,
     );
-    await queryRunner.query(`DROP FUNCTION insert_usage_records(jsonb, bigint[], boolean[])`);
-    await queryRunner.query(`DROP INDEX usage_records_request_idx`);
   }
 }

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { randomUUID } from 'node:crypto';
 import { DataSource, QueryRunner } from 'typeorm';
+import { SettlementRecordIds1764002300000 } from '../migrations/1764002300000-SettlementRecordIds';
 import { UsageService } from '../src/usage/usage.service';
 import { startTestApp, TestApp } from './support/test-app';
 
@@ -29,7 +30,8 @@ interface Outcome {
 
 /**
  * settle_charges(), the database function that settles a batch of chat requests in one
- * statement (migrations/1764002200000-SettlementFunction.ts), called as WalletService calls
+ * statement (migrations/1764002200000-SettlementFunction.ts, as 1764002300000-SettlementRecordIds.ts
+ * redefines it), called as WalletService calls
  * it, on wallets and holds set up row by row.
  */
 describe('settle_charges()', () => {
@@ -375,6 +377,31 @@ describe('settle_charges()', () => {
     expect(await usageRecords(ws)).toEqual([{ request_id: 'req-tiny', charged_millicents: '0' }]);
   });
 
+  it("on a retry, charges an order whose request id another request's usage record has (a client's X-Request-Id sent twice)", async () => {
+    const ws = await wallet(1_000n, 100n, 0n);
+    const [first, second] = [await hold(ws, 50n), await hold(ws, 50n)];
+    await settle(ws, [{ key: 'first', holdRowId: first, costMicros: 20n * M, usageRow: usageRow(ws, 'trace-1') }]);
+    const [again] = await settle(ws, [{ key: 'second', holdRowId: second, costMicros: 30n * M, usageRow: usageRow(ws, 'trace-1') }], {
+      checkApplied: true,
+    });
+    expect(again).toMatchObject({ applied: true, charged: 30 });
+    expect(await walletRow(ws)).toEqual({ balance: 950n, reserved: 0n, carry: 0n });
+    expect((await usageRecords(ws)).map((record) => `${record.request_id}: ${record.charged_millicents}`).sort()).toEqual(['trace-1: 20', 'trace-1: 30']);
+  });
+
+  it("gives a usage record an id derived from its settlement's key, so that it cannot be inserted twice", async () => {
+    const ws = await wallet(1_000n, 100n, 0n);
+    const [first, second] = [await hold(ws, 50n), await hold(ws, 50n)];
+    await settle(ws, [{ key: 'once', holdRowId: first, costMicros: 0n, usageRow: usageRow(ws, 'req-once') }]);
+    const [{ id }] = (await db.query(`SELECT id FROM usage_records WHERE workspace_id = $1`, [ws])) as { id: string }[];
+    const [{ expected }] = (await db.query(`SELECT md5('usage:' || $1)::uuid::text AS expected`, [`${run}.once`])) as { expected: string }[];
+    expect(id).toBe(expected);
+    // Without the retry check, a charge of 0 writes no ledger row: the record's key is what refuses it.
+    await expect(settle(ws, [{ key: 'once', holdRowId: second, costMicros: 0n, usageRow: usageRow(ws, 'req-once') }])).rejects.toMatchObject({
+      code: '23505',
+    });
+  });
+
   it('on a retry, says what a leased order already applied took out of its lease, and leaves the lease as it is', async () => {
     const ws = await wallet(10_000n, 5_000n, 0n);
     const lease = await hold(ws, 5_000n, 'lease');
@@ -411,6 +438,37 @@ describe('settle_charges()', () => {
     } finally {
       await runner.release();
     }
+  });
+
+  it('applies over either earlier version of the function: as 1764002200000 first made it (down, then up), and over itself', async () => {
+    const signatures = async () =>
+      (
+        (await db.query(
+          `SELECT p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')' AS signature
+             FROM pg_proc p WHERE p.proname IN ('settle_charges', 'insert_usage_records', 'usage_record_id') ORDER BY 1`,
+        )) as { signature: string }[]
+      ).map((row) => row.signature.replace(/p_\w+ /g, ''));
+    const now = await signatures();
+    expect(now).toEqual([
+      'insert_usage_records(jsonb, text[], bigint[], boolean[])',
+      'settle_charges(text[], uuid[], uuid[], boolean[], bigint[], boolean[], text[], boolean, text, jsonb, boolean)',
+      'usage_record_id(text)',
+    ]);
+    const runner = db.createQueryRunner();
+    try {
+      const migration = new SettlementRecordIds1764002300000();
+      await migration.down(runner);
+      expect(await signatures()).toEqual(['settle_charges(text[], uuid[], uuid[], boolean[], bigint[], boolean[], text[], boolean, text, jsonb)']);
+      await migration.up(runner);
+      await migration.up(runner);
+    } finally {
+      await runner.release();
+    }
+    expect(await signatures()).toEqual(now);
+    const ws = await wallet(1_000n, 50n, 0n);
+    const [outcome] = await settle(ws, [{ holdRowId: await hold(ws, 50n), costMicros: 20n * M, usageRow: usageRow(ws, 'req-after') }]);
+    expect(outcome).toMatchObject({ applied: true, charged: 20 });
+    expect(await usageRecords(ws)).toEqual([{ request_id: 'req-after', charged_millicents: '20' }]);
   });
 
   it('keeps the money invariants for any batch over several wallets: balance = start + ledger, reserved = live holds and leases, never below zero', async () => {
