@@ -81,7 +81,7 @@ export async function createApp(
   );
   // The chat path's CPU is the product: its one route skips Express's router and Nest's pipeline.
   serveDirectRoutes(app.getHttpServer(), {
-    express: app.getHttpAdapter().getInstance(),
+    app: app.getHttpAdapter().getInstance(),
     middleware: requestMiddleware,
     onError: (error, req, res) => filter.respond(error, req, res),
     basePath: config.dashboard.basePath,

@@ -5,7 +5,7 @@ import { type DirectRoute, type DirectRouting, serveDirectRoutes } from './direc
 import type { ApiRequest } from './request-context';
 
 /** A real HTTP server with a real Express application behind it, as Nest makes them. */
-async function serve(options: { middleware?: RequestHandler[]; route?: Partial<DirectRoute>; basePath?: string }) {
+async function serve(options: { middleware?: RequestHandler[]; route?: Partial<DirectRoute>; basePath?: string; onError?: DirectRouting['onError'] }) {
   const app = express();
   const middleware = options.middleware ?? [];
   for (const handler of middleware) app.use(handler);
@@ -13,12 +13,14 @@ async function serve(options: { middleware?: RequestHandler[]; route?: Partial<D
   const server = createServer(app);
   const errors: unknown[] = [];
   const routing: DirectRouting = {
-    express: app,
+    app,
     middleware,
-    onError: (error, _req, res) => {
-      errors.push(error);
-      res.status(500).json({ error: String(error) });
-    },
+    onError:
+      options.onError ??
+      ((error, req, res) => {
+        errors.push(error);
+        res.status(500).json({ error: String(error), route: (req.route as { path?: string } | undefined)?.path ?? null });
+      }),
     basePath: options.basePath ?? '',
     routes: [
       {
@@ -105,7 +107,8 @@ describe('serveDirectRoutes', () => {
         route: { handle: async (_req, res) => void handled.push(String(res.locals.seen)) },
       });
       server = started.server;
-      expect(await started.call('POST', '/v1/things')).toEqual({ status: 500, body: { error: `Error: ${message}` } });
+      // Refused before the route matched: no route template (the metrics say `unmatched`).
+      expect(await started.call('POST', '/v1/things')).toEqual({ status: 500, body: { error: `Error: ${message}`, route: null } });
       expect(started.errors).toEqual([new Error(message)]);
       server.closeAllConnections();
       await new Promise((resolve) => started.server.close(resolve));
@@ -114,12 +117,25 @@ describe('serveDirectRoutes', () => {
 
     const started = await serve({ route: { handle: () => Promise.reject(new Error('from the handler')) } });
     server = started.server;
-    expect(await started.call('POST', '/v1/things')).toEqual({ status: 500, body: { error: 'Error: from the handler' } });
+    expect(await started.call('POST', '/v1/things')).toEqual({ status: 500, body: { error: 'Error: from the handler', route: '/v1/things' } });
+  });
+
+  it('answers 500 when the error filter itself fails, and keeps serving', async () => {
+    const started = await serve({
+      route: { handle: () => Promise.reject(new Error('first')) },
+      onError: () => {
+        throw new Error('the filter failed');
+      },
+    });
+    server = started.server;
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/things`;
+    for (let i = 0; i < 2; i++) expect((await fetch(url, { method: 'POST' })).status).toBe(500);
+    expect((await started.call('GET', '/v1/things')).body.by).toBe('express');
   });
 
   it('refuses a server whose requests go to another listener than the Express application given', () => {
     const other = createServer();
-    expect(() => serveDirectRoutes(other, { express: express(), middleware: [], onError: () => undefined, basePath: '', routes: [] })).toThrow(
+    expect(() => serveDirectRoutes(other, { app: express(), middleware: [], onError: () => undefined, basePath: '', routes: [] })).toThrow(
       'does not hand its requests',
     );
   });

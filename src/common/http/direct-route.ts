@@ -1,15 +1,19 @@
+import { Logger } from '@nestjs/common';
 import type { Express, NextFunction, RequestHandler, Response } from 'express';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { ApiRequest } from './request-context';
 
 /**
  * A route served by the HTTP server's request listener itself, in front of Express's router
- * and Nest's pipeline (guards, interceptors and filters through RxJS), which cost about as
- * much CPU per request as the rest of a chat completion does (bench/README.md, chat.ts). A
- * request it takes still goes through the same middleware as every other request (request
- * id, metrics, logging, body parsing and its checks: the list createApp gives Express), with
- * Express's request and response objects, and its errors go to the same filter.
+ * and Nest's pipeline (guards, interceptors and filters through RxJS): those cost about a
+ * fifth of a chat completion's CPU here (bench/README.md, chat.ts). A request it takes still
+ * goes through the same middleware as every other request (request id, metrics, logging,
+ * body parsing and its checks: the list createApp gives Express), with Express's request and
+ * response objects, and its errors go to the same filter. Middleware that calls
+ * `next('route')` or `next('router')` (none does) would be taken for an error.
  */
+const logger = new Logger('HTTP');
+
 export interface DirectRoute {
   method: string;
   /** The path without BASE_PATH; the query string is ignored. */
@@ -22,7 +26,7 @@ export interface DirectRoute {
 
 export interface DirectRouting {
   /** The Express application Nest made: the server's request listener until now, and the one for every other request. */
-  express: Express;
+  app: Express;
   /** What Express runs before its routes, in order (createApp's list). */
   middleware: RequestHandler[];
   /** Answers an error of the middleware or of a handler (ApiExceptionFilter.respond). */
@@ -33,13 +37,13 @@ export interface DirectRouting {
 
 /** Puts the direct routes in front of Express as the server's request listener. */
 export function serveDirectRoutes(server: Server, routing: DirectRouting): void {
-  const { express, basePath } = routing;
-  if (!server.listeners('request').includes(express)) throw new Error('The HTTP server does not hand its requests to this Express application');
-  server.removeListener('request', express);
+  const { app, basePath } = routing;
+  if (!server.listeners('request').includes(app)) throw new Error('The HTTP server does not hand its requests to this Express application');
+  server.removeListener('request', app);
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     const route = routing.routes.find((candidate) => matches(candidate, req, basePath));
     if (route) serve(route, req, res, routing);
-    else express(req, res);
+    else app(req, res);
   });
 }
 
@@ -50,11 +54,11 @@ function matches(route: DirectRoute, req: IncomingMessage, basePath: string): bo
   return (path === route.path || (basePath !== '' && path === `${basePath}${route.path}`)) && route.accepts(req);
 }
 
-function serve(route: DirectRoute, incoming: IncomingMessage, response: ServerResponse, { express, middleware, onError }: DirectRouting): void {
+function serve(route: DirectRoute, incoming: IncomingMessage, response: ServerResponse, { app, middleware, onError }: DirectRouting): void {
   // What Express's app.handle and router do before the first middleware, so that the
   // middleware and the handler find the objects they were written for.
-  Object.setPrototypeOf(incoming, express.request);
-  Object.setPrototypeOf(response, express.response);
+  Object.setPrototypeOf(incoming, app.request);
+  Object.setPrototypeOf(response, app.response);
   const req = incoming as ApiRequest;
   const res = response as unknown as Response;
   req.res = res;
@@ -63,15 +67,29 @@ function serve(route: DirectRoute, incoming: IncomingMessage, response: ServerRe
   req.originalUrl = req.url;
   req.baseUrl = '';
   req.params = {};
-  // The route template, for the metrics' and the request log's labels.
-  req.route = { path: route.path };
-  const fail = (error: unknown) => onError(error, req, res);
+  const fail = (error: unknown) => {
+    try {
+      onError(error, req, res);
+    } catch (failed) {
+      // Express's final handler would have answered; a response half sent can only be cut.
+      logger.error(`Could not answer the error of ${req.method} ${route.path} [request ${req.id}]: ${String(failed)}`);
+      if (res.headersSent) res.destroy();
+      else res.status(500).end();
+    }
+  };
   let index = 0;
   const next: NextFunction = (error?: unknown) => {
     if (error !== undefined && error !== null) return fail(error);
     const handler = middleware[index++];
     if (!handler) {
-      route.handle(req, res).catch(fail);
+      // The route template, for the metrics' and the request log's labels: set once matched,
+      // as Express does, so that a refusal of the middleware stays `unmatched`.
+      req.route = { path: route.path };
+      try {
+        route.handle(req, res).catch(fail);
+      } catch (thrown) {
+        fail(thrown);
+      }
       return;
     }
     try {
