@@ -201,4 +201,27 @@ describe('OpenAiHttpClient', () => {
       await upstream.close();
     }
   });
+
+  it('survives an abort after its reader returned from a stream that had arrived whole (no uncaught socket error)', async () => {
+    const upstream = await serve((res) => {
+      res.writeHead(200, { 'Content-Type': 'text/event-stream' });
+      res.end(`data: ${JSON.stringify(chunk('a'))}\n\ndata: ${JSON.stringify(chunk('b'))}\n\ndata: [DONE]\n\n`);
+    });
+    const uncaught: unknown[] = [];
+    const note = (error: unknown) => uncaught.push(error);
+    process.on('uncaughtException', note);
+    try {
+      const closing = new AbortController();
+      const chunks = upstream.client.stream({}, closing.signal)[Symbol.asyncIterator]();
+      expect((await chunks.next()).value).toEqual(chunk('a'));
+      // As ProvidersService closes a stream its client left: abort, then return.
+      closing.abort();
+      await chunks.return?.();
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(uncaught).toEqual([]);
+    } finally {
+      process.off('uncaughtException', note);
+      await upstream.close();
+    }
+  });
 });

@@ -1,5 +1,6 @@
 import * as http from 'node:http';
 import * as https from 'node:https';
+import type { Socket } from 'node:net';
 import type { ChatCompletion, ChatCompletionChunk } from '../provider-adapter';
 import { upstreamMessage } from '../upstream-errors';
 
@@ -102,9 +103,25 @@ export class OpenAiHttpClient {
         readText(response, signal).then((text) => reject(new UpstreamHttpError(status, flatHeaders(response.headers), errorOf(text))), reject);
       });
       request.on('error', (error) => reject(signal.aborted ? abortError() : error));
+      request.on('socket', guardSocket);
       request.end(JSON.stringify(body));
     });
   }
+}
+
+const GUARDED = Symbol('guarded');
+
+/**
+ * Aborting a request whose response has arrived whole but is not read yet (a stream closed
+ * by its reader right after a chunk, the rest of the answer already in) destroys its socket
+ * with an error after node's HTTP client has stopped listening to it: an 'error' without a
+ * listener, an uncaught exception that would stop the process. Every socket of the pool gets
+ * one listener that lets such late errors go (what was being read has failed already).
+ */
+function guardSocket(socket: Socket & { [GUARDED]?: true }): void {
+  if (socket[GUARDED]) return;
+  socket[GUARDED] = true;
+  socket.on('error', () => undefined);
 }
 
 /** Where the first event of `text` ends (a blank line, `\n\n` or `\r\n\r\n`), or null. */
