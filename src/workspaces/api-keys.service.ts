@@ -303,5 +303,8 @@ export class ApiKeysService implements OnApplicationBootstrap, BeforeApplication
 }
 
 export function hashKey(apiKey: string): string {
-  return createHash('sha256').update(apiKey).digest('hex');
+  // The guard asks twice per request (seenValid, then authenticate): the last key's hash is kept.
+  if (apiKey !== lastHashed.key) lastHashed = { key: apiKey, hash: createHash('sha256').update(apiKey).digest('hex') };
+  return lastHashed.hash;
 }
+let lastHashed = { key: '', hash: '' };
