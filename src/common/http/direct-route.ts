@@ -5,15 +5,13 @@ import type { ApiRequest } from './request-context';
 
 /**
  * A route served by the HTTP server's request listener itself, in front of Express's router
- * and Nest's pipeline (guards, interceptors and filters through RxJS): those cost about a
- * fifth of a chat completion's CPU here (bench/README.md, chat.ts). A request it takes still
+ * and Nest's pipeline (guards, interceptors and filters through RxJS): those cost a fifth to
+ * a quarter of a chat completion's CPU here (bench/README.md, chat.ts). A request it takes still
  * goes through the same middleware as every other request (request id, metrics, logging,
  * body parsing and its checks: the list createApp gives Express), with Express's request and
  * response objects, and its errors go to the same filter. Middleware that calls
  * `next('route')` or `next('router')` (none does) would be taken for an error.
  */
-const logger = new Logger('HTTP');
-
 export interface DirectRoute {
   method: string;
   /** The path without BASE_PATH; the query string is ignored. */
@@ -34,6 +32,8 @@ export interface DirectRouting {
   basePath: string;
   routes: DirectRoute[];
 }
+
+const logger = new Logger('HTTP');
 
 /** Puts the direct routes in front of Express as the server's request listener. */
 export function serveDirectRoutes(server: Server, routing: DirectRouting): void {
