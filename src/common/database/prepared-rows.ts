@@ -8,6 +8,8 @@ interface PreparingClient {
 
 interface PooledClient extends PreparingClient {
   release(error?: Error): void;
+  on(event: 'error', listener: () => void): void;
+  removeListener(event: 'error', listener: () => void): void;
 }
 
 /**
@@ -34,12 +36,23 @@ export async function preparedRows<T>(manager: EntityManager, name: string, text
   // unique violation, a deadlock), and with it every statement prepared on it. Only a
   // connection that failed is closed here.
   const client = await pool!.connect();
+  // A connection out of the pool has no listener for its errors (the pool's is back only
+  // once it is released): PostgreSQL ending it between statements (a restart: 57P01), or
+  // after it failed and is being closed, would be an 'error' nobody hears, an uncaught
+  // exception that stops the process. The query, if one runs, fails with the error anyway.
+  client.on('error', ignoreConnectionError);
   try {
     const { rows } = await client.query<T>({ name, text, values });
+    client.removeListener('error', ignoreConnectionError);
     client.release();
     return rows;
   } catch (error) {
-    client.release(isDatabaseUnavailable(error) ? (error as Error) : undefined);
+    const failed = isDatabaseUnavailable(error);
+    // A connection closed for its failure keeps the listener: it may report more on its way out.
+    if (!failed) client.removeListener('error', ignoreConnectionError);
+    client.release(failed ? (error as Error) : undefined);
     throw error;
   }
 }
+
+function ignoreConnectionError(): void {}
