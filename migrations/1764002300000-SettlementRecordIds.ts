@@ -9,7 +9,8 @@ import { SettlementFunction1764002200000 } from './1764002200000-SettlementFunct
  *   connection, a schema that does not match) fails the whole statement, to be retried: the
  *   usage record is what tells a charged request from a dead one (idempotency), so it is
  *   never dropped for a reason that a retry would not repeat.
- * - A usage record's id is derived from its settlement's key (usage_record_id(): the key is
+ * - A usage record's id is derived from its settlement's key (usage_record_id(), a version-8
+ *   UUID from the key's MD5: the key is
  *   unique per request, and the server's own, where a request id may be the client's
  *   X-Request-Id), so that with p_check_applied (a retry after a failure that may have
  *   committed unseen) an order is skipped when its usage ledger row exists or, for a charge
@@ -46,9 +47,14 @@ export class SettlementRecordIds1764002300000 implements MigrationInterface {
     await queryRunner.query(`CREATE INDEX IF NOT EXISTS usage_records_request_idx ON usage_records (request_id)`);
     await dropFunctions(queryRunner);
 
+    // A version-8 UUID (RFC 9562: its bits the application's own) from the key's MD5: the
+    // version and variant digits set, so that it passes every UUID check a cursor goes through.
     await queryRunner.query(`
       CREATE FUNCTION usage_record_id(p_key text) RETURNS uuid
-      LANGUAGE sql IMMUTABLE AS $$ SELECT md5('usage:' || p_key)::uuid $$`);
+      LANGUAGE sql IMMUTABLE AS $$
+        SELECT encode(set_byte(set_byte(d, 6, (get_byte(d, 6) & 15) | 128), 8, (get_byte(d, 8) & 63) | 128), 'hex')::uuid
+          FROM (SELECT decode(md5('usage:' || p_key), 'hex') AS d) AS digest
+      $$`);
 
     await queryRunner.query(`
       CREATE FUNCTION insert_usage_records(p_records jsonb, p_keys text[], p_kept bigint[], p_applied boolean[]) RETURNS void
