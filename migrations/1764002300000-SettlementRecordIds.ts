@@ -20,7 +20,8 @@ import { SettlementFunction1764002200000 } from './1764002200000-SettlementFunct
  * - The index on usage_records.request_id, for the idempotency claim's lookup.
  *
  * A database may have run an earlier version of 1764002200000 that already had some of this
- * (the optional records, the index): every step here is made to apply to either.
+ * (the optional records, the index): every step here is made to apply to either. The call of
+ * ten arguments stays, as a wrapper, for replicas of the previous version during a rolling update.
  *
  * The rest of the plan, as in 1764002200000: per order i (parallel arrays, in settlement
  * order) p_keys[i] unique per request (ledger rows `usage:<key>` and `refund:<key>`), the
@@ -217,6 +218,23 @@ export class SettlementRecordIds1764002300000 implements MigrationInterface {
           FROM generate_series(1, orders) AS i
          ORDER BY i;
       END $$`);
+
+    // settle_charges() as 1764002200000 called it (ten arguments, seven columns), for the
+    // replicas of the previous version still running during a rolling update: their
+    // settlements go on (their records are not optional) until they are replaced.
+    await queryRunner.query(`
+      CREATE FUNCTION settle_charges(
+        p_keys text[], p_workspace_ids uuid[], p_hold_row_ids uuid[], p_leased boolean[], p_cost_micros bigint[],
+        p_refunds boolean[], p_descriptions text[], p_check_applied boolean, p_synchronous_commit text, p_records jsonb
+      ) RETURNS TABLE (
+        charged_millicents bigint, kept_millicents bigint, written_off_millicents bigint, balance_after_millicents bigint,
+        applied boolean, released_from_lease_millicents bigint, below_threshold boolean
+      ) LANGUAGE sql AS $$
+        SELECT s.charged_millicents, s.kept_millicents, s.written_off_millicents, s.balance_after_millicents,
+               s.applied, s.released_from_lease_millicents, s.below_threshold
+          FROM settle_charges(p_keys, p_workspace_ids, p_hold_row_ids, p_leased, p_cost_micros,
+                              p_refunds, p_descriptions, p_check_applied, p_synchronous_commit, p_records, false) AS s
+      $$`);
   }
 
   public async down(queryRunner: QueryRunner): Promise<void> {
@@ -227,7 +245,7 @@ export class SettlementRecordIds1764002300000 implements MigrationInterface {
   }
 }
 
-/** Every version of the functions: 1764002200000's (as it first was, and as it was later edited) and this one's. */
+/** Every version of the functions: 1764002200000's (as it first was, and as it was later edited) and this one's, its wrapper of ten arguments included. */
 async function dropFunctions(queryRunner: QueryRunner): Promise<void> {
   const settleCharges = 'text[], uuid[], uuid[], boolean[], bigint[], boolean[], text[], boolean, text, jsonb';
   await queryRunner.query(`DROP FUNCTION IF EXISTS settle_charges(${settleCharges})`);

@@ -456,6 +456,7 @@ describe('settle_charges()', () => {
     const now = await signatures();
     expect(now).toEqual([
       'insert_usage_records(jsonb, text[], bigint[], boolean[])',
+      'settle_charges(text[], uuid[], uuid[], boolean[], bigint[], boolean[], text[], boolean, text, jsonb)',
       'settle_charges(text[], uuid[], uuid[], boolean[], bigint[], boolean[], text[], boolean, text, jsonb, boolean)',
       'usage_record_id(text)',
     ]);
@@ -474,6 +475,36 @@ describe('settle_charges()', () => {
     const [outcome] = await settle(ws, [{ holdRowId: await hold(ws, 50n), costMicros: 20n * M, usageRow: usageRow(ws, 'req-after') }]);
     expect(outcome).toMatchObject({ applied: true, charged: 20 });
     expect(await usageRecords(ws)).toEqual([{ request_id: 'req-after', charged_millicents: '20' }]);
+  });
+
+  it("settles as before when called as the previous version called it (ten arguments): a replica not yet updated during a rolling update", async () => {
+    const ws = await wallet(1_000n, 50n, 0n);
+    const h = await hold(ws, 50n);
+    const rows = (await db.query(`SELECT * FROM settle_charges($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, [
+      [`${run}.old`],
+      [ws],
+      [h],
+      [false],
+      [(20n * M).toString()],
+      [false],
+      ['gpt-4o'],
+      false,
+      'on',
+      JSON.stringify([usageRow(ws, 'req-old')]),
+    ])) as Record<string, unknown>[];
+    expect(rows).toEqual([
+      {
+        charged_millicents: '20',
+        kept_millicents: '20',
+        written_off_millicents: '0',
+        balance_after_millicents: '980',
+        applied: true,
+        released_from_lease_millicents: '0',
+        below_threshold: false,
+      },
+    ]);
+    expect(await walletRow(ws)).toEqual({ balance: 980n, reserved: 0n, carry: 0n });
+    expect(await usageRecords(ws)).toEqual([{ request_id: 'req-old', charged_millicents: '20' }]);
   });
 
   it('keeps the money invariants for any batch over several wallets: balance = start + ledger, reserved = live holds and leases, never below zero', async () => {
