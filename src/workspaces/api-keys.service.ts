@@ -304,7 +304,7 @@ export class ApiKeysService implements OnApplicationBootstrap, BeforeApplication
 
 export function hashKey(apiKey: string): string {
   // The guard asks twice per request (seenValid, then authenticate): the last key's hash is kept.
-  if (apiKey !== lastHashed.key) lastHashed = { key: apiKey, hash: createHash('sha256').update(apiKey).digest('hex') };
+  if (lastHashed?.key !== apiKey) lastHashed = { key: apiKey, hash: createHash('sha256').update(apiKey).digest('hex') };
   return lastHashed.hash;
 }
-let lastHashed = { key: '', hash: '' };
+let lastHashed: { key: string; hash: string } | undefined;
