@@ -182,6 +182,21 @@ describe('dashboard under BASE_PATH=/acs', () => {
     expect(unauthorized.headers.get('content-type')).toMatch(/application\/json/);
   });
 
+  it('answers chat completions under /v1 and under /acs/v1 on the direct route (src/common/http/direct-route.ts)', async () => {
+    const workspace = await t.createWorkspace();
+    for (const prefix of ['', BASE]) {
+      const res = await fetch(`${t.baseUrl}${prefix}/v1/chat/completions?trace=1`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${workspace.apiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'Hello' }], max_tokens: 16 }),
+      });
+      expect({ prefix, status: res.status }).toEqual({ prefix, status: 200 });
+      // Express's res.json would have added an ETag: the direct route answered.
+      expect({ prefix, etag: res.headers.get('etag') }).toEqual({ prefix, etag: null });
+      expect(((await res.json()) as { object: string }).object).toBe('chat.completion');
+    }
+  });
+
   describeWithBrowser('in a browser', () => {
     let browser: Browser;
 

@@ -34,7 +34,8 @@ export async function preparedRows<T>(manager: EntityManager, name: string, text
   }
   // Not pool.query(), which closes the connection on any error the statement fails with (a
   // unique violation, a deadlock), and with it every statement prepared on it. Only a
-  // connection that failed is closed here.
+  // connection that failed is closed here. Keeping the others is safe because no client-side
+  // query_timeout is set: a statement given up on by the client would still run on it.
   const client = await pool!.connect();
   // A connection out of the pool has no listener for its errors (the pool's is back only
   // once it is released): PostgreSQL ending it between statements (a restart: 57P01), or
