@@ -15,6 +15,7 @@ import {
   MAX_MESSAGES,
   MAX_TOOLS,
 } from './dto/request-limits';
+import { wellFormedRequest } from './dto/well-formed-request';
 
 /** OpenAI's bound on `n`; the hold multiplies the output by it, so the wallet bounds it too. */
 const MAX_CHOICES = 128;
@@ -58,26 +59,25 @@ export async function parseChatRequest(raw: unknown, mode: { assistantMode: bool
   }
   // An explicit null is an absent field, as OpenAI takes it: openai-python sends `"max_tokens": null`
   // for `max_tokens=None`, which must neither become a cap of 0 nor be forwarded upstream.
-  const body = Object.fromEntries(Object.entries(raw).filter(([, value]) => value !== null));
-  checkSizes(body);
-  // Only the fields validated here go through class-transformer, which copies every value it is given.
-  const own = Object.fromEntries(Object.entries(body).filter(([key]) => OWN_FIELDS.has(key)));
-  const dto = plainToInstance(ChatCompletionRequestDto, own);
-  const errors = await validate(dto, { stopAtFirstError: true, forbidUnknownValues: false });
-  if (errors.length > 0) throw toValidationError(errors);
+  const own: Record<string, unknown> = {};
+  const extra: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(raw)) {
+    if (value !== null) (OWN_FIELDS.has(key) ? own : extra)[key] = value;
+  }
+  checkSizes(own);
+  const dto = wellFormedRequest(own) ?? (await validated(own));
 
   dto.messages.forEach(checkRoleRules);
   const tools = (dto.tools ?? []).map((tool, index) => checkTool(tool, index, mode.assistantMode));
   if (dto.stream_options !== undefined && dto.stream !== true) {
     throw ApiError.badRequest("The 'stream_options' parameter is only allowed when 'stream' is enabled.", 'stream_options');
   }
-  const n = (body as { n?: unknown }).n;
+  const n = extra.n;
   if (n !== undefined && (!Number.isInteger(n) || (n as number) < 1 || (n as number) > MAX_CHOICES)) {
     throw ApiError.badRequest(`n must be an integer from 1 to ${MAX_CHOICES}.`, 'n');
   }
 
   const caps = [dto.max_tokens, dto.max_completion_tokens].filter((cap): cap is number => cap !== undefined);
-  const extra = Object.fromEntries(Object.entries(body).filter(([key]) => !OWN_FIELDS.has(key)));
   return {
     dto,
     messages: dto.messages.map(toUpstreamMessage),
@@ -90,11 +90,22 @@ export async function parseChatRequest(raw: unknown, mode: { assistantMode: bool
 }
 
 /**
+ * The own fields through class-transformer and class-validator, which word what is wrong: for
+ * a request that wellFormedRequest() did not accept.
+ */
+async function validated(own: Record<string, unknown>): Promise<ChatCompletionRequestDto> {
+  const dto = plainToInstance(ChatCompletionRequestDto, own);
+  const errors = await validate(dto, { stopAtFirstError: true, forbidUnknownValues: false });
+  if (errors.length > 0) throw toValidationError(errors);
+  return dto;
+}
+
+/**
  * The size limits of request-limits.ts, checked on the raw body before anything copies,
  * validates or counts it: a cheap pass over the messages and their parts only.
  */
-function checkSizes(body: Record<string, unknown>): void {
-  const { messages, tools } = body;
+function checkSizes(own: Record<string, unknown>): void {
+  const { messages, tools } = own;
   if (Array.isArray(tools) && tools.length > MAX_TOOLS) {
     throw ApiError.badRequest(`tools can have at most ${MAX_TOOLS} items (got ${tools.length}).`, 'tools', 'array_too_long');
   }

@@ -16,6 +16,8 @@ import { IsIntegerOfAtLeast, IsNumberBetween, IsStringOfAtMost } from '../../com
 import { IsMessageContent } from './message-content.validator';
 
 export const MESSAGE_ROLES = ['system', 'developer', 'user', 'assistant', 'tool'] as const;
+/** What OpenAI accepts as a function's name. */
+export const FUNCTION_NAME_PATTERN = /^[a-zA-Z0-9_-]{1,64}$/;
 export type MessageRole = (typeof MESSAGE_ROLES)[number];
 
 export class FunctionCallDto {
@@ -85,7 +87,7 @@ export class ChatMessageDto {
 export class FunctionDefinitionDto {
   @ApiProperty({ example: 'get_weather' })
   @IsString()
-  @Matches(/^[a-zA-Z0-9_-]{1,64}$/, { message: 'function.name must be 1 to 64 letters, digits, underscores or dashes' })
+  @Matches(FUNCTION_NAME_PATTERN, { message: 'function.name must be 1 to 64 letters, digits, underscores or dashes' })
   name: string;
 
   @ApiPropertyOptional({ example: 'Current weather in a city' })

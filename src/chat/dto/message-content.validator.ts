@@ -17,7 +17,8 @@ export function IsMessageContent(): PropertyDecorator {
     });
 }
 
-function contentProblem(value: unknown): string | null {
+/** What is wrong with a message's content, or null when nothing is. */
+export function contentProblem(value: unknown): string | null {
   if (value === undefined || value === null || typeof value === 'string') return null;
   if (!Array.isArray(value)) return 'must be a string or an array of content parts';
   if (value.length === 0) return 'must not be an empty array: send a string, or at least one content part';
