@@ -2,19 +2,38 @@
 export const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
 /** NUL, and UTF-16 surrogates without their pair: what PostgreSQL refuses in `text` and `jsonb`. */
-const UNSTORABLE = new RegExp(`\\u0000|${LONE_SURROGATE.source}`, 'g');
+const UNSTORABLE = new RegExp(`\\u0000|${LONE_SURROGATE.source}`);
+const EVERY_UNSTORABLE = new RegExp(UNSTORABLE.source, 'g');
 
 /**
- * A copy of `value` whose strings PostgreSQL can store: each NUL or lone surrogate becomes
- * U+FFFD. For text we did not validate ourselves (a provider's answer) on its way into a
- * settlement, which must never fail on content; requests are refused such text at the edge
- * (common/validation/input-guard.ts).
+ * `value` with strings PostgreSQL can store: each NUL or lone surrogate becomes U+FFFD. For
+ * text we did not validate ourselves (a provider's answer) on its way into a settlement,
+ * which must never fail on content; requests are refused such text at the edge
+ * (common/validation/input-guard.ts). What needs no change is returned as it is (an object
+ * or array is copied only when something in it changed): nearly everything, every request.
  */
 export function storable<T>(value: T): T {
-  if (typeof value === 'string') return value.replace(UNSTORABLE, '\ufffd') as T;
-  if (Array.isArray(value)) return value.map(storable) as T;
+  if (typeof value === 'string') return (UNSTORABLE.test(value) ? value.replace(EVERY_UNSTORABLE, '\ufffd') : value) as T;
+  if (Array.isArray(value)) {
+    let copy: unknown[] | undefined;
+    value.forEach((item: unknown, index) => {
+      const changed = storable(item);
+      if (changed !== item) (copy ??= [...value])[index] = changed;
+    });
+    return (copy ?? value) as T;
+  }
   if (value !== null && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value).map(([key, item]) => [storable(key), storable(item)])) as T;
+    const object = value as Record<string, unknown>;
+    const keys = Object.keys(object);
+    let copy: Record<string, unknown> | undefined;
+    keys.forEach((key, index) => {
+      const storableKey = storable(key);
+      const item = storable(object[key]);
+      // The keys before this one were storable as they are.
+      if (!copy && (storableKey !== key || item !== object[key])) copy = Object.fromEntries(keys.slice(0, index).map((earlier) => [earlier, object[earlier]]));
+      if (copy) copy[storableKey] = item;
+    });
+    return (copy ?? value) as T;
   }
   return value;
 }

@@ -1,6 +1,7 @@
 import * as http from 'node:http';
 import * as https from 'node:https';
 import type { Socket } from 'node:net';
+import { urlToHttpOptions } from 'node:url';
 import type { ChatCompletion, ChatCompletionChunk } from '../provider-adapter';
 import { upstreamMessage } from '../upstream-errors';
 
@@ -49,12 +50,17 @@ export class UpstreamStreamError extends Error {
  */
 export class OpenAiHttpClient {
   private readonly url: URL;
-  private readonly headers: Record<string, string>;
+  /** What every request's options share, worked out once: the address as node:http takes it, and the agent. */
+  private readonly target: http.RequestOptions;
+  /** The headers of a request, by the answer it accepts. */
+  private readonly headers: Record<string, http.OutgoingHttpHeaders>;
 
   constructor(options: { apiKey: string; baseUrl?: string }) {
     const base = (options.baseUrl ?? OPENAI_BASE_URL).replace(/\/+$/, '');
     this.url = new URL(`${base}/chat/completions`);
-    this.headers = { Authorization: `Bearer ${options.apiKey}`, 'Content-Type': 'application/json', 'User-Agent': USER_AGENT };
+    this.target = { ...urlToHttpOptions(this.url), method: 'POST', agent: agents[this.url.protocol as keyof typeof agents] };
+    const headers = { Authorization: `Bearer ${options.apiKey}`, 'Content-Type': 'application/json', 'User-Agent': USER_AGENT };
+    this.headers = Object.fromEntries(['application/json', 'text/event-stream'].map((accept) => [accept, { ...headers, Accept: accept }]));
   }
 
   async complete(body: object, signal: AbortSignal): Promise<ChatCompletion> {
@@ -93,11 +99,10 @@ export class OpenAiHttpClient {
   }
 
   /** Sends the request; resolves with a 2xx response, rejects with UpstreamHttpError otherwise. */
-  private post(body: object, accept: string, signal: AbortSignal): Promise<http.IncomingMessage> {
+  private post(body: object, accept: 'application/json' | 'text/event-stream', signal: AbortSignal): Promise<http.IncomingMessage> {
     const transport = this.url.protocol === 'https:' ? https : http;
-    const agent = agents[this.url.protocol as keyof typeof agents];
     return new Promise((resolve, reject) => {
-      const request = transport.request(this.url, { method: 'POST', headers: { ...this.headers, Accept: accept }, agent, signal }, (response) => {
+      const request = transport.request({ ...this.target, headers: this.headers[accept], signal }, (response) => {
         const status = response.statusCode ?? 502;
         if (status >= 200 && status < 300) return resolve(response);
         readText(response, signal).then((text) => reject(new UpstreamHttpError(status, flatHeaders(response.headers), errorOf(text))), reject);
