@@ -1,6 +1,6 @@
 import { CanActivate, DynamicModule, LoggerService, NestApplicationOptions } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { NestExpressApplication } from '@nestjs/platform-express';
+import { type ExpressAdapter, NestExpressApplication } from '@nestjs/platform-express';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import express, { type NextFunction, type RequestHandler, type Response } from 'express';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
@@ -9,7 +9,7 @@ import { chatCompletionsRoute } from './chat/chat-direct-route';
 import { ChatRefusalFilter } from './chat/chat-refusal.filter';
 import { ChatController } from './chat/chat.controller';
 import { ChatService } from './chat/chat.service';
-import { serveDirectRoutes } from './common/http/direct-route';
+import { ExpressPrototypesAdapter, serveDirectRoutes } from './common/http/direct-route';
 import { ApiExceptionFilter } from './common/errors/api-exception.filter';
 import { ERROR_PAGE_RENDERER, ErrorPageRenderer } from './common/errors/error-pages';
 import { API_RESPONSE_HEADERS } from './common/openapi/api-responses';
@@ -30,7 +30,7 @@ import { MetricsService } from './metrics/metrics.service';
  * Makes the Nest application from the root module: NestFactory.create, unless a test
  * builds it through @nestjs/testing to override a provider (test/support/test-app.ts).
  */
-export type AppCreator = (module: DynamicModule, options: NestApplicationOptions) => Promise<NestExpressApplication>;
+export type AppCreator = (module: DynamicModule, options: NestApplicationOptions, adapter: ExpressAdapter) => Promise<NestExpressApplication>;
 
 export { logLevelsFor } from './common/logging/pino-logger';
 
@@ -44,12 +44,16 @@ export async function createApp(
   /** `logger`: false for none (tests), or the one main.ts made; by default LOG_FORMAT's (appLogger). */
   options: { logger?: false | LoggerService; create?: AppCreator } = {},
 ): Promise<NestExpressApplication> {
-  const create: AppCreator = options.create ?? ((module, appOptions) => NestFactory.create<NestExpressApplication>(module, appOptions));
-  const app = await create(AppModule.register({ config, databaseUrl }), {
-    // Parsed by our own list of middleware (below), which the direct route shares.
-    bodyParser: false,
-    logger: options.logger ?? appLogger(config),
-  });
+  const create: AppCreator = options.create ?? ((module, appOptions, adapter) => NestFactory.create<NestExpressApplication>(module, adapter, appOptions));
+  const app = await create(
+    AppModule.register({ config, databaseUrl }),
+    {
+      // Parsed by our own list of middleware (below), which the direct route shares.
+      bodyParser: false,
+      logger: options.logger ?? appLogger(config),
+    },
+    new ExpressPrototypesAdapter(),
+  );
   app.disable('x-powered-by');
   applyServerTimeouts(app.getHttpServer(), config.http);
   // Behind a load balancer the client address (per-address rate limits) is in X-Forwarded-For,

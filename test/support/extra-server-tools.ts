@@ -10,11 +10,11 @@ import { SERVER_TOOLS, type ServerTool } from '../../src/tools/server-tool';
  * application itself a tool is added to SERVER_TOOL_CLASSES instead.
  */
 export function withServerTools(extra: readonly ServerTool[]): AppCreator {
-  return async (module, options) => {
+  return async (module, options, adapter) => {
     const testing = await Test.createTestingModule({ imports: [module] })
       .overrideProvider(SERVER_TOOLS)
       .useFactory({ factory: (...builtIn: ServerTool[]) => [...builtIn, ...extra], inject: [...SERVER_TOOL_CLASSES] })
       .compile();
-    return testing.createNestApplication<NestExpressApplication>(options);
+    return testing.createNestApplication<NestExpressApplication>(adapter, options);
   };
 }

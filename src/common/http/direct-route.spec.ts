@@ -1,7 +1,7 @@
 import express, { type RequestHandler, type Response } from 'express';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { type DirectRoute, type DirectRouting, serveDirectRoutes } from './direct-route';
+import { type DirectRoute, type DirectRouting, ExpressPrototypesAdapter, serveDirectRoutes } from './direct-route';
 import type { ApiRequest } from './request-context';
 
 /** A real HTTP server with a real Express application behind it, as Nest makes them. */
@@ -138,5 +138,59 @@ describe('serveDirectRoutes', () => {
     expect(() => serveDirectRoutes(other, { app: express(), middleware: [], onError: () => undefined, basePath: '', routes: [] })).toThrow(
       'does not hand its requests',
     );
+  });
+});
+
+describe('ExpressPrototypesAdapter', () => {
+  it("makes a server whose requests and responses have the Express application's methods from the start, for the direct route and for Express", async () => {
+    const adapter = new ExpressPrototypesAdapter();
+    adapter.initHttpServer({});
+    const app = adapter.getInstance<express.Express>();
+    const server = adapter.getHttpServer() as Server;
+    const made: Array<{ by: string; switched: boolean; methods: boolean }> = [];
+    const record = (by: string, req: object, res: object) =>
+      made.push({
+        by,
+        // Express's router switches a request to app.request itself; nothing else should.
+        switched: Object.getPrototypeOf(req) === app.request || Object.getPrototypeOf(res) === app.response,
+        methods: Object.prototype.isPrototypeOf.call(app.request, req) && Object.prototype.isPrototypeOf.call(app.response, res),
+      });
+    app.post('/elsewhere', (req, res) => {
+      record('express', req, res);
+      res.json({ by: 'express' });
+    });
+    serveDirectRoutes(server, {
+      app,
+      middleware: [],
+      onError: (error) => {
+        throw error;
+      },
+      basePath: '',
+      routes: [
+        {
+          method: 'POST',
+          path: '/v1/things',
+          accepts: () => true,
+          handle: async (req, res) => {
+            record('direct', req, res);
+            res.status(201).json({ by: 'direct', host: req.get('host') });
+          },
+        },
+      ],
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const direct = await fetch(`${base}/v1/things`, { method: 'POST' });
+      expect(direct.status).toBe(201);
+      expect(await direct.json()).toEqual({ by: 'direct', host: new URL(base).host });
+      expect(await (await fetch(`${base}/elsewhere`, { method: 'POST' })).json()).toEqual({ by: 'express' });
+      expect(made).toEqual([
+        { by: 'direct', switched: false, methods: true },
+        { by: 'express', switched: true, methods: true },
+      ]);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });

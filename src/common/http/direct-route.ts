@@ -1,5 +1,7 @@
-import { Logger } from '@nestjs/common';
+import { Logger, type NestApplicationOptions } from '@nestjs/common';
+import { ExpressAdapter } from '@nestjs/platform-express';
 import type { Express, NextFunction, RequestHandler, Response } from 'express';
+import * as http from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { ApiRequest } from './request-context';
 
@@ -35,6 +37,31 @@ export interface DirectRouting {
 
 const logger = new Logger('HTTP');
 
+/**
+ * Nest's Express adapter, with an HTTP server that makes its requests and responses with the
+ * Express application's prototypes from the start (Node's `IncomingMessage` and
+ * `ServerResponse` options), instead of each being switched to them when it arrives, as
+ * Express does for every request and the direct route did: V8 gives the switched object a new
+ * hidden class, every time. Express still switches a request it routes, to the same methods.
+ */
+export class ExpressPrototypesAdapter extends ExpressAdapter {
+  override initHttpServer(options: NestApplicationOptions): void {
+    if (options.httpsOptions || options.forceCloseConnections) return super.initHttpServer(options);
+    const app = this.getInstance<Express>();
+    this.httpServer = http.createServer(
+      { IncomingMessage: inheriting(http.IncomingMessage, app.request), ServerResponse: inheriting(http.ServerResponse, app.response) },
+      app,
+    );
+  }
+}
+
+/** A subclass of `base` whose instances also have `methods` (an object whose own prototype is base's). */
+function inheriting<T>(base: T, methods: object): T {
+  class WithMethods extends (base as unknown as new (...args: unknown[]) => object) {}
+  Object.setPrototypeOf(WithMethods.prototype, methods);
+  return WithMethods as unknown as T;
+}
+
 /** Puts the direct routes in front of Express as the server's request listener. */
 export function serveDirectRoutes(server: Server, routing: DirectRouting): void {
   const { app, basePath } = routing;
@@ -56,9 +83,10 @@ function matches(route: DirectRoute, req: IncomingMessage, basePath: string): bo
 
 function serve(route: DirectRoute, incoming: IncomingMessage, response: ServerResponse, { app, middleware, onError }: DirectRouting): void {
   // What Express's app.handle and router do before the first middleware, so that the
-  // middleware and the handler find the objects they were written for.
-  Object.setPrototypeOf(incoming, app.request);
-  Object.setPrototypeOf(response, app.response);
+  // middleware and the handler find the objects they were written for; a server made by
+  // ExpressPrototypesAdapter has made them so already.
+  if (!Object.prototype.isPrototypeOf.call(app.request, incoming)) Object.setPrototypeOf(incoming, app.request);
+  if (!Object.prototype.isPrototypeOf.call(app.response, response)) Object.setPrototypeOf(response, app.response);
   const req = incoming as ApiRequest;
   const res = response as unknown as Response;
   req.res = res;
