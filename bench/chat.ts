@@ -56,6 +56,10 @@ const TARGETS = {
 const TUNABLES = ['SETTLEMENT_SYNCHRONOUS_COMMIT', 'WALLET_LEASE_IDLE_MS'] as const;
 
 const CHAT = '/v1/chat/completions';
+/** The rows the targets are judged on. */
+const PORTKEY_ROW = 'Portkey gateway 1.15 (no accounting)';
+const PORTKEY_AGAIN_ROW = 'Portkey gateway 1.15, again';
+const SERVICE_ROW = 'service, non-streaming';
 const BODY = JSON.stringify({ model: SETTINGS.model, messages: [{ role: 'user', content: 'Say hello' }], max_tokens: 16 });
 const STREAM_BODY = JSON.stringify({ model: SETTINGS.model, messages: [{ role: 'user', content: 'Say hello' }], max_tokens: 16, stream: true });
 
@@ -360,19 +364,18 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
   // 1-2. The floor and the peer, saturated.
   const floorTarget: Target = { baseUrl: upstreamUrl, path: CHAT, headers: { authorization: 'Bearer bench' }, body: BODY };
   await addRow('fake upstream alone (the floor)', await saturated('floor', [floorTarget]));
-  await addRow(
-    'Portkey gateway 1.15 (no accounting)',
-    await saturated('Portkey', [{ baseUrl: portkeyUrl, path: CHAT, headers: portkeyHeaders, body: BODY }], [portkey.pid]),
-    [portkey],
-  );
+  const portkeyTarget: Target = { baseUrl: portkeyUrl, path: CHAT, headers: portkeyHeaders, body: BODY };
+  await addRow(PORTKEY_ROW, await saturated('Portkey', [portkeyTarget], [portkey.pid]), [portkey]);
 
-  // 3-4. The service, saturated.
+  // 3-4. The service, saturated; Portkey again right after the non-streaming run, so that the
+  // service is compared with Portkey measured on both sides of it (this machine's speed drifts).
   const one = [workspaceId];
   await addRow(
-    'service, non-streaming',
+    SERVICE_ROW,
     await measureService('service non-streaming', one, () => saturated('service non-streaming', [serviceTarget(serviceA.baseUrl, apiKey)], [serviceA.server.pid]), cannonCounts),
     [serviceA.server],
   );
+  await addRow(PORTKEY_AGAIN_ROW, await saturated('Portkey, again', [portkeyTarget], [portkey.pid]), [portkey]);
   await addRow(
     'service, streaming',
     await measureService(
@@ -534,13 +537,18 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
   );
 
   // --- Targets -------------------------------------------------------------------------
-  const portkeyRow = rows[1];
-  const serviceRow = rows[2];
-  const serviceRows = rows.slice(2);
+  const row = (target: string) => rows.find((r) => r.target === target)!;
+  const portkeyRuns = [row(PORTKEY_ROW).reqPerSec, row(PORTKEY_AGAIN_ROW).reqPerSec];
+  const portkeyReqPerSec = round1((portkeyRuns[0] + portkeyRuns[1]) / 2);
+  const serviceRow = row(SERVICE_ROW);
+  const serviceRows = rows.filter((r) => r.target.startsWith('service'));
   const missed: string[] = [];
-  const ratio = serviceRow.reqPerSec / portkeyRow.reqPerSec;
+  const ratio = serviceRow.reqPerSec / portkeyReqPerSec;
   if (ratio < TARGETS.throughputVsPortkey) {
-    missed.push(`service non-streaming ${serviceRow.reqPerSec} req/s is ${round3(ratio)}x Portkey's ${portkeyRow.reqPerSec} (target >= ${TARGETS.throughputVsPortkey}x)`);
+    missed.push(
+      `service non-streaming ${serviceRow.reqPerSec} req/s is ${round3(ratio)}x Portkey's ${portkeyReqPerSec} (the mean of its runs before and after, ` +
+        `${portkeyRuns.join(' and ')}; target >= ${TARGETS.throughputVsPortkey}x)`,
+    );
   }
   for (const a of added) {
     if (a.addedP50Ms > TARGETS.addedP50Ms) missed.push(`added p50 latency at ${ratePerSecond} req/s, ${a.label}: ${a.addedP50Ms} ms (target <= ${TARGETS.addedP50Ms} ms)`);
@@ -564,7 +572,10 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
     );
   }
   log('');
-  log(`Service non-streaming / Portkey: ${round3(ratio)}x (target >= ${TARGETS.throughputVsPortkey}x)`);
+  log(
+    `Service non-streaming / Portkey: ${round3(ratio)}x (target >= ${TARGETS.throughputVsPortkey}x), against the mean of Portkey's runs before and ` +
+      `after it (${portkeyRuns.join(' and ')} req/s: ${portkeyRuns.map((r) => `${round3(serviceRow.reqPerSec / r)}x`).join(' and ')})`,
+  );
   if (missed.length === 0) log('All targets MET');
   else for (const m of missed) log(`Target NOT MET: ${m}`);
 
@@ -575,6 +586,8 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
     targetsMet: missed.length === 0,
     missed,
     saturated: rows,
+    portkeyReqPerSec,
+    serviceVsPortkey: round3(ratio),
     addedLatency: added,
     checks,
     portkeyVersion: portkeyVersion(),
