@@ -1,8 +1,17 @@
 import 'reflect-metadata';
 import { plainToInstance } from 'class-transformer';
-import { validate } from 'class-validator';
+import { getMetadataStorage, validate } from 'class-validator';
 import fc from 'fast-check';
-import { ChatCompletionRequestDto, MESSAGE_ROLES } from './chat-completion-request.dto';
+import {
+  ChatCompletionRequestDto,
+  ChatMessageDto,
+  FunctionCallDto,
+  FunctionDefinitionDto,
+  MESSAGE_ROLES,
+  StreamOptionsDto,
+  ToolCallDto,
+  ToolDefinitionDto,
+} from './chat-completion-request.dto';
 import { wellFormedRequest } from './well-formed-request';
 
 /** What the DTO's decorators say of a request's own fields: the DTO, or null when they refuse it. */
@@ -76,6 +85,19 @@ function requests(wrong: fc.Arbitrary<unknown>) {
 }
 
 describe('wellFormedRequest', () => {
+  it('knows every field the DTOs validate: one added there must be added to wellFormedRequest (and to the generators below)', () => {
+    const validated = (dto: new () => object) => [...new Set(getMetadataStorage().getTargetValidationMetadatas(dto, '', true, false).map((m) => m.propertyName))].sort();
+    expect(validated(ChatCompletionRequestDto)).toEqual(
+      ['assistant_id', 'conversation_id', 'max_completion_tokens', 'max_tokens', 'messages', 'model', 'stream', 'stream_options', 'subscription_id', 'temperature', 'tools', 'user_id'].sort(),
+    );
+    expect(validated(ChatMessageDto)).toEqual(['content', 'name', 'role', 'tool_call_id', 'tool_calls']);
+    expect(validated(ToolCallDto)).toEqual(['function', 'id', 'type']);
+    expect(validated(FunctionCallDto)).toEqual(['arguments', 'name']);
+    expect(validated(ToolDefinitionDto)).toEqual(['function', 'type']);
+    expect(validated(FunctionDefinitionDto)).toEqual(['description', 'name', 'parameters', 'strict']);
+    expect(validated(StreamOptionsDto)).toEqual(['include_usage']);
+  });
+
   it('accepts a plain request as it came, without copying it', () => {
     const own = { model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'Say hello' }], max_tokens: 16 };
     expect(wellFormedRequest(own)).toBe(own);

@@ -11,7 +11,8 @@ import { contentProblem } from './message-content.validator';
  * came, and anything else goes through them as before: they find the problem and word the
  * error (or accept what this is too strict for). This never accepts what the decorators
  * refuse: `well-formed-request.spec.ts` checks it against them on generated requests. A
- * field added to the DTO must be added here, or its requests all take the slower path.
+ * field validated by the DTOs must be checked here too, or it would go unchecked: the spec
+ * lists them, and fails when one is added.
  */
 export function wellFormedRequest(own: Record<string, unknown>): ChatCompletionRequestDto | null {
   const { messages, tools, stream_options: streamOptions } = own;
