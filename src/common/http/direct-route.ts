@@ -39,19 +39,23 @@ const logger = new Logger('HTTP');
 
 /**
  * Nest's Express adapter, with an HTTP server that makes its requests and responses with the
- * Express application's prototypes from the start (Node's `IncomingMessage` and
- * `ServerResponse` options), instead of each being switched to them when it arrives, as
- * Express does for every request and the direct route did: V8 gives the switched object a new
- * hidden class, every time. Express still switches a request it routes, to the same methods.
+ * Express application's prototypes (Node's `IncomingMessage` and `ServerResponse` options).
+ * Express switches every request and response to `app.request` and `app.response` with
+ * Object.setPrototypeOf, and the direct route did too; V8 gives each switched object a hidden
+ * class of its own, so that every later property access on it, in Node's HTTP code and ours,
+ * took the slow path. Here the server's classes inherit the application's methods, and
+ * `app.request` and `app.response` become their prototypes: the switch finds them in place
+ * and changes nothing, on every route.
  */
 export class ExpressPrototypesAdapter extends ExpressAdapter {
   override initHttpServer(options: NestApplicationOptions): void {
     if (options.httpsOptions || options.forceCloseConnections) return super.initHttpServer(options);
     const app = this.getInstance<Express>();
-    this.httpServer = http.createServer(
-      { IncomingMessage: inheriting(http.IncomingMessage, app.request), ServerResponse: inheriting(http.ServerResponse, app.response) },
-      app,
-    );
+    const Request = inheriting(http.IncomingMessage, app.request);
+    const Response = inheriting(http.ServerResponse, app.response);
+    app.request = Request.prototype as Express['request'];
+    app.response = Response.prototype as Express['response'];
+    this.httpServer = http.createServer({ IncomingMessage: Request, ServerResponse: Response }, app);
   }
 }
 
@@ -82,11 +86,11 @@ function matches(route: DirectRoute, req: IncomingMessage, basePath: string): bo
 }
 
 function serve(route: DirectRoute, incoming: IncomingMessage, response: ServerResponse, { app, middleware, onError }: DirectRouting): void {
-  // What Express's app.handle and router do before the first middleware, so that the
-  // middleware and the handler find the objects they were written for; a server made by
-  // ExpressPrototypesAdapter has made them so already.
-  if (!Object.prototype.isPrototypeOf.call(app.request, incoming)) Object.setPrototypeOf(incoming, app.request);
-  if (!Object.prototype.isPrototypeOf.call(app.response, response)) Object.setPrototypeOf(response, app.response);
+  // What Express's app.handle does before the first middleware, so that the middleware and the
+  // handler find the objects they were written for (on a server made by ExpressPrototypesAdapter
+  // they have these prototypes already, and this changes nothing).
+  Object.setPrototypeOf(incoming, app.request);
+  Object.setPrototypeOf(response, app.response);
   const req = incoming as ApiRequest;
   const res = response as unknown as Response;
   req.res = res;
