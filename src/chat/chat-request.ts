@@ -59,11 +59,9 @@ export async function parseChatRequest(raw: unknown, mode: { assistantMode: bool
   }
   // An explicit null is an absent field, as OpenAI takes it: openai-python sends `"max_tokens": null`
   // for `max_tokens=None`, which must neither become a cap of 0 nor be forwarded upstream.
-  const own: Record<string, unknown> = {};
-  const extra: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(raw)) {
-    if (value !== null) (OWN_FIELDS.has(key) ? own : extra)[key] = value;
-  }
+  const fields = Object.entries(raw).filter(([, value]) => value !== null);
+  const own = Object.fromEntries(fields.filter(([key]) => OWN_FIELDS.has(key)));
+  const extra = Object.fromEntries(fields.filter(([key]) => !OWN_FIELDS.has(key)));
   checkSizes(own);
   const dto = wellFormedRequest(own) ?? (await validated(own));
 
@@ -94,10 +92,22 @@ export async function parseChatRequest(raw: unknown, mode: { assistantMode: bool
  * a request that wellFormedRequest() did not accept.
  */
 async function validated(own: Record<string, unknown>): Promise<ChatCompletionRequestDto> {
-  const dto = plainToInstance(ChatCompletionRequestDto, own);
+  const dto = plainToInstance(ChatCompletionRequestDto, withoutPrototypeKeys(own));
   const errors = await validate(dto, { stopAtFirstError: true, forbidUnknownValues: false });
   if (errors.length > 0) throw toValidationError(errors);
   return dto;
+}
+
+/**
+ * A copy without the keys that name members of Object.prototype (`constructor`, `toString`...),
+ * at any depth: class-transformer drops them anyway, and a nested `"constructor"` key (a
+ * property of a tool's JSON Schema, say) made it throw instead of letting class-validator say
+ * what is wrong. None of them is a field the DTOs validate.
+ */
+function withoutPrototypeKeys(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(withoutPrototypeKeys);
+  if (typeof value !== 'object' || value === null) return value;
+  return Object.fromEntries(Object.entries(value).flatMap(([key, item]) => (key in Object.prototype ? [] : [[key, withoutPrototypeKeys(item)]])));
 }
 
 /**

@@ -16,7 +16,7 @@ import { IsIntegerOfAtLeast, IsNumberBetween, IsStringOfAtMost } from '../../com
 import { IsMessageContent } from './message-content.validator';
 
 export const MESSAGE_ROLES = ['system', 'developer', 'user', 'assistant', 'tool'] as const;
-/** What OpenAI accepts as a function's name. */
+/** What OpenAI accepts as a function's name. Without the `g` flag: it is shared, and `test` on a global one would keep state. */
 export const FUNCTION_NAME_PATTERN = /^[a-zA-Z0-9_-]{1,64}$/;
 export type MessageRole = (typeof MESSAGE_ROLES)[number];
 

@@ -23,14 +23,14 @@ async function byDecorators(own: Record<string, unknown>): Promise<ChatCompletio
 
 const plain = (value: unknown) => JSON.parse(JSON.stringify(value)) as unknown;
 
-// Values of any JSON type, for a field to be wrong in every way; `objects: false` keeps
-// arrays out of places that take an object, where the decorators accept some arrays (they
-// validate each item) and wellFormedRequest never does.
+// Values of any JSON type, for a field to be wrong in every way; `scalar` alone keeps arrays
+// out of places that take an object, where the decorators accept some arrays (they validate
+// each item) and wellFormedRequest never does.
 const scalar = fc.oneof(fc.constant(null), fc.boolean(), fc.integer({ min: -5, max: 300 }), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.string());
 const anyJson = fc.oneof(scalar, fc.array(scalar, { maxLength: 3 }), fc.dictionary(fc.string({ maxLength: 5 }), scalar, { maxKeys: 3 }));
 const optional = <T>(arb: fc.Arbitrary<T>) => fc.option(arb, { nil: undefined });
 const stringOf = (max: number) => fc.oneof({ weight: 9, arbitrary: fc.string({ maxLength: 20 }) }, { weight: 1, arbitrary: fc.string({ minLength: max - 1, maxLength: max + 1 }) });
-// Right 19 times in 20, so that a request of a dozen fields is as often accepted as refused.
+// Right 19 times in 20, so that a request of a dozen fields is accepted often enough (about one in ten).
 const orWrong = <T>(arb: fc.Arbitrary<T>, wrong: fc.Arbitrary<unknown>) => fc.oneof({ weight: 19, arbitrary: arb }, { weight: 1, arbitrary: wrong });
 
 function requests(wrong: fc.Arbitrary<unknown>) {
@@ -114,6 +114,8 @@ describe('wellFormedRequest', () => {
     ['a tool call without its function', { messages: [{ role: 'assistant', tool_calls: [{ id: 'c', type: 'function' }] }] }],
     ['a function name with a space', { messages: [{ role: 'user', content: 'hi' }], tools: [{ type: 'function', function: { name: 'get weather' } }] }],
     ['an empty content array', { messages: [{ role: 'user', content: [] }] }],
+    // eslint-disable-next-line no-sparse-arrays
+    ['messages with a hole only', { messages: [,] }],
   ])('leaves %s to the decorators', async (_, own: Record<string, unknown>) => {
     expect(wellFormedRequest(own)).toBeNull();
     expect(await byDecorators(own)).toBeNull();

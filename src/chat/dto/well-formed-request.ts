@@ -29,8 +29,8 @@ export function wellFormedRequest(own: Record<string, unknown>): ChatCompletionR
     optionalIntegerOfAtLeast(own.max_completion_tokens, 1) &&
     Array.isArray(messages) &&
     messages.length > 0 &&
-    messages.every(isWellFormedMessage) &&
-    (absent(tools) || (Array.isArray(tools) && tools.every(isWellFormedTool)));
+    everyItem(messages, isWellFormedMessage) &&
+    (absent(tools) || (Array.isArray(tools) && everyItem(tools, isWellFormedTool)));
   return wellFormed ? (own as ChatCompletionRequestDto) : null;
 }
 
@@ -42,7 +42,7 @@ function isWellFormedMessage(message: unknown): boolean {
     contentProblem(message.content) === null &&
     optionalString(message.name) &&
     optionalString(message.tool_call_id) &&
-    (absent(calls) || (Array.isArray(calls) && calls.every(isWellFormedToolCall)))
+    (absent(calls) || (Array.isArray(calls) && everyItem(calls, isWellFormedToolCall)))
   );
 }
 
@@ -64,6 +64,12 @@ function isWellFormedTool(tool: unknown): boolean {
     (absent(fn.parameters) || isObject(fn.parameters)) &&
     optionalBoolean(fn.strict)
   );
+}
+
+/** Array.every, but a hole is an item (undefined), which no check accepts. */
+function everyItem(items: unknown[], check: (item: unknown) => boolean): boolean {
+  for (let index = 0; index < items.length; index++) if (!check(items[index])) return false;
+  return true;
 }
 
 /** Absent as @IsOptional() takes it. */

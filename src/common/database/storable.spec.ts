@@ -30,4 +30,12 @@ describe('storable', () => {
     // The input is left as it was.
     expect(value.messages[1].content).toBe('bad\u0000');
   });
+
+  it('keeps a "__proto__" key (an own key of parsed JSON) a key when it copies', () => {
+    const value = JSON.parse('{"a": "x\\u0000", "__proto__": {"b": 2}}') as Record<string, unknown>;
+    const result = storable(value);
+    expect(Object.getPrototypeOf(result)).toBe(Object.prototype);
+    expect(Object.keys(result)).toEqual(['a', '__proto__']);
+    expect(JSON.stringify(result)).toBe('{"a":"x\ufffd","__proto__":{"b":2}}');
+  });
 });

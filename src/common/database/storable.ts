@@ -25,15 +25,16 @@ export function storable<T>(value: T): T {
   if (value !== null && typeof value === 'object') {
     const object = value as Record<string, unknown>;
     const keys = Object.keys(object);
-    let copy: Record<string, unknown> | undefined;
+    let entries: Array<[string, unknown]> | undefined;
     keys.forEach((key, index) => {
       const storableKey = storable(key);
       const item = storable(object[key]);
       // The keys before this one were storable as they are.
-      if (!copy && (storableKey !== key || item !== object[key])) copy = Object.fromEntries(keys.slice(0, index).map((earlier) => [earlier, object[earlier]]));
-      if (copy) copy[storableKey] = item;
+      if (!entries && (storableKey !== key || item !== object[key])) entries = keys.slice(0, index).map((earlier) => [earlier, object[earlier]]);
+      entries?.push([storableKey, item]);
     });
-    return (copy ?? value) as T;
+    // Object.fromEntries, not assignments: a key "__proto__" (JSON.parse makes it an own key) stays a key.
+    return (entries ? Object.fromEntries(entries) : value) as T;
   }
   return value;
 }

@@ -208,6 +208,23 @@ describe('ExpressPrototypesAdapter', () => {
     expect(switches).toEqual([]);
   });
 
+  it('keeps req.app and res.app the application when it is mounted in another one', async () => {
+    const adapter = new ExpressPrototypesAdapter();
+    adapter.initHttpServer({});
+    const app = adapter.getInstance<express.Express>();
+    app.get('/who', (req, res) => void res.json({ request: req.app === app, response: res.app === app }));
+    const parent = express();
+    parent.use('/mounted', app);
+    const server = createServer(parent);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const answer = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/mounted/who`);
+      expect(await answer.json()).toEqual({ request: true, response: true });
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
   it('is what spares the switches: a server made without it has each request and response switched', async () => {
     const app = express();
     const { seen, switches } = await switchesServing(createServer(app), app);

@@ -49,21 +49,28 @@ const logger = new Logger('HTTP');
  */
 export class ExpressPrototypesAdapter extends ExpressAdapter {
   override initHttpServer(options: NestApplicationOptions): void {
+    // Neither is used here: Nest's own server then, with the switches.
     if (options.httpsOptions || options.forceCloseConnections) return super.initHttpServer(options);
     const app = this.getInstance<Express>();
-    const Request = inheriting(http.IncomingMessage, app.request);
-    const Response = inheriting(http.ServerResponse, app.response);
+    const Request = inheriting(http.IncomingMessage, app.request, 'ExpressRequest');
+    const Response = inheriting(http.ServerResponse, app.response, 'ExpressResponse');
+    // As express() made app.request and app.response: with the application as an own property
+    // (`req.app`), which mounting the application in another one would otherwise cut off.
+    for (const prototype of [Request.prototype, Response.prototype]) {
+      Object.defineProperty(prototype, 'app', { configurable: true, enumerable: true, writable: true, value: app });
+    }
     app.request = Request.prototype as Express['request'];
     app.response = Response.prototype as Express['response'];
     this.httpServer = http.createServer({ IncomingMessage: Request, ServerResponse: Response }, app);
   }
 }
 
-/** A subclass of `base` whose instances also have `methods` (an object whose own prototype is base's). */
-function inheriting<T>(base: T, methods: object): T {
-  class WithMethods extends (base as unknown as new (...args: unknown[]) => object) {}
-  Object.setPrototypeOf(WithMethods.prototype, methods);
-  return WithMethods as unknown as T;
+/** A subclass of `base`, named `name`, whose instances also have `methods` (an object whose own prototype is base's). */
+function inheriting<T>(base: T, methods: object, name: string): T {
+  const subclass = class extends (base as unknown as new (...args: unknown[]) => object) {};
+  Object.defineProperty(subclass, 'name', { value: name });
+  Object.setPrototypeOf(subclass.prototype, methods);
+  return subclass as unknown as T;
 }
 
 /** Puts the direct routes in front of Express as the server's request listener. */
