@@ -31,4 +31,12 @@ describe('parseChatRequest', () => {
     expect(Object.getPrototypeOf(request.extra)).toBe(Object.prototype);
     expect(Object.keys(request.extra)).toEqual(['__proto__']);
   });
+
+  it('takes a request the hand check is too strict for through the decorators: a model name of 150 emoji (300 UTF-16 units, at most 200 characters)', async () => {
+    const model = '\u{1F600}'.repeat(150);
+    const request = await parse(JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 5 }));
+    expect(request.dto.model).toBe(model);
+    expect(request.maxTokens).toBe(5);
+    expect(request.messages).toEqual([{ role: 'user', content: 'hi' }]);
+  });
 });

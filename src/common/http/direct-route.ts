@@ -1,8 +1,7 @@
 import { Logger, type NestApplicationOptions } from '@nestjs/common';
 import { ExpressAdapter } from '@nestjs/platform-express';
 import type { Express, NextFunction, RequestHandler, Response } from 'express';
-import * as http from 'node:http';
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { createServer, IncomingMessage, type Server, ServerResponse } from 'node:http';
 import type { ApiRequest } from './request-context';
 
 /**
@@ -52,8 +51,8 @@ export class ExpressPrototypesAdapter extends ExpressAdapter {
     // Neither is used here: Nest's own server then, with the switches.
     if (options.httpsOptions || options.forceCloseConnections) return super.initHttpServer(options);
     const app = this.getInstance<Express>();
-    const Request = inheriting(http.IncomingMessage, app.request, 'ExpressRequest');
-    const Response = inheriting(http.ServerResponse, app.response, 'ExpressResponse');
+    const Request = inheriting(IncomingMessage, app.request, 'ExpressRequest');
+    const Response = inheriting(ServerResponse, app.response, 'ExpressResponse');
     // As express() made app.request and app.response: with the application as an own property
     // (`req.app`), which mounting the application in another one would otherwise cut off.
     for (const prototype of [Request.prototype, Response.prototype]) {
@@ -61,7 +60,7 @@ export class ExpressPrototypesAdapter extends ExpressAdapter {
     }
     app.request = Request.prototype as Express['request'];
     app.response = Response.prototype as Express['response'];
-    this.httpServer = http.createServer({ IncomingMessage: Request, ServerResponse: Response }, app);
+    this.httpServer = createServer({ IncomingMessage: Request, ServerResponse: Response }, app);
   }
 }
 
