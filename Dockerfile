@@ -44,6 +44,9 @@ COPY --from=build /app/node_modules ./node_modules
 # dist/src is the app and the operator CLI; dist/migrations is compiled in and imported
 # by the code, so nothing else (no .ts, no SQL files) is needed at run time.
 COPY --from=build /app/dist ./dist
+# DATA_DIR (./.data), the one place the service writes: the settlement journal, which a
+# restarted container reads back (SETTLEMENT_DURABILITY, README "Performance").
+RUN mkdir -p /app/.data && chown node:node /app/.data
 
 USER node
 EXPOSE 3000

@@ -294,8 +294,9 @@ describeWithRedisServer('faults survived by replicas', () => {
     expect(after.length).toBeGreaterThan(20);
     expect(byStatus(after)).toEqual({ 200: after.length });
 
-    await expectChargedAsTold(workspace, outcomes);
+    // Books first: once nothing is held, every settlement answered for has committed.
     await expectBooksBalanced(workspace, INITIAL);
+    await expectChargedAsTold(workspace, outcomes);
   });
 
   it('keeps serving without hanging when Redis stops answering or goes away (fails open), and counts again once it answers', async () => {

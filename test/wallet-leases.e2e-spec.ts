@@ -1,5 +1,5 @@
 import OpenAI from 'openai';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import type { DataSource } from 'typeorm';
@@ -211,6 +211,9 @@ describe('wallet leases and group commit', () => {
       await server.exited;
       await Promise.all(requests);
       expect(told.length).toBeLessThan(150);
+      // What it answered for and had not committed is in its journal: the next process on its
+      // DATA_DIR writes it before it serves.
+      const next = await startService({ HOLD_TTL_MS: '10000' });
 
       // Every answer a client received was charged, with its usage record.
       const rows = (await db.query(
@@ -231,6 +234,76 @@ describe('wallet leases and group commit', () => {
       }, 20_000);
       expect(released).toBe(true);
       expect(await walletInvariants(db, workspace.id)).toEqual({ balance: 10_000_000 - charged, reserved: 0, ledger: 10_000_000 - charged, holds: 0 });
+      await next.server.stop('SIGTERM', 15_000);
     }, 90_000);
+
+    it('answers before the commit, and the next process writes what a killed one answered for and never committed (the journal)', async () => {
+      const { server, baseUrl } = await startService({ HOLD_TTL_MS: '10000' });
+      const workspace = await setup.createWorkspace({ tier: 'enterprise', balanceMillicents: 10_000_000 });
+      upstream.setDefault({ kind: 'text', text: 'Hi.', usage: { prompt_tokens: 10, completion_tokens: 20 } });
+      const client = new OpenAI({ apiKey: workspace.apiKey, baseURL: `${baseUrl}/v1`, maxRetries: 0 });
+      await ask(client); // Takes the lease: the next requests are admitted from it, in memory.
+      expect(await waitUntil(async () => (await usageRequestIds(workspace.id)).length === 1, 5_000)).toBe(true);
+
+      // Every settlement now waits for the wallet's row, which this transaction holds.
+      const blocker = db.createQueryRunner();
+      await blocker.connect();
+      await blocker.startTransaction();
+      try {
+        await blocker.query(`SELECT 1 FROM wallets WHERE workspace_id = $1 FOR UPDATE`, [workspace.id]);
+        const told = await Promise.all(
+          Array.from({ length: 10 }, (_, i) =>
+            ask(client, `question ${i}`).then(({ data, response }) => ({
+              requestId: response.headers.get('x-request-id')!,
+              cost: (data as unknown as { x_service: { cost_millicents: number } }).x_service.cost_millicents,
+            })),
+          ),
+        );
+        server.kill();
+        await server.exited;
+        await blocker.commitTransaction();
+        // All ten were answered, and only the settlement that was already waiting in PostgreSQL
+        // when the process died can commit (its statement was sent): the others were never sent.
+        expect((await usageRequestIds(workspace.id)).length).toBeLessThanOrEqual(2);
+
+        const next = await startService({ HOLD_TTL_MS: '10000' });
+        const recorded = new Map(
+          ((await db.query(`SELECT request_id, total_cost_millicents::float8 AS cost FROM usage_records WHERE workspace_id = $1`, [workspace.id])) as {
+            request_id: string;
+            cost: number;
+          }[]).map((row) => [row.request_id, row.cost]),
+        );
+        for (const { requestId, cost } of told) expect(recorded.get(requestId)).toBe(cost);
+        expect(recorded.size).toBe(11);
+
+        // The killed process's lease comes back at its expiry; the money adds up.
+        const wallet = setup.app.get(WalletService);
+        expect(
+          await waitUntil(async () => {
+            await wallet.releaseExpiredHolds();
+            return nothingHeld(db, workspace.id);
+          }, 20_000),
+        ).toBe(true);
+        const [{ charged }] = await db.query(`SELECT sum(charged_millicents)::int AS charged FROM usage_records WHERE workspace_id = $1`, [workspace.id]);
+        expect(charged).toBeGreaterThan(0);
+        expect(await walletInvariants(db, workspace.id)).toEqual({ balance: 10_000_000 - charged, reserved: 0, ledger: 10_000_000 - charged, holds: 0 });
+        // Its journal is gone once written.
+        expect(await journalFiles()).toEqual([]);
+        await next.server.stop('SIGTERM', 15_000);
+      } finally {
+        if (blocker.isTransactionActive) await blocker.rollbackTransaction();
+        await blocker.release();
+      }
+    }, 90_000);
+
+    const usageRequestIds = async (workspaceId: string) =>
+      ((await db.query(`SELECT request_id FROM usage_records WHERE workspace_id = $1`, [workspaceId])) as { request_id: string }[]).map((row) => row.request_id);
+
+    /** The journal files under DATA_DIR (one directory per database). */
+    const journalFiles = async () => {
+      const root = path.join(dataDir, 'settlement-journal');
+      const databases = await readdir(root).catch(() => [] as string[]);
+      return (await Promise.all(databases.map((database) => readdir(path.join(root, database))))).flat();
+    };
   });
 });

@@ -48,7 +48,7 @@ export class ChatController {
     @Res({ passthrough: true }) res: Response,
     @ClientAbortSignal() clientGone: AbortSignal,
   ): Promise<ChatCompletionResponse | undefined> {
-    const caller = { principal, requestId: req.id };
+    const caller = { principal, requestId: req.id, idempotent: req.headers['idempotency-key'] !== undefined };
     if (isStreamRequest(body)) {
       // Written here, event by event; headers go out with the first chunk, until then a
       // failure is an ordinary HTTP error. Nest's reply afterwards finds the response over.

@@ -31,6 +31,8 @@ export interface ChatCaller {
   requestId: string;
   /** Where the request came from, kept on its usage record; `api` unless said. */
   source?: UsageSource;
+  /** Sent with an Idempotency-Key: answered only once its settlement has committed (see Estimate.idempotent). */
+  idempotent?: boolean;
 }
 
 /** A request that passed validation and has money held for it. */
@@ -204,6 +206,7 @@ export class ChatService {
         tools,
         toolPriceMicros: this.tools.maxPriceMicros(serverTools),
         conversation: conversation ? { id: conversation.id, messages: request.messages } : null,
+        idempotent: caller.idempotent === true,
         onCharged: nerfing.settled,
       });
       return {

@@ -64,6 +64,15 @@ export interface AppConfig {
    * PostgreSQL itself (not of this service) can lose the last moments of settlements.
    */
   settlementSynchronousCommit: 'on' | 'off';
+  /**
+   * When a chat request's answer may go out (SETTLEMENT_DURABILITY). `journal` (the default):
+   * once its settlement is appended to a journal under DATA_DIR, which outlives the process
+   * (the next process on that DATA_DIR writes what did not commit); the commit follows
+   * within milliseconds, and a balance or usage read in this process waits for it. Only the
+   * machine's own crash in those milliseconds can lose a charge. `commit`: once the
+   * settlement has committed in PostgreSQL.
+   */
+  settlementDurability: 'journal' | 'commit';
   webSearch: { provider?: string; apiKey?: string; baseUrl?: string };
   /** What one call of a server tool costs the caller, in millicents. */
   toolPrices: { web_search: number; file_search: number };
@@ -140,6 +149,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     holdTtlMs: read.integer('HOLD_TTL_MS', 15 * 60_000, 10_000, 24 * 3_600_000),
     walletLeaseIdleMs: read.integer('WALLET_LEASE_IDLE_MS', 500, 0, 60_000),
     settlementSynchronousCommit: read.oneOf('SETTLEMENT_SYNCHRONOUS_COMMIT', ['on', 'off'] as const) ?? 'on',
+    settlementDurability: read.oneOf('SETTLEMENT_DURABILITY', ['journal', 'commit'] as const) ?? 'journal',
     webSearch: {
       provider: read.oneOf('WEB_SEARCH_PROVIDER', WEB_SEARCH_PROVIDERS),
       apiKey: read.string('WEB_SEARCH_API_KEY'),

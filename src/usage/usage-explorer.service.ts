@@ -1,4 +1,4 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Optional } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { Repository } from 'typeorm';
 import { ApiError } from '../common/errors/api-error';
@@ -6,6 +6,7 @@ import { Page, toPage } from '../common/pagination';
 import type { UsageRecordDto } from './dto/usage.dto';
 import { UsageRecord } from './entities/usage-record.entity';
 import { isRecordOf, RecordRow, recordsSql, toRecordDto, type UsageRecordFilter } from './usage-record-list';
+import { PendingSettlements } from '../common/settlements/pending-settlements';
 
 export type { UsageRecordFilter } from './usage-record-list';
 
@@ -28,10 +29,15 @@ export interface ExploredRecord extends UsageRecordDto {
  */
 @Injectable()
 export class UsageExplorerService {
-  constructor(@InjectRepository(UsageRecord) private readonly records: Repository<UsageRecord>) {}
+  constructor(
+    @InjectRepository(UsageRecord) private readonly records: Repository<UsageRecord>,
+    /** Absent where no chat request is served (the CLI). */
+    @Optional() private readonly pending?: PendingSettlements,
+  ) {}
 
   /** Newest first: `limit` records after the cursor (a record id of this workspace). */
   async page(workspaceId: string, filter: UsageRecordFilter, query: { limit: number; startingAfter?: string }): Promise<Page<ExploredRecord>> {
+    await this.pending?.written();
     if (query.startingAfter && !(await isRecordOf(this.records.manager, workspaceId, query.startingAfter))) {
       throw ApiError.badRequest('starting_after does not name a usage record of this workspace.', 'starting_after', 'invalid_cursor');
     }

@@ -1,4 +1,4 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Optional } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { Repository } from 'typeorm';
 import { ApiError } from '../common/errors/api-error';
@@ -9,6 +9,7 @@ import type { DailyUsageDto, UsageRecordDto, UsageSummaryDto } from './dto/usage
 import { UsageRecord, type UsageStatus } from './entities/usage-record.entity';
 import { resolvePeriod, UsagePeriod } from './usage-period';
 import { isRecordOf, RecordRow, recordsSql, toRecordDto } from './usage-record-list';
+import { PendingSettlements } from '../common/settlements/pending-settlements';
 
 export interface RecentUsageQuery {
   limit: number;
@@ -111,6 +112,8 @@ export class UsageStatsService {
     /** Raw SQL through its manager (the same pool): the statements are exported for the benchmark. */
     @InjectRepository(UsageRecord) private readonly records: Repository<UsageRecord>,
     @InjectConfig() private readonly config: AppConfig,
+    /** Absent where no chat request is served (the CLI). */
+    @Optional() private readonly pending?: PendingSettlements,
   ) {}
 
   /** The range of a query, defaults applied, or a 400 naming the parameter at fault. */
@@ -119,6 +122,7 @@ export class UsageStatsService {
   }
 
   async summary(workspaceId: string, period: UsagePeriod): Promise<UsageSummaryDto> {
+    await this.pending?.written();
     const rows = (await this.records.manager.query(SUMMARY_SQL, [workspaceId, period.startDate, period.endDate])) as SummaryRow[];
     const totals = rows[0];
     return {
@@ -134,6 +138,7 @@ export class UsageStatsService {
   }
 
   async daily(workspaceId: string, period: UsagePeriod): Promise<DailyUsageDto[]> {
+    await this.pending?.written();
     const rows = (await this.records.manager.query(DAILY_SQL, [workspaceId, period.startDate, period.endDate])) as DailyRow[];
     return rows.map((row) => ({
       date: row.date,
@@ -148,6 +153,7 @@ export class UsageStatsService {
    * both included), read from the daily totals: as fast at a million records as at ten.
    */
   async totals(workspaceId: string, startDate: string, endDate: string): Promise<UsageTotals> {
+    await this.pending?.written();
     const [row] = (await this.records.manager.query(TOTALS_SQL, [workspaceId, startDate, endDate])) as {
       requests: string;
       tokens: string;
@@ -173,6 +179,7 @@ export class UsageStatsService {
   }
 
   async recent(workspaceId: string, query: RecentUsageQuery): Promise<Page<UsageRecordDto>> {
+    await this.pending?.written();
     if (query.startingAfter && !(await isRecordOf(this.records.manager, workspaceId, query.startingAfter))) {
       throw ApiError.badRequest(
         'starting_after does not name a usage record of this workspace (records older than the retention window are deleted).',

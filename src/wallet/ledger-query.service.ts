@@ -1,10 +1,11 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Optional } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { Repository, SelectQueryBuilder } from 'typeorm';
 import { ApiError } from '../common/errors/api-error';
 import { Page, toPage } from '../common/pagination';
 import { AutoTopupAttempt } from './entities/auto-topup-attempt.entity';
 import { TransactionType, WalletTransaction } from './entities/wallet-transaction.entity';
+import { PendingSettlements } from '../common/settlements/pending-settlements';
 
 /** Which ledger rows to read: all filters optional; `from` included, `until` excluded. */
 export interface LedgerFilter {
@@ -27,10 +28,13 @@ export class LedgerQueryService {
   constructor(
     @InjectRepository(WalletTransaction) private readonly ledger: Repository<WalletTransaction>,
     @InjectRepository(AutoTopupAttempt) private readonly attempts: Repository<AutoTopupAttempt>,
+    /** Absent where no chat request is served (the CLI). */
+    @Optional() private readonly pending?: PendingSettlements,
   ) {}
 
   /** Newest first, `limit` rows after the cursor `startingAfter` (a transaction id of this wallet). */
   async page(workspaceId: string, filter: LedgerFilter, query: { limit: number; startingAfter?: string }): Promise<Page<WalletTransaction>> {
+    await this.pending?.written();
     if (query.startingAfter && !(await this.ledger.existsBy({ id: query.startingAfter, workspaceId }))) {
       throw ApiError.badRequest('starting_after does not name a transaction of this wallet.', 'starting_after');
     }

@@ -1,4 +1,4 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Optional } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { randomUUID } from 'node:crypto';
 import { Observable, Subject } from 'rxjs';
@@ -15,6 +15,7 @@ import { Lease, WalletLeases } from './wallet-leases';
 import { isUniqueViolation } from '../common/database/unique-violation';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
+import { PendingSettlements } from '../common/settlements/pending-settlements';
 
 export interface WalletBalance {
   balanceMillicents: number;
@@ -84,6 +85,12 @@ export interface SettlementOrder {
   /** An earlier attempt may have committed: its ledger rows are looked up first. */
   retry?: boolean;
   /**
+   * The row its money was set aside in, when that is not this process's hold or lease: a
+   * settlement of a process that died (see SettlementJournal). This process's lease
+   * accounting is then left alone.
+   */
+  heldIn?: { rowId: string; lease: boolean };
+  /**
    * Its usage_records row, keyed by column (UsageService.row), inserted in the statement that
    * charges it, so that a charge never stands without its record; its charged_millicents is
    * set there to the settlement's `keptMillicents`.
@@ -119,6 +126,8 @@ export class WalletService {
     @InjectRepository(WalletTransaction) private readonly ledger: Repository<WalletTransaction>,
     private readonly leases: WalletLeases,
     @InjectConfig() private readonly config: Pick<AppConfig, 'settlementSynchronousCommit'>,
+    /** Absent where no chat request is served (the CLI). */
+    @Optional() private readonly pending?: PendingSettlements,
   ) {}
 
   /** The wallet's statements that run in no caller's transaction. */
@@ -132,6 +141,7 @@ export class WalletService {
   }
 
   async balance(workspaceId: string): Promise<WalletBalance> {
+    await this.pending?.written();
     const wallet = await this.wallets.findOneBy({ workspaceId });
     if (!wallet) throw ApiError.notFound(`No wallet for workspace ${workspaceId}.`, 'wallet_not_found');
     return {
@@ -308,8 +318,8 @@ export class WalletService {
     }>(manager, 'settle-charges', 'SELECT * FROM settle_charges($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)', [
       orders.map(({ hold }) => hold.id),
       orders.map(({ charge }) => charge.workspaceId),
-      orders.map(({ hold }) => hold.lease?.id ?? hold.id),
-      orders.map(({ hold }) => hold.lease !== undefined),
+      orders.map(({ hold, heldIn }) => heldIn?.rowId ?? hold.lease?.id ?? hold.id),
+      orders.map(({ hold, heldIn }) => heldIn?.lease ?? hold.lease !== undefined),
       orders.map(({ charge }) => charge.costMicros.toString()),
       orders.map(({ refund }) => refund === true),
       orders.map(({ charge }) => charge.description),
@@ -409,6 +419,7 @@ export class WalletService {
 
   /** Newest first, with `limit` and an OpenAI-style `starting_after` cursor. */
   async transactions(workspaceId: string, query: TransactionQuery): Promise<Page<WalletTransaction>> {
+    await this.pending?.written();
     const builder = this.ledger
       .createQueryBuilder('t')
       .where('t.workspace_id = :workspaceId', { workspaceId })

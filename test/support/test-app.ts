@@ -1,3 +1,4 @@
+import { PendingSettlements } from '../../src/common/settlements/pending-settlements';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import OpenAI from 'openai';
 import type { AddressInfo } from 'node:net';
@@ -15,6 +16,13 @@ export interface TestApp {
   databaseUrl: string;
   config: AppConfig;
   createWorkspace(options?: { tier?: string; balanceMillicents?: number; name?: string }): Promise<TestWorkspace>;
+  /**
+   * Resolves once the settlements of the requests answered so far have committed: a chat
+   * request is answered once its settlement is journaled (SETTLEMENT_DURABILITY=journal), a
+   * moment before it commits. The API's own reads wait for this; a test that reads the
+   * database directly waits for it first.
+   */
+  settled(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -33,7 +41,10 @@ export type TestConfigOverrides = Partial<Omit<AppConfig, 'providers'>> & { prov
 export function testConfig(overrides: TestConfigOverrides = {}): AppConfig {
   // Budget leases go back as soon as nothing is in flight, so that a test sees `reserved`
   // back at 0 when its request is answered (test/wallet-leases covers the idle delay).
-  const defaults = { ...loadConfig({ LOG_LEVEL: 'error' }), walletLeaseIdleMs: 0 };
+  // Requests are answered once their settlement has committed, so that a test may read the
+  // database as soon as it has its answer; the default, answering once the settlement is
+  // journaled, is what test/settlement-journal covers (and every spawned service process runs).
+  const defaults = { ...loadConfig({ LOG_LEVEL: 'error' }), walletLeaseIdleMs: 0, settlementDurability: 'commit' as const };
   return { ...defaults, ...overrides, providers: { ...defaults.providers, ...overrides.providers } };
 }
 
@@ -74,6 +85,7 @@ export async function startTestApp(
         client: openAiClient(baseUrl, created.apiKey),
       };
     },
+    settled: () => app.get(PendingSettlements).written(),
     close: () => app.close(),
   };
 }

@@ -478,7 +478,7 @@ describe('Billing.recordRefused', () => {
 
   it('records a refused request with nothing used and the refusal code, and never charges it', async () => {
     const { wallet, usage, conversations } = setUp();
-    const billing = new Billing({ holdTtlMs: TTL_MS } as AppConfig, wallet as never, usage as never, conversations as never);
+    const billing = new Billing({ holdTtlMs: TTL_MS } as AppConfig, undefined as never, wallet as never, usage as never, conversations as never);
     await billing.recordRefused(subject, 12, new ApiError('insufficient_balance', 'Top up.'));
     expect(usage.records).toEqual([
       {
@@ -505,7 +505,7 @@ describe('Billing.recordRefused', () => {
   it('does not throw when the record cannot be written', async () => {
     const { wallet, usage, conversations } = setUp();
     usage.refuse = true;
-    const billing = new Billing({ holdTtlMs: TTL_MS } as AppConfig, wallet as never, usage as never, conversations as never);
+    const billing = new Billing({ holdTtlMs: TTL_MS } as AppConfig, undefined as never, wallet as never, usage as never, conversations as never);
     await expect(billing.recordRefused(subject, 0, new Error('boom'))).resolves.toBeUndefined();
   });
 });

@@ -58,6 +58,12 @@ export interface Estimate {
   toolPriceMicros: MicroMillicents;
   /** With `conversation_id`: where a successful turn (the request's messages and the reply) is stored. */
   conversation: { id: string; messages: ChatMessage[] } | null;
+  /**
+   * Sent with an Idempotency-Key: answered only once its settlement has committed, never from
+   * the journal, because a retry of the key after this process died takes the request over
+   * unless its usage record shows it was charged.
+   */
+  idempotent?: boolean;
   /** Told the tokens and exact cost charged, once a charge committed (the nerfing rules' counters). */
   onCharged?: (tokens: number, costMicros: MicroMillicents) => void;
 }
@@ -228,7 +234,8 @@ export class BillingSession {
    * conversation, a successful turn (the request's messages and the reply) is stored in the
    * same transaction. A turn or record that the database refuses as data is logged and
    * counted, and the charge for what was delivered still commits (see SettlementWriter).
-   * Resolves once that transaction has committed.
+   * Resolves once the settlement is durable: committed, or, with SETTLEMENT_DURABILITY=journal,
+   * appended to the journal (the writer then commits it).
    */
   private async settleWith(ending: UsageEnding, options: { refund?: boolean; reply?: ChatMessage }): Promise<void> {
     const { subject, model, conversation } = this.estimate;
@@ -237,7 +244,7 @@ export class BillingSession {
     const { inputTokens, outputTokens, cachedTokens } = spend.tokens;
     clearInterval(this.heartbeat);
     const latencyMs = Date.now() - this.estimate.startedAt;
-    const settlement = await this.ports.settlements.submit({
+    await this.ports.settlements.submit({
       requestId: subject.requestId,
       order: {
         hold: this.hold,
@@ -266,14 +273,9 @@ export class BillingSession {
         }),
       ),
       turn: conversation && ending.status === 'success' && options.reply ? this.turnOf(conversation, options.reply) : null,
+      waitForCommit: this.estimate.idempotent === true,
     });
     if (!refund) this.estimate.onCharged?.(inputTokens + outputTokens, spend.totalMicros);
-    if (settlement.writtenOffMillicents > 0) {
-      logger.warn(
-        `Request ${subject.requestId} cost ${settlement.writtenOffMillicents} millicents more than workspace ` +
-          `${subject.workspaceId} could cover; charged what it had.`,
-      );
-    }
   }
 
   /** The conversation turn a successful request stores: its messages and the reply, each with its token count. */

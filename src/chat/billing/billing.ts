@@ -1,4 +1,8 @@
-import { BeforeApplicationShutdown, Injectable, Logger, Optional } from '@nestjs/common';
+import { BeforeApplicationShutdown, Injectable, Logger, OnApplicationBootstrap, Optional } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { createHash } from 'node:crypto';
+import * as path from 'node:path';
+import { DataSource } from 'typeorm';
 import { ApiError } from '../../common/errors/api-error';
 import type { AppConfig } from '../../config/app-config';
 import { InjectConfig } from '../../config/config.module';
@@ -7,7 +11,12 @@ import { UsageService } from '../../usage/usage.service';
 import { WalletService } from '../../wallet/wallet.service';
 import { MetricsService } from '../../metrics/metrics.service';
 import { BillingIncidents, BillingPorts, BillingSession, Estimate } from './billing-session';
+import { PendingSettlements } from '../../common/settlements/pending-settlements';
+import { SettlementJournal } from './settlement-journal';
 import { SettlementWriter } from './settlement-writer';
+
+/** How often a running process looks for the journals of processes that died (see SettlementJournal). */
+const ORPHANS_INTERVAL_MS = 10_000;
 import { refusedUsageRecord, UsageSubject } from './usage-record';
 
 /**
@@ -16,21 +25,26 @@ import { refusedUsageRecord, UsageSubject } from './usage-record';
  * held (by the chat service, or by a guard: see ChatRefusalFilter).
  */
 @Injectable()
-export class Billing implements BillingPorts, BeforeApplicationShutdown {
+export class Billing implements BillingPorts, OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger('Chat');
   readonly incidents: BillingIncidents = { conversation_turn_not_stored: 0, usage_record_not_stored: 0, settlement_failed: 0 };
   readonly holdTtlMs: number;
   readonly settlements: SettlementWriter;
   /** Refusals already recorded by the chat service, which the refusal filter must not record again. */
   private readonly recordedRefusals = new WeakSet<object>();
+  private orphansTimer?: NodeJS.Timeout;
+  private writingOrphans: Promise<void> | null = null;
 
   constructor(
-    @InjectConfig() config: AppConfig,
+    @InjectConfig() private readonly config: AppConfig,
+    @InjectDataSource() private readonly dataSource: DataSource,
     readonly wallet: WalletService,
     private readonly usage: UsageService,
     conversations: ConversationsService,
     /** Records settlements and incidents (acs_settlements_total, ...); optional for unit tests. */
     @Optional() metrics?: MetricsService,
+    /** Reads of balances and usage wait for the settlements answered for (SETTLEMENT_DURABILITY=journal). */
+    @Optional() pending?: PendingSettlements,
   ) {
     this.holdTtlMs = config.holdTtlMs;
     this.settlements = new SettlementWriter({
@@ -42,7 +56,16 @@ export class Billing implements BillingPorts, BeforeApplicationShutdown {
         this.logger.error(`${kind} for request ${requestId} (${this.incidents[kind]} so far); the charge stands: ${String(error)}`);
       },
       committed: metrics && ((records) => records.forEach((record) => metrics.settled(record))),
+      writtenOff: ({ requestId, order }, { writtenOffMillicents }) =>
+        this.logger.warn(
+          `Request ${requestId} cost ${writtenOffMillicents} millicents more than workspace ${order.charge.workspaceId} could cover; charged what it had.`,
+        ),
+      journalFailed: ({ requestId }, error) =>
+        this.logger.error(`Could not journal the settlement of request ${requestId}; it waits for its commit instead: ${String(error)}`),
+      retrying: ({ requestId }, error, delayMs) =>
+        this.logger.error(`Could not write the settlement of request ${requestId}; trying again in ${delayMs} ms: ${String(error)}`),
     });
+    pending?.waitWith(() => this.settlements.flushed());
     metrics?.gauge('acs_billing_incidents', 'Writes that failed beside a charge, or settlements that failed, since start, by kind', ['kind'], (gauge) => {
       for (const [kind, count] of Object.entries(this.incidents)) gauge.set({ kind }, count);
     });
@@ -67,8 +90,58 @@ export class Billing implements BillingPorts, BeforeApplicationShutdown {
     return typeof error === 'object' && error !== null && this.recordedRefusals.has(error);
   }
 
-  /** Settlements still being written finish before the database closes. */
+  /**
+   * With SETTLEMENT_DURABILITY=journal: the journal of this database is opened, and what the
+   * processes that died before left in it is written now (before this one serves), then
+   * looked for every few seconds (another process on this DATA_DIR may die meanwhile).
+   */
+  async onApplicationBootstrap(): Promise<void> {
+    if (this.config.settlementDurability !== 'journal') return;
+    const dir = path.join(this.config.dataDir, 'settlement-journal', await this.databaseIdentity());
+    try {
+      SettlementJournal.check(dir);
+    } catch (error) {
+      this.logger.error(
+        `SETTLEMENT_DURABILITY=journal needs a writable DATA_DIR (${String(error)}): each chat request waits for its settlement's commit instead (SETTLEMENT_DURABILITY=commit).`,
+      );
+      return;
+    }
+    this.settlements.journalTo(new SettlementJournal(dir));
+    await this.writeOrphans();
+    this.orphansTimer = setInterval(() => void this.writeOrphans(), ORPHANS_INTERVAL_MS).unref();
+  }
+
+  /** Settlements still being written finish before the database closes; what cannot stays in the journal. */
   async beforeApplicationShutdown(): Promise<void> {
-    await this.settlements.idle();
+    clearInterval(this.orphansTimer);
+    await this.writingOrphans;
+    await this.settlements.close();
+  }
+
+  private writeOrphans(): Promise<void> {
+    return (this.writingOrphans ??= this.settlements
+      .writeOrphans()
+      .then(
+        (written) => {
+          if (written > 0) this.logger.warn(`Wrote ${written} settlements that processes which died before had answered for.`);
+        },
+        (error) => this.logger.error(`Could not write the settlements of processes that died; trying again later: ${String(error)}`),
+      )
+      .finally(() => (this.writingOrphans = null)));
+  }
+
+  /**
+   * Names the database the settlements are for, so that a journal is only ever written to
+   * the database it came from (test databases, say, may share a DATA_DIR): its cluster's
+   * system identifier where the role may read it, else its server address, and its name.
+   */
+  private async databaseIdentity(): Promise<string> {
+    const [cluster] = (await this.dataSource
+      .query(`SELECT system_identifier::text AS id FROM pg_control_system()`)
+      .catch(() => this.dataSource.query(`SELECT coalesce(host(inet_server_addr()), 'local') || ':' || coalesce(inet_server_port(), 0) AS id`))) as {
+      id: string;
+    }[];
+    const [{ name }] = (await this.dataSource.query(`SELECT current_database() AS name`)) as { name: string }[];
+    return createHash('sha256').update(`${cluster.id}/${name}`).digest('hex').slice(0, 16);
   }
 }

@@ -1,6 +1,10 @@
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
 import type { EntityManager } from 'typeorm';
 import type { NewUsageRecord } from '../../usage/usage.service';
 import type { Settlement, SettlementOrder } from '../../wallet/wallet.service';
+import { ProcessIdentity, SettlementJournal } from './settlement-journal';
 import { SettlementJob, SettlementWriter } from './settlement-writer';
 
 /** A manager that accepts any statement (savepoints). */
@@ -21,6 +25,8 @@ function job(id: string, costMicros = 1_000_000n): SettlementJob {
  */
 class SlowWallet {
   batches: string[][] = [];
+  /** Each batch's orders as the database got them. */
+  orders: SettlementOrder[][] = [];
   /** Requests the database refuses whole (their batch fails with this error). */
   poisoned = new Map<string, Error>();
   /** Requests whose usage record the database refuses: the batch fails, but a careful settlement leaves the record out. */
@@ -33,6 +39,7 @@ class SlowWallet {
     options: { alsoInTransaction?: (manager: EntityManager, settlements: Settlement[]) => Promise<void>; recordsOptional?: boolean } = {},
   ): Promise<Settlement[]> {
     this.batches.push(orders.map((order) => order.hold.id));
+    this.orders.push(orders);
     await new Promise<void>((resolve) => (this.gate = resolve));
     const poison = orders.map((order) => this.poisoned.get(order.hold.id)).find(Boolean);
     if (poison) throw poison;
@@ -60,7 +67,7 @@ class SlowWallet {
   }
 }
 
-function setUp() {
+function setUp(journal?: SettlementJournal) {
   const wallet = new SlowWallet();
   const incidents: string[] = [];
   const committed: NewUsageRecord[] = [];
@@ -70,6 +77,7 @@ function setUp() {
     conversations: { appendTurn: async () => null },
     incident: (kind, requestId) => void incidents.push(`${kind} ${requestId}`),
     committed: (records) => void committed.push(...records),
+    journal,
   });
   return { wallet, writer, records: wallet.records as NewUsageRecord[], incidents, committed };
 }
@@ -127,7 +135,7 @@ describe('SettlementWriter', () => {
     await wallet.commit(); // ok, written at once
     await wallet.commit(); // norecord: refused
     await wallet.commit(); // norecord again, carefully: its record left out
-    expect((await Promise.all(results)).map((settlement) => settlement.applied)).toEqual([true, true]);
+    expect((await Promise.all(results)).map((settlement) => settlement?.applied)).toEqual([true, true]);
     expect(wallet.batches).toEqual([['ok'], ['norecord'], ['norecord']]);
     expect(records.map((record) => record.requestId)).toEqual(['ok']);
     expect(incidents).toEqual(['usage_record_not_stored norecord']);
@@ -146,5 +154,118 @@ describe('SettlementWriter', () => {
     expect(await Promise.all(results)).toEqual(['Connection terminated unexpectedly', 'Connection terminated unexpectedly']);
     expect(wallet.batches).toEqual([['first'], ['a', 'b']]);
     await writer.idle();
+  });
+
+  describe('with a journal (SETTLEMENT_DURABILITY=journal)', () => {
+    let dir: string;
+    beforeEach(() => {
+      dir = mkdtempSync(path.join(tmpdir(), 'acs-writer-'));
+    });
+    afterEach(() => rmSync(dir, { recursive: true, force: true }));
+    const journalFiles = () => (existsSync(dir) ? readdirSync(dir) : []);
+
+    it('answers a plain settlement once it is journaled, before its commit; reads wait for the commit', async () => {
+      const { wallet, writer, records } = setUp(new SettlementJournal(dir));
+      await expect(writer.submit(job('a'))).resolves.toBeNull();
+      const [file] = journalFiles();
+      expect(SettlementJournal.read(path.join(dir, file)).map((entry) => entry.key)).toEqual(['a']);
+      expect(records).toEqual([]);
+
+      let flushed = false;
+      const reads = writer.flushed().then(() => (flushed = true));
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(flushed).toBe(false);
+      await wallet.commit();
+      await reads;
+      expect(records.map((record) => record.requestId)).toEqual(['a']);
+      await writer.close();
+      expect(journalFiles()).toEqual([]);
+    });
+
+    it('journals no refund, conversation turn or Idempotency-Key request: they are answered once they commit', async () => {
+      const { wallet, writer } = setUp(new SettlementJournal(dir));
+      const turn = { ...job('turn'), turn: {} as SettlementJob['turn'] };
+      const refund = job('refund');
+      refund.order.refund = true;
+      const idempotent = { ...job('idempotent'), waitForCommit: true };
+      let answered = 0;
+      const results = [writer.submit(turn), writer.submit(refund), writer.submit(idempotent)].map((promise) =>
+        promise.then((settlement) => (answered++, settlement)),
+      );
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(answered).toBe(0);
+      await wallet.commit();
+      await wallet.commit();
+      expect((await Promise.all(results)).map((settlement) => settlement?.applied)).toEqual([true, true, true]);
+      expect(journalFiles()).toEqual([]);
+    });
+
+    it('writes a journaled settlement that failed again, as a retry, until it commits; its request never sees the failure', async () => {
+      const { wallet, writer, records } = setUp(new SettlementJournal(dir));
+      wallet.poisoned.set('a', new Error('deadlock detected'));
+      await expect(writer.submit(job('a'))).resolves.toBeNull();
+      await wallet.commit(); // the batch: fails
+      await wallet.commit(); // carefully, on its own: fails again; tried again after a pause
+      wallet.poisoned.clear();
+      await wallet.commit(); // the retry: commits
+      await writer.flushed();
+      await writer.idle();
+      expect(wallet.batches).toEqual([['a'], ['a'], ['a']]);
+      // The retry looks up what may have committed unseen.
+      expect(wallet.orders[2][0].retry).toBe(true);
+      expect(records.map((record) => record.requestId)).toEqual(['a']);
+      await writer.close();
+      expect(journalFiles()).toEqual([]);
+    });
+
+    it("writes the journal of a process that died, as retries from the dead process's hold or lease, and deletes it", async () => {
+      const dead = new ProcessIdentity(ProcessIdentity.current().host, 4_194_304 + 9, '1');
+      const orphan = new SettlementJournal(dir, dead);
+      for (const key of ['x', 'y']) {
+        orphan.append({
+          requestId: `req_${key}`,
+          key,
+          workspaceId: 'ws',
+          heldIn: { rowId: 'lease-of-the-dead', lease: true },
+          costMicros: '22500000',
+          description: key,
+          usageRow: { request_id: `req_${key}` },
+        });
+      }
+      const { wallet, writer, records } = setUp(new SettlementJournal(dir));
+      const written = writer.writeOrphans();
+      await wallet.commit();
+      expect(await written).toBe(2);
+      expect(wallet.orders[0].map(({ hold, heldIn, retry, charge }) => ({ key: hold.id, lease: hold.lease, heldIn, retry, cost: charge.costMicros }))).toEqual([
+        { key: 'x', lease: undefined, heldIn: { rowId: 'lease-of-the-dead', lease: true }, retry: true, cost: 22_500_000n },
+        { key: 'y', lease: undefined, heldIn: { rowId: 'lease-of-the-dead', lease: true }, retry: true, cost: 22_500_000n },
+      ]);
+      expect(records).toEqual([{ request_id: 'req_x' }, { request_id: 'req_y' }]);
+      expect(journalFiles()).toEqual([]);
+    });
+
+    it('keeps the journal of a process that died when it cannot be written, and writes it on a later call', async () => {
+      const dead = new ProcessIdentity(ProcessIdentity.current().host, 4_194_304 + 10, '1');
+      new SettlementJournal(dir, dead).append({
+        requestId: 'req_z',
+        key: 'z',
+        workspaceId: 'ws',
+        heldIn: { rowId: 'hold-z', lease: false },
+        costMicros: '1000000',
+        description: 'z',
+        usageRow: { request_id: 'req_z' },
+      });
+      const { wallet, writer } = setUp(new SettlementJournal(dir));
+      wallet.poisoned.set('z', new Error('could not serialize access'));
+      const first = writer.writeOrphans();
+      await wallet.commit();
+      await expect(first).rejects.toThrow('could not serialize access');
+      expect(journalFiles()).toHaveLength(1);
+      wallet.poisoned.clear();
+      const second = writer.writeOrphans();
+      await wallet.commit();
+      expect(await second).toBe(1);
+      expect(journalFiles()).toEqual([]);
+    });
   });
 });

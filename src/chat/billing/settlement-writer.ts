@@ -4,9 +4,13 @@ import { isDatabaseUnavailable } from '../../common/errors/database-unavailable'
 import type { AppendTurnParams, ConversationsService } from '../../conversations/conversations.service';
 import type { NewUsageRecord, UsageService } from '../../usage/usage.service';
 import type { Settlement, SettlementOrder, WalletService } from '../../wallet/wallet.service';
+import { JournalEntry, JournalSegment, SettlementJournal } from './settlement-journal';
 
 /** At most this many settlements share one transaction. */
 const MAX_BATCH = 256;
+/** A journaled settlement that could not be written is tried again after this long, doubling up to the most. */
+const RETRY_FIRST_MS = 500;
+const RETRY_MOST_MS = 30_000;
 
 /** One request's settlement, with what must commit beside its charge. */
 export interface SettlementJob {
@@ -16,6 +20,8 @@ export interface SettlementJob {
   record: Omit<NewUsageRecord, 'chargedMillicents'>;
   /** With a conversation, the successful turn to store. */
   turn: AppendTurnParams | null;
+  /** Answered only once committed, never from the journal (an Idempotency-Key request). */
+  waitForCommit?: boolean;
 }
 
 export interface SettlementWriterPorts {
@@ -26,12 +32,25 @@ export interface SettlementWriterPorts {
   incident: (kind: 'usage_record_not_stored' | 'conversation_turn_not_stored', requestId: string, error: unknown) => void;
   /** Told the usage records of each batch that committed (metrics of tokens, charges and outcomes). */
   committed?: (records: NewUsageRecord[]) => void;
+  /** A settlement charged less than its cost: the wallet could not cover all of it. */
+  writtenOff?: (job: SettlementJob, settlement: Settlement) => void;
+  /**
+   * Where settlements are kept from their answer to their commit (SETTLEMENT_DURABILITY=journal;
+   * see journalTo). Without it, every request waits for its settlement's commit.
+   */
+  journal?: SettlementJournal;
+  /** A settlement could not be appended to the journal (a full disk, say): it waits for its commit instead. */
+  journalFailed?: (job: SettlementJob, error: unknown) => void;
+  /** A journaled settlement failed to commit and waits to be tried again (logged; it is never dropped). */
+  retrying?: (job: SettlementJob, error: unknown, delayMs: number) => void;
 }
 
 interface Queued {
   job: SettlementJob;
-  resolve: (settlement: Settlement) => void;
+  resolve: (settlement: Settlement | null) => void;
   reject: (error: unknown) => void;
+  /** Journaled: its request was answered already, so it is written until it commits, however long that takes. */
+  journaled?: { segment: JournalSegment; attempts: number };
 }
 
 /**
@@ -49,23 +68,123 @@ interface Queued {
  * data is counted and logged, and the charge still commits. Anything else (a deadlock, a
  * timeout) fails that settlement alone, for its request to retry. A batch that failed
  * because the database is gone fails whole: one at a time would only fail slower.
+ *
+ * With a journal (SettlementJournal), a plain settlement (no conversation turn, no refund,
+ * no Idempotency-Key) is appended to it and its request answered at once, before the commit: a request then
+ * never waits for the database after its answer. Such a settlement is never failed back to
+ * its request: it is written again, with growing pauses, until it commits; a process that
+ * dies first leaves it in the journal for the next one. Its money stays held (its hold or
+ * lease) until it commits, so nothing can spend it meanwhile.
  */
 export class SettlementWriter {
   private readonly queue: Queued[] = [];
   private writing: Promise<void> | null = null;
+  /** Journaled settlements not yet committed, with what resolves once each is (or waits for a retry). */
+  private readonly journaled = new Set<Promise<void>>();
+  private readonly retryTimers = new Set<NodeJS.Timeout>();
 
   constructor(private readonly ports: SettlementWriterPorts) {}
 
-  submit(job: SettlementJob): Promise<Settlement> {
-    return new Promise<Settlement>((resolve, reject) => {
+  /** From now on, plain settlements are journaled (see the class). */
+  journalTo(journal: SettlementJournal): void {
+    this.ports.journal = journal;
+  }
+
+  /**
+   * Queues a settlement, and resolves once it is durable: committed (with its settlement),
+   * or, for a plain one with a journal, appended to the journal (with null).
+   */
+  submit(job: SettlementJob): Promise<Settlement | null> {
+    const journal = this.ports.journal;
+    if (journal && !job.turn && !job.waitForCommit && !job.order.refund && !job.order.retry) {
+      try {
+        const segment = journal.append(journalEntry(job, this.ports.usage.row(job.record)));
+        this.queueJournaled(job, { segment, attempts: 0 });
+        return Promise.resolve(null);
+      } catch (error) {
+        this.ports.journalFailed?.(job, error);
+      }
+    }
+    return new Promise<Settlement | null>((resolve, reject) => {
       this.queue.push({ job, resolve, reject });
       this.kick();
     });
   }
 
-  /** Resolves once every submitted settlement has been written (or has failed). */
+  /**
+   * Resolves once the journaled settlements submitted so far have committed (or, failing,
+   * wait for their next try): what a read of balances and usage waits for, so that a client
+   * sees the charge of every answer it was given.
+   */
+  async flushed(): Promise<void> {
+    await Promise.all([...this.journaled]);
+  }
+
+  /** Resolves once every submitted settlement has been written (or has failed, or waits for a retry). */
   async idle(): Promise<void> {
     while (this.writing) await this.writing;
+  }
+
+  /**
+   * Before the process exits: waits for what is being written, stops the retries, and
+   * closes the journal (what did not commit stays in it, for the next process).
+   */
+  async close(): Promise<void> {
+    await this.idle();
+    for (const timer of this.retryTimers) clearTimeout(timer);
+    this.retryTimers.clear();
+    this.ports.journal?.close();
+  }
+
+  /**
+   * Writes again the settlements of processes that died with journaled settlements not yet
+   * committed (the journal's orphans, and files this process claimed before and could not
+   * finish). Each file is deleted once all of its settlements committed; a failure leaves it
+   * for the next call. Returns how many settlements were written.
+   */
+  async writeOrphans(): Promise<number> {
+    const journal = this.ports.journal;
+    if (!journal) return 0;
+    this.unfinishedOrphans.push(...journal.claimOrphans());
+    let written = 0;
+    for (const file of [...this.unfinishedOrphans]) {
+      const entries = SettlementJournal.read(file);
+      for (let start = 0; start < entries.length; start += MAX_BATCH) {
+        const orders = entries.slice(start, start + MAX_BATCH).map(orphanOrder);
+        written += await this.settleOrphans(orders);
+      }
+      SettlementJournal.remove(file);
+      this.unfinishedOrphans.splice(this.unfinishedOrphans.indexOf(file), 1);
+    }
+    return written;
+  }
+
+  private readonly unfinishedOrphans: string[] = [];
+
+  /** Orphaned settlements in one statement; if that fails, each on its own, its usage record optional. */
+  private async settleOrphans(orders: SettlementOrder[]): Promise<number> {
+    const applied = (settlements: Settlement[]) => settlements.filter((settlement) => settlement.applied).length;
+    try {
+      return applied(await this.ports.wallet.settleMany(orders));
+    } catch (error) {
+      if (isDatabaseUnavailable(error) || orders.length === 1) throw error;
+      let written = 0;
+      for (const order of orders) written += applied(await this.ports.wallet.settleMany([order], { recordsOptional: true }));
+      return written;
+    }
+  }
+
+  /** Queues a journaled settlement; flushed() waits for it until it commits or fails. */
+  private queueJournaled(job: SettlementJob, journaled: { segment: JournalSegment; attempts: number }): void {
+    let settled!: () => void;
+    const done = new Promise<void>((resolve) => (settled = resolve));
+    const finish = () => {
+      this.journaled.delete(done);
+      settled();
+    };
+    this.journaled.add(done);
+    this.queue.push({ job, resolve: finish, reject: finish, journaled });
+    this.kick();
   }
 
   private kick(): void {
@@ -85,7 +204,7 @@ export class SettlementWriter {
     try {
       this.committed(batch, await this.settle(batch, false));
     } catch (error) {
-      if (isDatabaseUnavailable(error)) return batch.forEach(({ reject }) => reject(error));
+      if (isDatabaseUnavailable(error)) return batch.forEach((queued) => this.failed(queued, error));
       for (const queued of batch) await this.writeCarefully(queued);
     }
   }
@@ -96,8 +215,27 @@ export class SettlementWriter {
       if (settlement.usageRecordRefused) this.ports.incident('usage_record_not_stored', queued.job.requestId, settlement.usageRecordRefused);
       this.committed([queued], [settlement]);
     } catch (error) {
-      queued.reject(error);
+      this.failed(queued, error);
     }
+  }
+
+  /**
+   * A settlement that could not be written fails its request, which may try again; a
+   * journaled one (its request answered already) is tried again here, after a pause that
+   * grows with each failure, until it commits.
+   */
+  private failed(queued: Queued, error: unknown): void {
+    const { job, journaled } = queued;
+    if (!journaled) return queued.reject(error);
+    queued.resolve(null);
+    const delayMs = Math.min(RETRY_FIRST_MS * 2 ** journaled.attempts, RETRY_MOST_MS);
+    this.ports.retrying?.(job, error, delayMs);
+    const timer = setTimeout(() => {
+      this.retryTimers.delete(timer);
+      // It may have committed unseen: its ledger rows are looked up first.
+      this.queueJournaled({ ...job, order: { ...job.order, retry: true } }, { ...journaled, attempts: journaled.attempts + 1 });
+    }, delayMs);
+    this.retryTimers.add(timer);
   }
 
   private settle(batch: Queued[], careful: boolean): Promise<Settlement[]> {
@@ -133,6 +271,40 @@ export class SettlementWriter {
       return settlement.applied && !settlement.usageRecordRefused ? [{ ...job.record, chargedMillicents: settlement.keptMillicents }] : [];
     });
     this.ports.committed?.(records);
-    batch.forEach(({ resolve }, index) => resolve(settlements[index]));
+    batch.forEach(({ job, resolve, journaled }, index) => {
+      const settlement = settlements[index];
+      if (settlement.writtenOffMillicents > 0) this.ports.writtenOff?.(job, settlement);
+      if (journaled) this.ports.journal?.committed(journaled.segment);
+      resolve(settlement);
+    });
   }
+}
+
+/** What the journal keeps of a settlement. */
+function journalEntry(job: SettlementJob, usageRow: Record<string, unknown>): JournalEntry {
+  const { hold, charge } = job.order;
+  return {
+    requestId: job.requestId,
+    key: hold.id,
+    workspaceId: charge.workspaceId,
+    heldIn: { rowId: hold.lease?.id ?? hold.id, lease: hold.lease !== undefined },
+    costMicros: charge.costMicros.toString(),
+    description: charge.description,
+    usageRow,
+  };
+}
+
+/**
+ * A settlement of a process that died, as an order of this one: its money was set aside in
+ * the dead process's hold or lease (if that was swept meanwhile, the charge comes out of the
+ * wallet's free balance), and it may have committed before the process died.
+ */
+function orphanOrder(entry: JournalEntry): SettlementOrder {
+  return {
+    hold: { id: entry.key, workspaceId: entry.workspaceId, amountMillicents: 0 },
+    heldIn: entry.heldIn,
+    charge: { workspaceId: entry.workspaceId, costMicros: BigInt(entry.costMicros), description: entry.description },
+    retry: true,
+    usageRow: entry.usageRow,
+  };
 }
