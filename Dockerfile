@@ -45,7 +45,7 @@ COPY --from=build /app/node_modules ./node_modules
 # by the code, so nothing else (no .ts, no SQL files) is needed at run time.
 COPY --from=build /app/dist ./dist
 # DATA_DIR (./.data), the one place the service writes: the settlement journal, which a
-# restarted container reads back (SETTLEMENT_DURABILITY, README "Performance").
+# restarted container reads back (SETTLEMENT_DURABILITY, README "How a request is billed").
 RUN mkdir -p /app/.data && chown node:node /app/.data
 
 USER node

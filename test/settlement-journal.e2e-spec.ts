@@ -70,7 +70,7 @@ describe('the settlement journal (SETTLEMENT_DURABILITY=journal)', () => {
       // Each answer costs 10 x 250,000 + 20 x 1,000,000 micro-millicents = 22.5 millicents.
       // The first takes the lease (and is charged 22, the half carried).
       expect(await ask(workspace)).toBe('Hi.');
-      await t.settled();
+      await t.settled(workspace.id);
       // Settlements lock the wallet's row: while this transaction holds it, none can commit.
       const blocker = db.createQueryRunner();
       await blocker.connect();
@@ -108,30 +108,35 @@ describe('the settlement journal (SETTLEMENT_DURABILITY=journal)', () => {
         if (blocker.isTransactionActive) await blocker.rollbackTransaction();
         await blocker.release();
       }
-      await t.settled();
+      await t.settled(workspace.id);
       expect(await walletInvariants(db, workspace.id)).toMatchObject({ balance: 1_000_000 - 67, ledger: 1_000_000 - 67 });
     });
 
-    it('answers a request with an Idempotency-Key only once its settlement has committed', async () => {
+    it('answers a request with an Idempotency-Key (chat completions, responses) only once its settlement has committed', async () => {
       const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
       upstream.setDefault({ kind: 'text', text: 'Hi.', usage: { prompt_tokens: 10, completion_tokens: 20 } });
       expect(await ask(workspace)).toBe('Hi.'); // takes the lease
-      await t.settled();
+      await t.settled(workspace.id);
       const blocker = db.createQueryRunner();
       await blocker.connect();
       await blocker.startTransaction();
       try {
         await blocker.query(`SELECT 1 FROM wallets WHERE workspace_id = $1 FOR UPDATE`, [workspace.id]);
-        let answered = false;
-        const answer = workspace.client.chat.completions
-          .create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'Hello' }], max_tokens: 100 }, { headers: { 'Idempotency-Key': 'journal-test-1' } })
-          .then((completion) => ((answered = true), completion.choices[0].message.content));
+        const answered: string[] = [];
+        const answers = [
+          workspace.client.chat.completions
+            .create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'Hello' }], max_tokens: 100 }, { headers: { 'Idempotency-Key': 'journal-test-1' } })
+            .then((completion) => (answered.push('chat'), completion.choices[0].message.content)),
+          workspace.client.responses
+            .create({ model: 'gpt-4o', input: 'Hello', store: false, max_output_tokens: 100 }, { headers: { 'Idempotency-Key': 'journal-test-2' } })
+            .then((response) => (answered.push('responses'), response.output_text)),
+        ];
         await new Promise((resolve) => setTimeout(resolve, 500));
-        expect(answered).toBe(false);
+        expect(answered).toEqual([]);
         await blocker.commitTransaction();
-        expect(await answer).toBe('Hi.');
+        expect(await Promise.all(answers)).toEqual(['Hi.', 'Hi.']);
         const [{ records }] = await db.query(`SELECT count(*)::int AS records FROM usage_records WHERE workspace_id = $1`, [workspace.id]);
-        expect(records).toBe(2);
+        expect(records).toBe(3);
       } finally {
         if (blocker.isTransactionActive) await blocker.rollbackTransaction();
         await blocker.release();
@@ -142,7 +147,7 @@ describe('the settlement journal (SETTLEMENT_DURABILITY=journal)', () => {
       const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
       upstream.setDefault({ kind: 'text', text: 'Hi.', usage: { prompt_tokens: 10, completion_tokens: 20 } });
       await Promise.all(Array.from({ length: 20 }, (_, i) => ask(workspace, i % 2 === 0)));
-      await t.settled();
+      await t.settled(workspace.id);
       const [{ records }] = await db.query(`SELECT count(*)::int AS records FROM usage_records WHERE workspace_id = $1`, [workspace.id]);
       expect(records).toBe(20);
       closed = true;
@@ -151,7 +156,7 @@ describe('the settlement journal (SETTLEMENT_DURABILITY=journal)', () => {
     });
   });
 
-  it('answers after the commit, and says so, when DATA_DIR cannot be written', async () => {
+  it('answers after the commit when DATA_DIR cannot be written', async () => {
     const notADirectory = path.join(dataDir, 'a-file');
     await writeFile(notADirectory, 'not a directory');
     const t = await startTestApp({
@@ -160,17 +165,29 @@ describe('the settlement journal (SETTLEMENT_DURABILITY=journal)', () => {
         llmSimulator: 'off',
         dataDir: notADirectory,
         settlementDurability: 'journal',
+        walletLeaseIdleMs: 60_000,
       },
     });
+    const db = t.app.get(DataSource);
+    const blocker = db.createQueryRunner();
     try {
-      const db = t.app.get(DataSource);
       const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
       upstream.setDefault({ kind: 'text', text: 'Hi.', usage: { prompt_tokens: 10, completion_tokens: 20 } });
-      expect(await ask(workspace)).toBe('Hi.');
-      // Committed before the answer: no waiting needed.
+      expect(await ask(workspace)).toBe('Hi.'); // takes the lease
+      await blocker.connect();
+      await blocker.startTransaction();
+      await blocker.query(`SELECT 1 FROM wallets WHERE workspace_id = $1 FOR UPDATE`, [workspace.id]);
+      let answered = false;
+      const answer = ask(workspace).then((content) => ((answered = true), content));
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(answered).toBe(false);
+      await blocker.commitTransaction();
+      expect(await answer).toBe('Hi.');
       const [{ records }] = await db.query(`SELECT count(*)::int AS records FROM usage_records WHERE workspace_id = $1`, [workspace.id]);
-      expect(records).toBe(1);
+      expect(records).toBe(2);
     } finally {
+      if (blocker.isTransactionActive) await blocker.rollbackTransaction();
+      await blocker.release();
       await t.close();
     }
   });

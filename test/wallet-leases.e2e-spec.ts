@@ -214,27 +214,29 @@ describe('wallet leases and group commit', () => {
       // What it answered for and had not committed is in its journal: the next process on its
       // DATA_DIR writes it before it serves.
       const next = await startService({ HOLD_TTL_MS: '10000' });
+      try {
+        // Every answer a client received was charged, with its usage record.
+        const rows = (await db.query(
+          `SELECT request_id, total_cost_millicents::float8 AS cost FROM usage_records WHERE workspace_id = $1 AND status = 'success'`,
+          [workspace.id],
+        )) as { request_id: string; cost: number }[];
+        const recorded = new Map(rows.map((row) => [row.request_id, row.cost]));
+        for (const { requestId, cost } of told) expect(recorded.get(requestId)).toBe(cost);
+        const [{ charged }] = await db.query(`SELECT coalesce(sum(charged_millicents), 0)::int AS charged FROM usage_records WHERE workspace_id = $1`, [
+          workspace.id,
+        ]);
 
-      // Every answer a client received was charged, with its usage record.
-      const rows = (await db.query(
-        `SELECT request_id, total_cost_millicents::float8 AS cost FROM usage_records WHERE workspace_id = $1 AND status = 'success'`,
-        [workspace.id],
-      )) as { request_id: string; cost: number }[];
-      const recorded = new Map(rows.map((row) => [row.request_id, row.cost]));
-      for (const { requestId, cost } of told) expect(recorded.get(requestId)).toBe(cost);
-      const [{ charged }] = await db.query(`SELECT coalesce(sum(charged_millicents), 0)::int AS charged FROM usage_records WHERE workspace_id = $1`, [
-        workspace.id,
-      ]);
-
-      // What the dead process held comes back once it expires.
-      const wallet = setup.app.get(WalletService);
-      const released = await waitUntil(async () => {
-        await wallet.releaseExpiredHolds();
-        return nothingHeld(db, workspace.id);
-      }, 20_000);
-      expect(released).toBe(true);
-      expect(await walletInvariants(db, workspace.id)).toEqual({ balance: 10_000_000 - charged, reserved: 0, ledger: 10_000_000 - charged, holds: 0 });
-      await next.server.stop('SIGTERM', 15_000);
+        // What the dead process held comes back once it expires.
+        const wallet = setup.app.get(WalletService);
+        const released = await waitUntil(async () => {
+          await wallet.releaseExpiredHolds();
+          return nothingHeld(db, workspace.id);
+        }, 20_000);
+        expect(released).toBe(true);
+        expect(await walletInvariants(db, workspace.id)).toEqual({ balance: 10_000_000 - charged, reserved: 0, ledger: 10_000_000 - charged, holds: 0 });
+      } finally {
+        await next.server.stop('SIGTERM', 15_000);
+      }
     }, 90_000);
 
     it('answers before the commit, and the next process writes what a killed one answered for and never committed (the journal)', async () => {

@@ -7,7 +7,7 @@ import { Idempotent } from '../common/http/idempotent.decorator';
 import type { ApiRequest, Principal } from '../common/http/request-context';
 import { ApiStandardResponses } from '../common/openapi/api-responses';
 import { ChatRefusalFilter } from './chat-refusal.filter';
-import { ChatService } from './chat.service';
+import { apiCaller, ChatService } from './chat.service';
 import type { ChatCompletionResponse } from './completion-types';
 import { ChatCompletionRequestDto } from './dto/chat-completion-request.dto';
 import { ChatCompletionResponseDto } from './dto/chat-completion-response.dto';
@@ -48,7 +48,7 @@ export class ChatController {
     @Res({ passthrough: true }) res: Response,
     @ClientAbortSignal() clientGone: AbortSignal,
   ): Promise<ChatCompletionResponse | undefined> {
-    const caller = { principal, requestId: req.id, idempotent: req.headers['idempotency-key'] !== undefined };
+    const caller = apiCaller(principal, req);
     if (isStreamRequest(body)) {
       // Written here, event by event; headers go out with the first chunk, until then a
       // failure is an ordinary HTTP error. Nest's reply afterwards finds the response over.

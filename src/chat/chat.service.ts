@@ -4,7 +4,7 @@ import { AssistantsService } from '../assistants/assistants.service';
 import { ASSISTANT_MODEL_PREFIX, assistantOfModel } from '../models/assistant-models';
 import type { Assistant, AssistantTool } from '../assistants/entities/assistant.entity';
 import { ApiError } from '../common/errors/api-error';
-import type { Principal } from '../common/http/request-context';
+import type { ApiRequest, Principal } from '../common/http/request-context';
 import { ServerDrain, serverShuttingDown } from '../common/http/server-drain';
 import { ConversationsService } from '../conversations/conversations.service';
 import { NerfingService } from '../limits/nerfing/nerfing.service';
@@ -33,6 +33,11 @@ export interface ChatCaller {
   source?: UsageSource;
   /** Sent with an Idempotency-Key: answered only once its settlement has committed (see Estimate.idempotent). */
   idempotent?: boolean;
+}
+
+/** The caller of a request to the API (chat completions, responses): its key, its request id, and whether it carries an Idempotency-Key. */
+export function apiCaller(principal: Principal, req: ApiRequest): ChatCaller {
+  return { principal, requestId: req.id, idempotent: req.headers['idempotency-key'] !== undefined };
 }
 
 /** A request that passed validation and has money held for it. */

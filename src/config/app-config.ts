@@ -67,10 +67,11 @@ export interface AppConfig {
   /**
    * When a chat request's answer may go out (SETTLEMENT_DURABILITY). `journal` (the default):
    * once its settlement is appended to a journal under DATA_DIR, which outlives the process
-   * (the next process on that DATA_DIR writes what did not commit); the commit follows
-   * within milliseconds, and a balance or usage read in this process waits for it. Only the
-   * machine's own crash in those milliseconds can lose a charge. `commit`: once the
-   * settlement has committed in PostgreSQL.
+   * (the next process on that host and DATA_DIR writes what did not commit); the commit
+   * follows within milliseconds, and a balance or usage read in this process waits for it. A
+   * charge is lost only with the journal: the machine's crash before the operating system
+   * wrote the file, or DATA_DIR gone with the process. `commit`: once the settlement has
+   * committed in PostgreSQL.
    */
   settlementDurability: 'journal' | 'commit';
   webSearch: { provider?: string; apiKey?: string; baseUrl?: string };

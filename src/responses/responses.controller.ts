@@ -1,6 +1,7 @@
 import { Body, Controller, Delete, Get, HttpCode, Logger, Param, Post, Query, Req, Res, UseFilters } from '@nestjs/common';
 import { ApiBody, ApiOperation, ApiParam, ApiProduces, ApiQuery, ApiTags } from '@nestjs/swagger';
 import type { Response } from 'express';
+import { apiCaller } from '../chat/chat.service';
 import { inStreamError, isStreamRequest, writeEventStream } from '../chat/sse';
 import { CurrentPrincipal } from '../common/auth/auth.decorators';
 import { ApiError } from '../common/errors/api-error';
@@ -58,7 +59,7 @@ export class ResponsesController {
     @Res({ passthrough: true }) res: Response,
     @ClientAbortSignal() clientGone: AbortSignal,
   ): Promise<ResponseObject | undefined> {
-    const caller = { principal, requestId: req.id };
+    const caller = apiCaller(principal, req);
     if (isStreamRequest(body)) {
       const toApiError = (error: unknown) => inStreamError(error, req.id, this.logger);
       await writeEventStream(res, this.responses.stream(caller, body, toApiError), toApiError);

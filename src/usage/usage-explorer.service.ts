@@ -37,7 +37,7 @@ export class UsageExplorerService {
 
   /** Newest first: `limit` records after the cursor (a record id of this workspace). */
   async page(workspaceId: string, filter: UsageRecordFilter, query: { limit: number; startingAfter?: string }): Promise<Page<ExploredRecord>> {
-    await this.pending?.written();
+    await this.pending?.written(workspaceId);
     if (query.startingAfter && !(await isRecordOf(this.records.manager, workspaceId, query.startingAfter))) {
       throw ApiError.badRequest('starting_after does not name a usage record of this workspace.', 'starting_after', 'invalid_cursor');
     }
@@ -47,6 +47,7 @@ export class UsageExplorerService {
 
   /** Every record of the filter, newest first, read in batches: for an export of any length. */
   async *all(workspaceId: string, filter: UsageRecordFilter): AsyncGenerator<ExploredRecord> {
+    await this.pending?.written(workspaceId);
     let after: string | undefined;
     for (;;) {
       const rows = await this.select(workspaceId, filter, EXPORT_BATCH, after);

@@ -122,7 +122,7 @@ export class UsageStatsService {
   }
 
   async summary(workspaceId: string, period: UsagePeriod): Promise<UsageSummaryDto> {
-    await this.pending?.written();
+    await this.pending?.written(workspaceId);
     const rows = (await this.records.manager.query(SUMMARY_SQL, [workspaceId, period.startDate, period.endDate])) as SummaryRow[];
     const totals = rows[0];
     return {
@@ -138,7 +138,7 @@ export class UsageStatsService {
   }
 
   async daily(workspaceId: string, period: UsagePeriod): Promise<DailyUsageDto[]> {
-    await this.pending?.written();
+    await this.pending?.written(workspaceId);
     const rows = (await this.records.manager.query(DAILY_SQL, [workspaceId, period.startDate, period.endDate])) as DailyRow[];
     return rows.map((row) => ({
       date: row.date,
@@ -153,7 +153,7 @@ export class UsageStatsService {
    * both included), read from the daily totals: as fast at a million records as at ten.
    */
   async totals(workspaceId: string, startDate: string, endDate: string): Promise<UsageTotals> {
-    await this.pending?.written();
+    await this.pending?.written(workspaceId);
     const [row] = (await this.records.manager.query(TOTALS_SQL, [workspaceId, startDate, endDate])) as {
       requests: string;
       tokens: string;
@@ -179,7 +179,7 @@ export class UsageStatsService {
   }
 
   async recent(workspaceId: string, query: RecentUsageQuery): Promise<Page<UsageRecordDto>> {
-    await this.pending?.written();
+    await this.pending?.written(workspaceId);
     if (query.startingAfter && !(await isRecordOf(this.records.manager, workspaceId, query.startingAfter))) {
       throw ApiError.badRequest(
         'starting_after does not name a usage record of this workspace (records older than the retention window are deleted).',

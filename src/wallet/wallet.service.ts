@@ -140,8 +140,13 @@ export class WalletService {
     await manager.insert(Wallet, { workspaceId, balanceMillicents: 0, reservedMillicents: 0 });
   }
 
-  async balance(workspaceId: string): Promise<WalletBalance> {
-    await this.pending?.written();
+  /**
+   * `afterPendingSettlements` (the default): once the settlements this process answered for
+   * have committed (see PendingSettlements). A request's own admission needs not wait: what
+   * they will charge is still set aside, so what is available does not change when they commit.
+   */
+  async balance(workspaceId: string, { afterPendingSettlements = true } = {}): Promise<WalletBalance> {
+    if (afterPendingSettlements) await this.pending?.written(workspaceId);
     const wallet = await this.wallets.findOneBy({ workspaceId });
     if (!wallet) throw ApiError.notFound(`No wallet for workspace ${workspaceId}.`, 'wallet_not_found');
     return {
@@ -419,7 +424,7 @@ export class WalletService {
 
   /** Newest first, with `limit` and an OpenAI-style `starting_after` cursor. */
   async transactions(workspaceId: string, query: TransactionQuery): Promise<Page<WalletTransaction>> {
-    await this.pending?.written();
+    await this.pending?.written(workspaceId);
     const builder = this.ledger
       .createQueryBuilder('t')
       .where('t.workspace_id = :workspaceId', { workspaceId })

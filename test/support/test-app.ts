@@ -22,7 +22,7 @@ export interface TestApp {
    * moment before it commits. The API's own reads wait for this; a test that reads the
    * database directly waits for it first.
    */
-  settled(): Promise<void>;
+  settled(workspaceId: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -85,7 +85,7 @@ export async function startTestApp(
         client: openAiClient(baseUrl, created.apiKey),
       };
     },
-    settled: () => app.get(PendingSettlements).written(),
+    settled: (workspaceId) => app.get(PendingSettlements).written(workspaceId),
     close: () => app.close(),
   };
 }

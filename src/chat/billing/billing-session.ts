@@ -111,7 +111,7 @@ export class BillingSession {
     const full = await hold(outputCap);
     if (full) return new BillingSession(ports, estimate, full, outputCap);
 
-    const { availableMillicents } = await ports.wallet.balance(subject.workspaceId);
+    const { availableMillicents } = await ports.wallet.balance(subject.workspaceId, { afterPendingSettlements: false });
     const perToken = BigInt(choices) * BigInt(Math.max(model.outputPrice, 1));
     const spare = BigInt(availableMillicents) * MICROS_PER_MILLICENT - promptCost;
     const affordable = spare > 0n ? Number(spare / perToken) : 0;

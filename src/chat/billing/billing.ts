@@ -1,6 +1,7 @@
 import { BeforeApplicationShutdown, Injectable, Logger, OnApplicationBootstrap, Optional } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import * as path from 'node:path';
 import { DataSource } from 'typeorm';
 import { ApiError } from '../../common/errors/api-error';
@@ -65,7 +66,7 @@ export class Billing implements BillingPorts, OnApplicationBootstrap, BeforeAppl
       retrying: ({ requestId }, error, delayMs) =>
         this.logger.error(`Could not write the settlement of request ${requestId}; trying again in ${delayMs} ms: ${String(error)}`),
     });
-    pending?.waitWith(() => this.settlements.flushed());
+    pending?.waitWith((workspaceId) => this.settlements.flushed(workspaceId));
     metrics?.gauge('acs_billing_incidents', 'Writes that failed beside a charge, or settlements that failed, since start, by kind', ['kind'], (gauge) => {
       for (const [kind, count] of Object.entries(this.incidents)) gauge.set({ kind }, count);
     });
@@ -96,19 +97,22 @@ export class Billing implements BillingPorts, OnApplicationBootstrap, BeforeAppl
    * looked for every few seconds (another process on this DATA_DIR may die meanwhile).
    */
   async onApplicationBootstrap(): Promise<void> {
-    if (this.config.settlementDurability !== 'journal') return;
     const dir = path.join(this.config.dataDir, 'settlement-journal', await this.databaseIdentity());
-    try {
-      SettlementJournal.check(dir);
-    } catch (error) {
-      this.logger.error(
-        `SETTLEMENT_DURABILITY=journal needs a writable DATA_DIR (${String(error)}): each chat request waits for its settlement's commit instead (SETTLEMENT_DURABILITY=commit).`,
-      );
-      return;
+    const journal = new SettlementJournal(dir);
+    if (this.config.settlementDurability === 'journal') {
+      try {
+        SettlementJournal.check(dir);
+        this.settlements.journalTo(journal);
+      } catch (error) {
+        this.logger.error(
+          `SETTLEMENT_DURABILITY=journal needs a writable DATA_DIR (${String(error)}): each chat request waits for its settlement's commit instead (SETTLEMENT_DURABILITY=commit).`,
+        );
+      }
     }
-    this.settlements.journalTo(new SettlementJournal(dir));
-    await this.writeOrphans();
-    this.orphansTimer = setInterval(() => void this.writeOrphans(), ORPHANS_INTERVAL_MS).unref();
+    // Also with `commit`: a journal left by an earlier run in `journal` mode is written.
+    if (!existsSync(dir)) return;
+    await this.writeOrphans(journal);
+    this.orphansTimer = setInterval(() => void this.writeOrphans(journal), ORPHANS_INTERVAL_MS).unref();
   }
 
   /** Settlements still being written finish before the database closes; what cannot stays in the journal. */
@@ -118,9 +122,9 @@ export class Billing implements BillingPorts, OnApplicationBootstrap, BeforeAppl
     await this.settlements.close();
   }
 
-  private writeOrphans(): Promise<void> {
+  private writeOrphans(journal: SettlementJournal): Promise<void> {
     return (this.writingOrphans ??= this.settlements
-      .writeOrphans()
+      .writeOrphans(journal)
       .then(
         (written) => {
           if (written > 0) this.logger.warn(`Wrote ${written} settlements that processes which died before had answered for.`);

@@ -70,10 +70,14 @@ export class SettlementJournal {
     return segment;
   }
 
-  /** A settlement of the segment committed: a closed segment with nothing pending is deleted. */
+  /**
+   * A settlement of the segment committed: a closed segment with nothing pending is deleted.
+   * Never throws: a segment that cannot be deleted stays, and the next process finds its
+   * settlements written (and skips them).
+   */
   committed(segment: JournalSegment): void {
     segment.pending -= 1;
-    if (segment.pending === 0 && segment !== this.current) removeFile(segment.file);
+    if (segment.pending === 0 && segment !== this.current) removeQuietly(segment.file);
   }
 
   /** Closes the current segment; deleted when nothing in it is pending, kept for the next process otherwise. */
@@ -82,7 +86,7 @@ export class SettlementJournal {
     if (!segment) return;
     this.current = null;
     closeSync(segment.fd);
-    if (segment.pending === 0) removeFile(segment.file);
+    if (segment.pending === 0) removeQuietly(segment.file);
   }
 
   /**
@@ -136,7 +140,8 @@ export class SettlementJournal {
     this.close();
     mkdirSync(this.dir, { recursive: true, mode: 0o700 });
     const file = path.join(this.dir, `${this.owner.name}.${this.nextSegment++}${SUFFIX}`);
-    this.current = { file, fd: openSync(file, 'a', 0o600), entries: 0, pending: 0 };
+    // 'wx': never another process's file of the same name (a pid reused where there is no /proc).
+    this.current = { file, fd: openSync(file, 'wx', 0o600), entries: 0, pending: 0 };
     return this.current;
   }
 }
@@ -153,7 +158,7 @@ export class ProcessIdentity {
   ) {}
 
   static current(): ProcessIdentity {
-    return new ProcessIdentity(safeHost(hostname()), process.pid, startTimeOf(process.pid) ?? '0');
+    return new ProcessIdentity(safeHost(hostname()), process.pid, statOf(process.pid)?.startTime ?? '0');
   }
 
   static parse(name: string): ProcessIdentity | null {
@@ -170,10 +175,10 @@ export class ProcessIdentity {
     return this.name === other.name;
   }
 
-  /** Whether this process still runs on this machine (a reused pid has another start time). */
+  /** Whether this process still runs on this machine (a reused pid has another start time; a zombie has ended). */
   isRunning(): boolean {
-    const startTime = startTimeOf(this.pid);
-    if (startTime !== undefined) return startTime === this.startTime;
+    const stat = statOf(this.pid);
+    if (stat !== undefined) return stat.startTime === this.startTime && stat.state !== 'Z';
     if (existsSync('/proc/self/stat')) return false; // Linux, and no such process.
     try {
       process.kill(this.pid, 0);
@@ -184,11 +189,12 @@ export class ProcessIdentity {
   }
 }
 
-/** Field 22 of /proc/<pid>/stat (after the command name, which may hold spaces and parentheses). */
-function startTimeOf(pid: number): string | undefined {
+/** Fields 3 (state) and 22 (start time) of /proc/<pid>/stat, after the command name (which may hold spaces and parentheses). */
+function statOf(pid: number): { state: string; startTime: string } | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return { state: fields[0], startTime: fields[19] };
   } catch {
     return undefined;
   }
@@ -197,6 +203,14 @@ function startTimeOf(pid: number): string | undefined {
 /** The host name as a file name part: no separators of ours, nothing a path would read. */
 function safeHost(host: string): string {
   return host.replace(/[^A-Za-z0-9-]/g, '-') || 'host';
+}
+
+function removeQuietly(file: string): void {
+  try {
+    removeFile(file);
+  } catch {
+    // Left for the next process, which finds its settlements written.
+  }
 }
 
 function removeFile(file: string): void {

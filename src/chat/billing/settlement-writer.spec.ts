@@ -3,12 +3,20 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import type { EntityManager } from 'typeorm';
 import type { NewUsageRecord } from '../../usage/usage.service';
+import type { Lease } from '../../wallet/wallet-leases';
 import type { Settlement, SettlementOrder } from '../../wallet/wallet.service';
 import { ProcessIdentity, SettlementJournal } from './settlement-journal';
 import { SettlementJob, SettlementWriter } from './settlement-writer';
 
 /** A manager that accepts any statement (savepoints). */
 const manager = { query: async () => [] } as unknown as EntityManager;
+
+/** A request admitted from the process's budget lease: what the journal takes. */
+function leasedJob(id: string): SettlementJob {
+  const leased = job(id);
+  leased.order.hold.lease = { id: 'lease-1' } as Lease;
+  return leased;
+}
 
 function job(id: string, costMicros = 1_000_000n): SettlementJob {
   return {
@@ -166,13 +174,13 @@ describe('SettlementWriter', () => {
 
     it('answers a plain settlement once it is journaled, before its commit; reads wait for the commit', async () => {
       const { wallet, writer, records } = setUp(new SettlementJournal(dir));
-      await expect(writer.submit(job('a'))).resolves.toBeNull();
+      await expect(writer.submit(leasedJob('a'))).resolves.toBeNull();
       const [file] = journalFiles();
       expect(SettlementJournal.read(path.join(dir, file)).map((entry) => entry.key)).toEqual(['a']);
       expect(records).toEqual([]);
 
       let flushed = false;
-      const reads = writer.flushed().then(() => (flushed = true));
+      const reads = writer.flushed('ws').then(() => (flushed = true));
       await new Promise((resolve) => setImmediate(resolve));
       expect(flushed).toBe(false);
       await wallet.commit();
@@ -182,33 +190,34 @@ describe('SettlementWriter', () => {
       expect(journalFiles()).toEqual([]);
     });
 
-    it('journals no refund, conversation turn or Idempotency-Key request: they are answered once they commit', async () => {
+    it('journals no refund, conversation turn, Idempotency-Key request or request on a hold of its own: they are answered once they commit', async () => {
       const { wallet, writer } = setUp(new SettlementJournal(dir));
-      const turn = { ...job('turn'), turn: {} as SettlementJob['turn'] };
-      const refund = job('refund');
+      const turn = { ...leasedJob('turn'), turn: {} as SettlementJob['turn'] };
+      const refund = leasedJob('refund');
       refund.order.refund = true;
-      const idempotent = { ...job('idempotent'), waitForCommit: true };
+      const idempotent = { ...leasedJob('idempotent'), waitForCommit: true };
+      const ownHold = job('own-hold');
       let answered = 0;
-      const results = [writer.submit(turn), writer.submit(refund), writer.submit(idempotent)].map((promise) =>
+      const results = [writer.submit(turn), writer.submit(refund), writer.submit(idempotent), writer.submit(ownHold)].map((promise) =>
         promise.then((settlement) => (answered++, settlement)),
       );
       await new Promise((resolve) => setImmediate(resolve));
       expect(answered).toBe(0);
       await wallet.commit();
       await wallet.commit();
-      expect((await Promise.all(results)).map((settlement) => settlement?.applied)).toEqual([true, true, true]);
+      expect((await Promise.all(results)).map((settlement) => settlement?.applied)).toEqual([true, true, true, true]);
       expect(journalFiles()).toEqual([]);
     });
 
     it('writes a journaled settlement that failed again, as a retry, until it commits; its request never sees the failure', async () => {
       const { wallet, writer, records } = setUp(new SettlementJournal(dir));
       wallet.poisoned.set('a', new Error('deadlock detected'));
-      await expect(writer.submit(job('a'))).resolves.toBeNull();
+      await expect(writer.submit(leasedJob('a'))).resolves.toBeNull();
       await wallet.commit(); // the batch: fails
       await wallet.commit(); // carefully, on its own: fails again; tried again after a pause
       wallet.poisoned.clear();
       await wallet.commit(); // the retry: commits
-      await writer.flushed();
+      await writer.flushed('ws');
       await writer.idle();
       expect(wallet.batches).toEqual([['a'], ['a'], ['a']]);
       // The retry looks up what may have committed unseen.
@@ -233,7 +242,7 @@ describe('SettlementWriter', () => {
         });
       }
       const { wallet, writer, records } = setUp(new SettlementJournal(dir));
-      const written = writer.writeOrphans();
+      const written = writer.writeOrphans(new SettlementJournal(dir));
       await wallet.commit();
       expect(await written).toBe(2);
       expect(wallet.orders[0].map(({ hold, heldIn, retry, charge }) => ({ key: hold.id, lease: hold.lease, heldIn, retry, cost: charge.costMicros }))).toEqual([
@@ -257,14 +266,62 @@ describe('SettlementWriter', () => {
       });
       const { wallet, writer } = setUp(new SettlementJournal(dir));
       wallet.poisoned.set('z', new Error('could not serialize access'));
-      const first = writer.writeOrphans();
-      await wallet.commit();
+      const first = writer.writeOrphans(new SettlementJournal(dir));
+      await wallet.commit(); // fails
+      await wallet.commit(); // again, its record optional: fails too
       await expect(first).rejects.toThrow('could not serialize access');
       expect(journalFiles()).toHaveLength(1);
       wallet.poisoned.clear();
-      const second = writer.writeOrphans();
+      const second = writer.writeOrphans(new SettlementJournal(dir));
       await wallet.commit();
       expect(await second).toBe(1);
+      expect(journalFiles()).toEqual([]);
+    });
+
+    it('writes a lone orphaned settlement whose usage record the database refuses, without its record', async () => {
+      const dead = new ProcessIdentity(ProcessIdentity.current().host, 4_194_304 + 11, '1');
+      new SettlementJournal(dir, dead).append({
+        requestId: 'req_r',
+        key: 'r',
+        workspaceId: 'ws',
+        heldIn: { rowId: 'lease-r', lease: true },
+        costMicros: '1000000',
+        description: 'r',
+        usageRow: { request_id: 'req_r' },
+      });
+      const { wallet, writer, records } = setUp(new SettlementJournal(dir));
+      wallet.refusedRecords.add('r');
+      const written = writer.writeOrphans(new SettlementJournal(dir));
+      await wallet.commit(); // refused
+      await wallet.commit(); // its record optional: the charge commits
+      expect(await written).toBe(1);
+      expect(wallet.orders[1][0].retry).toBe(true);
+      expect(records).toEqual([]);
+      expect(journalFiles()).toEqual([]);
+    });
+
+    it('counts a journaled settlement committed once even when what follows its commit fails', async () => {
+      const wallet = new SlowWallet();
+      const journal = new SettlementJournal(dir);
+      const writer = new SettlementWriter({
+        wallet,
+        usage: { row: (record) => ({ ...record }) },
+        conversations: { appendTurn: async () => null },
+        incident: () => undefined,
+        committed: () => {
+          throw new Error('metrics broke');
+        },
+        journal,
+      });
+      await writer.submit(leasedJob('a'));
+      await writer.submit(leasedJob('b'));
+      await wallet.commit();
+      await wallet.commit();
+      await writer.flushed('ws');
+      await writer.idle();
+      // Written once each, never again carefully.
+      expect(wallet.batches).toEqual([['a'], ['b']]);
+      await writer.close();
       expect(journalFiles()).toEqual([]);
     });
   });

@@ -4,6 +4,7 @@ import { isDatabaseUnavailable } from '../../common/errors/database-unavailable'
 import type { AppendTurnParams, ConversationsService } from '../../conversations/conversations.service';
 import type { NewUsageRecord, UsageService } from '../../usage/usage.service';
 import type { Settlement, SettlementOrder, WalletService } from '../../wallet/wallet.service';
+import { existsSync } from 'node:fs';
 import { JournalEntry, JournalSegment, SettlementJournal } from './settlement-journal';
 
 /** At most this many settlements share one transaction. */
@@ -45,12 +46,19 @@ export interface SettlementWriterPorts {
   retrying?: (job: SettlementJob, error: unknown, delayMs: number) => void;
 }
 
+/** Where a journaled settlement is kept, and how often it failed to commit. */
+interface Journaled {
+  journal: SettlementJournal;
+  segment: JournalSegment;
+  attempts: number;
+}
+
 interface Queued {
   job: SettlementJob;
   resolve: (settlement: Settlement | null) => void;
   reject: (error: unknown) => void;
   /** Journaled: its request was answered already, so it is written until it commits, however long that takes. */
-  journaled?: { segment: JournalSegment; attempts: number };
+  journaled?: Journaled;
 }
 
 /**
@@ -69,18 +77,19 @@ interface Queued {
  * timeout) fails that settlement alone, for its request to retry. A batch that failed
  * because the database is gone fails whole: one at a time would only fail slower.
  *
- * With a journal (SettlementJournal), a plain settlement (no conversation turn, no refund,
- * no Idempotency-Key) is appended to it and its request answered at once, before the commit: a request then
- * never waits for the database after its answer. Such a settlement is never failed back to
- * its request: it is written again, with growing pauses, until it commits; a process that
- * dies first leaves it in the journal for the next one. Its money stays held (its hold or
- * lease) until it commits, so nothing can spend it meanwhile.
+ * With a journal (SettlementJournal), a plain settlement of a request admitted from the
+ * process's lease (no conversation turn, no refund, no Idempotency-Key) is appended to it
+ * and its request answered at once, before the commit: a request then never waits for the
+ * database after its answer. Such a settlement is never failed back to its request: it is
+ * written again, with growing pauses, until it commits; a process that dies first leaves it
+ * in the journal for the next one. Its money stays in the lease, which lives as long as the
+ * process, until it commits, so nothing can spend it meanwhile.
  */
 export class SettlementWriter {
   private readonly queue: Queued[] = [];
   private writing: Promise<void> | null = null;
-  /** Journaled settlements not yet committed, with what resolves once each is (or waits for a retry). */
-  private readonly journaled = new Set<Promise<void>>();
+  /** Journaled settlements not yet committed, by workspace: what resolves once each is (or waits for a retry). */
+  private readonly journaled = new Map<string, Set<Promise<void>>>();
   private readonly retryTimers = new Set<NodeJS.Timeout>();
 
   constructor(private readonly ports: SettlementWriterPorts) {}
@@ -96,10 +105,11 @@ export class SettlementWriter {
    */
   submit(job: SettlementJob): Promise<Settlement | null> {
     const journal = this.ports.journal;
-    if (journal && !job.turn && !job.waitForCommit && !job.order.refund && !job.order.retry) {
+    const { order } = job;
+    if (journal && order.hold.lease && !job.turn && !job.waitForCommit && !order.refund && !order.retry) {
       try {
         const segment = journal.append(journalEntry(job, this.ports.usage.row(job.record)));
-        this.queueJournaled(job, { segment, attempts: 0 });
+        this.queueJournaled(job, { journal, segment, attempts: 0 });
         return Promise.resolve(null);
       } catch (error) {
         this.ports.journalFailed?.(job, error);
@@ -112,12 +122,12 @@ export class SettlementWriter {
   }
 
   /**
-   * Resolves once the journaled settlements submitted so far have committed (or, failing,
-   * wait for their next try): what a read of balances and usage waits for, so that a client
-   * sees the charge of every answer it was given.
+   * Resolves once the workspace's journaled settlements submitted so far have committed (or,
+   * failing, wait for their next try): what a read of its balance and usage waits for, so
+   * that a client sees the charge of every answer it was given.
    */
-  async flushed(): Promise<void> {
-    await Promise.all([...this.journaled]);
+  async flushed(workspaceId: string): Promise<void> {
+    await Promise.all([...(this.journaled.get(workspaceId) ?? [])]);
   }
 
   /** Resolves once every submitted settlement has been written (or has failed, or waits for a retry). */
@@ -133,29 +143,35 @@ export class SettlementWriter {
     await this.idle();
     for (const timer of this.retryTimers) clearTimeout(timer);
     this.retryTimers.clear();
+    // Settlements that still come (a stream cut at the drain's deadline) wait for their commit.
     this.ports.journal?.close();
+    this.ports.journal = undefined;
   }
 
   /**
    * Writes again the settlements of processes that died with journaled settlements not yet
    * committed (the journal's orphans, and files this process claimed before and could not
-   * finish). Each file is deleted once all of its settlements committed; a failure leaves it
-   * for the next call. Returns how many settlements were written.
+   * finish), found beside `journal`. Each file is deleted once all of its settlements
+   * committed; a failure leaves it for the next call. Returns how many settlements were written.
    */
-  async writeOrphans(): Promise<number> {
-    const journal = this.ports.journal;
-    if (!journal) return 0;
+  async writeOrphans(journal: SettlementJournal): Promise<number> {
     this.unfinishedOrphans.push(...journal.claimOrphans());
     let written = 0;
+    let failure: unknown;
     for (const file of [...this.unfinishedOrphans]) {
-      const entries = SettlementJournal.read(file);
-      for (let start = 0; start < entries.length; start += MAX_BATCH) {
-        const orders = entries.slice(start, start + MAX_BATCH).map(orphanOrder);
-        written += await this.settleOrphans(orders);
+      try {
+        const entries = existsSync(file) ? SettlementJournal.read(file) : [];
+        for (let start = 0; start < entries.length; start += MAX_BATCH) {
+          written += await this.settleOrphans(entries.slice(start, start + MAX_BATCH).map(orphanOrder));
+        }
+        SettlementJournal.remove(file);
+        this.unfinishedOrphans.splice(this.unfinishedOrphans.indexOf(file), 1);
+      } catch (error) {
+        // The file stays claimed, for the next call; the others go on.
+        failure ??= error;
       }
-      SettlementJournal.remove(file);
-      this.unfinishedOrphans.splice(this.unfinishedOrphans.indexOf(file), 1);
     }
+    if (failure) throw failure;
     return written;
   }
 
@@ -167,7 +183,7 @@ export class SettlementWriter {
     try {
       return applied(await this.ports.wallet.settleMany(orders));
     } catch (error) {
-      if (isDatabaseUnavailable(error) || orders.length === 1) throw error;
+      if (isDatabaseUnavailable(error)) throw error;
       let written = 0;
       for (const order of orders) written += applied(await this.ports.wallet.settleMany([order], { recordsOptional: true }));
       return written;
@@ -175,14 +191,18 @@ export class SettlementWriter {
   }
 
   /** Queues a journaled settlement; flushed() waits for it until it commits or fails. */
-  private queueJournaled(job: SettlementJob, journaled: { segment: JournalSegment; attempts: number }): void {
+  private queueJournaled(job: SettlementJob, journaled: Journaled): void {
+    const workspaceId = job.order.charge.workspaceId;
+    const pending = this.journaled.get(workspaceId) ?? new Set<Promise<void>>();
+    this.journaled.set(workspaceId, pending);
     let settled!: () => void;
     const done = new Promise<void>((resolve) => (settled = resolve));
     const finish = () => {
-      this.journaled.delete(done);
+      pending.delete(done);
+      if (pending.size === 0 && this.journaled.get(workspaceId) === pending) this.journaled.delete(workspaceId);
       settled();
     };
-    this.journaled.add(done);
+    pending.add(done);
     this.queue.push({ job, resolve: finish, reject: finish, journaled });
     this.kick();
   }
@@ -201,22 +221,27 @@ export class SettlementWriter {
 
   /** Writes a batch; if it fails, each of its settlements again on its own, carefully. */
   private async write(batch: Queued[]): Promise<void> {
+    let settlements: Settlement[];
     try {
-      this.committed(batch, await this.settle(batch, false));
+      settlements = await this.settle(batch, false);
     } catch (error) {
       if (isDatabaseUnavailable(error)) return batch.forEach((queued) => this.failed(queued, error));
       for (const queued of batch) await this.writeCarefully(queued);
+      return;
     }
+    // Outside the try: what follows a commit must never make it written a second time.
+    this.committed(batch, settlements);
   }
 
   private async writeCarefully(queued: Queued): Promise<void> {
+    let settlement: Settlement;
     try {
-      const [settlement] = await this.settle([queued], true);
-      if (settlement.usageRecordRefused) this.ports.incident('usage_record_not_stored', queued.job.requestId, settlement.usageRecordRefused);
-      this.committed([queued], [settlement]);
+      [settlement] = await this.settle([queued], true);
     } catch (error) {
-      this.failed(queued, error);
+      return this.failed(queued, error);
     }
+    if (settlement.usageRecordRefused) this.ports.incident('usage_record_not_stored', queued.job.requestId, settlement.usageRecordRefused);
+    this.committed([queued], [settlement]);
   }
 
   /**
@@ -270,11 +295,12 @@ export class SettlementWriter {
       const settlement = settlements[index];
       return settlement.applied && !settlement.usageRecordRefused ? [{ ...job.record, chargedMillicents: settlement.keptMillicents }] : [];
     });
-    this.ports.committed?.(records);
+    // What is told after a commit must not fail it (it is written: see write()).
+    quietly(() => this.ports.committed?.(records));
     batch.forEach(({ job, resolve, journaled }, index) => {
       const settlement = settlements[index];
-      if (settlement.writtenOffMillicents > 0) this.ports.writtenOff?.(job, settlement);
-      if (journaled) this.ports.journal?.committed(journaled.segment);
+      if (settlement.writtenOffMillicents > 0) quietly(() => this.ports.writtenOff?.(job, settlement));
+      journaled?.journal.committed(journaled.segment);
       resolve(settlement);
     });
   }
@@ -307,4 +333,13 @@ function orphanOrder(entry: JournalEntry): SettlementOrder {
     retry: true,
     usageRow: entry.usageRow,
   };
+}
+
+/** Runs a callback whose failure must not undo what came before it. */
+function quietly(callback: () => void): void {
+  try {
+    callback();
+  } catch {
+    // A metrics or log callback: nothing to do about it here.
+  }
 }
