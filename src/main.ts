@@ -1,8 +1,6 @@
 import 'reflect-metadata';
 import { INestApplication, Logger } from '@nestjs/common';
 import type { Server } from 'node:http';
-import { availableParallelism } from 'node:os';
-import { setFlagsFromString } from 'node:v8';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createApp } from './app.factory';
 import { appLogger } from './common/logging/pino-logger';
@@ -12,15 +10,6 @@ import { DatabaseHandle, openDatabase } from './database/database';
 import { runMigrations } from './database/data-source';
 import { EmbeddedPostgresError } from './database/embedded-postgres';
 import { createDemoWorkspaceOnFirstStart } from './first-start';
-
-/**
- * On two CPUs or fewer, young-generation collections run on the main thread alone. V8
- * scavenges with helper threads, and its pause lasts until the slowest helper is done: with
- * PostgreSQL and the service on the same two CPUs a helper is often descheduled, and each
- * scavenge stretched to 5-13 ms (the p99 at 200 chat requests per second followed them).
- * Without the helpers the p99 went from 15-45 ms to under 7 ms (bench/README.md).
- */
-if (availableParallelism() <= 2) setFlagsFromString('--no-parallel-scavenge');
 
 const logger = new Logger('Bootstrap');
 let database: Promise<DatabaseHandle> | undefined;
