@@ -91,6 +91,8 @@ export class SettlementWriter {
   /** Journaled settlements not yet committed, by workspace: what resolves once each is (or waits for a retry). */
   private readonly journaled = new Map<string, Set<Promise<void>>>();
   private readonly retryTimers = new Set<NodeJS.Timeout>();
+  /** Journal files of dead processes that this one claimed and has not finished writing. */
+  private readonly unfinishedOrphans: string[] = [];
 
   constructor(private readonly ports: SettlementWriterPorts) {}
 
@@ -112,7 +114,7 @@ export class SettlementWriter {
         this.queueJournaled(job, { journal, segment, attempts: 0 });
         return Promise.resolve(null);
       } catch (error) {
-        this.ports.journalFailed?.(job, error);
+        quietly(() => this.ports.journalFailed?.(job, error));
       }
     }
     return new Promise<Settlement | null>((resolve, reject) => {
@@ -174,8 +176,6 @@ export class SettlementWriter {
     if (failure) throw failure;
     return written;
   }
-
-  private readonly unfinishedOrphans: string[] = [];
 
   /** Orphaned settlements in one statement; if that fails, each on its own, its usage record optional. */
   private async settleOrphans(orders: SettlementOrder[]): Promise<number> {
@@ -254,7 +254,7 @@ export class SettlementWriter {
     if (!journaled) return queued.reject(error);
     queued.resolve(null);
     const delayMs = Math.min(RETRY_FIRST_MS * 2 ** journaled.attempts, RETRY_MOST_MS);
-    this.ports.retrying?.(job, error, delayMs);
+    quietly(() => this.ports.retrying?.(job, error, delayMs));
     const timer = setTimeout(() => {
       this.retryTimers.delete(timer);
       // It may have committed unseen: its ledger rows are looked up first.
