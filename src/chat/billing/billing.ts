@@ -15,10 +15,10 @@ import { BillingIncidents, BillingPorts, BillingSession, Estimate } from './bill
 import { PendingSettlements } from '../../common/settlements/pending-settlements';
 import { SettlementJournal } from './settlement-journal';
 import { SettlementWriter } from './settlement-writer';
+import { refusedUsageRecord, UsageSubject } from './usage-record';
 
 /** How often a running process looks for the journals of processes that died (see SettlementJournal). */
 const ORPHANS_INTERVAL_MS = 10_000;
-import { refusedUsageRecord, UsageSubject } from './usage-record';
 
 /**
  * Opens the billing session of each chat request, writes their settlements (many to a
@@ -92,9 +92,9 @@ export class Billing implements BillingPorts, OnApplicationBootstrap, BeforeAppl
   }
 
   /**
-   * With SETTLEMENT_DURABILITY=journal: the journal of this database is opened, and what the
-   * processes that died before left in it is written now (before this one serves), then
-   * looked for every few seconds (another process on this DATA_DIR may die meanwhile).
+   * With SETTLEMENT_DURABILITY=journal, opens the journal of this database. In either mode,
+   * what processes that died left in it is written now (before this one serves), and looked
+   * for again every few seconds (another process on this DATA_DIR may die meanwhile).
    */
   async onApplicationBootstrap(): Promise<void> {
     const dir = path.join(this.config.dataDir, 'settlement-journal', await this.databaseIdentity());

@@ -227,6 +227,33 @@ describe('SettlementWriter', () => {
       expect(journalFiles()).toEqual([]);
     });
 
+    it('journals nothing while the database is gone: requests wait for their commit (and fail with it) until one commits again', async () => {
+      const { wallet, writer } = setUp(new SettlementJournal(dir));
+      wallet.poisoned.set('a', new Error('Connection terminated unexpectedly'));
+      await expect(writer.submit(leasedJob('a'))).resolves.toBeNull();
+      await wallet.commit(); // a: the connection is lost; a waits for its retry
+      await new Promise((resolve) => setImmediate(resolve));
+      wallet.poisoned.clear();
+      wallet.poisoned.set('b', new Error('Connection terminated unexpectedly'));
+      const b = writer.submit(leasedJob('b')).then(
+        () => 'answered',
+        (error: Error) => error.message,
+      );
+      await wallet.commit(); // b, not journaled: fails with its request
+      expect(await b).toBe('Connection terminated unexpectedly');
+      wallet.poisoned.clear();
+      const c = writer.submit(leasedJob('c'));
+      await wallet.commit(); // c, not journaled either: commits
+      expect((await c)?.applied).toBe(true);
+      // The database is back: answered from the journal again.
+      await expect(writer.submit(leasedJob('d'))).resolves.toBeNull();
+      await wallet.commit(); // d
+      await wallet.commit(); // a's retry
+      await writer.flushed('ws');
+      expect(wallet.batches).toEqual([['a'], ['b'], ['c'], ['d'], ['a']]);
+      await writer.close();
+    });
+
     it("writes the journal of a process that died, as retries from the dead process's hold or lease, and deletes it", async () => {
       const dead = new ProcessIdentity(ProcessIdentity.current().host, 4_194_304 + 9, '1');
       const orphan = new SettlementJournal(dir, dead);

@@ -83,7 +83,8 @@ interface Queued {
  * database after its answer. Such a settlement is never failed back to its request: it is
  * written again, with growing pauses, until it commits; a process that dies first leaves it
  * in the journal for the next one. Its money stays in the lease, which lives as long as the
- * process, until it commits, so nothing can spend it meanwhile.
+ * process, until it commits, so nothing can spend it meanwhile. While the database is known
+ * to be gone, nothing is journaled: requests fail with their settlement, as without a journal.
  */
 export class SettlementWriter {
   private readonly queue: Queued[] = [];
@@ -93,6 +94,12 @@ export class SettlementWriter {
   private readonly retryTimers = new Set<NodeJS.Timeout>();
   /** Journal files of dead processes that this one claimed and has not finished writing. */
   private readonly unfinishedOrphans: string[] = [];
+  /**
+   * The last write found the database gone: until a write commits again, nothing is answered
+   * from the journal (each request waits for its commit, and fails with it), so that a
+   * process does not go on answering on credit through an outage.
+   */
+  private databaseGone = false;
 
   constructor(private readonly ports: SettlementWriterPorts) {}
 
@@ -108,7 +115,7 @@ export class SettlementWriter {
   submit(job: SettlementJob): Promise<Settlement | null> {
     const journal = this.ports.journal;
     const { order } = job;
-    if (journal && order.hold.lease && !job.turn && !job.waitForCommit && !order.refund && !order.retry) {
+    if (journal && !this.databaseGone && order.hold.lease && !job.turn && !job.waitForCommit && !order.refund && !order.retry) {
       try {
         const segment = journal.append(journalEntry(job, this.ports.usage.row(job.record)));
         this.queueJournaled(job, { journal, segment, attempts: 0 });
@@ -250,6 +257,7 @@ export class SettlementWriter {
    * grows with each failure, until it commits.
    */
   private failed(queued: Queued, error: unknown): void {
+    if (isDatabaseUnavailable(error)) this.databaseGone = true;
     const { job, journaled } = queued;
     if (!journaled) return queued.reject(error);
     queued.resolve(null);
@@ -291,6 +299,7 @@ export class SettlementWriter {
 
   /** Tells each request its settlement, and the metrics the records of those applied. */
   private committed(batch: Queued[], settlements: Settlement[]): void {
+    this.databaseGone = false;
     const records = batch.flatMap(({ job }, index) => {
       const settlement = settlements[index];
       return settlement.applied && !settlement.usageRecordRefused ? [{ ...job.record, chargedMillicents: settlement.keptMillicents }] : [];
