@@ -1,7 +1,7 @@
 import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { DataSource } from 'typeorm';
+import { DataSource, QueryRunner } from 'typeorm';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
 import { walletInvariants } from './support/wallet-invariants';
@@ -38,6 +38,20 @@ describe('the settlement journal (SETTLEMENT_DURABILITY=journal)', () => {
           .create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'Hello' }], max_tokens: 100 })
           .then((completion) => completion.choices[0].message.content);
 
+  /** Locks the workspace's wallet row in a transaction of its own: no settlement can commit until it ends. */
+  async function lockWallet(db: DataSource, workspaceId: string): Promise<QueryRunner> {
+    const blocker = db.createQueryRunner();
+    await blocker.connect();
+    await blocker.startTransaction();
+    await blocker.query(`SELECT 1 FROM wallets WHERE workspace_id = $1 FOR UPDATE`, [workspaceId]);
+    return blocker;
+  }
+
+  async function unlock(blocker: QueryRunner): Promise<void> {
+    if (blocker.isTransactionActive) await blocker.rollbackTransaction();
+    await blocker.release();
+  }
+
   const journalFiles = async (root: string) => {
     const databases = await readdir(path.join(root, 'settlement-journal')).catch(() => [] as string[]);
     return (await Promise.all(databases.map((database) => readdir(path.join(root, 'settlement-journal', database))))).flat();
@@ -72,11 +86,8 @@ describe('the settlement journal (SETTLEMENT_DURABILITY=journal)', () => {
       expect(await ask(workspace)).toBe('Hi.');
       await t.settled(workspace.id);
       // Settlements lock the wallet's row: while this transaction holds it, none can commit.
-      const blocker = db.createQueryRunner();
-      await blocker.connect();
-      await blocker.startTransaction();
+      const blocker = await lockWallet(db, workspace.id);
       try {
-        await blocker.query(`SELECT 1 FROM wallets WHERE workspace_id = $1 FOR UPDATE`, [workspace.id]);
         expect(await ask(workspace)).toBe('Hi.');
         expect(await ask(workspace, true)).toBe('Hi.');
         // Answered, journaled, not committed.
@@ -105,8 +116,7 @@ describe('the settlement journal (SETTLEMENT_DURABILITY=journal)', () => {
         expect(transactions.data.filter((row) => row.type === 'usage').map((row) => row.amountMillicents)).toEqual([-22, -23, -22]);
         expect(recent.data.map((row) => row.status)).toEqual(['success', 'success', 'success']);
       } finally {
-        if (blocker.isTransactionActive) await blocker.rollbackTransaction();
-        await blocker.release();
+        await unlock(blocker);
       }
       await t.settled(workspace.id);
       expect(await walletInvariants(db, workspace.id)).toMatchObject({ balance: 1_000_000 - 67, ledger: 1_000_000 - 67 });
@@ -117,11 +127,8 @@ describe('the settlement journal (SETTLEMENT_DURABILITY=journal)', () => {
       upstream.setDefault({ kind: 'text', text: 'Hi.', usage: { prompt_tokens: 10, completion_tokens: 20 } });
       expect(await ask(workspace)).toBe('Hi.'); // takes the lease
       await t.settled(workspace.id);
-      const blocker = db.createQueryRunner();
-      await blocker.connect();
-      await blocker.startTransaction();
+      const blocker = await lockWallet(db, workspace.id);
       try {
-        await blocker.query(`SELECT 1 FROM wallets WHERE workspace_id = $1 FOR UPDATE`, [workspace.id]);
         const answered: string[] = [];
         const answers = [
           workspace.client.chat.completions
@@ -138,8 +145,7 @@ describe('the settlement journal (SETTLEMENT_DURABILITY=journal)', () => {
         const [{ records }] = await db.query(`SELECT count(*)::int AS records FROM usage_records WHERE workspace_id = $1`, [workspace.id]);
         expect(records).toBe(3);
       } finally {
-        if (blocker.isTransactionActive) await blocker.rollbackTransaction();
-        await blocker.release();
+        await unlock(blocker);
       }
     });
 
@@ -169,14 +175,12 @@ describe('the settlement journal (SETTLEMENT_DURABILITY=journal)', () => {
       },
     });
     const db = t.app.get(DataSource);
-    const blocker = db.createQueryRunner();
+    let blocker: QueryRunner | undefined;
     try {
       const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
       upstream.setDefault({ kind: 'text', text: 'Hi.', usage: { prompt_tokens: 10, completion_tokens: 20 } });
       expect(await ask(workspace)).toBe('Hi.'); // takes the lease
-      await blocker.connect();
-      await blocker.startTransaction();
-      await blocker.query(`SELECT 1 FROM wallets WHERE workspace_id = $1 FOR UPDATE`, [workspace.id]);
+      blocker = await lockWallet(db, workspace.id);
       let answered = false;
       const answer = ask(workspace).then((content) => ((answered = true), content));
       await new Promise((resolve) => setTimeout(resolve, 500));
@@ -186,8 +190,7 @@ describe('the settlement journal (SETTLEMENT_DURABILITY=journal)', () => {
       const [{ records }] = await db.query(`SELECT count(*)::int AS records FROM usage_records WHERE workspace_id = $1`, [workspace.id]);
       expect(records).toBe(2);
     } finally {
-      if (blocker.isTransactionActive) await blocker.rollbackTransaction();
-      await blocker.release();
+      if (blocker) await unlock(blocker);
       await t.close();
     }
   });

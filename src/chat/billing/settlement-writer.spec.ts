@@ -5,7 +5,7 @@ import type { EntityManager } from 'typeorm';
 import type { NewUsageRecord } from '../../usage/usage.service';
 import type { Lease } from '../../wallet/wallet-leases';
 import type { Settlement, SettlementOrder } from '../../wallet/wallet.service';
-import { ProcessIdentity, SettlementJournal } from './settlement-journal';
+import { JournalEntry, ProcessIdentity, SettlementJournal } from './settlement-journal';
 import { SettlementJob, SettlementWriter } from './settlement-writer';
 
 /** A manager that accepts any statement (savepoints). */
@@ -172,6 +172,14 @@ describe('SettlementWriter', () => {
     afterEach(() => rmSync(dir, { recursive: true, force: true }));
     const journalFiles = () => (existsSync(dir) ? readdirSync(dir) : []);
 
+    /** A journal of a dead process (a pid above Linux's pid_max) holding these settlements. */
+    function orphanJournal(pid: number, entries: { key: string; heldIn: JournalEntry['heldIn']; costMicros: string }[]): void {
+      const journal = new SettlementJournal(dir, new ProcessIdentity(ProcessIdentity.current().host, 4_194_304 + pid, '1'));
+      for (const { key, heldIn, costMicros } of entries) {
+        journal.append({ requestId: `req_${key}`, key, workspaceId: 'ws', heldIn, costMicros, description: key, usageRow: { request_id: `req_${key}` } });
+      }
+    }
+
     it('answers a plain settlement once it is journaled, before its commit; reads wait for the commit', async () => {
       const { wallet, writer, records } = setUp(new SettlementJournal(dir));
       await expect(writer.submit(leasedJob('a'))).resolves.toBeNull();
@@ -255,19 +263,11 @@ describe('SettlementWriter', () => {
     });
 
     it("writes the journal of a process that died, as retries from the dead process's hold or lease, and deletes it", async () => {
-      const dead = new ProcessIdentity(ProcessIdentity.current().host, 4_194_304 + 9, '1');
-      const orphan = new SettlementJournal(dir, dead);
-      for (const key of ['x', 'y']) {
-        orphan.append({
-          requestId: `req_${key}`,
-          key,
-          workspaceId: 'ws',
-          heldIn: { rowId: 'lease-of-the-dead', lease: true },
-          costMicros: '22500000',
-          description: key,
-          usageRow: { request_id: `req_${key}` },
-        });
-      }
+      const heldIn = { rowId: 'lease-of-the-dead', lease: true };
+      orphanJournal(9, [
+        { key: 'x', heldIn, costMicros: '22500000' },
+        { key: 'y', heldIn, costMicros: '22500000' },
+      ]);
       const { wallet, writer, records } = setUp(new SettlementJournal(dir));
       const written = writer.writeOrphans(new SettlementJournal(dir));
       await wallet.commit();
@@ -281,16 +281,7 @@ describe('SettlementWriter', () => {
     });
 
     it('keeps the journal of a process that died when it cannot be written, and writes it on a later call', async () => {
-      const dead = new ProcessIdentity(ProcessIdentity.current().host, 4_194_304 + 10, '1');
-      new SettlementJournal(dir, dead).append({
-        requestId: 'req_z',
-        key: 'z',
-        workspaceId: 'ws',
-        heldIn: { rowId: 'hold-z', lease: false },
-        costMicros: '1000000',
-        description: 'z',
-        usageRow: { request_id: 'req_z' },
-      });
+      orphanJournal(10, [{ key: 'z', heldIn: { rowId: 'hold-z', lease: false }, costMicros: '1000000' }]);
       const { wallet, writer } = setUp(new SettlementJournal(dir));
       wallet.poisoned.set('z', new Error('could not serialize access'));
       const first = writer.writeOrphans(new SettlementJournal(dir));
@@ -306,16 +297,7 @@ describe('SettlementWriter', () => {
     });
 
     it('writes a lone orphaned settlement whose usage record the database refuses, without its record', async () => {
-      const dead = new ProcessIdentity(ProcessIdentity.current().host, 4_194_304 + 11, '1');
-      new SettlementJournal(dir, dead).append({
-        requestId: 'req_r',
-        key: 'r',
-        workspaceId: 'ws',
-        heldIn: { rowId: 'lease-r', lease: true },
-        costMicros: '1000000',
-        description: 'r',
-        usageRow: { request_id: 'req_r' },
-      });
+      orphanJournal(11, [{ key: 'r', heldIn: { rowId: 'lease-r', lease: true }, costMicros: '1000000' }]);
       const { wallet, writer, records } = setUp(new SettlementJournal(dir));
       wallet.refusedRecords.add('r');
       const written = writer.writeOrphans(new SettlementJournal(dir));
