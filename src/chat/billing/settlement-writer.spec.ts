@@ -235,6 +235,30 @@ describe('SettlementWriter', () => {
       expect(journalFiles()).toEqual([]);
     });
 
+    it('sends a settlement the journal cannot take (a full disk) down the commit path, and says so', async () => {
+      const journal = new SettlementJournal(dir);
+      jest.spyOn(journal, 'append').mockImplementation(() => {
+        throw new Error('ENOSPC: no space left on device');
+      });
+      const failures: string[] = [];
+      const wallet = new SlowWallet();
+      const writer = new SettlementWriter({
+        wallet,
+        usage: { row: (record) => ({ ...record }) },
+        conversations: { appendTurn: async () => null },
+        incident: () => undefined,
+        journalFailed: ({ requestId }, error) => void failures.push(`${requestId}: ${(error as Error).message}`),
+        journal,
+      });
+      let answered = false;
+      const settled = writer.submit(leasedJob('a')).then((settlement) => ((answered = true), settlement));
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(answered).toBe(false);
+      await wallet.commit();
+      expect((await settled)?.applied).toBe(true);
+      expect(failures).toEqual(['a: ENOSPC: no space left on device']);
+    });
+
     it('journals nothing while the database is gone: requests wait for their commit (and fail with it) until one commits again', async () => {
       const { wallet, writer } = setUp(new SettlementJournal(dir));
       wallet.poisoned.set('a', new Error('Connection terminated unexpectedly'));

@@ -55,6 +55,8 @@ interface Journaled {
 
 interface Queued {
   job: SettlementJob;
+  /** Its usage_records row (UsageService.row), worked out once: journaled, then written. */
+  usageRow: Record<string, unknown>;
   resolve: (settlement: Settlement | null) => void;
   reject: (error: unknown) => void;
   /** Journaled: its request was answered already, so it is written until it commits, however long that takes. */
@@ -115,17 +117,18 @@ export class SettlementWriter {
   submit(job: SettlementJob): Promise<Settlement | null> {
     const journal = this.ports.journal;
     const { order } = job;
+    const usageRow = this.ports.usage.row(job.record);
     if (journal && !this.databaseGone && order.hold.lease && !job.turn && !job.waitForCommit && !order.refund && !order.retry) {
       try {
-        const segment = journal.append(journalEntry(job, this.ports.usage.row(job.record)));
-        this.queueJournaled(job, { journal, segment, attempts: 0 });
+        const segment = journal.append(journalEntry(job, usageRow));
+        this.queueJournaled(job, usageRow, { journal, segment, attempts: 0 });
         return Promise.resolve(null);
       } catch (error) {
         quietly(() => this.ports.journalFailed?.(job, error));
       }
     }
     return new Promise<Settlement | null>((resolve, reject) => {
-      this.queue.push({ job, resolve, reject });
+      this.queue.push({ job, usageRow, resolve, reject });
       this.kick();
     });
   }
@@ -198,7 +201,7 @@ export class SettlementWriter {
   }
 
   /** Queues a journaled settlement; flushed() waits for it until it commits or fails. */
-  private queueJournaled(job: SettlementJob, journaled: Journaled): void {
+  private queueJournaled(job: SettlementJob, usageRow: Record<string, unknown>, journaled: Journaled): void {
     const workspaceId = job.order.charge.workspaceId;
     const pending = this.journaled.get(workspaceId) ?? new Set<Promise<void>>();
     this.journaled.set(workspaceId, pending);
@@ -210,7 +213,7 @@ export class SettlementWriter {
       settled();
     };
     pending.add(done);
-    this.queue.push({ job, resolve: finish, reject: finish, journaled });
+    this.queue.push({ job, usageRow, resolve: finish, reject: finish, journaled });
     this.kick();
   }
 
@@ -266,14 +269,14 @@ export class SettlementWriter {
     const timer = setTimeout(() => {
       this.retryTimers.delete(timer);
       // It may have committed unseen: its ledger rows are looked up first.
-      this.queueJournaled({ ...job, order: { ...job.order, retry: true } }, { ...journaled, attempts: journaled.attempts + 1 });
+      this.queueJournaled({ ...job, order: { ...job.order, retry: true } }, queued.usageRow, { ...journaled, attempts: journaled.attempts + 1 });
     }, delayMs);
     this.retryTimers.add(timer);
   }
 
   private settle(batch: Queued[], careful: boolean): Promise<Settlement[]> {
     const orders = batch.map(
-      ({ job }): SettlementOrder => ({ ...job.order, retry: careful || job.order.retry, usageRow: this.ports.usage.row(job.record) }),
+      ({ job, usageRow }): SettlementOrder => ({ ...job.order, retry: careful || job.order.retry, usageRow }),
     );
     return this.ports.wallet.settleMany(orders, {
       recordsOptional: careful,
