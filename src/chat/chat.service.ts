@@ -92,14 +92,16 @@ export class ChatService {
   private async completePrepared(call: PreparedCall): Promise<ChatCompletionResponse> {
     const isServerTool = (name: string) => this.tools.isServerTool(name, call.serverTools);
     try {
+      // Its own properties before the spread, as below: see usageRecord (billing/usage-record.ts).
       const end = await runToolLoop({
-        ...this.loopOf(call),
         callModel: async (messages, last) => completionTurn(await this.providers.complete(this.providerRequest(call, messages, last)), isServerTool),
+        ...this.loopOf(call),
       });
       const completion = answerOf(end, isServerTool);
       await call.billing.settle(completion.choices[0]?.message as ChatMessage | undefined);
       const { spend } = call.billing;
-      return { ...completion, model: call.model.id, usage: spend.usage(), x_service: spend.xService() };
+      // The upstream's fields pass through; `x_service` leads, for the reason above.
+      return { x_service: spend.xService(), ...completion, model: call.model.id, usage: spend.usage() };
     } catch (error) {
       // Stopped by the drain deadline rather than by the client: answered 503, not charged.
       const cutByStop = isAbort(error) && call.signal.aborted && this.drain.streamsCut.aborted;
@@ -120,11 +122,11 @@ export class ChatService {
       signal.addEventListener('abort', run.release, { once: true });
       const call = await this.prepare(caller, body, signal, run.signal);
       return {
-        ...this.loopOf(call),
         modelId: call.model.id,
         includeUsage: call.request.dto.stream_options?.include_usage === true,
         isServerTool: (name) => this.tools.isServerTool(name, call.serverTools),
         openStream: (messages, last) => this.providers.openStream(this.providerRequest(call, messages, last)),
+        ...this.loopOf(call),
       };
       // Past the stop's drain deadline the stream ends with server_shutting_down.
     }, this.drain.streamsCut);

@@ -116,8 +116,9 @@ export class StreamRelay {
     const finish = this.heldFinish ?? this.chunkOf(base, [{ index: 0, delta: {}, finish_reason: 'stop', logprobs: null }]);
     if (finishReason) finish.choices = finish.choices.map((choice) => ({ ...choice, finish_reason: finishReason }));
     final.push(finish);
-    if (usage) final.push({ ...this.chunkOf(base, []), usage });
-    final[final.length - 1] = { ...final[final.length - 1], x_service: xService };
+    // Added properties first, then the spread: see usageRecord (billing/usage-record.ts).
+    if (usage) final.push({ usage, ...this.chunkOf(base, []) });
+    final[final.length - 1] = { x_service: xService, ...final[final.length - 1] };
     for (const chunk of final) this.subscriber.next(chunk);
   }
 

@@ -54,8 +54,8 @@ async function relayToolLoop(subscriber: Subscriber<ChatStreamEvent>, call: Stre
   let end: LoopEnd<StreamedTurn> | undefined;
   let failure: unknown;
   try {
+    // Its own properties before the spread: see usageRecord (billing/usage-record.ts).
     end = await runToolLoop<StreamedTurn>({
-      ...call,
       callModel: async (messages, last) => {
         if (stop?.aborted) throw serverShuttingDown();
         // A call still waiting for its first chunk at the deadline was stopped with it (ServerDrain.untilDeadline).
@@ -69,13 +69,14 @@ async function relayToolLoop(subscriber: Subscriber<ChatStreamEvent>, call: Stre
         } catch (error) {
           broken = error;
         }
-        return { ...iteration, content: iteration.content || null, calledClientTools: iteration.clientCalls.length > 0, broken };
+        return { calledClientTools: iteration.clientCalls.length > 0, broken, ...iteration, content: iteration.content || null };
       },
       toolsRunning: () => {
         relay.continueLoop();
         const keepAlive = setInterval(() => relay.keepAlive(), KEEP_ALIVE_MS);
         return () => clearInterval(keepAlive);
       },
+      ...call,
     });
   } catch (error) {
     failure = error;

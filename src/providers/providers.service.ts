@@ -184,10 +184,11 @@ export class ProvidersService implements OnModuleInit {
         if (done) return;
         done = true;
         const aborted = error !== undefined && (request.signal.aborted || isAbort(error));
-        metrics.upstreamRequests.inc({ ...labels, outcome: error === undefined ? 'ok' : aborted ? 'aborted' : 'error' });
-        metrics.upstreamDuration.observe({ ...labels, kind }, (performance.now() - started) / 1000);
+        // Own labels first, then the spread: see usageRecord (chat/billing/usage-record.ts).
+        metrics.upstreamRequests.inc({ outcome: error === undefined ? 'ok' : aborted ? 'aborted' : 'error', ...labels });
+        metrics.upstreamDuration.observe({ kind, ...labels }, (performance.now() - started) / 1000);
         if (error !== undefined && !aborted) {
-          metrics.upstreamErrors.inc({ ...labels, code: error instanceof ApiError ? error.code : 'internal_error' });
+          metrics.upstreamErrors.inc({ code: error instanceof ApiError ? error.code : 'internal_error', ...labels });
         }
       },
     };

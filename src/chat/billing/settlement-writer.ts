@@ -275,8 +275,16 @@ export class SettlementWriter {
   }
 
   private settle(batch: Queued[], careful: boolean): Promise<Settlement[]> {
+    // Written out, not spread: see usageRecord (usage-record.ts) for why, on the hot path.
     const orders = batch.map(
-      ({ job, usageRow }): SettlementOrder => ({ ...job.order, retry: careful || job.order.retry, usageRow }),
+      ({ job: { order }, usageRow }): SettlementOrder => ({
+        hold: order.hold,
+        charge: order.charge,
+        refund: order.refund,
+        retry: careful || order.retry,
+        heldIn: order.heldIn,
+        usageRow,
+      }),
     );
     return this.ports.wallet.settleMany(orders, {
       recordsOptional: careful,
@@ -305,7 +313,8 @@ export class SettlementWriter {
     this.databaseGone = false;
     const records = batch.flatMap(({ job }, index) => {
       const settlement = settlements[index];
-      return settlement.applied && !settlement.usageRecordRefused ? [{ ...job.record, chargedMillicents: settlement.keptMillicents }] : [];
+      // The charge first, the record spread after it: see usageRecord (usage-record.ts).
+      return settlement.applied && !settlement.usageRecordRefused ? [{ chargedMillicents: settlement.keptMillicents, ...job.record }] : [];
     });
     // What is told after a commit must not fail it (it is written: see write()).
     quietly(() => this.ports.committed?.(records));

@@ -34,12 +34,32 @@ export interface UsageEnding {
  * The one way a usage record is put together: every authenticated chat request gets one,
  * whether it was settled (the billing session), refused before any money was held (the
  * chat service) or refused by a guard before it reached the service (the refusal filter).
+ *
+ * Every field is written out, not spread: on Node 20 (V8 11.3) an object that starts with a
+ * spread and gets a property added makes a new hidden class each time, which costs about
+ * 8 KB here and survives young collections (bench/README.md, "Hidden classes").
  */
 export function usageRecord(subject: UsageSubject, latencyMs: number, ending: UsageEnding, used: UsageAmounts): Omit<NewUsageRecord, 'chargedMillicents'> {
   return {
-    ...subject,
+    workspaceId: subject.workspaceId,
+    requestId: subject.requestId,
+    apiKeyId: subject.apiKeyId,
+    assistantId: subject.assistantId,
+    model: subject.model,
+    userId: subject.userId,
+    subscriptionId: subject.subscriptionId,
+    stream: subject.stream,
+    source: subject.source,
     nerfing: subject.nerfing ?? [],
-    ...used,
+    inputTokens: used.inputTokens,
+    outputTokens: used.outputTokens,
+    totalTokens: used.totalTokens,
+    cachedTokens: used.cachedTokens,
+    llmCostMillicents: used.llmCostMillicents,
+    toolCostMillicents: used.toolCostMillicents,
+    totalCostMillicents: used.totalCostMillicents,
+    toolsUsed: used.toolsUsed,
+    iterations: used.iterations,
     latencyMs,
     status: ending.status,
     errorCode: ending.errorCode,
@@ -48,5 +68,5 @@ export function usageRecord(subject: UsageSubject, latencyMs: number, ending: Us
 
 /** The record of a request refused before it cost anything. */
 export function refusedUsageRecord(subject: UsageSubject, latencyMs: number, errorCode: string): NewUsageRecord {
-  return { ...usageRecord(subject, latencyMs, { status: 'error', errorCode }, { ...NOTHING_USED, toolsUsed: [] }), chargedMillicents: 0 };
+  return { chargedMillicents: 0, ...usageRecord(subject, latencyMs, { status: 'error', errorCode }, { ...NOTHING_USED, toolsUsed: [] }) };
 }

@@ -102,7 +102,8 @@ export class OpenAiHttpClient {
   private post(body: object, accept: 'application/json' | 'text/event-stream', signal: AbortSignal): Promise<http.IncomingMessage> {
     const transport = this.url.protocol === 'https:' ? https : http;
     return new Promise((resolve, reject) => {
-      const request = transport.request({ ...this.target, headers: this.headers[accept], signal }, (response) => {
+      // The request's own options first, then the spread: see usageRecord (chat/billing/usage-record.ts).
+      const request = transport.request({ headers: this.headers[accept], signal, ...this.target }, (response) => {
         const status = response.statusCode ?? 502;
         if (status >= 200 && status < 300) return resolve(response);
         readText(response, signal).then((text) => reject(new UpstreamHttpError(status, flatHeaders(response.headers), errorOf(text))), reject);

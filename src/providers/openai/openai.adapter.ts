@@ -26,12 +26,13 @@ export class OpenAiAdapter implements ProviderAdapter {
   }
 
   complete(request: ProviderRequest): Promise<ChatCompletion> {
-    return this.client.complete({ ...this.params(request), stream: false }, request.signal);
+    // `stream` first, then the spread: see usageRecord (chat/billing/usage-record.ts).
+    return this.client.complete({ stream: false, ...this.params(request) }, request.signal);
   }
 
   stream(request: ProviderRequest): AsyncIterable<ChatCompletionChunk> {
     // Usage is always asked for upstream: the cost of a stream is computed from it.
-    return this.client.stream({ ...this.params(request), stream: true, stream_options: { include_usage: true } }, request.signal);
+    return this.client.stream({ stream: true, stream_options: { include_usage: true }, ...this.params(request) }, request.signal);
   }
 
   private params(request: ProviderRequest) {

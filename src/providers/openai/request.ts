@@ -75,9 +75,10 @@ export function toOpenAiParams(request: ProviderRequest, compatibleServer: boole
   const capField = request.maxTokensField ?? (compatibleServer ? 'max_tokens' : 'max_completion_tokens');
   checkOpenAiParameters(request.extra);
   return {
-    ...forwardedParameters(request.extra),
+    // Named first, the forwarded ones spread after (none of them is named here): see usageRecord (chat/billing/usage-record.ts).
     model: request.model.upstreamModel,
     messages: request.messages,
+    ...forwardedParameters(request.extra),
     ...(request.tools?.length ? { tools: request.tools } : {}),
     ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
     [capField]: request.maxTokens,
