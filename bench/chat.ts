@@ -609,11 +609,16 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
 
 /** One plain and one streamed chat request must answer 200 before anything is measured. */
 async function probeService(baseUrl: string, apiKey: string): Promise<void> {
+  const headers = { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` };
   for (const body of [BODY, STREAM_BODY]) {
-    const res = await fetch(`${baseUrl}${CHAT}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` }, body });
+    const res = await fetch(`${baseUrl}${CHAT}`, { method: 'POST', headers, body });
     const text = await res.text();
     if (res.status !== 200) throw new Error(`The service answered ${res.status} to a chat request: ${text.slice(0, 500)}`);
   }
+  // The answers came from the settlement journal, before their commit: reading the wallet
+  // waits for it, so that the probe's usage records are not counted in the next measurement.
+  const wallet = await fetch(`${baseUrl}/v1/wallet`, { headers });
+  if (wallet.status !== 200) throw new Error(`The service answered ${wallet.status} to GET /v1/wallet: ${(await wallet.text()).slice(0, 500)}`);
 }
 
 /**
