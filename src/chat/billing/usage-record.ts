@@ -37,7 +37,7 @@ export interface UsageEnding {
  *
  * Every field is written out, not spread: on Node 20 (V8 11.3) an object that starts with a
  * spread and gets a property added makes a new hidden class each time, which costs about
- * 8 KB here and survives young collections (bench/README.md, "Hidden classes").
+ * 8 KB here and survives young collections (bench/README.md, "Results: hidden classes").
  */
 export function usageRecord(subject: UsageSubject, latencyMs: number, ending: UsageEnding, used: UsageAmounts): Omit<NewUsageRecord, 'chargedMillicents'> {
   return {
