@@ -20,7 +20,7 @@ import { BillingSession, MIN_USEFUL_OUTPUT_TOKENS } from './billing/billing-sess
 import type { UsageSubject } from './billing/usage-record';
 import type { NerfingApplication, UsageSource } from '../usage/entities/usage-record.entity';
 import { ChatRequest, parseChatRequest } from './chat-request';
-import type { ChatCompletionResponse, ChatStreamEvent } from './completion-types';
+import { type ChatCompletionResponse, type ChatStreamEvent, withOurFields } from './completion-types';
 import { streamedCompletion } from './streamed-completion';
 import { answerOf, completionTurn, runToolLoop } from './tool-loop';
 
@@ -92,7 +92,7 @@ export class ChatService {
   private async completePrepared(call: PreparedCall): Promise<ChatCompletionResponse> {
     const isServerTool = (name: string) => this.tools.isServerTool(name, call.serverTools);
     try {
-      // Its own properties before the spread, as below: see usageRecord (billing/usage-record.ts).
+      // Its own property before the spread: see usageRecord (billing/usage-record.ts).
       const end = await runToolLoop({
         callModel: async (messages, last) => completionTurn(await this.providers.complete(this.providerRequest(call, messages, last)), isServerTool),
         ...this.loopOf(call),
@@ -100,8 +100,7 @@ export class ChatService {
       const completion = answerOf(end, isServerTool);
       await call.billing.settle(completion.choices[0]?.message as ChatMessage | undefined);
       const { spend } = call.billing;
-      // The upstream's fields pass through; `x_service` leads, for the reason above.
-      return { x_service: spend.xService(), ...completion, model: call.model.id, usage: spend.usage() };
+      return withOurFields(completion, { model: call.model.id, usage: spend.usage(), x_service: spend.xService() });
     } catch (error) {
       // Stopped by the drain deadline rather than by the client: answered 503, not charged.
       const cutByStop = isAbort(error) && call.signal.aborted && this.drain.streamsCut.aborted;

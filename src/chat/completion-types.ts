@@ -17,6 +17,17 @@ export interface XService {
 export type ChatCompletionResponse = ChatCompletion & { x_service: XService };
 export type ChatCompletionChunkResponse = ChatCompletionChunk & { x_service?: XService };
 
+/**
+ * An upstream completion or chunk with our fields after its own, in its order. Not
+ * `{ ...answer, ...ours }`: on Node 20 an object made by a leading spread gets a new hidden
+ * class for each property added to it (see usageRecord, billing/usage-record.ts); this one
+ * starts with `id`, a property of its own.
+ */
+export function withOurFields<T extends { id: string }, F extends object>(answer: T, ours: F): Omit<T, keyof F> & F {
+  const { id, ...rest } = answer;
+  return { id, ...rest, ...ours } as Omit<T, keyof F> & F;
+}
+
 /** Sent as an SSE comment while server tools run, so proxies do not close an idle stream. */
 export interface KeepAlive {
   keepAlive: true;

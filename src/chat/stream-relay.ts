@@ -1,7 +1,7 @@
 import type { Subscriber } from 'rxjs';
 import type { ChatCompletionChunk, CompletionUsage } from '../providers/provider-adapter';
 import type { ServerToolCall } from '../tools/tools.service';
-import { ChatCompletionChunkResponse, KEEP_ALIVE, KeepAlive, XService } from './completion-types';
+import { ChatCompletionChunkResponse, KEEP_ALIVE, KeepAlive, withOurFields, XService } from './completion-types';
 
 type Choice = ChatCompletionChunk['choices'][number];
 type FinishReason = Choice['finish_reason'];
@@ -116,9 +116,8 @@ export class StreamRelay {
     const finish = this.heldFinish ?? this.chunkOf(base, [{ index: 0, delta: {}, finish_reason: 'stop', logprobs: null }]);
     if (finishReason) finish.choices = finish.choices.map((choice) => ({ ...choice, finish_reason: finishReason }));
     final.push(finish);
-    // Added properties first, then the spread: see usageRecord (billing/usage-record.ts).
-    if (usage) final.push({ usage, ...this.chunkOf(base, []) });
-    final[final.length - 1] = { x_service: xService, ...final[final.length - 1] };
+    if (usage) final.push(withOurFields(this.chunkOf(base, []), { usage }));
+    final[final.length - 1] = withOurFields(final[final.length - 1], { x_service: xService });
     for (const chunk of final) this.subscriber.next(chunk);
   }
 
