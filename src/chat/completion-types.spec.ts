@@ -1,8 +1,5 @@
-import { setFlagsFromString } from 'node:v8';
 import { withOurFields } from './completion-types';
-
-setFlagsFromString('--allow-natives-syntax');
-const sameHiddenClass = new Function('a', 'b', 'return %HaveSameMap(a, b)') as (a: object, b: object) => boolean;
+import { sameHiddenClass } from '../../test/support/hidden-class';
 
 const upstream = (index: number) =>
   JSON.parse(`{"id":"chatcmpl-${index}","object":"chat.completion","created":${index},"model":"gpt-4o-mini-2024-07-18","choices":[],"usage":null,"system_fingerprint":"fp"}`) as {

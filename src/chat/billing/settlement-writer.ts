@@ -203,8 +203,8 @@ export class SettlementWriter {
   /** Queues a journaled settlement; flushed() waits for it until it commits or fails. */
   private queueJournaled(job: SettlementJob, usageRow: Record<string, unknown>, journaled: Journaled): void {
     const workspaceId = job.order.charge.workspaceId;
-    const pending = this.journaled.get(workspaceId) ?? new Set<Promise<void>>();
-    this.journaled.set(workspaceId, pending);
+    let pending = this.journaled.get(workspaceId);
+    if (!pending) this.journaled.set(workspaceId, (pending = new Set<Promise<void>>()));
     let settled!: () => void;
     const done = new Promise<void>((resolve) => (settled = resolve));
     const finish = () => {

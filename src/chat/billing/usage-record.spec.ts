@@ -1,9 +1,5 @@
-import { setFlagsFromString } from 'node:v8';
 import { refusedUsageRecord, UsageAmounts, usageRecord, UsageSubject } from './usage-record';
-
-// V8's own test of whether two objects share a hidden class (map).
-setFlagsFromString('--allow-natives-syntax');
-const sameHiddenClass = new Function('a', 'b', 'return %HaveSameMap(a, b)') as (a: object, b: object) => boolean;
+import { sameHiddenClass } from '../../../test/support/hidden-class';
 
 function subject(index: number): UsageSubject {
   return {
