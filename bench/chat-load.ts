@@ -111,6 +111,8 @@ export interface OpenLoopResult {
    * request that failed or was abandoned, the time until then (a lower bound).
    */
   latenciesNs: number[];
+  /** When each of them was scheduled, in nanoseconds after the first measured send (same order). */
+  sentAtNs: number[];
   /** How late the timer fired each measured send, in nanoseconds (part of the latency above). */
   sendLagNs: number[];
   /** Every request, warm-up included (what the server saw). */
@@ -139,7 +141,7 @@ async function openLoopClient(job: OpenLoopJob): Promise<OpenLoopResult> {
   const warmupCount = Math.round(job.warmupSeconds * job.ratePerSecond);
   const total = warmupCount + Math.round(job.durationSeconds * job.ratePerSecond);
 
-  const result: OpenLoopResult = { latenciesNs: [], sendLagNs: [], sent: 0, totalOk2xx: 0, ok2xx: 0, non2xx: 0, errors: 0, statusCodes: {}, sampleBodies: {}, errorCounts: {}, wallSeconds: 0 };
+  const result: OpenLoopResult = { latenciesNs: [], sentAtNs: [], sendLagNs: [], sent: 0, totalOk2xx: 0, ok2xx: 0, non2xx: 0, errors: 0, statusCodes: {}, sampleBodies: {}, errorCounts: {}, wallSeconds: 0 };
   let outstanding = 0;
   let scheduledCount = 0;
   let lastAnswerAt = 0n;
@@ -173,6 +175,7 @@ async function openLoopClient(job: OpenLoopJob): Promise<OpenLoopResult> {
             result.errors += 1;
             result.errorCounts[text] = (result.errorCounts[text] ?? 0) + 1;
             result.latenciesNs.push(Number(lastAnswerAt - scheduled));
+            result.sentAtNs.push(Number(scheduled - measuredFrom));
           }
           else {
             result.statusCodes[status] = (result.statusCodes[status] ?? 0) + 1;
@@ -182,6 +185,7 @@ async function openLoopClient(job: OpenLoopJob): Promise<OpenLoopResult> {
               result.sampleBodies[status] ??= text.slice(0, 300);
             }
             result.latenciesNs.push(Number(lastAnswerAt - scheduled));
+            result.sentAtNs.push(Number(scheduled - measuredFrom));
           }
         }
         finishIfDone();
@@ -235,4 +239,42 @@ export function openLoop(job: OpenLoopJob): Promise<OpenLoopResult> {
     });
     worker.once('error', reject);
   });
+}
+
+/** A run of slow requests sent close together: one stall of the server delays every request sent during it. */
+export interface SlowBurst {
+  /** When the first of them was sent, in seconds after the first measured send. */
+  atSeconds: number;
+  count: number;
+  minMs: number;
+  maxMs: number;
+}
+
+/**
+ * The requests at or above the 99th percentile (as `summarize` takes it: the sorted sample at
+ * index floor(0.99 x n)), grouped by when they were sent: requests sent within `gapMs` of the
+ * one before fall in the same burst. One burst of twenty says one stall; twenty bursts of one
+ * say a cost spread over the run.
+ */
+export function slowestBursts(run: Pick<OpenLoopResult, 'latenciesNs' | 'sentAtNs'>, gapMs = 100): SlowBurst[] {
+  const n = run.latenciesNs.length;
+  if (n === 0) return [];
+  const threshold = [...run.latenciesNs].sort((a, b) => a - b)[Math.floor(0.99 * n)];
+  const slow = run.latenciesNs
+    .map((latency, i) => ({ latency, sentAt: run.sentAtNs[i] }))
+    .filter((r) => r.latency >= threshold)
+    .sort((a, b) => a.sentAt - b.sentAt);
+  const bursts: SlowBurst[] = [];
+  let last = -Infinity;
+  for (const { latency, sentAt } of slow) {
+    const ms = Math.round(latency / 1e4) / 100;
+    const burst = bursts.at(-1);
+    if (burst && sentAt - last <= gapMs * 1e6) {
+      burst.count += 1;
+      burst.minMs = Math.min(burst.minMs, ms);
+      burst.maxMs = Math.max(burst.maxMs, ms);
+    } else bursts.push({ atSeconds: Math.round(sentAt / 1e6) / 1e3, count: 1, minMs: ms, maxMs: ms });
+    last = sentAt;
+  }
+  return bursts;
 }

@@ -213,3 +213,52 @@ export async function cpuDuring<Group extends string, T>(
   ) as Record<Group, number | undefined>;
   return { result, cpuPercent };
 }
+
+/**
+ * What a service process's main thread went through while `measure` ran, read from its
+ * `/metrics` (prom-client's default metrics) before and after: the longest event-loop delay
+ * (prom-client resets its `monitorEventLoopDelay` histogram at each reading, so the second
+ * reading covers the measurement alone) and the garbage collections by kind. Undefined when
+ * the metrics could not be read: the measurement itself does not depend on them.
+ */
+export interface MainThreadReport {
+  /** How late prom-client's 10 ms timer on the event loop fired, at the longest and at p99, in ms: a stall of the main thread. */
+  maxDelayMs: number;
+  p99DelayMs: number;
+  /** Per kind (minor, major, incremental, weakcb): collections, their total pause, and how many paused more than 10 ms. */
+  gc: Record<string, { count: number; totalMs: number; over10Ms: number }>;
+}
+
+/** prom-client's default `eventLoopMonitoringPrecision`, which the service keeps. */
+const EVENT_LOOP_TIMER_SECONDS = 0.01;
+
+export async function mainThreadDuring<T>(metricsUrl: string, measure: () => Promise<T>): Promise<{ result: T; mainThread: MainThreadReport | undefined }> {
+  const before = await readMetrics(metricsUrl);
+  const result = await measure();
+  const after = await readMetrics(metricsUrl);
+  if (!before || !after) return { result, mainThread: undefined };
+  const value = (text: string, series: string) => Number(new RegExp(`^${series.replace(/[{}"=.]/g, '\\$&')} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+  const gc: MainThreadReport['gc'] = {};
+  for (const kind of new Set([...after.matchAll(/^acs_nodejs_gc_duration_seconds_count\{kind="(\w+)"\}/gm)].map((m) => m[1]))) {
+    const delta = (series: string) => value(after, series) - (value(before, series) || 0);
+    const count = delta(`acs_nodejs_gc_duration_seconds_count{kind="${kind}"}`);
+    // Buckets are cumulative: what took more than 10 ms is the count less the bucket up to 10 ms.
+    const upTo10Ms = delta(`acs_nodejs_gc_duration_seconds_bucket{le="0.01",kind="${kind}"}`);
+    if (count > 0) gc[kind] = { count, totalMs: Math.round(delta(`acs_nodejs_gc_duration_seconds_sum{kind="${kind}"}`) * 1e4) / 10, over10Ms: count - upTo10Ms };
+  }
+  // monitorEventLoopDelay records the time between the timer's ticks, its own 10 ms included.
+  const lateMs = (seconds: number) => Math.max(0, Math.round((seconds - EVENT_LOOP_TIMER_SECONDS) * 1e4) / 10);
+  return {
+    result,
+    mainThread: { maxDelayMs: lateMs(value(after, 'acs_nodejs_eventloop_lag_max_seconds')), p99DelayMs: lateMs(value(after, 'acs_nodejs_eventloop_lag_p99_seconds')), gc },
+  };
+}
+
+async function readMetrics(url: string): Promise<string | undefined> {
+  try {
+    const res = await fetch(url);
+    return res.status === 200 ? await res.text() : undefined;
+  } catch {
+    return undefined;
+  }
+}

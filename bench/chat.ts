@@ -21,8 +21,20 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from 'pg';
-import { openLoop, type OpenLoopResult, saturate, type SaturatedRun, type Target } from './chat-load';
-import { cpuDuring, firstLine, freePort, memoryOf, postmasterPid, runNode, type ServerProcess, startNode, waitUntilServing } from './chat-processes';
+import { openLoop, type OpenLoopResult, saturate, type SaturatedRun, type SlowBurst, slowestBursts, type Target } from './chat-load';
+import {
+  cpuDuring,
+  firstLine,
+  freePort,
+  mainThreadDuring,
+  type MainThreadReport,
+  memoryOf,
+  postmasterPid,
+  runNode,
+  type ServerProcess,
+  startNode,
+  waitUntilServing,
+} from './chat-processes';
 import { type BenchContext, closeApp, runBench, summarize, table, writeResults } from './harness';
 
 // ---------------------------------------------------------------------------------------
@@ -292,12 +304,14 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
   // --- The service, as production runs it --------------------------------------------
   const startService = async (name: string) => {
     const port = await freePort();
+    // Its own metrics port: the fixed-rate measurements read the event loop's delays and the GC pauses from it.
+    const metricsPort = await freePort();
     // BENCH_CPU_PROF=<dir>: each service process writes a V8 CPU profile there when it stops (open it in Chrome's DevTools).
     const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(process.env.BENCH_CPU_PROF)}`] : [];
-    const server = start(name, [...profile, mainJs], { ...serviceEnv, PORT: String(port) });
+    const server = start(name, [...profile, mainJs], { ...serviceEnv, PORT: String(port), METRICS_PORT: String(metricsPort) });
     const baseUrl = `http://127.0.0.1:${port}`;
     await waitUntilServing(server, `${baseUrl}/health/ready`, 60_000);
-    return { server, baseUrl };
+    return { server, baseUrl, metricsUrl: `http://127.0.0.1:${metricsPort}/metrics` };
   };
   const serviceA = await startService('service A');
   const serviceTarget = (baseUrl: string, key: string, body = BODY): Target => ({ baseUrl, path: CHAT, headers: { authorization: `Bearer ${key}` }, body });
@@ -389,9 +403,13 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
 
   // 5. Open loop at a fixed rate: the latency the service adds over the floor.
   const { ratePerSecond, warmupSeconds, durationSeconds, timeoutMs } = SETTINGS.openLoop;
-  const fixedRate = async (label: string, target: Target) => {
+  /** With `metricsUrl` (the service's), also what the service's main thread went through meanwhile. */
+  const fixedRate = async (label: string, target: Target, metricsUrl?: string): Promise<OpenLoopResult & { mainThread?: MainThreadReport }> => {
     log(`${label}: open loop at ${ratePerSecond} req/s, ${warmupSeconds} s warm-up, ${durationSeconds} s measured`);
-    return openLoop({ target, ratePerSecond, warmupSeconds, durationSeconds, timeoutMs });
+    const run = () => openLoop({ target, ratePerSecond, warmupSeconds, durationSeconds, timeoutMs });
+    if (!metricsUrl) return run();
+    const { result, mainThread } = await mainThreadDuring(metricsUrl, run);
+    return { ...result, mainThread };
   };
   const openCounts = (r: OpenLoopResult) => ({ answered2xx: r.totalOk2xx, sent: r.sent });
   // The saturated runs wrote some 30,000 usage records and ledger rows each, on tables this small
@@ -403,12 +421,14 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
   await db.query('VACUUM (ANALYZE)');
   log(`VACUUM (ANALYZE) after the saturated runs, before the fixed-rate ones: ${Date.now() - vacuumStartedAt} ms`);
   const floorFixed = await fixedRate('floor', floorTarget);
-  const serviceFixed = await measureService('service non-streaming, 200 req/s', one, () => fixedRate('service non-streaming', serviceTarget(serviceA.baseUrl, apiKey)), openCounts);
+  const serviceFixed = await measureService('service non-streaming, 200 req/s', one, () => fixedRate('service non-streaming', serviceTarget(serviceA.baseUrl, apiKey), serviceA.metricsUrl),
+    openCounts,
+  );
   const floorStreamFixed = await fixedRate('floor, streaming', { ...floorTarget, body: STREAM_BODY });
   const serviceStreamFixed = await measureService(
     'service streaming, 200 req/s',
     one,
-    () => fixedRate('service streaming', serviceTarget(serviceA.baseUrl, apiKey, STREAM_BODY)),
+    () => fixedRate('service streaming', serviceTarget(serviceA.baseUrl, apiKey, STREAM_BODY), serviceA.metricsUrl),
     openCounts,
   );
 
@@ -466,7 +486,7 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
   );
 
   // --- Report --------------------------------------------------------------------------
-  const latency = (label: string, floor: OpenLoopResult, service: OpenLoopResult) => {
+  const latency = (label: string, floor: OpenLoopResult, service: OpenLoopResult & { mainThread?: MainThreadReport }) => {
     const f = summarize(floor.latenciesNs);
     const s = summarize(service.latenciesNs);
     const ms = (ns: number) => round3(ns / 1e6);
@@ -486,6 +506,8 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
       statusCodes: { floor: floor.statusCodes, service: service.statusCodes },
       sampleBodies: { ...floor.sampleBodies, ...service.sampleBodies },
       errorCounts: service.errorCounts,
+      slowest: slowestBursts(service),
+      mainThread: service.mainThread,
     };
   };
   const added = [latency('non-streaming', floorFixed, serviceFixed), latency('streaming', floorStreamFixed, serviceStreamFixed)];
@@ -522,6 +544,7 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
     ),
   );
   log('(all in ms)');
+  for (const a of added) log(`  ${a.label}: ${describeTail(a.slowest, a.mainThread)}`);
   for (const a of added) {
     for (const [status, body] of Object.entries(a.sampleBodies)) log(`  ${a.label}: ${a.statusCodes.service[status] ?? 0} answers ${status}, e.g. ${body}`);
     for (const [message, count] of Object.entries(a.errorCounts)) log(`  ${a.label}: ${count} requests failed: ${message}`);
@@ -605,6 +628,24 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
   const file = await writeResults('chat', results);
   log(`Results written to ${file} (${results.wallSeconds} s)`);
   return missed.length === 0 ? 0 : 2;
+}
+
+/**
+ * Where a fixed-rate measurement's tail came from: when its slowest requests were sent (one
+ * burst is one stall) and what the service's main thread went through meanwhile.
+ */
+function describeTail(slowest: SlowBurst[], mainThread: MainThreadReport | undefined): string {
+  const count = slowest.reduce((sum, b) => sum + b.count, 0);
+  const bursts = slowest
+    .slice(0, 5)
+    .map((b) => `${b.atSeconds} s (${b.count}, ${b.minMs === b.maxMs ? b.maxMs : `${b.minMs}-${b.maxMs}`} ms)`)
+    .join(', ');
+  const sent = `the slowest ${count} sent in ${slowest.length} burst(s): ${bursts}${slowest.length > 5 ? ', ...' : ''}`;
+  if (!mainThread) return `${sent}; the service's metrics could not be read`;
+  const gc = Object.entries(mainThread.gc)
+    .map(([kind, g]) => `${kind} ${g.count} (${g.totalMs} ms, ${g.over10Ms} over 10 ms)`)
+    .join(', ');
+  return `${sent}; the service's event loop late by up to ${mainThread.maxDelayMs} ms (p99 ${mainThread.p99DelayMs} ms); GC: ${gc || 'none'}`;
 }
 
 /** One plain and one streamed chat request must answer 200 before anything is measured. */
