@@ -5,7 +5,6 @@ import type { Response } from 'express';
 import type { IncomingMessage } from 'node:http';
 import { isObservable, lastValueFrom } from 'rxjs';
 import { ApiError } from '../common/errors/api-error';
-import { clientAbortSignal } from '../common/http/client-abort-signal.decorator';
 import type { DirectRoute } from '../common/http/direct-route';
 import type { ApiRequest } from '../common/http/request-context';
 import { ChatRefusalFilter } from './chat-refusal.filter';
@@ -38,7 +37,7 @@ export function chatCompletionsRoute(controller: ChatController, guards: CanActi
           // The API's guards refuse by throwing; a plain false is Nest's 403.
           if (!allowed) throw new ApiError('permission_denied', 'Forbidden resource');
         }
-        const answer = await controller.create(req.principal!, req.body, req, res, clientAbortSignal(res));
+        const answer = await controller.create(req.principal!, req.body, req, res);
         // A stream has answered already.
         if (answer !== undefined) sendJson(res, answer);
       } catch (error) {

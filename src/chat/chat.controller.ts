@@ -2,7 +2,7 @@ import { Body, Controller, HttpCode, Logger, Post, Req, Res, UseFilters } from '
 import { ApiBody, ApiOperation, ApiProduces, ApiTags } from '@nestjs/swagger';
 import type { Response } from 'express';
 import { CurrentPrincipal } from '../common/auth/auth.decorators';
-import { ClientAbortSignal } from '../common/http/client-abort-signal.decorator';
+import { clientGone } from '../common/http/client-gone.decorator';
 import { Idempotent } from '../common/http/idempotent.decorator';
 import type { ApiRequest, Principal } from '../common/http/request-context';
 import { ApiStandardResponses } from '../common/openapi/api-responses';
@@ -46,7 +46,6 @@ export class ChatController {
     @Req() req: ApiRequest,
     // Passthrough: the JSON answer is returned, so that interceptors (idempotency) see it.
     @Res({ passthrough: true }) res: Response,
-    @ClientAbortSignal() clientGone: AbortSignal,
   ): Promise<ChatCompletionResponse | undefined> {
     const caller = apiCaller(principal, req);
     if (isStreamRequest(body)) {
@@ -55,7 +54,7 @@ export class ChatController {
       await writeEventStream(res, this.chat.stream(caller, body), (error) => inStreamError(error, req.id, this.logger));
       return undefined;
     }
-    return this.chat.complete(caller, body, clientGone);
+    return this.chat.complete(caller, body, clientGone(res));
   }
 
 }

@@ -3,6 +3,7 @@ import { Observable } from 'rxjs';
 import { AssistantsService } from '../assistants/assistants.service';
 import { ASSISTANT_MODEL_PREFIX, assistantOfModel } from '../models/assistant-models';
 import type { Assistant, AssistantTool } from '../assistants/entities/assistant.entity';
+import type { Cancellation } from '../common/cancellation';
 import { ApiError } from '../common/errors/api-error';
 import type { ApiRequest, Principal } from '../common/http/request-context';
 import { ServerDrain, serverShuttingDown } from '../common/http/server-drain';
@@ -10,7 +11,7 @@ import { ConversationsService } from '../conversations/conversations.service';
 import { NerfingService } from '../limits/nerfing/nerfing.service';
 import type { ModelDefinition } from '../models/model-catalog';
 import { ModelsService } from '../models/models.service';
-import type { ChatMessage, FunctionTool, ProviderRequest } from '../providers/provider-adapter';
+import type { ChatMessage, FunctionTool, ModelCall } from '../providers/provider-adapter';
 import { ProvidersService } from '../providers/providers.service';
 import { countPromptTokensAsync } from '../providers/tokens';
 import { isAbort } from '../providers/upstream-errors';
@@ -56,7 +57,7 @@ interface PreparedCall {
   /** 1 without server tools; the assistant's limit with them. */
   maxIterations: number;
   /** Aborted when the client goes away, or at the stop's drain deadline: the upstream call and the tools stop with it. */
-  signal: AbortSignal;
+  run: Cancellation;
 }
 
 /**
@@ -79,13 +80,13 @@ export class ChatService {
     private readonly drain: ServerDrain,
   ) {}
 
-  /** A plain completion; `signal` aborts when the client goes away. */
-  async complete(caller: ChatCaller, body: unknown, signal: AbortSignal): Promise<ChatCompletionResponse> {
-    const run = this.drain.untilDeadline(signal);
+  /** A plain completion; `clientGone` aborts when the client goes away. */
+  async complete(caller: ChatCaller, body: unknown, clientGone: Cancellation): Promise<ChatCompletionResponse> {
+    const link = this.drain.untilDeadline(clientGone);
     try {
-      return await this.completePrepared(await this.prepare(caller, body, signal, run.signal));
+      return await this.completePrepared(await this.prepare(caller, body, clientGone, link.run));
     } finally {
-      run.release();
+      link.release();
     }
   }
 
@@ -94,7 +95,7 @@ export class ChatService {
     try {
       // Its own property before the spread: see usageRecord (billing/usage-record.ts).
       const end = await runToolLoop({
-        callModel: async (messages, last) => completionTurn(await this.providers.complete(this.providerRequest(call, messages, last)), isServerTool),
+        callModel: async (messages, last) => completionTurn(await this.providers.complete(this.providerRequest(call, messages, last), call.run), isServerTool),
         ...this.loopOf(call),
       });
       const completion = answerOf(end, isServerTool);
@@ -103,7 +104,7 @@ export class ChatService {
       return withOurFields(completion, { model: call.model.id, usage: spend.usage(), x_service: spend.xService() });
     } catch (error) {
       // Stopped by the drain deadline rather than by the client: answered 503, not charged.
-      const cutByStop = isAbort(error) && call.signal.aborted && this.drain.streamsCut.aborted;
+      const cutByStop = isAbort(error) && call.run.aborted && this.drain.streamsCut.aborted;
       throw await call.billing.fail(cutByStop ? serverShuttingDown() : error);
     }
   }
@@ -115,16 +116,17 @@ export class ChatService {
    * so still an ordinary HTTP error.
    */
   stream(caller: ChatCaller, body: unknown): Observable<ChatStreamEvent> {
-    return streamedCompletion(async (signal) => {
-      // The stream's signal aborts when it ends, however it ends: the link to the deadline goes with it.
-      const run = this.drain.untilDeadline(signal);
-      signal.addEventListener('abort', run.release, { once: true });
-      const call = await this.prepare(caller, body, signal, run.signal);
+    return streamedCompletion(async (ended) => {
+      // The stream's cancellation aborts when it ends, however it ends (the client leaving
+      // included): the link to the deadline goes with it.
+      const link = this.drain.untilDeadline(ended);
+      ended.onAbort(link.release);
+      const call = await this.prepare(caller, body, ended, link.run);
       return {
         modelId: call.model.id,
         includeUsage: call.request.dto.stream_options?.include_usage === true,
         isServerTool: (name) => this.tools.isServerTool(name, call.serverTools),
-        openStream: (messages, last) => this.providers.openStream(this.providerRequest(call, messages, last)),
+        openStream: (messages, last) => this.providers.openStream(this.providerRequest(call, messages, last), call.run),
         ...this.loopOf(call),
       };
       // Past the stop's drain deadline the stream ends with server_shutting_down.
@@ -138,7 +140,7 @@ export class ChatService {
    * `clientGone` aborts when the client leaves (what it used is then charged); `run`, which
    * the upstream calls and tools get, also at the stop's drain deadline.
    */
-  private async prepare(caller: ChatCaller, body: unknown, clientGone: AbortSignal, run: AbortSignal): Promise<PreparedCall> {
+  private async prepare(caller: ChatCaller, body: unknown, clientGone: Cancellation, run: Cancellation): Promise<PreparedCall> {
     const startedAt = Date.now();
     let request: ChatRequest | undefined;
     let model: ModelDefinition | undefined;
@@ -204,7 +206,7 @@ export class ChatService {
       const billing = await this.billing.open({
         subject: this.subjectOf(caller, request, model.id, assistant, nerfed),
         startedAt,
-        signal: clientGone,
+        clientGone,
         model,
         promptTokens,
         outputCap,
@@ -225,7 +227,7 @@ export class ChatService {
         tools,
         temperature: request.dto.temperature ?? assistant?.temperature ?? undefined,
         maxIterations: serverTools.length > 0 ? assistant!.maxToolIterations : 1,
-        signal: run,
+        run,
       };
     } catch (error) {
       // The model the request would have used, as far as it got; an unknown model id is kept (cut) to show what was asked.
@@ -289,7 +291,7 @@ export class ChatService {
       messages: call.messages,
       maxIterations: call.maxIterations,
       billing: call.billing,
-      runTool: (toolCall: ServerToolCall) => this.tools.run(toolCall, call.assistant!, call.signal),
+      runTool: (toolCall: ServerToolCall) => this.tools.run(toolCall, call.assistant!, call.run.signal),
     };
   }
 
@@ -297,7 +299,7 @@ export class ChatService {
    * The provider request of one iteration. Server tools are offered as functions; on the
    * last allowed iteration the model is told not to call tools, so that it answers.
    */
-  private providerRequest(call: PreparedCall, messages: ChatMessage[], last: boolean): ProviderRequest {
+  private providerRequest(call: PreparedCall, messages: ChatMessage[], last: boolean): ModelCall {
     const { request } = call;
     return {
       model: call.model,
@@ -307,7 +309,6 @@ export class ChatService {
       maxTokens: call.billing.maxTokens,
       maxTokensField: request.maxTokensField,
       extra: call.serverTools.length > 0 && last ? { ...request.extra, tool_choice: 'none' } : request.extra,
-      signal: call.signal,
     };
   }
 }

@@ -1,5 +1,6 @@
 import type { Subscription } from 'rxjs';
 import { ApiError } from '../common/errors/api-error';
+import { Cancellation } from '../common/cancellation';
 import type { ModelDefinition } from '../models/model-catalog';
 import type { ChatCompletionChunk, ChatMessage, CompletionUsage } from '../providers/provider-adapter';
 import type { OpenedStream } from '../providers/providers.service';
@@ -36,11 +37,11 @@ interface Script {
   then?: 'hang' | Error;
 }
 
-function opened(script: Script, signal: AbortSignal): OpenedStream {
+function opened(script: Script, ended: Cancellation): OpenedStream {
   async function* rest(): AsyncGenerator<ChatCompletionChunk> {
     yield* script.chunks.slice(1);
     if (script.then === 'hang') {
-      await new Promise((_, reject) => signal.addEventListener('abort', () => reject(Object.assign(new Error('aborted'), { name: 'AbortError' }))));
+      await new Promise((_, reject) => ended.onAbort(() => reject(Object.assign(new Error('aborted'), { name: 'AbortError' }))));
     } else if (script.then) {
       throw script.then;
     }
@@ -54,13 +55,13 @@ function streamedCall(
   fields: Partial<StreamedCall> = {},
   billing: Partial<StreamedCall['billing']> = {},
   /** The server's drain deadline (ServerDrain.streamsCut). */
-  stop?: AbortSignal,
+  stop?: Cancellation,
 ) {
-  const seen = { signal: undefined as AbortSignal | undefined, settled: [] as Array<{ failure: unknown; reply?: ChatMessage; clientLeft: boolean }> };
+  const seen = { ended: undefined as Cancellation | undefined, settled: [] as Array<{ failure: unknown; reply?: ChatMessage; clientLeft: boolean }> };
   const spend = new Spend();
   const events: ChatStreamEvent[] = [];
-  const start = async (signal: AbortSignal): Promise<StreamedCall> => {
-    seen.signal = signal;
+  const start = async (ended: Cancellation): Promise<StreamedCall> => {
+    seen.ended = ended;
     return {
       messages: PROMPT,
       maxIterations: 3,
@@ -71,7 +72,7 @@ function streamedCall(
         const script = scripts.shift();
         if (!script) throw new Error('no more streams');
         if (script instanceof Error) throw script;
-        return opened(script, signal);
+        return opened(script, ended);
       },
       runTool: async () => ({ content: 'Sunny.', costMicros: 2_500_000n, ran: true }),
       billing: {
@@ -83,8 +84,8 @@ function streamedCall(
         holdNextIteration: async () => true,
         // As the real session: a failure (other than after the client left) is the stream's error.
         settleStream: async (failure, reply) => {
-          seen.settled.push({ failure, reply, clientLeft: signal.aborted });
-          if (failure && !signal.aborted) throw failure;
+          seen.settled.push({ failure, reply, clientLeft: ended.aborted });
+          if (failure && !ended.aborted) throw failure;
         },
         ...billing,
       },
@@ -111,7 +112,7 @@ describe('streamedCompletion', () => {
   it('does nothing until subscribed, then emits the answer with x_service on its last chunk', async () => {
     const { run, seen } = streamedCall([{ chunks: words('Sunny', ' today.') }]);
     await nextTick();
-    expect(seen.signal).toBeUndefined();
+    expect(seen.ended).toBeUndefined();
     const { events, error } = await run();
     expect(error).toBeUndefined();
     expect(textOf(events)).toBe('Sunny today.');
@@ -157,9 +158,9 @@ describe('streamedCompletion', () => {
     const { observable, seen, events } = streamedCall([{ chunks: words('Once', ' upon').slice(0, 3), then: 'hang' }]);
     const subscription: Subscription = observable.subscribe((event) => events.push(event));
     while (textOf(events) !== 'Once upon') await nextTick();
-    expect(seen.signal!.aborted).toBe(false);
+    expect(seen.ended!.aborted).toBe(false);
     subscription.unsubscribe();
-    expect(seen.signal!.aborted).toBe(true);
+    expect(seen.ended!.aborted).toBe(true);
     while (seen.settled.length === 0) await nextTick();
     expect(seen.settled).toEqual([expect.objectContaining({ clientLeft: true })]);
     expect((seen.settled[0].failure as Error).name).toBe('AbortError');
@@ -223,12 +224,12 @@ describe('streamedCompletion', () => {
 
   describe('when the server stops (drain deadline)', () => {
     it('ends a stream mid-answer with server_shutting_down, billed for what it generated', async () => {
-      const stop = new AbortController();
+      const stop = new Cancellation();
       const { run, seen, spend, events } = streamedCall(
         [{ chunks: [chunk({ role: 'assistant', content: '' }), chunk({ content: 'Sunny' })], then: 'hang' }],
         {},
         {},
-        stop.signal,
+        stop,
       );
       const ended = run();
       for (let i = 0; i < 20 && textOf(events) !== 'Sunny'; i++) await nextTick();
@@ -243,7 +244,7 @@ describe('streamedCompletion', () => {
     });
 
     it('starts no further model call of a tool loop once stopped', async () => {
-      const stop = new AbortController();
+      const stop = new Cancellation();
       const scripts: Script[] = [{ chunks: searchCall }, { chunks: words('Sunny.') }];
       const { run, seen } = streamedCall(
         scripts,
@@ -254,7 +255,7 @@ describe('streamedCompletion', () => {
           },
         },
         {},
-        stop.signal,
+        stop,
       );
       const { error } = await run();
       expect(error).toMatchObject({ code: 'server_shutting_down' });
@@ -263,8 +264,8 @@ describe('streamedCompletion', () => {
     });
 
     it('changes nothing for a stream that ends before the deadline', async () => {
-      const stop = new AbortController();
-      const { run } = streamedCall([{ chunks: words('Sunny', ' today.') }], {}, {}, stop.signal);
+      const stop = new Cancellation();
+      const { run } = streamedCall([{ chunks: words('Sunny', ' today.') }], {}, {}, stop);
       const { events, error } = await run();
       stop.abort();
       expect(error).toBeUndefined();

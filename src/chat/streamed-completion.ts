@@ -1,4 +1,5 @@
 import { Observable, Subscriber } from 'rxjs';
+import { Cancellation } from '../common/cancellation';
 import { serverShuttingDown } from '../common/http/server-drain';
 import type { ChatMessage } from '../providers/provider-adapter';
 import type { OpenedStream } from '../providers/providers.service';
@@ -26,7 +27,7 @@ type StreamedTurn = ModelTurn & Pick<StreamedIteration, 'clientCalls'>;
 
 /**
  * A streamed completion as a cold Observable. Subscribing starts it: `start` prepares the
- * request (validation, the hold) with a signal that unsubscribing aborts, so a client that
+ * request (validation, the hold) with a cancellation that unsubscribing aborts, so a client that
  * leaves stops the upstream call and the tools under way, and what was used is settled all
  * the same. The chunks of all iterations are emitted as one completion, keep-alives while
  * server tools run, and `x_service` on the last chunk once the request is settled. A failure
@@ -38,10 +39,10 @@ type StreamedTurn = ModelTurn & Pick<StreamedIteration, 'clientCalls'>;
  * call not yet answered is stopped by its own signal (linked to `stop` by the chat service)
  * and fails the same way; before the first chunk, that is the stream's HTTP answer (503).
  */
-export function streamedCompletion(start: (signal: AbortSignal) => Promise<StreamedCall>, stop?: AbortSignal): Observable<ChatStreamEvent> {
+export function streamedCompletion(start: (ended: Cancellation) => Promise<StreamedCall>, stop?: Cancellation): Observable<ChatStreamEvent> {
   return new Observable<ChatStreamEvent>((subscriber) => {
-    const teardown = new AbortController();
-    start(teardown.signal)
+    const teardown = new Cancellation();
+    start(teardown)
       .then((call) => relayToolLoop(subscriber, call, stop))
       .catch((error: unknown) => subscriber.error(error));
     // Runs on unsubscription, and after completion or error, when there is nothing left to stop.
@@ -49,7 +50,7 @@ export function streamedCompletion(start: (signal: AbortSignal) => Promise<Strea
   });
 }
 
-async function relayToolLoop(subscriber: Subscriber<ChatStreamEvent>, call: StreamedCall, stop: AbortSignal | undefined): Promise<void> {
+async function relayToolLoop(subscriber: Subscriber<ChatStreamEvent>, call: StreamedCall, stop: Cancellation | undefined): Promise<void> {
   const relay = new StreamRelay(subscriber, call.modelId, (name) => call.isServerTool(name));
   let end: LoopEnd<StreamedTurn> | undefined;
   let failure: unknown;
@@ -108,7 +109,7 @@ function replyOf(turn: StreamedTurn): ChatMessage {
  * The rest of a stream until `stop`: then the upstream call is closed (its `return`) and the
  * stream breaks with `server_shutting_down`, as it breaks when the upstream stalls.
  */
-function stoppable<T>(rest: AsyncIterator<T>, stop: AbortSignal | undefined): AsyncIterator<T> {
+function stoppable<T>(rest: AsyncIterator<T>, stop: Cancellation | undefined): AsyncIterator<T> {
   if (!stop) return rest;
   const close = () => void rest.return?.()?.catch(() => undefined);
   return {
@@ -117,18 +118,17 @@ function stoppable<T>(rest: AsyncIterator<T>, stop: AbortSignal | undefined): As
         close();
         throw serverShuttingDown();
       }
-      let onStop: (() => void) | undefined;
+      let forget: (() => void) | undefined;
       const stopped = new Promise<never>((_, reject) => {
-        onStop = () => {
+        forget = stop.onAbort(() => {
           close();
           reject(serverShuttingDown());
-        };
-        stop.addEventListener('abort', onStop, { once: true });
+        });
       });
       try {
         return await Promise.race([rest.next(), stopped]);
       } finally {
-        stop.removeEventListener('abort', onStop!);
+        forget!();
       }
     },
     return: async () => (await rest.return?.()) ?? { done: true, value: undefined },

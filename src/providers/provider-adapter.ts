@@ -33,6 +33,9 @@ export interface ProviderRequest {
   signal: AbortSignal;
 }
 
+/** A request as ProvidersService takes it: the signal is each upstream attempt's own (see ProvidersService.withTimeout). */
+export type ModelCall = Omit<ProviderRequest, 'signal'>;
+
 /**
  * One upstream provider. `stream` yields OpenAI chunks and, when the provider reports it,
  * a last chunk with `usage` (cost is computed from it). Errors are thrown as they come

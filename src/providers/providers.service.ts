@@ -1,12 +1,13 @@
 import { Injectable, Logger, OnModuleInit } from '@nestjs/common';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { Cancellation } from '../common/cancellation';
 import { ApiError } from '../common/errors/api-error';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 import { MetricsService } from '../metrics/metrics.service';
 import type { ModelDefinition, ProviderName } from '../models/model-catalog';
 import { ModelsService } from '../models/models.service';
-import type { ChatCompletion, ChatCompletionChunk, ProviderAdapter, ProviderRequest } from './provider-adapter';
+import type { ChatCompletion, ChatCompletionChunk, ModelCall, ProviderAdapter } from './provider-adapter';
 import { createConfiguredAdapters } from './provider-registry';
 import { SimulatorAdapter } from './simulator.adapter';
 import { isAbort, isRetryable, toUpstreamApiError } from './upstream-errors';
@@ -73,11 +74,13 @@ export class ProvidersService implements OnModuleInit {
     return adapter;
   }
 
-  async complete(request: ProviderRequest): Promise<ChatCompletion> {
+  /** A whole completion; `run` aborts it (the client leaving, the stop's drain deadline). */
+  async complete(request: ModelCall, run: Cancellation): Promise<ChatCompletion> {
     const adapter = this.adapterFor(request.model);
-    const call = this.upstreamCall(request, 'complete');
+    const call = this.upstreamCall(request, run, 'complete');
     try {
-      const completion = await this.withRetries(request, () => this.withTimeout(request, (signal) => adapter.complete({ ...request, signal })));
+      // The attempt's signal first, then the spread: see usageRecord (chat/billing/usage-record.ts).
+      const completion = await this.withRetries(request, run, () => this.withTimeout(request, run, (signal) => adapter.complete({ signal, ...request })));
       call.ended();
       return completion;
     } catch (error) {
@@ -92,18 +95,19 @@ export class ProvidersService implements OnModuleInit {
    * UPSTREAM_IDLE_TIMEOUT_MS, or the upstream call is aborted and the stream fails with
    * `upstream_timeout` (code `upstream_idle_timeout`); failures mid-stream arrive as API errors.
    */
-  async openStream(request: ProviderRequest): Promise<OpenedStream> {
+  async openStream(request: ModelCall, run: Cancellation): Promise<OpenedStream> {
     const adapter = this.adapterFor(request.model);
-    const call = this.upstreamCall(request, 'stream');
+    const call = this.upstreamCall(request, run, 'stream');
     try {
-      const opened = await this.withRetries(request, () =>
+      const opened = await this.withRetries(request, run, () =>
         this.withTimeout(
           request,
+          run,
           async (signal, upstream, unlink) => {
-            const chunks = adapter.stream({ ...request, signal })[Symbol.asyncIterator]();
+            const chunks = adapter.stream({ signal, ...request })[Symbol.asyncIterator]();
             const first = await chunks.next();
             if (first.done) throw Object.assign(new Error('The upstream stream ended before its first chunk'), { status: 502 });
-            return { first: first.value, rest: this.watched(chunks, request, { upstream, unlink }, call) };
+            return { first: first.value, rest: this.watched(chunks, request, run, { upstream, unlink }, call) };
           },
           { linkedAfter: true },
         ),
@@ -119,7 +123,8 @@ export class ProvidersService implements OnModuleInit {
   /** The rest of a stream, with an idle timeout between chunks and provider errors mapped. */
   private watched(
     chunks: AsyncIterator<ChatCompletionChunk>,
-    request: ProviderRequest,
+    request: ModelCall,
+    run: Cancellation,
     { upstream, unlink }: { upstream: AbortController; unlink: () => void },
     call: UpstreamCall,
   ): AsyncIterator<ChatCompletionChunk> {
@@ -147,7 +152,7 @@ export class ProvidersService implements OnModuleInit {
           return next;
         } catch (error) {
           unlink();
-          if (request.signal.aborted || isAbort(error)) {
+          if (run.aborted || isAbort(error)) {
             call.ended(error);
             throw error;
           }
@@ -173,7 +178,7 @@ export class ProvidersService implements OnModuleInit {
    * length, and for a stream the time to its first chunk. A call the client abandoned is
    * `aborted`, not an error of the provider.
    */
-  private upstreamCall(request: ProviderRequest, kind: 'complete' | 'stream'): UpstreamCall {
+  private upstreamCall(request: ModelCall, run: Cancellation, kind: 'complete' | 'stream'): UpstreamCall {
     const { metrics } = this;
     const labels = { provider: this.isSimulated(request.model) ? 'simulator' : request.model.provider, model: request.model.id };
     const started = performance.now();
@@ -183,7 +188,7 @@ export class ProvidersService implements OnModuleInit {
       ended: (error?: unknown) => {
         if (done) return;
         done = true;
-        const aborted = error !== undefined && (request.signal.aborted || isAbort(error));
+        const aborted = error !== undefined && (run.aborted || isAbort(error));
         // Own labels first, then the spread: see usageRecord (chat/billing/usage-record.ts).
         metrics.upstreamRequests.inc({ outcome: error === undefined ? 'ok' : aborted ? 'aborted' : 'error', ...labels });
         metrics.upstreamDuration.observe({ kind, ...labels }, (performance.now() - started) / 1000);
@@ -194,41 +199,38 @@ export class ProvidersService implements OnModuleInit {
     };
   }
 
-  private async withRetries<T>(request: ProviderRequest, attempt: () => Promise<T>): Promise<T> {
+  private async withRetries<T>(request: ModelCall, run: Cancellation, attempt: () => Promise<T>): Promise<T> {
     for (let retry = 0; ; retry++) {
       try {
         return await attempt();
       } catch (error) {
-        if (request.signal.aborted || isAbort(error)) throw error;
+        if (run.aborted || isAbort(error)) throw error;
         if (retry >= this.config.upstreamMaxRetries || !isRetryable(error)) {
           throw toUpstreamApiError(error, request.model.provider);
         }
         const delay = BASE_BACKOFF_MS * 2 ** retry * (0.5 + Math.random());
         this.logger.warn(`Upstream ${request.model.provider} failed (${describe(error)}); retry ${retry + 1} in ${Math.round(delay)} ms`);
-        await sleep(delay, undefined, { signal: request.signal });
+        await sleep(delay, undefined, { signal: run.signal });
       }
     }
   }
 
   /**
    * Bounds one attempt (a whole completion, or a stream's first chunk) by UPSTREAM_TIMEOUT_MS.
-   * The attempt's signal is linked to the request's (the client leaving, the stop's drain
-   * deadline) until the attempt fails or, for a completion, ends; an opened stream stays
-   * linked until it ends (`unlink`, which `watched` calls), so a disconnect still aborts it
-   * later on. `upstream` lets the stream's idle timeout abort it too. Linked by hand rather
-   * than with AbortSignal.any, which cost several times more per call.
+   * The attempt's signal, the one AbortSignal of a request (the adapters and node:http take
+   * one), is linked to `run` (the client leaving, the stop's drain deadline) until the attempt
+   * fails or, for a completion, ends; an opened stream stays linked until it ends (`unlink`,
+   * which `watched` calls), so a disconnect still aborts it later on. `upstream` lets the
+   * stream's idle timeout abort it too.
    */
   private async withTimeout<T>(
-    request: ProviderRequest,
+    request: ModelCall,
+    run: Cancellation,
     attempt: (signal: AbortSignal, upstream: AbortController, unlink: () => void) => Promise<T>,
     options: { linkedAfter: boolean } = { linkedAfter: false },
   ): Promise<T> {
     const upstream = new AbortController();
-    const { signal } = request;
-    const abort = () => upstream.abort(signal.reason);
-    const unlink = () => signal.removeEventListener('abort', abort);
-    if (signal.aborted) abort();
-    else signal.addEventListener('abort', abort, { once: true });
+    const unlink = run.onAbort(() => upstream.abort(run.reason));
     let timedOut = false;
     let failed = true;
     const timer = setTimeout(() => {
@@ -240,7 +242,7 @@ export class ProvidersService implements OnModuleInit {
       failed = false;
       return result;
     } catch (error) {
-      if (timedOut && !request.signal.aborted) {
+      if (timedOut && !run.aborted) {
         throw new ApiError('upstream_timeout', `The ${request.model.provider} provider did not answer in time.`);
       }
       throw error;

@@ -5,7 +5,8 @@ import { apiCaller } from '../chat/chat.service';
 import { inStreamError, isStreamRequest, writeEventStream } from '../chat/sse';
 import { CurrentPrincipal } from '../common/auth/auth.decorators';
 import { ApiError } from '../common/errors/api-error';
-import { ClientAbortSignal } from '../common/http/client-abort-signal.decorator';
+import type { Cancellation } from '../common/cancellation';
+import { ClientGone } from '../common/http/client-gone.decorator';
 import { Idempotent } from '../common/http/idempotent.decorator';
 import type { ApiRequest, Principal } from '../common/http/request-context';
 import { ApiStandardResponses } from '../common/openapi/api-responses';
@@ -57,7 +58,7 @@ export class ResponsesController {
     @Body() body: unknown,
     @Req() req: ApiRequest,
     @Res({ passthrough: true }) res: Response,
-    @ClientAbortSignal() clientGone: AbortSignal,
+    @ClientGone() clientGone: Cancellation,
   ): Promise<ResponseObject | undefined> {
     const caller = apiCaller(principal, req);
     if (isStreamRequest(body)) {

@@ -3,6 +3,7 @@ import { catchError, defer, finalize, Observable, switchMap } from 'rxjs';
 import { AssistantsService } from '../assistants/assistants.service';
 import { ChatCaller, ChatService } from '../chat/chat.service';
 import type { KeepAlive } from '../chat/completion-types';
+import type { Cancellation } from '../common/cancellation';
 import { ApiError } from '../common/errors/api-error';
 import { ConversationsService } from '../conversations/conversations.service';
 import { ResponseEvent, responseEvents } from './response-events';
@@ -48,11 +49,11 @@ export class ResponsesService {
     private readonly store: ResponsesStore,
   ) {}
 
-  async create(caller: ChatCaller, body: unknown, signal: AbortSignal): Promise<ResponseObject> {
+  async create(caller: ChatCaller, body: unknown, clientGone: Cancellation): Promise<ResponseObject> {
     const turn = await this.prepare(caller, body);
     let completion: Awaited<ReturnType<ChatService['complete']>>;
     try {
-      completion = await this.chat.complete(caller, turn.chatBody, signal);
+      completion = await this.chat.complete(caller, turn.chatBody, clientGone);
     } catch (error) {
       await turn.abandon();
       throw this.answered(error, turn.request.toolIndexes);

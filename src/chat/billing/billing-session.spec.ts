@@ -193,7 +193,7 @@ function setUp(balanceMillicents = 100_000) {
       source: 'api',
     },
     startedAt: Date.now(),
-    signal: client.signal,
+    clientGone: client.signal,
     model: MODEL,
     promptTokens: 1_000,
     outputCap: 1_000,

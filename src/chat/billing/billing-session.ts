@@ -44,7 +44,7 @@ export interface Estimate {
   subject: UsageSubject;
   startedAt: number;
   /** Aborted when the client goes away: what fails after that is charged, not refunded. */
-  signal: AbortSignal;
+  clientGone: { readonly aborted: boolean };
   model: ModelDefinition;
   /** The prompt of the first model call, counted with our tokenizer. */
   promptTokens: number;
@@ -185,7 +185,7 @@ export class BillingSession {
    * Throws the error the stream must end with, if any.
    */
   async settleStream(failure: unknown, reply: ChatMessage | undefined): Promise<void> {
-    const disconnected = this.estimate.signal.aborted;
+    const disconnected = this.estimate.clientGone.aborted;
     const stalled = !disconnected && isStall(failure);
     if (failure && !disconnected && !stalled) throw await this.fail(failure);
     if (disconnected) await this.chargeUnansweredPrompt();
@@ -214,7 +214,7 @@ export class BillingSession {
   async fail(error: unknown): Promise<unknown> {
     // Once the client has gone, whatever failed next (an aborted call, in whichever shape the
     // SDK reports it) failed because it left.
-    const failure = this.estimate.signal.aborted
+    const failure = this.estimate.clientGone.aborted
       ? new ApiError('bad_request', 'The client closed the request.', { code: 'client_disconnected' })
       : error;
     const clientLeft = failure instanceof ApiError && failure.code === 'client_disconnected';

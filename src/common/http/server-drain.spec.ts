@@ -1,6 +1,7 @@
 import type { Request, Response } from 'express';
 import { createServer, get, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Cancellation } from '../cancellation';
 import { ServerDrain } from './server-drain';
 
 /** A plain Node server behind the drain's middleware; `handle` answers each request. */
@@ -50,7 +51,7 @@ describe('ServerDrain', () => {
     const { server, url } = await serve(drain, (res) => {
       started = true;
       res.write('first ');
-      drain.streamsCut.addEventListener('abort', () => res.end('cut'));
+      drain.streamsCut.onAbort(() => res.end('cut'));
     });
     const answer = request(url);
     await waitFor(() => started);
@@ -61,20 +62,24 @@ describe('ServerDrain', () => {
     expect((await answer).body).toBe('first cut');
   });
 
-  it('links a request to the deadline: its signal aborts with the client or at the deadline, and a released one is left alone', async () => {
+  it('links a request to the deadline: its run aborts with the client or at the deadline, and a released one is left alone', async () => {
     const drain = new ServerDrain();
-    const clientLeft = new AbortController();
-    const leaving = drain.untilDeadline(clientLeft.signal);
-    const released = drain.untilDeadline(new AbortController().signal);
-    const running = drain.untilDeadline(new AbortController().signal);
+    const clientLeft = new Cancellation();
+    const leaving = drain.untilDeadline(clientLeft);
+    const released = drain.untilDeadline(new Cancellation());
+    const running = drain.untilDeadline(new Cancellation());
     released.release();
     clientLeft.abort();
-    expect([leaving.signal.aborted, released.signal.aborted, running.signal.aborted]).toEqual([true, false, false]);
+    expect([leaving.run.aborted, released.run.aborted, running.run.aborted]).toEqual([true, false, false]);
+    // Only the running request still listens to the deadline.
+    expect(drain.streamsCut.listenerCount).toBe(2);
+    leaving.release();
+    expect(drain.streamsCut.listenerCount).toBe(1);
 
     const { server } = await serve(drain, (res) => res.end());
     await drain.stop(server, 10);
-    expect([released.signal.aborted, running.signal.aborted]).toEqual([false, true]);
+    expect([released.run.aborted, running.run.aborted]).toEqual([false, true]);
     // After the deadline, a new link is aborted from the start.
-    expect(drain.untilDeadline(new AbortController().signal).signal.aborted).toBe(true);
+    expect(drain.untilDeadline(new Cancellation()).run.aborted).toBe(true);
   });
 });

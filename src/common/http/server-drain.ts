@@ -1,9 +1,9 @@
 import { Injectable, Logger } from '@nestjs/common';
 import type { NextFunction, Request, Response } from 'express';
-import { setMaxListeners } from 'node:events';
 import type { Server } from 'node:http';
 import { Server as NetServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Cancellation } from '../cancellation';
 import { ApiError } from '../errors/api-error';
 
 /** After the drain deadline, how long cut requests get to settle and end. */
@@ -42,42 +42,27 @@ export class ServerDrain {
   private readonly logger = new Logger('Shutdown');
   private stopping = false;
   private readonly inFlight = new Set<Response>();
-  private readonly cut = new AbortController();
+  private readonly cut = new Cancellation();
 
   /** True from the moment a stop begins: readiness answers 503. */
   get draining(): boolean {
     return this.stopping;
   }
 
-  constructor() {
-    // One listener per request in flight (see untilDeadline): no leak warning past ten.
-    setMaxListeners(0, this.cut.signal);
-  }
-
   /** Aborted at the drain deadline: open streams end with `server_shutting_down` (see streamed-completion.ts). */
-  get streamsCut(): AbortSignal {
-    return this.cut.signal;
+  get streamsCut(): Cancellation {
+    return this.cut;
   }
 
   /**
-   * A signal for a request's upstream calls and tools: aborted when `signal` (the client
-   * going away) is, or at the drain deadline, so that a plain request, or a stream still
-   * waiting for its first chunk, ends with `server_shutting_down` before the connections
-   * close instead of being cut under its client. `release` when the request ends.
+   * The cancellation of a request's upstream calls and tools: aborted when `clientGone` is, or
+   * at the drain deadline, so that a plain request, or a stream still waiting for its first
+   * chunk, ends with `server_shutting_down` before the connections close instead of being cut
+   * under its client. `release` when the request ends.
    */
-  untilDeadline(signal: AbortSignal): { signal: AbortSignal; release: () => void } {
-    const linked = new AbortController();
-    const abort = () => linked.abort();
-    if (signal.aborted || this.cut.signal.aborted) abort();
-    signal.addEventListener('abort', abort, { once: true });
-    this.cut.signal.addEventListener('abort', abort, { once: true });
-    return {
-      signal: linked.signal,
-      release: () => {
-        signal.removeEventListener('abort', abort);
-        this.cut.signal.removeEventListener('abort', abort);
-      },
-    };
+  untilDeadline(clientGone: Cancellation): { run: Cancellation; release: () => void } {
+    const { cancellation, unlink } = Cancellation.following(clientGone, this.cut);
+    return { run: cancellation, release: unlink };
   }
 
   /** Express middleware: counts each request until its response closes; once draining, closes its connection after it. */
