@@ -1,3 +1,4 @@
+import { Cancellation } from '../src/common/cancellation';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { zodResponseFormat } from 'openai/helpers/zod';
@@ -32,7 +33,7 @@ function request(overrides: Partial<ProviderRequest> = {}): ProviderRequest {
     messages: [{ role: 'user', content: 'Hello' }],
     maxTokens: 256,
     extra: {},
-    signal: new AbortController().signal,
+    cancellation: new Cancellation(),
     ...overrides,
   };
 }
@@ -448,8 +449,8 @@ describe('AnthropicAdapter.stream', () => {
 
   it('stops a slow stream promptly when the signal aborts, and the upstream connection closes', async () => {
     fake.script(textReply('word '.repeat(100).trim(), { stream: { delayMs: 100 } }));
-    const controller = new AbortController();
-    const iterator = adapter.stream(request({ signal: controller.signal }))[Symbol.asyncIterator]();
+    const controller = new Cancellation();
+    const iterator = adapter.stream(request({ cancellation: controller }))[Symbol.asyncIterator]();
     expect((await iterator.next()).value.choices[0].delta.role).toBe('assistant');
     expect((await iterator.next()).done).toBe(false);
 
@@ -468,9 +469,9 @@ describe('AnthropicAdapter.stream', () => {
   });
 
   it('refuses to start with an already aborted signal', async () => {
-    const controller = new AbortController();
+    const controller = new Cancellation();
     controller.abort();
-    const { chunks, error } = await collect(adapter.stream(request({ signal: controller.signal })));
+    const { chunks, error } = await collect(adapter.stream(request({ cancellation: controller })));
     expect(chunks).toEqual([]);
     expect(isAbort(error)).toBe(true);
     expect(fake.requests).toHaveLength(0);
@@ -521,8 +522,8 @@ describe('AnthropicAdapter errors', () => {
 
   it('aborts a pending complete() promptly', async () => {
     fake.script(textReply('late', { delayMs: 2_000 }));
-    const controller = new AbortController();
-    const pending = failureOf(adapter.complete(request({ signal: controller.signal })));
+    const controller = new Cancellation();
+    const pending = failureOf(adapter.complete(request({ cancellation: controller })));
     await fake.waitForRequests(1);
     const abortedAt = Date.now();
     controller.abort();

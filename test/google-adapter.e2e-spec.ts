@@ -1,3 +1,4 @@
+import { Cancellation } from '../src/common/cancellation';
 import { ApiError } from '../src/common/errors/api-error';
 import { DEFAULT_CATALOG, type ModelDefinition } from '../src/models/model-catalog';
 import { GoogleAdapter } from '../src/providers/google/google.adapter';
@@ -32,7 +33,7 @@ function request(overrides: Partial<ProviderRequest> = {}): ProviderRequest {
     messages: [{ role: 'user', content: 'Hello' }],
     maxTokens: 256,
     extra: {},
-    signal: new AbortController().signal,
+    cancellation: new Cancellation(),
     ...overrides,
   };
 }
@@ -531,8 +532,8 @@ describe('GoogleAdapter streaming', () => {
 
   it('stops a slow stream promptly when the signal is aborted, and closes the upstream connection', async () => {
     fake.script({ answer: { text: Array.from({ length: 50 }, (_, i) => `w${i} `) }, eventDelayMs: 200 });
-    const controller = new AbortController();
-    const iterator = adapter.stream(request({ signal: controller.signal }))[Symbol.asyncIterator]();
+    const controller = new Cancellation();
+    const iterator = adapter.stream(request({ cancellation: controller }))[Symbol.asyncIterator]();
     expect((await iterator.next()).value.choices[0].delta).toEqual({ role: 'assistant', content: '' });
     expect((await iterator.next()).value.choices[0].delta).toEqual({ content: 'w0 ' });
 
@@ -548,17 +549,20 @@ describe('GoogleAdapter streaming', () => {
 
   it('stops waiting for the headers when the signal is aborted', async () => {
     fake.script({ answer: { text: 'late' }, headerDelayMs: 3_000 });
-    const controller = new AbortController();
+    const controller = new Cancellation();
     setTimeout(() => controller.abort(), 50);
     const started = Date.now();
-    const error = await collect(adapter.stream(request({ signal: controller.signal }))).catch((e: unknown) => e);
+    const error = await collect(adapter.stream(request({ cancellation: controller }))).catch((e: unknown) => e);
     expect(Date.now() - started).toBeLessThan(500);
     expect(isAbort(error)).toBe(true);
   });
 
   it('keeps the reason of a signal that timed out, so it maps to upstream_timeout', async () => {
     fake.script({ answer: { text: 'late' }, headerDelayMs: 3_000 });
-    const error = await adapter.complete(request({ signal: AbortSignal.timeout(50) })).catch((e: unknown) => e);
+    // What AbortSignal.timeout(50) does: aborts with a TimeoutError.
+    const timedOut = new Cancellation();
+    setTimeout(() => timedOut.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError')), 50);
+    const error = await adapter.complete(request({ cancellation: timedOut })).catch((e: unknown) => e);
     expect(isAbort(error)).toBe(false);
     expect(toUpstreamApiError(error, 'google').type).toBe('upstream_timeout');
   });

@@ -1,4 +1,5 @@
 import type OpenAI from 'openai';
+import type { Cancellation } from '../common/cancellation';
 import type { ModelDefinition } from '../models/model-catalog';
 
 /**
@@ -29,12 +30,15 @@ export interface ProviderRequest {
   maxTokensField?: 'max_tokens' | 'max_completion_tokens';
   /** Other OpenAI parameters (`top_p`, `stop`, `seed`, `tool_choice`, ...), forwarded where the provider has them. */
   extra: Record<string, unknown>;
-  /** Aborted when the client goes away or the request times out: the upstream call must stop. */
-  signal: AbortSignal;
+  /**
+   * Aborted when the client goes away, at the stop's drain deadline, or when the attempt times
+   * out: the upstream call must stop. An adapter over an SDK hands it `cancellation.signal`.
+   */
+  cancellation: Cancellation;
 }
 
-/** A request as ProvidersService takes it: the signal is each upstream attempt's own (see ProvidersService.withTimeout). */
-export type ModelCall = Omit<ProviderRequest, 'signal'>;
+/** A request as ProvidersService takes it: the cancellation is each upstream attempt's own (see ProvidersService.withTimeout). */
+export type ModelCall = Omit<ProviderRequest, 'cancellation'>;
 
 /**
  * One upstream provider. `stream` yields OpenAI chunks and, when the provider reports it,

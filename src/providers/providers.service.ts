@@ -1,6 +1,6 @@
 import { Injectable, Logger, OnModuleInit } from '@nestjs/common';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Cancellation } from '../common/cancellation';
+import { Cancellation } from '../common/cancellation';
 import { ApiError } from '../common/errors/api-error';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
@@ -80,7 +80,7 @@ export class ProvidersService implements OnModuleInit {
     const call = this.upstreamCall(request, run, 'complete');
     try {
       // The attempt's signal first, then the spread: see usageRecord (chat/billing/usage-record.ts).
-      const completion = await this.withRetries(request, run, () => this.withTimeout(request, run, (signal) => adapter.complete({ signal, ...request })));
+      const completion = await this.withRetries(request, run, () => this.withTimeout(request, run, (cancellation) => adapter.complete({ cancellation, ...request })));
       call.ended();
       return completion;
     } catch (error) {
@@ -103,8 +103,8 @@ export class ProvidersService implements OnModuleInit {
         this.withTimeout(
           request,
           run,
-          async (signal, upstream, unlink) => {
-            const chunks = adapter.stream({ signal, ...request })[Symbol.asyncIterator]();
+          async (upstream, unlink) => {
+            const chunks = adapter.stream({ cancellation: upstream, ...request })[Symbol.asyncIterator]();
             const first = await chunks.next();
             if (first.done) throw Object.assign(new Error('The upstream stream ended before its first chunk'), { status: 502 });
             return { first: first.value, rest: this.watched(chunks, request, run, { upstream, unlink }, call) };
@@ -125,7 +125,7 @@ export class ProvidersService implements OnModuleInit {
     chunks: AsyncIterator<ChatCompletionChunk>,
     request: ModelCall,
     run: Cancellation,
-    { upstream, unlink }: { upstream: AbortController; unlink: () => void },
+    { upstream, unlink }: { upstream: Cancellation; unlink: () => void },
     call: UpstreamCall,
   ): AsyncIterator<ChatCompletionChunk> {
     const idleMs = this.config.upstreamIdleTimeoutMs;
@@ -217,20 +217,18 @@ export class ProvidersService implements OnModuleInit {
 
   /**
    * Bounds one attempt (a whole completion, or a stream's first chunk) by UPSTREAM_TIMEOUT_MS.
-   * The attempt's signal, the one AbortSignal of a request (the adapters and node:http take
-   * one), is linked to `run` (the client leaving, the stop's drain deadline) until the attempt
-   * fails or, for a completion, ends; an opened stream stays linked until it ends (`unlink`,
-   * which `watched` calls), so a disconnect still aborts it later on. `upstream` lets the
-   * stream's idle timeout abort it too.
+   * The attempt's cancellation follows `run` (the client leaving, the stop's drain deadline)
+   * until the attempt fails or, for a completion, ends; an opened stream stays linked until it
+   * ends (`unlink`, which `watched` calls), so a disconnect still aborts it later on. The
+   * stream's idle timeout aborts it too.
    */
   private async withTimeout<T>(
     request: ModelCall,
     run: Cancellation,
-    attempt: (signal: AbortSignal, upstream: AbortController, unlink: () => void) => Promise<T>,
+    attempt: (upstream: Cancellation, unlink: () => void) => Promise<T>,
     options: { linkedAfter: boolean } = { linkedAfter: false },
   ): Promise<T> {
-    const upstream = new AbortController();
-    const unlink = run.onAbort(() => upstream.abort(run.reason));
+    const { cancellation: upstream, unlink } = Cancellation.following(run);
     let timedOut = false;
     let failed = true;
     const timer = setTimeout(() => {
@@ -238,7 +236,7 @@ export class ProvidersService implements OnModuleInit {
       upstream.abort();
     }, this.config.upstreamTimeoutMs);
     try {
-      const result = await attempt(upstream.signal, upstream, unlink);
+      const result = await attempt(upstream, unlink);
       failed = false;
       return result;
     } catch (error) {

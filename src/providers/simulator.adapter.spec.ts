@@ -1,3 +1,4 @@
+import { Cancellation } from '../common/cancellation';
 import { toJsonSchema } from '@langchain/core/utils/json_schema';
 import { zodSchema } from 'ai';
 import { encode } from 'gpt-tokenizer';
@@ -170,7 +171,7 @@ describe('SimulatorAdapter', () => {
     messages: [{ role: 'user', content: 'What time is it? Use get_time.' }],
     maxTokens: 1_000,
     extra,
-    signal: new AbortController().signal,
+    cancellation: new Cancellation(),
     ...overrides,
   });
   const streamed = async (providerRequest: ProviderRequest) => {

@@ -98,8 +98,8 @@ export class SimulatorAdapter implements ProviderAdapter {
     const pieces = replies.map(piecesOf);
     for (let index = 0; index < replies.length; index++) yield chunk(index, { role: 'assistant', content: '' });
     for (let round = 0; round <= Math.max(...pieces.map((list) => list.length)); round++) {
-      if (this.options.wordDelayMs > 0) await sleep(this.options.wordDelayMs, undefined, { signal: request.signal });
-      request.signal.throwIfAborted();
+      if (this.options.wordDelayMs > 0) await sleep(this.options.wordDelayMs, undefined, { signal: request.cancellation.signal });
+      request.cancellation.signal.throwIfAborted();
       for (let index = 0; index < replies.length; index++) {
         const piece = pieces[index][round];
         if (piece) yield chunk(index, piece.delta, null, piece.logprobs ?? null);

@@ -45,10 +45,10 @@ export class AnthropicAdapter implements ProviderAdapter {
   async complete(request: ProviderRequest): Promise<ChatCompletion> {
     const { params, answer } = translateRequest(request);
     try {
-      const message = await this.client.messages.create({ ...params, stream: false }, { signal: request.signal });
+      const message = await this.client.messages.create({ ...params, stream: false }, { signal: request.cancellation.signal });
       return toChatCompletion(message, request.model.id, answer);
     } catch (error) {
-      throw normalizeError(error, request.signal);
+      throw normalizeError(error, request.cancellation.signal);
     }
   }
 
@@ -56,15 +56,15 @@ export class AnthropicAdapter implements ProviderAdapter {
     const { params, answer } = translateRequest(request);
     const translator = new StreamTranslator(request.model.id, answer);
     try {
-      const events = await this.client.messages.create({ ...params, stream: true }, { signal: request.signal });
+      const events = await this.client.messages.create({ ...params, stream: true }, { signal: request.cancellation.signal });
       for await (const event of events) {
         for (const chunk of translator.push(event)) yield chunk;
       }
     } catch (error) {
-      throw normalizeError(error, request.signal);
+      throw normalizeError(error, request.cancellation.signal);
     }
     // The SDK ends a stream quietly when its signal aborts: an abort must still be an error.
-    if (request.signal.aborted) throw abortReason(request.signal);
+    if (request.cancellation.aborted) throw abortReason(request.cancellation.signal);
     if (!translator.finished) {
       throw new Error('The Anthropic stream ended before message_stop: the upstream answer is incomplete.');
     }

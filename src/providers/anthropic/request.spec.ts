@@ -1,3 +1,4 @@
+import { Cancellation } from '../../common/cancellation';
 import { ApiError } from '../../common/errors/api-error';
 import { DEFAULT_CATALOG } from '../../models/model-catalog';
 import type { ChatMessage, ProviderRequest } from '../provider-adapter';
@@ -6,7 +7,7 @@ import { checkParameters, toAnthropicMessages, toAnthropicParams } from './reque
 const MODEL = DEFAULT_CATALOG.find((m) => m.id === 'claude-haiku-4-5')!;
 
 function request(overrides: Partial<ProviderRequest> = {}): ProviderRequest {
-  return { model: MODEL, messages: [{ role: 'user', content: 'Hi' }], maxTokens: 100, extra: {}, signal: new AbortController().signal, ...overrides };
+  return { model: MODEL, messages: [{ role: 'user', content: 'Hi' }], maxTokens: 100, extra: {}, cancellation: new Cancellation(), ...overrides };
 }
 
 function thrown(fn: () => unknown): unknown {

@@ -41,7 +41,7 @@ export class GoogleAdapter implements ProviderAdapter {
 
   async complete(request: ProviderRequest): Promise<ChatCompletion> {
     const params = toGeminiRequest(request);
-    const guard = new CallGuard(request.signal, this.options.timeoutMs);
+    const guard = new CallGuard(request.cancellation.signal, this.options.timeoutMs);
     try {
       const response = await this.client.models.generateContent(withSignal(params, guard.signal));
       return toChatCompletion(response, request);
@@ -55,7 +55,7 @@ export class GoogleAdapter implements ProviderAdapter {
   async *stream(request: ProviderRequest): AsyncIterable<ChatCompletionChunk> {
     const params = toGeminiRequest(request);
     const translator = new GeminiStreamTranslator(request);
-    const guard = new CallGuard(request.signal, this.options.timeoutMs);
+    const guard = new CallGuard(request.cancellation.signal, this.options.timeoutMs);
     try {
       const events = await this.client.models.generateContentStream(withSignal(params, guard.signal));
       const iterator = events[Symbol.asyncIterator]();

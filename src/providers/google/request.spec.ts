@@ -1,3 +1,4 @@
+import { Cancellation } from '../../common/cancellation';
 import { DEFAULT_CATALOG } from '../../models/model-catalog';
 import type { ProviderRequest } from '../provider-adapter';
 import { mimeTypeOf, SKIP_THOUGHT_SIGNATURE, toGeminiRequest } from './request';
@@ -5,7 +6,7 @@ import { mimeTypeOf, SKIP_THOUGHT_SIGNATURE, toGeminiRequest } from './request';
 const flash = DEFAULT_CATALOG.find((m) => m.id === 'gemini-2.5-flash')!;
 
 function request(overrides: Partial<ProviderRequest> = {}): ProviderRequest {
-  return { model: flash, messages: [{ role: 'user', content: 'Hi' }], maxTokens: 64, extra: {}, signal: new AbortController().signal, ...overrides };
+  return { model: flash, messages: [{ role: 'user', content: 'Hi' }], maxTokens: 64, extra: {}, cancellation: new Cancellation(), ...overrides };
 }
 
 const tool = (name: string) => ({ type: 'function' as const, function: { name, parameters: { type: 'object' } } });

@@ -1,3 +1,4 @@
+import { Cancellation } from '../../common/cancellation';
 import type { GenerateContentResponse } from '@google/genai';
 import { DEFAULT_CATALOG } from '../../models/model-catalog';
 import type { ProviderRequest } from '../provider-adapter';
@@ -6,7 +7,7 @@ import { GeminiStreamTranslator } from './stream';
 const flash = DEFAULT_CATALOG.find((m) => m.id === 'gemini-2.5-flash')!;
 
 function request(overrides: Partial<ProviderRequest> = {}): ProviderRequest {
-  return { model: flash, messages: [{ role: 'user', content: 'Hi' }], maxTokens: 64, extra: {}, signal: new AbortController().signal, ...overrides };
+  return { model: flash, messages: [{ role: 'user', content: 'Hi' }], maxTokens: 64, extra: {}, cancellation: new Cancellation(), ...overrides };
 }
 
 describe('GeminiStreamTranslator', () => {

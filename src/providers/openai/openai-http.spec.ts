@@ -1,3 +1,4 @@
+import { Cancellation } from '../../common/cancellation';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { isAbort, toUpstreamApiError } from '../upstream-errors';
@@ -42,7 +43,11 @@ describe('OpenAiHttpClient', () => {
   it('posts the body with the key to {baseUrl}/chat/completions and returns the parsed answer', async () => {
     const upstream = await serve((res) => res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify({ id: 'c1', choices: [] })));
     try {
-      expect(await upstream.client.complete({ model: 'm', messages: [] }, new AbortController().signal)).toEqual({ id: 'c1', choices: [] });
+      const cancellation = new Cancellation();
+      expect(await upstream.client.complete({ model: 'm', messages: [] }, cancellation)).toEqual({ id: 'c1', choices: [] });
+      // The request's link to its cancellation goes with it (node:http's `signal` option did the same).
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(cancellation.listenerCount).toBe(0);
       expect(upstream.seen[0]).toMatchObject({
         url: '/v1/chat/completions',
         body: { model: 'm', messages: [] },
@@ -65,8 +70,11 @@ describe('OpenAiHttpClient', () => {
       res.end(wire.slice(40));
     });
     try {
-      const chunks = await collect(upstream.client.stream({ stream: true }, new AbortController().signal));
+      const cancellation = new Cancellation();
+      const chunks = await collect(upstream.client.stream({ stream: true }, cancellation));
       expect(chunks.map((c) => c.choices[0].delta.content)).toEqual(['Hel', 'lo']);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(cancellation.listenerCount).toBe(0);
     } finally {
       await upstream.close();
     }
@@ -82,7 +90,7 @@ describe('OpenAiHttpClient', () => {
     });
     try {
       for (let i = 0; i < 4; i++) {
-        expect(await collect(upstream.client.stream({}, new AbortController().signal))).toHaveLength(1);
+        expect(await collect(upstream.client.stream({}, new Cancellation()))).toHaveLength(1);
         // The stream is over at [DONE]; the body's end, read after it, frees the socket a moment later.
         await new Promise((resolve) => setTimeout(resolve, 30));
       }
@@ -101,7 +109,7 @@ describe('OpenAiHttpClient', () => {
       res.write(`data: ${JSON.stringify(chunk('x'))}\n\ndata: [DONE]\n\n`);
     });
     try {
-      expect(await collect(upstream.client.stream({}, new AbortController().signal))).toHaveLength(1);
+      expect(await collect(upstream.client.stream({}, new Cancellation()))).toHaveLength(1);
       const closedAfterMs = await closed!;
       expect(closedAfterMs).toBeGreaterThanOrEqual(900);
       expect(closedAfterMs).toBeLessThan(3_000);
@@ -113,7 +121,7 @@ describe('OpenAiHttpClient', () => {
   it('ends a stream that closes without [DONE], as the OpenAI SDK does', async () => {
     const upstream = await serve((res) => res.writeHead(200, { 'Content-Type': 'text/event-stream' }).end(`data: ${JSON.stringify(chunk('only'))}\n\n`));
     try {
-      expect(await collect(upstream.client.stream({}, new AbortController().signal))).toHaveLength(1);
+      expect(await collect(upstream.client.stream({}, new Cancellation()))).toHaveLength(1);
     } finally {
       await upstream.close();
     }
@@ -124,7 +132,7 @@ describe('OpenAiHttpClient', () => {
       res.writeHead(429, { 'Content-Type': 'application/json', 'Retry-After': '7' }).end(JSON.stringify({ error: { message: 'slow down', type: 'rate_limit' } })),
     );
     try {
-      const error = await upstream.client.complete({}, new AbortController().signal).catch((caught: unknown) => caught);
+      const error = await upstream.client.complete({}, new Cancellation()).catch((caught: unknown) => caught);
       expect(error).toBeInstanceOf(UpstreamHttpError);
       expect(error).toMatchObject({ status: 429, error: { message: 'slow down' } });
       expect(toUpstreamApiError(error, 'openai')).toMatchObject({ code: 'upstream_rate_limited', headers: { 'Retry-After': '7' } });
@@ -136,7 +144,7 @@ describe('OpenAiHttpClient', () => {
   it('keeps the text of an error body that is a bare string', async () => {
     const upstream = await serve((res) => res.writeHead(400, { 'Content-Type': 'application/json' }).end(JSON.stringify({ error: 'model "x" not found' })));
     try {
-      const error = await upstream.client.complete({}, new AbortController().signal).catch((caught: unknown) => caught);
+      const error = await upstream.client.complete({}, new Cancellation()).catch((caught: unknown) => caught);
       expect(toUpstreamApiError(error, 'openai')).toMatchObject({ code: 'upstream_bad_request', message: expect.stringContaining('model "x" not found') });
     } finally {
       await upstream.close();
@@ -146,7 +154,7 @@ describe('OpenAiHttpClient', () => {
   it('keeps the text of an error body that is not JSON (a page from a proxy, say)', async () => {
     const upstream = await serve((res) => res.writeHead(502, { 'Content-Type': 'text/html' }).end('<h1>Bad gateway</h1>'));
     try {
-      const error = await upstream.client.complete({}, new AbortController().signal).catch((caught: unknown) => caught);
+      const error = await upstream.client.complete({}, new Cancellation()).catch((caught: unknown) => caught);
       expect(error).toMatchObject({ status: 502, error: { message: '<h1>Bad gateway</h1>' } });
       expect(toUpstreamApiError(error, 'openai')).toMatchObject({ code: 'upstream_failed' });
     } finally {
@@ -163,11 +171,11 @@ describe('OpenAiHttpClient', () => {
       res.destroy();
     });
     try {
-      const inBand = await collect(failing.client.stream({}, new AbortController().signal)).catch((caught: unknown) => caught);
+      const inBand = await collect(failing.client.stream({}, new Cancellation())).catch((caught: unknown) => caught);
       expect(toUpstreamApiError(inBand, 'openai')).toMatchObject({ code: 'upstream_failed', message: expect.stringContaining('model crashed') });
-      const namedError = await collect(named.client.stream({}, new AbortController().signal)).catch((caught: unknown) => caught);
+      const namedError = await collect(named.client.stream({}, new Cancellation())).catch((caught: unknown) => caught);
       expect(toUpstreamApiError(namedError, 'openai')).toMatchObject({ code: 'upstream_failed', message: expect.stringContaining('overloaded') });
-      const broken = await collect(cut.client.stream({}, new AbortController().signal)).catch((caught: unknown) => caught);
+      const broken = await collect(cut.client.stream({}, new Cancellation())).catch((caught: unknown) => caught);
       expect(isAbort(broken)).toBe(false);
       expect(toUpstreamApiError(broken, 'openai')).toMatchObject({ code: 'upstream_unreachable' });
     } finally {
@@ -180,19 +188,19 @@ describe('OpenAiHttpClient', () => {
       res.writeHead(200).write(`data: ${JSON.stringify(chunk('a'))}\n\n`);
     });
     try {
-      const before = new AbortController();
-      const waiting = upstream.client.complete({}, before.signal).catch((caught: unknown) => caught);
+      const before = new Cancellation();
+      const waiting = upstream.client.complete({}, before).catch((caught: unknown) => caught);
       before.abort();
       expect(isAbort(await waiting)).toBe(true);
       // A plain answer under way (its headers came, its body never ends).
-      const reading = new AbortController();
-      const read = upstream.client.complete({}, reading.signal).catch((caught: unknown) => caught);
+      const reading = new Cancellation();
+      const read = upstream.client.complete({}, reading).catch((caught: unknown) => caught);
       await new Promise((resolve) => setTimeout(resolve, 50));
       reading.abort();
       expect(isAbort(await read)).toBe(true);
 
-      const during = new AbortController();
-      const chunks = upstream.client.stream({}, during.signal)[Symbol.asyncIterator]();
+      const during = new Cancellation();
+      const chunks = upstream.client.stream({}, during)[Symbol.asyncIterator]();
       expect((await chunks.next()).value).toEqual(chunk('a'));
       const next = chunks.next().catch((caught: unknown) => caught);
       during.abort();
@@ -211,8 +219,8 @@ describe('OpenAiHttpClient', () => {
     const note = (error: unknown) => uncaught.push(error);
     process.on('uncaughtException', note);
     try {
-      const closing = new AbortController();
-      const chunks = upstream.client.stream({}, closing.signal)[Symbol.asyncIterator]();
+      const closing = new Cancellation();
+      const chunks = upstream.client.stream({}, closing)[Symbol.asyncIterator]();
       expect((await chunks.next()).value).toEqual(chunk('a'));
       // As ProvidersService closes a stream its client left: abort, then return.
       closing.abort();

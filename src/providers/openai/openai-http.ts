@@ -2,6 +2,7 @@ import * as http from 'node:http';
 import * as https from 'node:https';
 import type { Socket } from 'node:net';
 import { urlToHttpOptions } from 'node:url';
+import type { Cancellation } from '../../common/cancellation';
 import type { ChatCompletion, ChatCompletionChunk } from '../provider-adapter';
 import { upstreamMessage } from '../upstream-errors';
 
@@ -44,7 +45,7 @@ export class UpstreamStreamError extends Error {
  * `POST {baseUrl}/chat/completions` on `node:http` with kept-alive agents: the request body
  * goes out as given, a plain answer comes back parsed, a stream as its parsed `data:`
  * events until `[DONE]`. Timeouts and retries are the caller's (ProvidersService); aborting
- * `signal` destroys the request, and a stream under way with it. In place of the OpenAI SDK,
+ * `cancellation` destroys the request, and a stream under way with it. In place of the OpenAI SDK,
  * whose request building, headers, logging and web-stream plumbing cost about as much CPU
  * per call as the rest of the call (bench/README.md, "chat.ts").
  */
@@ -63,13 +64,13 @@ export class OpenAiHttpClient {
     this.headers = Object.fromEntries(['application/json', 'text/event-stream'].map((accept) => [accept, { ...headers, Accept: accept }]));
   }
 
-  async complete(body: object, signal: AbortSignal): Promise<ChatCompletion> {
-    const response = await this.post(body, 'application/json', signal);
-    return JSON.parse(await readText(response, signal)) as ChatCompletion;
+  async complete(body: object, cancellation: Cancellation): Promise<ChatCompletion> {
+    const response = await this.post(body, 'application/json', cancellation);
+    return JSON.parse(await readText(response, cancellation)) as ChatCompletion;
   }
 
-  async *stream(body: object, signal: AbortSignal): AsyncIterable<ChatCompletionChunk> {
-    const response = await this.post(body, 'text/event-stream', signal);
+  async *stream(body: object, cancellation: Cancellation): AsyncIterable<ChatCompletionChunk> {
+    const response = await this.post(body, 'text/event-stream', cancellation);
     response.setEncoding('utf8');
     let pending = '';
     let done = false;
@@ -90,7 +91,7 @@ export class OpenAiHttpClient {
       }
       // Ended without [DONE]: taken as the end, as the OpenAI SDK takes it (some servers omit it).
     } catch (error) {
-      throw signal.aborted ? abortError() : error;
+      throw cancellation.aborted ? abortError() : error;
     } finally {
       if (done) finishQuietly(response);
       // Left early (the consumer stopped, or a failure): the connection is not reused.
@@ -99,17 +100,20 @@ export class OpenAiHttpClient {
   }
 
   /** Sends the request; resolves with a 2xx response, rejects with UpstreamHttpError otherwise. */
-  private post(body: object, accept: 'application/json' | 'text/event-stream', signal: AbortSignal): Promise<http.IncomingMessage> {
+  private post(body: object, accept: 'application/json' | 'text/event-stream', cancellation: Cancellation): Promise<http.IncomingMessage> {
     const transport = this.url.protocol === 'https:' ? https : http;
     return new Promise((resolve, reject) => {
       // The request's own options first, then the spread: see usageRecord (chat/billing/usage-record.ts).
-      const request = transport.request({ headers: this.headers[accept], signal, ...this.target }, (response) => {
+      const request = transport.request({ headers: this.headers[accept], ...this.target }, (response) => {
         const status = response.statusCode ?? 502;
         if (status >= 200 && status < 300) return resolve(response);
-        readText(response, signal).then((text) => reject(new UpstreamHttpError(status, flatHeaders(response.headers), errorOf(text))), reject);
+        readText(response, cancellation).then((text) => reject(new UpstreamHttpError(status, flatHeaders(response.headers), errorOf(text))), reject);
       });
-      request.on('error', (error) => reject(signal.aborted ? abortError() : error));
+      request.on('error', (error) => reject(cancellation.aborted ? abortError() : error));
       request.on('socket', guardSocket);
+      // What node:http's `signal` option does, without an AbortSignal: destroyed when aborted
+      // (at once if it is already), the link gone once the request and its response are over.
+      request.once('close', cancellation.onAbort(() => request.destroy(abortError())));
       request.end(JSON.stringify(body));
     });
   }
@@ -171,10 +175,10 @@ function finishQuietly(response: http.IncomingMessage): void {
   response.resume();
 }
 
-/** The whole body; an AbortError when `signal` stopped it. */
-function readText(response: http.IncomingMessage, signal: AbortSignal): Promise<string> {
+/** The whole body; an AbortError when `cancellation` stopped it. */
+function readText(response: http.IncomingMessage, cancellation: Cancellation): Promise<string> {
   return new Promise((resolve, reject) => {
-    const fail = (error: unknown) => reject(signal.aborted ? abortError() : error);
+    const fail = (error: unknown) => reject(cancellation.aborted ? abortError() : error);
     const chunks: Buffer[] = [];
     response.on('data', (chunk: Buffer) => chunks.push(chunk));
     response.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));

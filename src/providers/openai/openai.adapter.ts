@@ -27,12 +27,12 @@ export class OpenAiAdapter implements ProviderAdapter {
 
   complete(request: ProviderRequest): Promise<ChatCompletion> {
     // `stream` first, then the spread: see usageRecord (chat/billing/usage-record.ts).
-    return this.client.complete({ stream: false, ...this.params(request) }, request.signal);
+    return this.client.complete({ stream: false, ...this.params(request) }, request.cancellation);
   }
 
   stream(request: ProviderRequest): AsyncIterable<ChatCompletionChunk> {
     // Usage is always asked for upstream: the cost of a stream is computed from it.
-    return this.client.stream({ stream: true, stream_options: { include_usage: true }, ...this.params(request) }, request.signal);
+    return this.client.stream({ stream: true, stream_options: { include_usage: true }, ...this.params(request) }, request.cancellation);
   }
 
   private params(request: ProviderRequest) {

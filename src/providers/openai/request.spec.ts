@@ -1,3 +1,4 @@
+import { Cancellation } from '../../common/cancellation';
 import { DEFAULT_CATALOG } from '../../models/model-catalog';
 import type { ProviderRequest } from '../provider-adapter';
 import { checkOpenAiParameters, toOpenAiParams } from './request';
@@ -5,7 +6,7 @@ import { checkOpenAiParameters, toOpenAiParams } from './request';
 const MODEL = DEFAULT_CATALOG.find((m) => m.provider === 'openai')!;
 
 function request(overrides: Partial<ProviderRequest> = {}): ProviderRequest {
-  return { model: MODEL, messages: [{ role: 'user', content: 'Hi' }], maxTokens: 100, extra: {}, signal: new AbortController().signal, ...overrides };
+  return { model: MODEL, messages: [{ role: 'user', content: 'Hi' }], maxTokens: 100, extra: {}, cancellation: new Cancellation(), ...overrides };
 }
 
 describe('toOpenAiParams', () => {
