@@ -79,7 +79,7 @@ export class ProvidersService implements OnModuleInit {
     const adapter = this.adapterFor(request.model);
     const call = this.upstreamCall(request, run, 'complete');
     try {
-      // The attempt's signal first, then the spread: see usageRecord (chat/billing/usage-record.ts).
+      // The attempt's cancellation first, then the spread: see usageRecord (chat/billing/usage-record.ts).
       const completion = await this.withRetries(request, run, () => this.withTimeout(request, run, (cancellation) => adapter.complete({ cancellation, ...request })));
       call.ended();
       return completion;
