@@ -214,13 +214,7 @@ export async function cpuDuring<Group extends string, T>(
   return { result, cpuPercent };
 }
 
-/**
- * What a service process's main thread went through while `measure` ran, read from its
- * `/metrics` (prom-client's default metrics) before and after: the longest event-loop delay
- * (prom-client resets its `monitorEventLoopDelay` histogram at each reading, so the second
- * reading covers the measurement alone) and the garbage collections by kind. Undefined when
- * the metrics could not be read: the measurement itself does not depend on them.
- */
+/** What a service process's main thread went through during a measurement (see mainThreadDuring). */
 export interface MainThreadReport {
   /** How late prom-client's 10 ms timer on the event loop fired, at the longest and at p99, in ms: a stall of the main thread. */
   maxDelayMs: number;
@@ -232,6 +226,13 @@ export interface MainThreadReport {
 /** prom-client's default `eventLoopMonitoringPrecision`, which the service keeps. */
 const EVENT_LOOP_TIMER_SECONDS = 0.01;
 
+/**
+ * What a service process's main thread went through while `measure` ran, read from its
+ * `/metrics` (prom-client's default metrics) before and after: the longest event-loop delay
+ * (prom-client resets its `monitorEventLoopDelay` histogram at each reading, so the second
+ * reading covers the measurement alone) and the garbage collections by kind. Undefined when
+ * the metrics could not be read: the measurement itself does not depend on them.
+ */
 export async function mainThreadDuring<T>(metricsUrl: string, measure: () => Promise<T>): Promise<{ result: T; mainThread: MainThreadReport | undefined }> {
   const before = await readMetrics(metricsUrl);
   const result = await measure();

@@ -421,7 +421,10 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
   await db.query('VACUUM (ANALYZE)');
   log(`VACUUM (ANALYZE) after the saturated runs, before the fixed-rate ones: ${Date.now() - vacuumStartedAt} ms`);
   const floorFixed = await fixedRate('floor', floorTarget);
-  const serviceFixed = await measureService('service non-streaming, 200 req/s', one, () => fixedRate('service non-streaming', serviceTarget(serviceA.baseUrl, apiKey), serviceA.metricsUrl),
+  const serviceFixed = await measureService(
+    'service non-streaming, 200 req/s',
+    one,
+    () => fixedRate('service non-streaming', serviceTarget(serviceA.baseUrl, apiKey), serviceA.metricsUrl),
     openCounts,
   );
   const floorStreamFixed = await fixedRate('floor, streaming', { ...floorTarget, body: STREAM_BODY });

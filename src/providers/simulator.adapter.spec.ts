@@ -180,6 +180,15 @@ describe('SimulatorAdapter', () => {
     return chunks;
   };
 
+  it('stops streaming with the abort reason once its cancellation aborts', async () => {
+    const cancellation = new Cancellation();
+    const chunks = simulator.stream(request({}, { cancellation }))[Symbol.asyncIterator]();
+    expect((await chunks.next()).done).toBe(false);
+    cancellation.abort();
+    const error = await chunks.next().catch((caught: unknown) => caught);
+    expect((error as Error).name).toBe('AbortError');
+  });
+
   it.each([
     ['auto', undefined, 'get_time'],
     ['required', 'required', 'get_time'],

@@ -99,7 +99,7 @@ export class SimulatorAdapter implements ProviderAdapter {
     for (let index = 0; index < replies.length; index++) yield chunk(index, { role: 'assistant', content: '' });
     for (let round = 0; round <= Math.max(...pieces.map((list) => list.length)); round++) {
       if (this.options.wordDelayMs > 0) await sleep(this.options.wordDelayMs, undefined, { signal: request.cancellation.signal });
-      request.cancellation.signal.throwIfAborted();
+      if (request.cancellation.aborted) throw request.cancellation.reason;
       for (let index = 0; index < replies.length; index++) {
         const piece = pieces[index][round];
         if (piece) yield chunk(index, piece.delta, null, piece.logprobs ?? null);
