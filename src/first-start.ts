@@ -4,6 +4,7 @@ import { AccountsService } from './accounts/accounts.service';
 import { AssistantsService } from './assistants/assistants.service';
 import type { AppConfig } from './config/app-config';
 import { APP_CONFIG } from './config/config.module';
+import { exposureWarning } from './exposure-warning';
 import { ModelsService } from './models/models.service';
 import { WorkspacesService } from './workspaces/workspaces.service';
 
@@ -61,8 +62,10 @@ export async function createDemoWorkspaceOnFirstStart(app: INestApplication, bas
     const signInToken = await accounts.issueToken(owner.id, 'sign_in', manager);
     return { demo, assistant, signInToken };
   });
-  const dashboard = dashboardUrl(app.get<AppConfig>(APP_CONFIG), baseUrl);
+  const config = app.get<AppConfig>(APP_CONFIG);
+  const dashboard = dashboardUrl(config, baseUrl);
   const line = '='.repeat(78);
+  const exposure = exposureWarning(config);
   process.stdout.write(
     [
       '',
@@ -83,8 +86,20 @@ export async function createDemoWorkspaceOnFirstStart(app: INestApplication, bas
       '',
       ` API docs: ${baseUrl}/docs     More keys: npm run cli -- key create --workspace ${demo.workspace.id}`,
       ` Documents for the assistant: npm run cli -- document add --assistant ${assistant.id} --file <path>`,
+      ...(exposure ? ['', ...wrap(`WARNING: ${exposure}`, 76).map((text) => ` ${text}`)] : []),
       line,
       '',
     ].join('\n') + '\n',
   );
+}
+
+/** Words in lines of at most `width` characters, for the banner. */
+function wrap(text: string, width: number): string[] {
+  const lines: string[] = [];
+  for (const word of text.split(' ')) {
+    const last = lines.length - 1;
+    if (last >= 0 && lines[last].length + 1 + word.length <= width) lines[last] += ` ${word}`;
+    else lines.push(word);
+  }
+  return lines;
 }

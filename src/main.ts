@@ -11,6 +11,7 @@ import { AppConfig, ConfigError, loadConfig } from './config/app-config';
 import { DatabaseHandle, openDatabase } from './database/database';
 import { runMigrations } from './database/data-source';
 import { EmbeddedPostgresError } from './database/embedded-postgres';
+import { exposureWarning } from './exposure-warning';
 import { createDemoWorkspaceOnFirstStart } from './first-start';
 
 const logger = new Logger('Bootstrap');
@@ -65,6 +66,8 @@ async function bootstrap(): Promise<void> {
   await app.listen(config.port, config.host);
   const baseUrl = `http://${['0.0.0.0', '::'].includes(config.host) ? 'localhost' : config.host}:${config.port}`;
   logger.log(`Listening on ${baseUrl} (API at ${baseUrl}/v1, docs at ${baseUrl}/docs)`);
+  const exposure = exposureWarning(config);
+  if (exposure) logger.warn(`WARNING: ${exposure}`);
   if (ownsServer) await createDemoWorkspaceOnFirstStart(app, baseUrl);
 }
 

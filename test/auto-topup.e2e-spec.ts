@@ -1,6 +1,4 @@
 import { DataSource } from 'typeorm';
-import { loadConfig } from '../src/config/app-config';
-import { choosePaymentProvider } from '../src/payments/payments.module';
 import { AUTO_TOPUP_MAX_TRIES, AutoTopupService } from '../src/wallet/auto-topup.service';
 import { microsOf } from '../src/wallet/cost';
 import { WalletService } from '../src/wallet/wallet.service';
@@ -603,14 +601,5 @@ describe('auto top-up without Stripe (simulated payments)', () => {
         paymentMethodSaved: expect.any(Boolean),
       },
     });
-  });
-});
-
-describe('choosing the payment provider', () => {
-  it('uses Stripe when its key is set, simulates outside production without it, and has none in production', () => {
-    const base = loadConfig({ LOG_LEVEL: 'error' });
-    expect(choosePaymentProvider({ ...base, stripe: { secretKey: 'sk_test_x' } }, {} as never)?.name).toBe('stripe');
-    expect(choosePaymentProvider(base, null)?.name).toBe('simulated');
-    expect(choosePaymentProvider({ ...base, production: true }, null)).toBeNull();
   });
 });

@@ -3,6 +3,8 @@ import { TIER_NAMES, TierName } from '../common/tier-name';
 import { WEB_SEARCH_PROVIDERS, webSearchConfigProblems } from './web-search-config';
 
 export type SimulatorMode = 'auto' | 'on' | 'off';
+export const PAYMENT_PROVIDER_SETTINGS = ['stripe', 'simulated', 'none'] as const;
+export type PaymentProviderSetting = (typeof PAYMENT_PROVIDER_SETTINGS)[number];
 
 /**
  * The upstream providers, each with the prefix of its variables: `<PREFIX>_API_KEY` and
@@ -78,6 +80,19 @@ export interface AppConfig {
   /** What one call of a server tool costs the caller, in millicents. */
   toolPrices: { web_search: number; file_search: number };
   stripe: { secretKey?: string; webhookSecret?: string; apiBase?: string };
+  /** Who takes payments, and the bounds of what top-ups may take (see payments/payments.module.ts). */
+  payments: {
+    /** PAYMENT_PROVIDER; unset: Stripe with its key, else simulated only when every model is simulated, else none. */
+    provider?: PaymentProviderSetting;
+    /** The largest top-up, manual or automatic (whole cents). */
+    topupMaxMillicents: number;
+    /** The monthly cap of an auto top-up whose owner set none. */
+    autoTopupDefaultMonthlyCapMillicents: number;
+    /** The largest monthly cap an owner may set. */
+    autoTopupMaxMonthlyCapMillicents: number;
+    /** Automatic charges per workspace per hour, whatever its settings. */
+    autoTopupMaxPerHour: number;
+  };
   usageRetentionDays: number;
   /** Signs dashboard session cookies; unset: generated once into DATA_DIR (see dashboard/session-secret.ts). */
   sessionSecret?: string;
@@ -186,6 +201,13 @@ export function loadConfig(env: Env = process.env): AppConfig {
     metrics: {
       token: read.string('METRICS_TOKEN'),
       port: read.optionalInteger('METRICS_PORT', 1, 65535),
+    payments: {
+      provider: read.oneOf('PAYMENT_PROVIDER', PAYMENT_PROVIDER_SETTINGS),
+      topupMaxMillicents: read.integer('TOPUP_MAX_MILLICENTS', 1_000_000_000, 100_000, 100_000_000_000),
+      autoTopupDefaultMonthlyCapMillicents: read.integer('AUTO_TOPUP_DEFAULT_MONTHLY_CAP_MILLICENTS', 50_000_000, 1_000, 1_000_000_000_000),
+      autoTopupMaxMonthlyCapMillicents: read.integer('AUTO_TOPUP_MAX_MONTHLY_CAP_MILLICENTS', 5_000_000_000, 1_000, 1_000_000_000_000),
+      autoTopupMaxPerHour: read.integer('AUTO_TOPUP_MAX_PER_HOUR', 3, 1, 1_000),
+    },
     },
   };
 
@@ -236,6 +258,7 @@ function parseTrustProxy(value: string): boolean | number | string {
   if (value === 'true' || value === 'false') return value === 'true';
   return /^\d+$/.test(value) ? Number(value) : value;
 }
+  problems.push(...paymentConfigProblems(config));
 
 class EnvReader {
   constructor(
@@ -257,6 +280,21 @@ class EnvReader {
       this.problems.push(`${name} must be an integer from ${min} to ${max} (got "${raw}")`);
       return fallback;
     }
+/** Payment settings that contradict each other or the environment. */
+function paymentConfigProblems({ payments, stripe, production }: AppConfig): string[] {
+  const problems: string[] = [];
+  if (payments.provider === 'stripe' && !stripe.secretKey) problems.push('PAYMENT_PROVIDER=stripe needs STRIPE_SECRET_KEY');
+  // Simulated payments credit whatever a form asks: never where the money is real.
+  if (payments.provider === 'simulated' && production) problems.push('PAYMENT_PROVIDER=simulated is refused when NODE_ENV=production');
+  if (payments.topupMaxMillicents % 1_000 !== 0) problems.push('TOPUP_MAX_MILLICENTS must be whole cents (a multiple of 1000)');
+  if (payments.autoTopupDefaultMonthlyCapMillicents > payments.autoTopupMaxMonthlyCapMillicents) {
+    problems.push(
+      `AUTO_TOPUP_DEFAULT_MONTHLY_CAP_MILLICENTS (${payments.autoTopupDefaultMonthlyCapMillicents}) must not exceed AUTO_TOPUP_MAX_MONTHLY_CAP_MILLICENTS (${payments.autoTopupMaxMonthlyCapMillicents})`,
+    );
+  }
+  return problems;
+}
+
     return value;
   }
 

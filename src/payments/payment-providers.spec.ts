@@ -1,6 +1,8 @@
 import type Stripe from 'stripe';
+import { ConfigError, loadConfig } from '../config/app-config';
 import { PaymentEvents } from './payment-events';
 import { PaymentMethodRef, PaymentProvider } from './payment-provider';
+import { choosePaymentProvider } from './payments.module';
 import { SimulatedPaymentProvider } from './simulated-payment.provider';
 import { checkoutCompletionOf, StripePaymentProvider } from './stripe-payment.provider';
 
@@ -116,5 +118,63 @@ describe('checkouts', () => {
     expect(setup).toMatchObject({ kind: 'completed', completion: { mode: 'setup', paymentMethodRef: 'pm_card_visa' } });
     expect(setup.kind === 'completed' && setup.completion.mode === 'setup' && setup.completion.customerRef).toMatch(/^cus_sim[0-9a-f]{16}$/);
     await expect(simulated.startCheckout({ workspaceId: 'ws-1', mode: 'payment', amountCents: 0, ...urls })).rejects.toThrow(/positive/);
+  });
+});
+
+describe('choosing the payment provider', () => {
+  const base = loadConfig({ LOG_LEVEL: 'error' });
+  const set = (provider: 'stripe' | 'simulated' | 'none', config = base) => ({ ...config, payments: { ...config.payments, provider } });
+  const withStripe = { ...base, stripe: { secretKey: 'sk_test_x' } };
+  const stripe = {} as Stripe;
+
+  it('uses Stripe when its key is set, whatever the models', () => {
+    expect(choosePaymentProvider(withStripe, stripe, true)?.name).toBe('stripe');
+    expect(choosePaymentProvider(withStripe, stripe, false)?.name).toBe('stripe');
+  });
+
+  it('simulates by default only when every model is simulated, outside production', () => {
+    expect(choosePaymentProvider(base, null, true)?.name).toBe('simulated');
+    // A real provider key: no free credit unless asked for.
+    expect(choosePaymentProvider(base, null, false)).toBeNull();
+    expect(choosePaymentProvider({ ...base, production: true }, null, true)).toBeNull();
+  });
+
+  it('follows PAYMENT_PROVIDER when set, and never simulates in production', () => {
+    expect(choosePaymentProvider(set('simulated'), null, false)?.name).toBe('simulated');
+    expect(choosePaymentProvider(set('none'), null, true)).toBeNull();
+    expect(choosePaymentProvider(set('none', withStripe), stripe, true)).toBeNull();
+    expect(choosePaymentProvider(set('simulated', { ...base, production: true }), null, true)).toBeNull();
+  });
+
+  it('refuses contradictory payment settings at start, each named', () => {
+    const problems = (env: Record<string, string>) => {
+      try {
+        loadConfig({ LOG_LEVEL: 'error', ...env });
+        return '';
+      } catch (error) {
+        return error instanceof ConfigError ? error.message : String(error);
+      }
+    };
+    expect(problems({ PAYMENT_PROVIDER: 'stripe' })).toMatch(/PAYMENT_PROVIDER=stripe needs STRIPE_SECRET_KEY/);
+    expect(problems({ PAYMENT_PROVIDER: 'simulated', NODE_ENV: 'production', DATABASE_URL: 'postgres://x@db/acs' })).toMatch(
+      /PAYMENT_PROVIDER=simulated is refused when NODE_ENV=production/,
+    );
+    expect(problems({ PAYMENT_PROVIDER: 'free' })).toMatch(/PAYMENT_PROVIDER must be one of stripe, simulated, none/);
+    expect(problems({ TOPUP_MAX_MILLICENTS: '100500' })).toMatch(/TOPUP_MAX_MILLICENTS must be whole cents/);
+    expect(problems({ AUTO_TOPUP_DEFAULT_MONTHLY_CAP_MILLICENTS: '2000000', AUTO_TOPUP_MAX_MONTHLY_CAP_MILLICENTS: '1000000' })).toMatch(
+      /AUTO_TOPUP_DEFAULT_MONTHLY_CAP_MILLICENTS \(2000000\) must not exceed/,
+    );
+    expect(problems({ AUTO_TOPUP_MAX_PER_HOUR: '0' })).toMatch(/AUTO_TOPUP_MAX_PER_HOUR must be an integer from 1/);
+    expect(problems({ PAYMENT_PROVIDER: 'simulated' })).toBe('');
+  });
+
+  it('has the documented defaults: $10,000 top-ups, a $500 default monthly cap, $50,000 at most, 3 charges an hour', () => {
+    expect(base.payments).toEqual({
+      provider: undefined,
+      topupMaxMillicents: 1_000_000_000,
+      autoTopupDefaultMonthlyCapMillicents: 50_000_000,
+      autoTopupMaxMonthlyCapMillicents: 5_000_000_000,
+      autoTopupMaxPerHour: 3,
+    });
   });
 });
