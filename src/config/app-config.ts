@@ -94,6 +94,22 @@ export interface AppConfig {
     autoTopupMaxPerHour: number;
   };
   usageRetentionDays: number;
+  /**
+   * Reading uploaded documents (see assistants/documents/document-reader.ts): each file is read
+   * in a worker thread of its own, killed past these bounds, and marked `failed` with the reason.
+   */
+  documents: {
+    /** Files read at once by this process (DOCUMENT_READERS). */
+    readers: number;
+    /** A reader is stopped after this long (DOCUMENT_READ_TIMEOUT_SECONDS). */
+    readTimeoutMs: number;
+    /** The JavaScript heap of one reader (DOCUMENT_READ_MEMORY_MB). */
+    readMemoryMb: number;
+    /** What a DOCX or a PDF's compressed streams may unpack to (DOCUMENT_MAX_UNPACKED_MB). */
+    maxUnpackedBytes: number;
+    /** How long a background reading may go without renewing its lease before another process takes it up. */
+    leaseSeconds: number;
+  };
   /** Signs dashboard session cookies; unset: generated once into DATA_DIR (see dashboard/session-secret.ts). */
   sessionSecret?: string;
   dashboard: {
@@ -181,6 +197,13 @@ export function loadConfig(env: Env = process.env): AppConfig {
       apiBase: read.url('STRIPE_API_BASE', ['http:', 'https:']),
     },
     usageRetentionDays: read.integer('USAGE_RETENTION_DAYS', 90, 1, 36_500),
+    documents: {
+      readers: read.integer('DOCUMENT_READERS', 2, 1, 64),
+      readTimeoutMs: read.integer('DOCUMENT_READ_TIMEOUT_SECONDS', 120, 1, 3_600) * 1000,
+      readMemoryMb: read.integer('DOCUMENT_READ_MEMORY_MB', 512, 64, 16_384),
+      maxUnpackedBytes: read.integer('DOCUMENT_MAX_UNPACKED_MB', 50, 1, 4_096) * 1024 * 1024,
+      leaseSeconds: read.integer('DOCUMENT_LEASE_SECONDS', 120, 2, 3_600),
+    },
     sessionSecret: read.string('SESSION_SECRET'),
     dashboard: {
       publicUrl: read.url('PUBLIC_URL', ['http:', 'https:'])?.replace(/\/+$/, ''),

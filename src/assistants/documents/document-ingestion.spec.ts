@@ -8,6 +8,7 @@ function fakeDocuments() {
   let running = 0;
   let mostAtOnce = 0;
   const documents = {
+    leaseSeconds: 120,
     renewLease: jest.fn(async () => undefined),
     ingest: jest.fn(
       (id: string) =>

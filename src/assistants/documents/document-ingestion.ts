@@ -1,14 +1,14 @@
-import { BeforeApplicationShutdown, Injectable, Logger } from '@nestjs/common';
-import { Interval } from '@nestjs/schedule';
-import { DocumentsService, LEASE_SECONDS } from './documents.service';
+import { BeforeApplicationShutdown, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
+import { DocumentsService } from './documents.service';
 
-/** How often a reader renews its lease, well within LEASE_SECONDS. */
-const RENEW_EVERY_MS = (LEASE_SECONDS * 1000) / 4;
 /**
- * Documents read at once by this process: each PDF is read in a worker thread that may use
- * up to 1 GB, and ten files uploaded together must not start ten. The others wait their turn.
+ * Documents read at once by this process: each is read in a worker thread that may use up
+ * to DOCUMENT_READ_MEMORY_MB, and ten files uploaded together must not start ten. The
+ * others wait their turn (DocumentReader bounds the workers of the CLI and uploads alike).
  */
 const MAX_PARALLEL_READS = 2;
+/** How often abandoned documents are looked for, unless the lease is shorter than twice this. */
+const SWEEP_EVERY_MS = 30_000;
 /** On shutdown, how long to let documents being read finish; the rest are taken up again after their lease. */
 const SHUTDOWN_WAIT_MS = 10_000;
 
@@ -20,13 +20,26 @@ const SHUTDOWN_WAIT_MS = 10_000;
  * CLI, which adds documents in the foreground, runs no sweeper.
  */
 @Injectable()
-export class DocumentIngestion implements BeforeApplicationShutdown {
+export class DocumentIngestion implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger('DocumentIngestion');
   private readonly reading = new Map<string, Promise<void>>();
   private active = 0;
   private readonly waiting: Array<() => void> = [];
+  private sweeper: NodeJS.Timeout | undefined;
 
   constructor(private readonly documents: DocumentsService) {}
+
+  onApplicationBootstrap(): void {
+    // Within half a lease of a reader's death, so that a short lease (tests) is taken up soon.
+    const every = Math.min(SWEEP_EVERY_MS, (this.documents.leaseSeconds * 1000) / 2);
+    let sweeping = false;
+    this.sweeper = setInterval(() => {
+      // A sweep reads what it takes up: the next one waits for it rather than overlapping.
+      if (sweeping) return;
+      sweeping = true;
+      void this.sweep().finally(() => (sweeping = false));
+    }, every).unref();
+  }
 
   /** Starts reading the document now, without waiting; this process must hold its lease. */
   start(documentId: string): void {
@@ -35,8 +48,10 @@ export class DocumentIngestion implements BeforeApplicationShutdown {
     this.reading.set(documentId, work);
   }
 
-  /** Takes up every abandoned document there is, one after another. Returns how many were taken. */
-  @Interval(30_000)
+  /**
+   * Takes up every abandoned document there is, one after another (those read too many
+   * times already become `failed` instead: DocumentsService.claimAbandoned). Returns how many were taken.
+   */
   async sweep(): Promise<number> {
     let taken = 0;
     try {
@@ -58,6 +73,7 @@ export class DocumentIngestion implements BeforeApplicationShutdown {
   }
 
   async beforeApplicationShutdown(): Promise<void> {
+    clearInterval(this.sweeper);
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, SHUTDOWN_WAIT_MS).unref()));
     await Promise.race([this.idle(), timeout]);
@@ -83,7 +99,7 @@ export class DocumentIngestion implements BeforeApplicationShutdown {
     await this.acquire();
     const renew = setInterval(() => {
       this.documents.renewLease(documentId).catch((error: unknown) => this.logger.warn(`Renewing the lease of ${documentId}: ${String(error)}`));
-    }, RENEW_EVERY_MS).unref();
+    }, (this.documents.leaseSeconds * 1000) / 4).unref();
     try {
       // The lease may have run low while waiting for a slot.
       await this.documents.renewLease(documentId);

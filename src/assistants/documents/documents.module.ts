@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { WorkspacesModule } from '../../workspaces/workspaces.module';
 import { Assistant } from '../entities/assistant.entity';
+import { DocumentReader } from './document-reader';
 import { DocumentSearch } from './document-search';
 import { DocumentsService } from './documents.service';
 import { DocumentChunk } from './entities/document-chunk.entity';
@@ -18,6 +19,7 @@ import { Document } from './entities/document.entity';
   imports: [TypeOrmModule.forFeature([Document, DocumentChunk, Assistant]), WorkspacesModule],
   providers: [
     DocumentsService,
+    DocumentReader,
     // A factory rather than useExisting, so the compiler checks that DocumentsService fits the port.
     { provide: DocumentSearch, useFactory: (documents: DocumentsService): DocumentSearch => documents, inject: [DocumentsService] },
   ],

@@ -4,13 +4,17 @@ import * as path from 'node:path';
 import { EntityManager, Repository } from 'typeorm';
 import { ApiError } from '../../common/errors/api-error';
 import { assertUuid } from '../../common/validation/uuid';
+import { AppConfig } from '../../config/app-config';
+import { InjectConfig } from '../../config/config.module';
 import { UNLIMITED } from '../../limits/tier-policy';
 import { WorkspacesService } from '../../workspaces/workspaces.service';
 import { Assistant } from '../entities/assistant.entity';
 import { chunkText, DEFAULT_CHUNKING, normalizeText, TextChunk } from './chunking';
 import { DOCUMENT_LIMITS, formatBytes, MAX_FILE_BYTES } from './document-limits';
+import { DocumentReadError } from './document-read-error';
+import { DocumentReader } from './document-reader';
 import { Document, DocumentStatus } from './entities/document.entity';
-import { detectFormat, DocumentFormat, extractText, mimeTypeOf } from './extract-text';
+import { detectFormat, DocumentFormat, mimeTypeOf } from './extract-text';
 
 export interface AddDocumentCommand {
   workspaceId: string;
@@ -69,10 +73,10 @@ export function documentView(document: Document): DocumentView {
 export const MAX_SEARCH_RESULTS = 50;
 const MAX_FILE_NAME_LENGTH = 255;
 /**
- * How long a background reading of a document may go without a sign of life before another
- * process takes the document up (its reader renews the lease while it works).
+ * Times a document is taken up for reading in all, across processes and restarts; a reader
+ * that died on it (killed with its process) leaves it to be taken up again only until then.
  */
-export const LEASE_SECONDS = 120;
+export const MAX_READ_ATTEMPTS = 3;
 /** Chunks per INSERT statement. */
 const INSERT_BATCH = 500;
 
@@ -99,7 +103,17 @@ export class DocumentsService {
     @InjectRepository(Assistant) private readonly assistants: Repository<Assistant>,
     /** The tier, whose limits apply, is the workspace's. */
     private readonly workspaces: WorkspacesService,
+    private readonly reader: DocumentReader,
+    @InjectConfig() private readonly config: AppConfig,
   ) {}
+
+  /**
+   * How long a background reading of a document may go without a sign of life before another
+   * process takes the document up (its reader renews the lease while it works).
+   */
+  get leaseSeconds(): number {
+    return this.config.documents.leaseSeconds;
+  }
 
   /**
    * Extracts the file's text, splits it into overlapping chunks and stores the document
@@ -110,7 +124,7 @@ export class DocumentsService {
   async add(command: AddDocumentCommand): Promise<Document> {
     const upload = await this.checkUpload(command);
     const progress = command.onProgress ?? (() => undefined);
-    const chunks = await readChunks(upload.format, command.data, upload.name, progress);
+    const chunks = await this.readChunks(upload.format, command.data, upload.name, progress);
 
     progress({ stage: 'storing', message: `Storing ${chunks.length} chunks` });
     const document = await this.documents.manager
@@ -139,7 +153,7 @@ export class DocumentsService {
    * dashboard's uploads: a large PDF must not hold up the page). The same checks as `add`
    * come first, and the document counts against the tier's limits from now on, so an upload
    * accepted here is never refused later for room. The caller holds the ingestion lease
-   * for LEASE_SECONDS: it should call `ingest` now, or the sweeper will.
+   * (its first read attempt) for `leaseSeconds`: it should call `ingest` now, or the sweeper will.
    */
   async enqueue(command: AddDocumentCommand): Promise<Document> {
     const upload = await this.checkUpload(command);
@@ -147,10 +161,10 @@ export class DocumentsService {
       .transaction(async (manager) => {
         await this.lockAndCheckLimits(manager, command.workspaceId, upload.name, upload.sizeBytes);
         const [row] = await manager.query<Array<{ id: string }>>(
-          `INSERT INTO documents (workspace_id, assistant_id, name, mime_type, size_bytes, chunk_count, status, upload, ingestion_lease_until)
-           VALUES ($1, $2, $3, $4, $5, 0, 'processing', $6, now() + make_interval(secs => $7))
+          `INSERT INTO documents (workspace_id, assistant_id, name, mime_type, size_bytes, chunk_count, status, upload, ingestion_lease_until, read_attempts)
+           VALUES ($1, $2, $3, $4, $5, 0, 'processing', $6, now() + make_interval(secs => $7), 1)
            RETURNING id`,
-          [command.workspaceId, command.assistantId, upload.name, mimeTypeOf(upload.format), upload.sizeBytes, command.data, LEASE_SECONDS],
+          [command.workspaceId, command.assistantId, upload.name, mimeTypeOf(upload.format), upload.sizeBytes, command.data, this.leaseSeconds],
         );
         return manager.findOneByOrFail(Document, { id: row.id });
       })
@@ -173,7 +187,7 @@ export class DocumentsService {
     let chunks: TextChunk[];
     try {
       if (!row.upload) throw ApiError.badRequest(`The file of ${row.name} was not kept; upload it again.`, 'file');
-      chunks = await readChunks(detectFormat(row.name, row.mime_type), row.upload, row.name, () => undefined);
+      chunks = await this.readChunks(detectFormat(row.name, row.mime_type), row.upload, row.name, () => undefined);
     } catch (error) {
       if (!(error instanceof ApiError)) this.logger.error(`Reading document ${documentId} (${row.name}) failed: ${String(error)}`);
       const reason = failureReason(error, row.name, row.mime_type);
@@ -200,32 +214,80 @@ export class DocumentsService {
     });
   }
 
+  /**
+   * Extraction (in a reader's worker: document-reader.ts) and chunking of a file; a file
+   * that cannot be read is a 400 `unreadable_file` saying why, one without text a 400 `no_text`.
+   */
+  private async readChunks(
+    format: DocumentFormat,
+    data: Buffer,
+    name: string,
+    progress: (progress: IngestionProgress) => void,
+  ): Promise<TextChunk[]> {
+    progress({ stage: 'extracting', message: `Reading ${name}` });
+    const raw = await this.reader
+      .read(format, data, { onPage: (done, pages) => progress({ stage: 'extracting', message: `Read page ${done} of ${pages} of ${name}` }) })
+      .catch((error: unknown) => {
+        if (!(error instanceof DocumentReadError) || error.reason === 'failed') throw error;
+        throw ApiError.badRequest(`${name} could not be read: ${error.message}`, 'file', 'unreadable_file');
+      });
+    const text = normalizeText(raw);
+    if (!text) {
+      throw ApiError.badRequest(
+        `No text could be extracted from ${name}${format === 'pdf' ? ' (a scanned PDF without a text layer has none)' : ''}.`,
+        'file',
+        'no_text',
+      );
+    }
+    progress({ stage: 'chunking', message: `Splitting ${text.length} characters into chunks` });
+    return chunkText(text, DEFAULT_CHUNKING);
+  }
+
   /** Extends the lease of a document being read, so that no other process takes it up. */
   async renewLease(documentId: string): Promise<void> {
     await this.documents.query(
       `UPDATE documents SET ingestion_lease_until = now() + make_interval(secs => $2) WHERE id = $1 AND status = 'processing'`,
-      [documentId, LEASE_SECONDS],
+      [documentId, this.leaseSeconds],
     );
   }
 
   /**
    * Takes the lease of one `processing` document that nobody is reading (its reader
    * stopped: a crash, a restart) and returns its id, or null when there is none. Safe to
-   * call from every process at once: each gets a different document.
+   * call from every process at once: each gets a different document. The claim counts an
+   * attempt in the same statement, before any reading, so a file that kills its reader's
+   * process is counted too; one already taken up MAX_READ_ATTEMPTS times is marked `failed`
+   * instead of being read again (see `failExhausted`).
    */
   async claimAbandoned(): Promise<string | null> {
+    await this.failExhausted();
     const [row] = updatedRows<{ id: string }>(
       await this.documents.query(
-        `UPDATE documents SET ingestion_lease_until = now() + make_interval(secs => $1)
+        `UPDATE documents SET ingestion_lease_until = now() + make_interval(secs => $1), read_attempts = read_attempts + 1
          WHERE id = (
            SELECT id FROM documents
-           WHERE status = 'processing' AND (ingestion_lease_until IS NULL OR ingestion_lease_until < now())
+           WHERE status = 'processing' AND (ingestion_lease_until IS NULL OR ingestion_lease_until < now()) AND read_attempts < $2
            ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
          RETURNING id`,
-        [LEASE_SECONDS],
+        [this.leaseSeconds, MAX_READ_ATTEMPTS],
       ),
     );
     return row?.id ?? null;
+  }
+
+  /** Abandoned documents whose readers stopped MAX_READ_ATTEMPTS times become `failed`; returns how many. */
+  async failExhausted(): Promise<number> {
+    const failed = updatedRows(
+      await this.documents.query(
+        `UPDATE documents SET status = 'failed', upload = NULL, ingestion_lease_until = NULL,
+           failure_reason = name || ' could not be read after ' || read_attempts || ' attempts: its reader stopped each time (the file may be too large or damaged). Delete it, and upload a smaller or repaired file.'
+         WHERE status = 'processing' AND (ingestion_lease_until IS NULL OR ingestion_lease_until < now()) AND read_attempts >= $1
+         RETURNING id`,
+        [MAX_READ_ATTEMPTS],
+      ),
+    );
+    if (failed.length > 0) this.logger.warn(`${failed.length} document(s) failed after ${MAX_READ_ATTEMPTS} read attempts`);
+    return failed.length;
   }
 
   /** A document of the workspace, or 404 (another workspace's is unknown too). */
@@ -429,29 +491,6 @@ async function stored(manager: EntityManager, workspaceId: string): Promise<{ do
 /** The rows of an UPDATE ... RETURNING: TypeORM's PostgreSQL driver answers `[rows, affected]` for it. */
 function updatedRows<T = unknown>(result: unknown): T[] {
   return (result as [T[], number])[0];
-}
-
-/** Extraction and chunking of a file; a file without text is a 400 `no_text`. */
-async function readChunks(
-  format: DocumentFormat,
-  data: Buffer,
-  name: string,
-  progress: (progress: IngestionProgress) => void,
-): Promise<TextChunk[]> {
-  progress({ stage: 'extracting', message: `Reading ${name}` });
-  const raw = await extractText(format, data, name, {
-    onPage: (done, pages) => progress({ stage: 'extracting', message: `Read page ${done} of ${pages} of ${name}` }),
-  });
-  const text = normalizeText(raw);
-  if (!text) {
-    throw ApiError.badRequest(
-      `No text could be extracted from ${name}${format === 'pdf' ? ' (a scanned PDF without a text layer has none)' : ''}.`,
-      'file',
-      'no_text',
-    );
-  }
-  progress({ stage: 'chunking', message: `Splitting ${text.length} characters into chunks` });
-  return chunkText(text, DEFAULT_CHUNKING);
 }
 
 /**

@@ -43,6 +43,10 @@ export class Document {
   @Column({ name: 'failure_reason', type: 'text', nullable: true })
   failureReason: string | null;
 
+  /** Times a reader took the document up (counted before reading): the sweeper stops at MAX_READ_ATTEMPTS. */
+  @Column({ name: 'read_attempts', type: 'integer', default: 0 })
+  readAttempts: number;
+
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;
 }
