@@ -31,8 +31,8 @@ export interface SignUpCommand {
 export interface SignedUp {
   user: User;
   workspaceId: string | null;
-  /** The secret of the email verification link. */
-  verificationToken: string;
+  /** The secret of the email verification link; null when the address is verified already (sign-up by invitation). */
+  verificationToken: string | null;
 }
 
 /**
@@ -56,6 +56,8 @@ export class AccountsService {
     command: SignUpCommand,
     options: {
       firstWorkspace: { tier: string } | null;
+      /** The address is known to be the person's (the invitation link came to that mailbox): no verification link. */
+      emailVerified?: boolean;
       /** Runs in the same transaction once the account exists (joining a workspace by invitation). */
       onCreated?: (user: User, manager: EntityManager) => Promise<void>;
     },
@@ -67,7 +69,8 @@ export class AccountsService {
     const passwordHash = await hashPassword(command.password);
 
     const work = async (manager: EntityManager): Promise<SignedUp> => {
-      const user = await this.insertUser(manager, { email, name, passwordHash, emailVerifiedAt: null });
+      const emailVerifiedAt = options.emailVerified ? new Date() : null;
+      const user = await this.insertUser(manager, { email, name, passwordHash, emailVerifiedAt });
       let workspaceId: string | null = null;
       if (options.firstWorkspace) {
         const created = await this.workspaces.create(
@@ -78,7 +81,7 @@ export class AccountsService {
         await manager.insert(Membership, { workspaceId, userId: user.id, role: 'owner' as Role });
       }
       await options.onCreated?.(user, manager);
-      const verificationToken = await this.issueToken(user.id, 'verify_email', manager);
+      const verificationToken = emailVerifiedAt ? null : await this.issueToken(user.id, 'verify_email', manager);
       return { user, workspaceId, verificationToken };
     };
     return this.users.manager.transaction(work);
@@ -114,6 +117,18 @@ export class AccountsService {
     if (!row || !valid) return null;
     delete (row as Partial<User>).passwordHash;
     return row;
+  }
+
+  /**
+   * When the password of the account with this email was last set (ms), or null for no such
+   * account: the sign-in throttle names an account's windows after it, so a reset starts them afresh.
+   */
+  async passwordEpoch(email: string): Promise<number | null> {
+    const rows: { epoch: string }[] = await this.users.query(
+      `SELECT (extract(epoch FROM sessions_valid_from) * 1000)::bigint::text AS epoch FROM users WHERE email = $1`,
+      [safeEmail(email)],
+    );
+    return rows[0] ? Number(rows[0].epoch) : null;
   }
 
   async hasPassword(userId: string): Promise<boolean> {
@@ -170,13 +185,22 @@ export class AccountsService {
     return this.setPassword(userId, row.email, newPassword);
   }
 
-  /** Resets a password through a reset link; the link is spent, every session ended. */
+  /**
+   * Resets a password through a reset link; the link is spent, every session ended, and every
+   * other outstanding reset or sign-in link of the account stops working (one of them may be
+   * what an intruder holds).
+   */
   async resetPassword(token: string, newPassword: string): Promise<User> {
     return this.users.manager.transaction(async (manager) => {
       const userId = await this.consumeToken(token, 'reset_password', manager);
       if (!userId) throw invalidLink();
       const user = await manager.findOneByOrFail(User, { id: userId });
       await this.setPassword(userId, user.email, newPassword, manager);
+      await manager.query(
+        `UPDATE one_time_tokens SET used_at = now()
+          WHERE user_id = $1 AND purpose IN ('reset_password', 'sign_in') AND used_at IS NULL`,
+        [userId],
+      );
       // Whoever holds the link has read the mailbox: the address is verified.
       await manager.update(User, { id: userId }, { emailVerifiedAt: user.emailVerifiedAt ?? new Date() });
       return user;

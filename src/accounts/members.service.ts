@@ -126,24 +126,25 @@ export class MembersService {
   }
 
   /**
-   * Spends an invitation for a person: the statement that marks it accepted decides, so a
-   * link used twice at once works once. Someone already a member keeps the higher of the two roles.
-   * Returns the workspace joined.
+   * Spends an invitation for a person whose account has the invited address, verified: a link
+   * that leaked (a log, a forwarded mail) is no seat for anyone else. The statement that marks
+   * it accepted decides, so a link used twice at once works once. Someone already a member
+   * keeps the higher of the two roles. Returns the workspace joined.
    */
   async acceptInvitation(token: string, userId: string, manager?: EntityManager): Promise<{ workspaceId: string; role: Role }> {
     const work = async (db: EntityManager) => {
       // queryRows: TypeORM answers an UPDATE with [rows, rowCount], not with the rows.
-      const rows = await queryRows<{ workspace_id: string; role: Role }>(
+      const rows = await queryRows<{ workspace_id: string; role: Role; email: string }>(
         db,
-        `UPDATE invitations SET accepted_at = now(), accepted_by = $2
-          WHERE token_hash = $1 AND accepted_at IS NULL AND revoked_at IS NULL AND expires_at > now()
-          RETURNING workspace_id, role`,
+        `UPDATE invitations i SET accepted_at = now(), accepted_by = u.id
+           FROM users u
+          WHERE i.token_hash = $1 AND i.accepted_at IS NULL AND i.revoked_at IS NULL AND i.expires_at > now()
+            AND u.id = $2 AND lower(u.email) = lower(i.email) AND u.email_verified_at IS NOT NULL
+          RETURNING i.workspace_id, i.role, i.email`,
         [sha256(token), userId],
       );
       const invitation = rows[0];
-      if (!invitation) {
-        throw ApiError.badRequest('This invitation is invalid, used, revoked or expired. Ask for a new one.', 'token', 'invalid_invitation');
-      }
+      if (!invitation) throw await this.whyNotAccepted(db, token, userId);
       await db.query(
         `INSERT INTO memberships (workspace_id, user_id, role) VALUES ($1, $2, $3)
          ON CONFLICT (workspace_id, user_id) DO UPDATE SET role = CASE
@@ -154,6 +155,30 @@ export class MembersService {
       return { workspaceId: invitation.workspace_id, role: invitation.role };
     };
     return manager ? work(manager) : this.memberships.manager.transaction(work);
+  }
+
+  /** Why an account could not accept an invitation: the link is spent, it is for another address, or the address is not verified. */
+  private async whyNotAccepted(db: EntityManager, token: string, userId: string): Promise<ApiError> {
+    const rows: { invited: string; email: string; verified: boolean }[] = await db.query(
+      `SELECT i.email AS invited, u.email, u.email_verified_at IS NOT NULL AS verified
+         FROM invitations i, users u
+        WHERE i.token_hash = $1 AND i.accepted_at IS NULL AND i.revoked_at IS NULL AND i.expires_at > now() AND u.id = $2`,
+      [sha256(token), userId],
+    );
+    const row = rows[0];
+    if (!row) {
+      return ApiError.badRequest('This invitation is invalid, used, revoked or expired. Ask for a new one.', 'token', 'invalid_invitation');
+    }
+    if (row.invited.toLowerCase() !== row.email.toLowerCase()) {
+      return ApiError.permissionDenied(
+        `This invitation is for ${row.invited}. Sign in with that address (or create an account with it) to accept it.`,
+        'invitation_for_another_address',
+      );
+    }
+    return ApiError.permissionDenied(
+      `Verify your email address ${row.email} first: the invitation is accepted by an account whose address is verified.`,
+      'email_not_verified',
+    );
   }
 
   /** The workspace's people, owners first, then by name. */

@@ -112,6 +112,19 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ SMTP_URL: 'http://mail' })).toThrow(/SMTP_URL/);
   });
 
+  it('requires PUBLIC_URL with SMTP_URL outside production too: mailed links never come from the Host header', () => {
+    for (const NODE_ENV of [undefined, 'development', 'test']) {
+      const env = { ...(NODE_ENV ? { NODE_ENV } : {}), SMTP_URL: 'smtp://mail.example.com:25' };
+      expect(() => loadConfig(env)).toThrow(/PUBLIC_URL is required when SMTP_URL is set/);
+      expect(loadConfig({ ...env, PUBLIC_URL: 'https://chat.example.com/' }).dashboard).toMatchObject({
+        publicUrl: 'https://chat.example.com',
+        smtpUrl: 'smtp://mail.example.com:25',
+      });
+    }
+    // Without mail, links only go to the log and to the page of the person who asked: no PUBLIC_URL needed.
+    expect(loadConfig({}).dashboard.publicUrl).toBeUndefined();
+  });
+
   it('treats empty values as unset', () => {
     expect(loadConfig({ PORT: '', REDIS_URL: ' ' })).toMatchObject({ port: 3000, redisUrl: undefined });
   });

@@ -240,9 +240,10 @@ export function loadConfig(env: Env = process.env): AppConfig {
       'DATABASE_URL is required when NODE_ENV=production: the embedded PostgreSQL is for development and keeps its data in DATA_DIR',
     );
   }
-  if (config.production && config.dashboard.smtpUrl && !config.dashboard.publicUrl) {
-    // Links in mail built from the request's Host header would let anyone send a reset link pointing elsewhere.
-    problems.push('PUBLIC_URL is required when SMTP_URL is set in production: links in mail are built from it, never from the Host header');
+  if (config.dashboard.smtpUrl && !config.dashboard.publicUrl) {
+    // Links in mail built from the request's Host header would let anyone send a reset link pointing elsewhere,
+    // in any environment: mail leaves the machine even when NODE_ENV is not production.
+    problems.push('PUBLIC_URL is required when SMTP_URL is set: links in mail are built from it, never from the Host header');
   }
   if (config.sessionSecret !== undefined && config.sessionSecret.length < 32) {
     problems.push('SESSION_SECRET must be at least 32 characters long');

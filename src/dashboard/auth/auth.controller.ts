@@ -100,7 +100,9 @@ export class AuthController {
     if (token && !invitation) return this.invalidInvitation(req, res);
     if (!invitation && this.config.dashboard.signup !== 'open') return this.signupClosed(req, res);
 
-    const values = { name: form.name ?? '', email: form.email ?? '' };
+    // Through an invitation the account gets the invited address, whatever the form says, and
+    // it counts as verified: the link was sent to that mailbox.
+    const values = { name: form.name ?? '', email: invitation?.email ?? form.email ?? '' };
     await this.throttle.check(req, 'signup', values.email);
     let signedUp;
     try {
@@ -108,13 +110,18 @@ export class AuthController {
         { name: values.name, email: values.email, password: form.password ?? '' },
         {
           firstWorkspace: invitation ? null : { tier: this.config.dashboard.signupDefaultTier },
+          emailVerified: invitation !== null,
           onCreated: token ? (user, manager) => this.members.acceptInvitation(token, user.id, manager).then(() => undefined) : undefined,
         },
       );
     } catch (error) {
       const errors =
         error instanceof ApiError && error.code === 'email_taken'
-          ? { email: 'An account with this email exists. Sign in, or reset its password.' }
+          ? {
+              email: invitation
+                ? `An account with ${invitation.email} exists. Sign in with it, then open the invitation link again to accept.`
+                : 'An account with this email exists. Sign in, or reset its password.',
+            }
           : formErrors(error);
       return this.pages.render(
         req,
@@ -125,7 +132,7 @@ export class AuthController {
       );
     }
     const { user, workspaceId, verificationToken } = signedUp;
-    await this.verification.send(req, user.email, verificationToken);
+    if (verificationToken) await this.verification.send(req, user.email, verificationToken);
     await startSession(req, user.id);
     await this.pages.redirect(req, res, `/w/${workspaceId ?? invitation!.workspaceId}`);
   }

@@ -5,7 +5,9 @@ import { PagesService } from '../pages.service';
 
 /**
  * Sends an email verification link. Without a mail server the person sees the link on
- * the next page: they typed the address themselves, so nothing leaks.
+ * the next page: they typed the address themselves, so nothing leaks. With one, the link
+ * only ever goes to the mailbox (also when sending fails): a verified address is what lets
+ * an account accept an invitation, so it must mean the mailbox was read.
  */
 @Injectable()
 export class VerificationMail {
@@ -26,11 +28,13 @@ export class VerificationMail {
       req,
       delivery === 'smtp'
         ? { kind: 'info', text: `We sent a verification link to ${email}.` }
-        : {
-            kind: 'info',
-            text: 'No mail server is configured, so here is the verification link we would have mailed:',
-            link: { href: link, label: 'Verify my email address' },
-          },
+        : delivery === 'failed'
+          ? { kind: 'info', text: `We could not send the verification link to ${email} just now. Ask for a new one on your account page later.` }
+          : {
+              kind: 'info',
+              text: 'No mail server is configured, so here is the verification link we would have mailed:',
+              link: { href: link, label: 'Verify my email address' },
+            },
     );
   }
 }

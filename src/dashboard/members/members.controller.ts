@@ -53,8 +53,10 @@ export class MembersController {
       this.pages.flash(req, { kind: 'success', text: `Invitation sent to ${invitation.email}.${replaced}` });
       return this.pages.redirect(req, res, `/w/${workspace.id}/settings/members`);
     }
-    // No mail server: the inviter passes the link on. It is shown once, in the answer to this
-    // POST (as a new API key is), and never stored in the session.
+    // No mail server, or it refused the message: the inviter passes the link on (it only works
+    // for the invited address). It is shown once, in the answer to this POST (as a new API key
+    // is), and never stored in the session.
+    const why = delivery === 'failed' ? `The mail to ${invitation.email} could not be sent` : 'No mail server is configured';
     await this.render(
       req,
       res,
@@ -63,7 +65,7 @@ export class MembersController {
         flash: [
           {
             kind: 'info',
-            text: `No mail server is configured, so send ${invitation.email} this invitation link yourself (it works once, for 7 days).${replaced}`,
+            text: `${why}, so send ${invitation.email} this invitation link yourself (it works once, for 7 days, for that address only).${replaced}`,
           },
         ],
       },
