@@ -95,6 +95,11 @@ export interface AppConfig {
   };
   usageRetentionDays: number;
   /**
+   * Dashboard document uploads received at once, per workspace and per process (each body is
+   * held in memory until stored); one over either bound is refused before its body is read.
+   */
+  uploads: { perWorkspace: number; perProcess: number };
+  /**
    * Reading uploaded documents (see assistants/documents/document-reader.ts): each file is read
    * in a worker thread of its own, killed past these bounds, and marked `failed` with the reason.
    */
@@ -197,6 +202,10 @@ export function loadConfig(env: Env = process.env): AppConfig {
       apiBase: read.url('STRIPE_API_BASE', ['http:', 'https:']),
     },
     usageRetentionDays: read.integer('USAGE_RETENTION_DAYS', 90, 1, 36_500),
+    uploads: {
+      perWorkspace: read.integer('UPLOAD_CONCURRENCY_PER_WORKSPACE', 2, 1, 100),
+      perProcess: read.integer('UPLOAD_CONCURRENCY_PER_PROCESS', 8, 1, 1_000),
+    },
     documents: {
       readers: read.integer('DOCUMENT_READERS', 2, 1, 64),
       readTimeoutMs: read.integer('DOCUMENT_READ_TIMEOUT_SECONDS', 120, 1, 3_600) * 1000,

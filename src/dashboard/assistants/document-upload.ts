@@ -1,11 +1,17 @@
 import { Injectable, NestMiddleware } from '@nestjs/common';
 import type { NextFunction, Response } from 'express';
-import { MAX_FILE_BYTES } from '../../assistants/documents/document-limits';
+import type { IncomingMessage } from 'node:http';
+import { formatBytes, MAX_FILE_BYTES } from '../../assistants/documents/document-limits';
+import type { AppConfig } from '../../config/app-config';
+import { InjectConfig } from '../../config/config.module';
 import type { PageRequest } from '../page-request';
 
 /** Files in one upload, and the bytes of the whole request (every tier shares these). */
 export const MAX_FILES_PER_UPLOAD = 10;
 export const MAX_UPLOAD_BYTES = 3 * MAX_FILE_BYTES;
+
+/** What a refused upload's script is told to wait before trying again (429). */
+export const UPLOAD_BUSY_RETRY_AFTER_SECONDS = 10;
 
 /** A file of a multipart upload, read into memory. */
 export interface UploadedFile {
@@ -14,73 +20,176 @@ export interface UploadedFile {
   data: Buffer;
 }
 
-/** A dashboard request whose multipart body DocumentUploadParser read. */
+/** A dashboard request to the upload route. */
 export interface UploadRequest extends PageRequest {
-  uploadedFiles?: UploadedFile[];
-  /** Why the body could not be read, for the page to say (the guard still runs first). */
-  uploadError?: string;
+  /** The first bytes of the body, read by UploadTokenReader to find the form's CSRF token. */
+  uploadHead?: Buffer;
 }
 
+/** The files of an upload, or why it was refused, with the status a script is answered with. */
+export type ReceivedUpload =
+  | { files: UploadedFile[] }
+  | { refusal: string; status: number; retryAfterSeconds?: number };
+
+/** At most this much of a body is read before the guard, to find the form's CSRF token. */
+const HEAD_BYTES = 4096;
+const CSRF_FIELD = /name="_csrf"\r\n\r\n([^\r\n]{1,512})\r\n/;
+
 /**
- * Reads the multipart body of a document upload before the guard runs, because the guard
- * checks the CSRF token of the form, which is in that body (a form posted without
- * JavaScript cannot send it as a header). Only a request with a signed-in session is read
- * (anyone else is refused by the guard without their bytes being buffered); the body is
- * capped at MAX_UPLOAD_BYTES, and one over the cap is read to its end and dropped, so the
- * browser gets the page that says so rather than a reset connection. Parsing is Node's own
- * (undici's `Response.formData()`), so no multipart dependency is needed.
+ * Runs before DashboardGuard on an upload, and reads no more of the body than the form's
+ * CSRF token (the form puts it first; a form posted without JavaScript cannot send it as a
+ * header), so the guard can check it. Everything else (session, membership, role) is the
+ * guard's, and the body is read only by DocumentUploads, in the handler, once they passed.
+ * Until then the response says `Connection: close`: a refusal closes the connection
+ * rather than letting Node read and discard the rest of a body nobody will use.
  */
 @Injectable()
-export class DocumentUploadParser implements NestMiddleware {
-  async use(req: UploadRequest, _res: Response, next: NextFunction): Promise<void> {
-    const contentType = req.headers['content-type'] ?? '';
-    if (req.method !== 'POST' || !/^multipart\/form-data/i.test(contentType) || !req.session?.userId) return next();
+export class UploadTokenReader implements NestMiddleware {
+  async use(req: UploadRequest, res: Response, next: NextFunction): Promise<void> {
+    if (req.method !== 'POST') return next();
+    res.setHeader('Connection', 'close');
+    const multipart = /^multipart\/form-data/i.test(req.headers['content-type'] ?? '');
+    // Without a session the guard refuses anyway; a script (assistants.js, htmx) sends the token as a header.
+    if (!multipart || !req.session?.userId || req.headers['x-csrf-token'] !== undefined) return next();
     try {
-      const { body, head } = await readCapped(req, MAX_UPLOAD_BYTES);
-      if (body === null) {
-        // The form puts its CSRF token first: read it from the beginning, so the guard can let the page say why.
-        const token = /name="_csrf"\r\n\r\n([^\r\n]{1,512})\r\n/.exec(head.toString('latin1'));
-        req.body = token ? { _csrf: token[1] } : {};
-        req.uploadError = `An upload may be at most ${Math.round(MAX_UPLOAD_BYTES / 1024 / 1024)} MB in all: upload fewer files at a time.`;
-        return next();
-      }
-      const form = await new Response(body, { headers: { 'content-type': contentType } }).formData();
-      const fields: Record<string, string> = {};
-      const files: UploadedFile[] = [];
-      for (const [name, value] of form) {
-        if (typeof value === 'string') fields[name] = value;
-        // A form posted with no file chosen sends one nameless, empty part.
-        else if (name === 'files' && (value.name || value.size > 0)) {
-          files.push({ name: value.name, mimeType: value.type, data: Buffer.from(await value.arrayBuffer()) });
-        }
-      }
-      req.body = fields;
-      req.uploadedFiles = files;
+      req.uploadHead = await readHead(req);
+      const token = CSRF_FIELD.exec(req.uploadHead.toString('latin1'));
+      req.body = token ? { _csrf: token[1] } : {};
     } catch {
+      // The client went away: the guard refuses the request without a token.
       req.body = {};
-      req.uploadError = 'The upload could not be read (it was cut off or malformed). Try again.';
     }
     next();
   }
 }
 
-/** Bytes of a body kept when it is over the cap, to find the form's first fields. */
-const HEAD_BYTES = 4096;
+/**
+ * Receives the body of an upload the guard let through, a bounded number at a time: per
+ * workspace (one tenant cannot hold every slot) and per process (the bodies are held in
+ * memory until stored). A refusal reads nothing more of the body; the connection closes
+ * after the answer (see UploadTokenReader).
+ */
+@Injectable()
+export class DocumentUploads {
+  private receiving = 0;
+  private readonly receivingByWorkspace = new Map<string, number>();
+
+  constructor(@InjectConfig() private readonly config: AppConfig) {}
+
+  /** Reads and parses the body; the slot it takes is given back when the response closes. */
+  async receive(req: UploadRequest, res: Response, workspaceId: string): Promise<ReceivedUpload> {
+    const declared = Number(req.headers['content-length'] ?? 0);
+    if (declared > MAX_UPLOAD_BYTES) return tooLarge();
+    const busy = this.admit(workspaceId, res);
+    if (busy) return { refusal: busy, status: 429, retryAfterSeconds: UPLOAD_BUSY_RETRY_AFTER_SECONDS };
+
+    let body: Buffer | null;
+    try {
+      body = await readCapped(req, MAX_UPLOAD_BYTES, req.uploadHead);
+    } catch {
+      return unreadable();
+    }
+    if (body === null) return tooLarge();
+    // The whole body is read: the connection may be kept alive again.
+    if (!res.headersSent) res.removeHeader('Connection');
+    try {
+      return { files: await parseFiles(body, req.headers['content-type'] ?? '') };
+    } catch {
+      return unreadable();
+    }
+  }
+
+  /** Uploads of the workspace being received now, by this process. */
+  receivingFor(workspaceId: string): number {
+    return this.receivingByWorkspace.get(workspaceId) ?? 0;
+  }
+
+  /** Takes a slot for the workspace's upload, or says why none is free. */
+  private admit(workspaceId: string, res: Response): string | null {
+    const { perWorkspace, perProcess } = this.config.uploads;
+    const ofWorkspace = this.receivingByWorkspace.get(workspaceId) ?? 0;
+    if (ofWorkspace >= perWorkspace) {
+      return `This workspace already has ${ofWorkspace} upload${ofWorkspace === 1 ? '' : 's'} on the way (at most ${perWorkspace} at a time): try again when ${ofWorkspace === 1 ? 'it has' : 'they have'} finished.`;
+    }
+    if (this.receiving >= perProcess) return 'The server is receiving as many uploads as it can right now: try again in a few seconds.';
+    this.receiving += 1;
+    this.receivingByWorkspace.set(workspaceId, ofWorkspace + 1);
+    res.once('close', () => {
+      this.receiving -= 1;
+      const left = (this.receivingByWorkspace.get(workspaceId) ?? 1) - 1;
+      if (left > 0) this.receivingByWorkspace.set(workspaceId, left);
+      else this.receivingByWorkspace.delete(workspaceId);
+    });
+    return null;
+  }
+}
+
+function tooLarge(): ReceivedUpload {
+  return { refusal: `An upload may be at most ${formatBytes(MAX_UPLOAD_BYTES)} in all: upload fewer files at a time.`, status: 413 };
+}
+
+function unreadable(): ReceivedUpload {
+  return { refusal: 'The upload could not be read (it was cut off or malformed). Try again.', status: 400 };
+}
+
+/** Parsing is Node's own (undici's `Response.formData()`), so no multipart dependency is needed. */
+async function parseFiles(body: Buffer, contentType: string): Promise<UploadedFile[]> {
+  const form = await new Response(body, { headers: { 'content-type': contentType } }).formData();
+  const files: UploadedFile[] = [];
+  for (const [name, value] of form) {
+    // A form posted with no file chosen sends one nameless, empty part.
+    if (name === 'files' && typeof value !== 'string' && (value.name || value.size > 0)) {
+      files.push({ name: value.name, mimeType: value.type, data: Buffer.from(await value.arrayBuffer()) });
+    }
+  }
+  return files;
+}
 
 /**
- * The whole body, or null when it is longer than `cap` (then read to the end all the same);
- * `head` is its first HEAD_BYTES either way.
+ * The start of the body: up to the form's CSRF field, at most HEAD_BYTES (more only if one
+ * chunk brought it). The stream is paused afterwards, the rest left for readCapped.
  */
-async function readCapped(req: NodeJS.ReadableStream, cap: number): Promise<{ body: Buffer | null; head: Buffer }> {
-  const parts: Buffer[] = [];
-  let head = Buffer.alloc(0);
+function readHead(req: IncomingMessage): Promise<Buffer> {
+  return consume(req, (chunks, length) => length >= HEAD_BYTES || CSRF_FIELD.test(Buffer.concat(chunks).toString('latin1')));
+}
+
+/**
+ * The whole body (after `head`, already read), or null as soon as it passes `cap`: the
+ * stream is then left paused, nothing more of it read.
+ */
+async function readCapped(req: IncomingMessage, cap: number, head: Buffer = Buffer.alloc(0)): Promise<Buffer | null> {
+  if (head.length > cap) return null;
+  let over = false;
+  const rest = await consume(req, (_chunks, length) => (over = head.length + length > cap));
+  return over ? null : Buffer.concat([head, rest]);
+}
+
+/**
+ * Reads chunks until `enough` says so (then pauses the stream) or the body ends; rejects when
+ * the client goes away first.
+ */
+function consume(req: IncomingMessage, enough: (chunks: Buffer[], length: number) => boolean): Promise<Buffer> {
+  if (req.readableEnded) return Promise.resolve(Buffer.alloc(0));
+  const chunks: Buffer[] = [];
   let length = 0;
-  for await (const chunk of req) {
-    const part = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
-    if (head.length < HEAD_BYTES) head = Buffer.concat([head, part.subarray(0, HEAD_BYTES - head.length)]);
-    length += part.length;
-    if (length <= cap) parts.push(part);
-    else parts.length = 0;
-  }
-  return { body: length <= cap ? Buffer.concat(parts, length) : null, head };
+  return new Promise<Buffer>((resolve, reject) => {
+    const done = (error?: Error): void => {
+      req.off('data', onData).off('end', onEnd).off('error', onError).off('close', onClose);
+      if (error) reject(error);
+      else resolve(Buffer.concat(chunks, length));
+    };
+    const onData = (chunk: Buffer): void => {
+      chunks.push(chunk);
+      length += chunk.length;
+      if (enough(chunks, length)) {
+        req.pause();
+        done();
+      }
+    };
+    const onEnd = (): void => done();
+    const onError = (error: Error): void => done(error);
+    const onClose = (): void => done(new Error('The client closed the connection before the end of the upload.'));
+    req.on('data', onData).on('end', onEnd).on('error', onError).on('close', onClose);
+    req.resume();
+  });
 }

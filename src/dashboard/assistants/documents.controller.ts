@@ -11,7 +11,7 @@ import { DashboardController, RequireRole } from '../dashboard.decorators';
 import { csrf } from '../dashboard.setup';
 import type { Flash, PageRequest } from '../page-request';
 import { PagesService } from '../pages.service';
-import { MAX_FILES_PER_UPLOAD, UploadRequest } from './document-upload';
+import { DocumentUploads, MAX_FILES_PER_UPLOAD, UploadRequest } from './document-upload';
 import { DocumentsPanel } from './documents-panel';
 
 /**
@@ -29,6 +29,7 @@ export class DocumentsController {
     private readonly documents: DocumentsService,
     private readonly ingestion: DocumentIngestion,
     private readonly panel: DocumentsPanel,
+    private readonly uploads: DocumentUploads,
   ) {}
 
   @Get()
@@ -40,20 +41,27 @@ export class DocumentsController {
     await this.sendPanel(req, res, assistant, []);
   }
 
-  /** Each file is accepted or refused on its own (type, size, the tier's limits): the answer says which. */
+  /**
+   * Each file is accepted or refused on its own (type, size, the tier's limits): the answer
+   * says which. The body is read only here, after the guard let the request through.
+   */
   @Post()
   @RequireRole('admin')
   async upload(@Req() req: UploadRequest, @Res() res: Response, @Param('assistantId') assistantId: string): Promise<void> {
     const assistant = await this.find(req, assistantId);
-    const files = req.uploadedFiles ?? [];
+    const received = await this.uploads.receive(req, res, req.member!.id);
     const messages: Flash[] = [];
-    if (req.uploadError) messages.push({ kind: 'error', text: req.uploadError });
-    else if (files.length === 0) messages.push({ kind: 'error', text: 'Choose one or more files to upload.' });
-    else if (files.length > MAX_FILES_PER_UPLOAD) {
-      messages.push({ kind: 'error', text: `Upload at most ${MAX_FILES_PER_UPLOAD} files at a time (you chose ${files.length}).` });
+    let refusedStatus = 400;
+    if ('refusal' in received) {
+      messages.push({ kind: 'error', text: received.refusal });
+      refusedStatus = received.status;
+      if (received.retryAfterSeconds) res.setHeader('Retry-After', String(received.retryAfterSeconds));
+    } else if (received.files.length === 0) messages.push({ kind: 'error', text: 'Choose one or more files to upload.' });
+    else if (received.files.length > MAX_FILES_PER_UPLOAD) {
+      messages.push({ kind: 'error', text: `Upload at most ${MAX_FILES_PER_UPLOAD} files at a time (you chose ${received.files.length}).` });
     } else {
       const accepted: string[] = [];
-      for (const file of files) {
+      for (const file of received.files) {
         try {
           const document = await this.documents.enqueue({
             workspaceId: req.member!.id,
@@ -81,7 +89,7 @@ export class DocumentsController {
       for (const message of messages) this.pages.flash(req, message);
       return this.pages.redirect(req, res, `/w/${req.member!.id}/assistants/${assistant.id}#documents`);
     }
-    await this.sendPanel(req, res, assistant, messages, failed ? 400 : 200);
+    await this.sendPanel(req, res, assistant, messages, failed ? refusedStatus : 200);
   }
 
   @Post(':documentId/delete')
