@@ -17,7 +17,7 @@ import { countPromptTokensAsync } from '../providers/tokens';
 import { isAbort } from '../providers/upstream-errors';
 import { ServerToolCall, ToolsService } from '../tools/tools.service';
 import { Billing } from './billing/billing';
-import { BillingSession, MIN_USEFUL_OUTPUT_TOKENS } from './billing/billing-session';
+import { BillingSession, holdEstimateMillicents, MIN_USEFUL_OUTPUT_TOKENS } from './billing/billing-session';
 import type { UsageSubject } from './billing/usage-record';
 import type { NerfingApplication, UsageSource } from '../usage/entities/usage-record.entity';
 import { ChatRequest, parseChatRequest } from './chat-request';
@@ -34,6 +34,25 @@ export interface ChatCaller {
   source?: UsageSource;
   /** Sent with an Idempotency-Key: answered only once its settlement has committed (see Estimate.idempotent). */
   idempotent?: boolean;
+  /** Bounds beyond the API's own, for callers that speak for someone else (the widget's visitors). */
+  bounds?: CallerBounds;
+}
+
+/** What a caller may bound of its requests: the widget's settings. */
+export interface CallerBounds {
+  /** The stored history sent upstream: at most this many of the newest messages, and this many tokens. */
+  historyMessages: number;
+  historyTokens: number;
+  /** Lowers the answer's output cap (never refuses a request for it). */
+  maxOutputTokens: number;
+  /** Admits the request's most expensive outcome before anything is held or sent upstream. */
+  spending?: SpendingGate;
+}
+
+/** A budget outside the wallet (a widget's daily cap) that each request must fit in. */
+export interface SpendingGate {
+  /** Reserves `maxMillicents` or throws the refusal; the admission is told the exact charge once, at settlement. */
+  admit(maxMillicents: number): Promise<{ settled(chargedMicros: bigint): void }>;
 }
 
 /** The caller of a request to the API (chat completions, responses): its key, its request id, and whether it carries an Idempotency-Key. */
@@ -177,7 +196,7 @@ export class ChatService {
         throw ApiError.badRequest('n must be 1 with an assistant that has server tools.', 'n');
       }
       const systemPrompt: ChatMessage[] = assistant?.systemPrompt ? [{ role: 'system', content: assistant.systemPrompt }] : [];
-      const requestedCap = request.maxTokens ?? assistant?.maxTokens ?? model.maxOutputTokens;
+      const requestedCap = Math.min(request.maxTokens ?? assistant?.maxTokens ?? model.maxOutputTokens, caller.bounds?.maxOutputTokens ?? Infinity);
       if (requestedCap > model.maxOutputTokens) {
         const param = request.maxTokensField ?? 'max_tokens';
         throw ApiError.badRequest(
@@ -199,11 +218,14 @@ export class ChatService {
       const ownTokens = await countPromptTokensAsync([...systemPrompt, ...request.messages], tools, { limit: model.contextLength });
       if (ownTokens + minimumOutput > model.contextLength) throw contextExceeded(model, ownTokens);
       // Only the newest stored messages that fit beside the request are read.
-      const history = conversation ? await this.conversations.historyWithin(workspaceId, conversation.id, model.contextLength - outputCap - ownTokens) : [];
+      const history = conversation ? await this.historyOf(caller, workspaceId, conversation.id, model.contextLength - outputCap - ownTokens) : [];
       const messages = [...systemPrompt, ...history, ...request.messages];
       const promptTokens = history.length > 0 ? await countPromptTokensAsync(messages, tools, { limit: model.contextLength }) : ownTokens;
       if (promptTokens + minimumOutput > model.contextLength) throw contextExceeded(model, promptTokens);
-      const billing = await this.billing.open({
+      const maxIterations = serverTools.length > 0 ? assistant!.maxToolIterations : 1;
+      // Each iteration of a tool loop may cost about the first call again (its results make later prompts longer: the exact cost is settled).
+      const admission = await caller.bounds?.spending?.admit(maxIterations * holdEstimateMillicents(model, promptTokens, outputCap, request.choices));
+      const billing = await this.openBilling(admission, {
         subject: this.subjectOf(caller, request, model.id, assistant, nerfed),
         startedAt,
         clientGone,
@@ -216,6 +238,7 @@ export class ChatService {
         conversation: conversation ? { id: conversation.id, messages: request.messages } : null,
         idempotent: caller.idempotent === true,
         onCharged: nerfing.settled,
+        onSettled: admission && ((charged) => admission.settled(charged)),
       });
       return {
         request,
@@ -226,7 +249,7 @@ export class ChatService {
         serverTools,
         tools,
         temperature: request.dto.temperature ?? assistant?.temperature ?? undefined,
-        maxIterations: serverTools.length > 0 ? assistant!.maxToolIterations : 1,
+        maxIterations,
         run,
       };
     } catch (error) {
@@ -235,6 +258,26 @@ export class ChatService {
       await this.billing.recordRefused(this.subjectOf(caller, request, modelId, assistant, nerfed), Date.now() - startedAt, error);
       throw error;
     }
+  }
+
+  /** The wallet's hold; a refusal (402) gives the caller's admission back. */
+  private async openBilling(admission: { settled(chargedMicros: bigint): void } | undefined, estimate: Parameters<Billing['open']>[0]): Promise<BillingSession> {
+    try {
+      return await this.billing.open(estimate);
+    } catch (error) {
+      admission?.settled(0n);
+      throw error;
+    }
+  }
+
+  /** The newest stored messages that fit in `budgetTokens`, and in the caller's bounds; never starting with a tool result. */
+  private async historyOf(caller: ChatCaller, workspaceId: string, conversationId: string, budgetTokens: number): Promise<ChatMessage[]> {
+    const { bounds } = caller;
+    if (!bounds) return this.conversations.historyWithin(workspaceId, conversationId, budgetTokens);
+    if (bounds.historyMessages <= 0) return [];
+    const history = (await this.conversations.historyWithin(workspaceId, conversationId, Math.min(budgetTokens, bounds.historyTokens))).slice(-bounds.historyMessages);
+    while (history.length > 0 && history[0].role === 'tool') history.shift();
+    return history;
   }
 
   /**

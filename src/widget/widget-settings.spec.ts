@@ -1,4 +1,4 @@
-import { exactOrigin, readWidgetSettings, WidgetSettingsInput } from './widget-settings';
+import { exactOrigin, MAX_DAILY_CAP_MILLICENTS, readWidgetSettings, WidgetSettingsInput, widgetSettingsInput } from './widget-settings';
 
 const VALID: WidgetSettingsInput = {
   enabled: true,
@@ -9,6 +9,9 @@ const VALID: WidgetSettingsInput = {
   accentColor: '#1E66F5',
   theme: 'dark',
   position: 'bottom-left',
+  dailyCap: '5',
+  historyMessages: '6',
+  maxAnswerTokens: '512',
 };
 
 describe('widget settings', () => {
@@ -42,5 +45,29 @@ describe('widget settings', () => {
 
   it('keeps a disabled widget without origins', () => {
     expect(readWidgetSettings({ ...VALID, enabled: false, allowedOrigins: '' }).ok).toBe(true);
+  });
+
+  it('reads the spending settings: a daily cap in dollars (stored in millicents) up to its bound, history and answer bounds', () => {
+    const read = readWidgetSettings({ ...VALID, dailyCap: '$12.50', historyMessages: '0', maxAnswerTokens: '4,096' });
+    expect(read).toEqual({ ok: true, settings: expect.objectContaining({ dailyCapMillicents: 1_250_000, historyMessages: 0, maxAnswerTokens: 4_096 }) });
+    expect(readWidgetSettings({ ...VALID, dailyCap: '1000' })).toMatchObject({ ok: true, settings: { dailyCapMillicents: MAX_DAILY_CAP_MILLICENTS } });
+    for (const [dailyCap, historyMessages, maxAnswerTokens] of [
+      ['1000.01', '21', '4097'],
+      ['0', '-1', '15'],
+      ['', 'six', ''],
+      ['5.123', '2.5', '512 tokens'],
+    ]) {
+      const refused = readWidgetSettings({ ...VALID, dailyCap, historyMessages, maxAnswerTokens });
+      expect(refused.ok).toBe(false);
+      if (refused.ok) continue;
+      expect(Object.keys(refused.errors).sort()).toEqual(['dailyCapMillicents', 'historyMessages', 'maxAnswerTokens']);
+    }
+  });
+
+  it('gives the form back the values it saved', () => {
+    const read = readWidgetSettings(VALID);
+    if (!read.ok) throw new Error('valid settings refused');
+    expect(widgetSettingsInput(read.settings)).toMatchObject({ dailyCap: '5.00', historyMessages: '6', maxAnswerTokens: '512' });
+    expect(readWidgetSettings(widgetSettingsInput(read.settings))).toEqual(read);
   });
 });

@@ -1,3 +1,5 @@
+import { dollarsField, parseDollars } from '../dashboard/billing/billing-form';
+import { formatMillicents } from '../dashboard/format';
 import { WIDGET_POSITIONS, WIDGET_THEMES, WidgetPosition, WidgetTheme } from './entities/widget.entity';
 
 /** What a workspace sets of its widget; the dashboard's form and the service share these rules. */
@@ -10,12 +12,29 @@ export interface WidgetSettings {
   accentColor: string;
   theme: WidgetTheme;
   position: WidgetPosition;
+  /** What visitors' messages may cost per UTC day, in millicents. */
+  dailyCapMillicents: number;
+  /** Stored messages each message replays upstream (0: none, each message stands alone). */
+  historyMessages: number;
+  /** The `max_tokens` of each answer. */
+  maxAnswerTokens: number;
 }
 
 export const MAX_ALLOWED_ORIGINS = 20;
 export const TITLE_MAX_LENGTH = 60;
 export const GREETING_MAX_LENGTH = 500;
 export const PLACEHOLDER_MAX_LENGTH = 80;
+/** $5 a day: a few hundred short answers on a small model, and a bounded loss if a script drives the widget. */
+export const DEFAULT_DAILY_CAP_MILLICENTS = 500_000;
+/** $1,000 a day at most: beyond that a widget is a public tap on the wallet, better served by the API. */
+export const MAX_DAILY_CAP_MILLICENTS = 100_000_000;
+export const DEFAULT_HISTORY_MESSAGES = 6;
+export const MAX_HISTORY_MESSAGES = 20;
+/** The history a message replays is also bounded in tokens, whatever the number of messages. */
+export const HISTORY_MAX_TOKENS = 4_000;
+export const DEFAULT_MAX_ANSWER_TOKENS = 512;
+export const MIN_MAX_ANSWER_TOKENS = 16;
+export const MAX_MAX_ANSWER_TOKENS = 4_096;
 
 /** A new widget's settings: off, no origin yet, the assistant's name as its title. */
 export function defaultWidgetSettings(assistantName: string): WidgetSettings {
@@ -28,6 +47,9 @@ export function defaultWidgetSettings(assistantName: string): WidgetSettings {
     accentColor: '#1e66f5',
     theme: 'light',
     position: 'bottom-right',
+    dailyCapMillicents: DEFAULT_DAILY_CAP_MILLICENTS,
+    historyMessages: DEFAULT_HISTORY_MESSAGES,
+    maxAnswerTokens: DEFAULT_MAX_ANSWER_TOKENS,
   };
 }
 
@@ -44,6 +66,27 @@ export interface WidgetSettingsInput {
   accentColor: string;
   theme: string;
   position: string;
+  /** Dollars, as typed (`5`, `12.50`). */
+  dailyCap: string;
+  historyMessages: string;
+  maxAnswerTokens: string;
+}
+
+/** The form's values of saved settings. */
+export function widgetSettingsInput(settings: WidgetSettings): WidgetSettingsInput {
+  return {
+    enabled: settings.enabled,
+    allowedOrigins: settings.allowedOrigins.join('\n'),
+    title: settings.title,
+    greeting: settings.greeting,
+    placeholder: settings.placeholder,
+    accentColor: settings.accentColor,
+    theme: settings.theme,
+    position: settings.position,
+    dailyCap: dollarsField(settings.dailyCapMillicents),
+    historyMessages: String(settings.historyMessages),
+    maxAnswerTokens: String(settings.maxAnswerTokens),
+  };
 }
 
 /**
@@ -81,6 +124,16 @@ export function readWidgetSettings(input: WidgetSettingsInput): WidgetSettingsRe
   if (!/^#[0-9a-f]{6}$/.test(accentColor)) errors.accentColor = 'A colour in the form #rrggbb, like #1e66f5.';
   if (!(WIDGET_THEMES as readonly string[]).includes(input.theme)) errors.theme = 'Light or dark.';
   if (!(WIDGET_POSITIONS as readonly string[]).includes(input.position)) errors.position = 'Bottom right or bottom left.';
+  const dailyCapMillicents = parseDollars(input.dailyCap);
+  if (dailyCapMillicents === null || dailyCapMillicents < 1_000 || dailyCapMillicents > MAX_DAILY_CAP_MILLICENTS) {
+    errors.dailyCapMillicents = `A daily cap in dollars, from $0.01 to ${formatMillicents(MAX_DAILY_CAP_MILLICENTS)} (turn the widget off to stop it).`;
+  }
+  const historyMessages = wholeNumber(input.historyMessages);
+  if (historyMessages === null || historyMessages > MAX_HISTORY_MESSAGES) errors.historyMessages = `A whole number of messages from 0 to ${MAX_HISTORY_MESSAGES}.`;
+  const maxAnswerTokens = wholeNumber(input.maxAnswerTokens);
+  if (maxAnswerTokens === null || maxAnswerTokens < MIN_MAX_ANSWER_TOKENS || maxAnswerTokens > MAX_MAX_ANSWER_TOKENS) {
+    errors.maxAnswerTokens = `A whole number of tokens from ${MIN_MAX_ANSWER_TOKENS} to ${MAX_MAX_ANSWER_TOKENS.toLocaleString('en-US')}.`;
+  }
   if (Object.keys(errors).length > 0) return { ok: false, errors };
   return {
     ok: true,
@@ -93,8 +146,16 @@ export function readWidgetSettings(input: WidgetSettingsInput): WidgetSettingsRe
       accentColor,
       theme: input.theme as WidgetTheme,
       position: input.position as WidgetPosition,
+      dailyCapMillicents: dailyCapMillicents!,
+      historyMessages: historyMessages!,
+      maxAnswerTokens: maxAnswerTokens!,
     },
   };
+}
+
+function wholeNumber(input: string): number | null {
+  const text = input.trim().replace(/,/g, '');
+  return /^\d{1,6}$/.test(text) ? Number(text) : null;
 }
 
 /** `entry` as the browser writes it in `Origin` (lowercase host, no default port), or null when it is not exactly an origin. */

@@ -17,7 +17,10 @@ import { RATE_WINDOW_MS, RateLimitService } from '../limits/rate-limit.service';
 import { effectiveRateLimitRpm } from '../limits/tier-policy';
 import { WorkspacesService } from '../workspaces/workspaces.service';
 import type { Widget } from './entities/widget.entity';
-import { readVisitorId, readVisitorMessage, titleOf, VISITOR_MESSAGES_PER_CONVERSATION } from './visitor-input';
+import { readVisitorMessage, titleOf, VISITOR_MESSAGES_PER_CONVERSATION } from './visitor-input';
+import { VisitorTokens } from './visitor-tokens';
+import { HISTORY_MAX_TOKENS } from './widget-settings';
+import { WidgetSpendingService } from './widget-spending.service';
 import { WidgetsService } from './widgets.service';
 
 /** Messages a visitor may send per minute. */
@@ -33,6 +36,12 @@ export const READ_RATE_LIMIT_RPM = 120;
  * counted before the widget is looked up: what bounds the database reads of made-up ids.
  */
 export const ADDRESS_REQUEST_RATE_LIMIT_RPM = 1_200;
+/** New visitor tokens one client address may get per hour from one widget: what bounds a script's made-up visitors. */
+export const NEW_VISITORS_PER_HOUR = 10;
+const HOUR_MS = 3_600_000;
+
+/** What a visitor is told when they write faster than the limits allow. */
+const TOO_QUICK_MESSAGE = "You're sending messages quickly; wait a moment.";
 
 /** The most messages the transcript of a visitor's conversation returns (two per visitor message). */
 const TRANSCRIPT_MAX_MESSAGES = 2 * VISITOR_MESSAGES_PER_CONVERSATION;
@@ -43,6 +52,9 @@ const TRANSCRIPT_MAX_MESSAGES = 2 * VISITOR_MESSAGES_PER_CONVERSATION;
  * read: the `Origin` header is checked first and the CORS headers are set for those origins
  * only. Visitors' messages run through ChatService as the workspace (no key), charged to its
  * wallet, with usage records whose source is `widget` and whose user_id is the visitor id.
+ * Visitors are known by tokens this service issues (VisitorTokens, bound to the address that
+ * got them); each message fits in the widget's daily cap (WidgetSpendingService) and replays
+ * a bounded history with a capped answer (the widget's settings).
  */
 @ApiExcludeController()
 @Public()
@@ -56,6 +68,8 @@ export class WidgetController {
     private readonly conversations: ConversationsService,
     private readonly workspaces: WorkspacesService,
     private readonly rateLimits: RateLimitService,
+    private readonly visitorTokens: VisitorTokens,
+    private readonly spending: WidgetSpendingService,
     @InjectConfig() private readonly config: AppConfig,
   ) {}
 
@@ -87,12 +101,32 @@ export class WidgetController {
     });
   }
 
+  /**
+   * A visitor token for this browser: `{visitor, expires_at}`. With `{"visitor": "<an earlier
+   * token of this widget>"}` (expired, or from another address) the visitor keeps their id and
+   * conversation. At most NEW_VISITORS_PER_HOUR per address and widget.
+   */
+  @Post(':widgetId/visitors')
+  async newVisitor(@Req() req: ApiRequest, @Res() res: Response, @Param('widgetId') widgetId: string, @Body() body: unknown): Promise<void> {
+    const widget = await this.admit(req, res, widgetId);
+    try {
+      await this.rateLimits.enforce(`widget-visitors:${widget.id}:${addressOf(req)}`, NEW_VISITORS_PER_HOUR, HOUR_MS, res);
+    } catch (error) {
+      throw this.visitorError(error, 'Too many new chats from your network just now. Please try again later.');
+    }
+    const earlier = (typeof body === 'object' && body !== null ? (body as Record<string, unknown>) : {}).visitor;
+    const keep = this.visitorTokens.renewable(earlier, widget.id) ?? undefined;
+    const issued = this.visitorTokens.issue(widget.id, addressOf(req), keep);
+    res.setHeader('Cache-Control', 'no-store');
+    res.status(201).json({ visitor: issued.token, expires_at: Math.floor(issued.expiresAt.getTime() / 1000) });
+  }
+
   /** The visitor's conversation so far (user and assistant messages, oldest first), to show it again after a reload. */
   @Get(':widgetId/conversation')
   async conversation(@Req() req: ApiRequest, @Res() res: Response, @Param('widgetId') widgetId: string, @Query('visitor') visitor: unknown): Promise<void> {
     const widget = await this.admit(req, res, widgetId);
     await this.limitReads(req, res, widget);
-    const visitorId = readVisitorId(visitor);
+    const visitorId = this.visitorTokens.visitorOf(visitor, widget.id, addressOf(req));
     const conversationId = await this.widgets.conversationOf(widget, visitorId);
     res.setHeader('Cache-Control', 'no-store');
     if (!conversationId) {
@@ -116,7 +150,7 @@ export class WidgetController {
   async newConversation(@Req() req: ApiRequest, @Res() res: Response, @Param('widgetId') widgetId: string, @Query('visitor') visitor: unknown): Promise<void> {
     const widget = await this.admit(req, res, widgetId);
     await this.limitReads(req, res, widget);
-    await this.widgets.forgetConversation(widget, readVisitorId(visitor));
+    await this.widgets.forgetConversation(widget, this.visitorTokens.visitorOf(visitor, widget.id, addressOf(req)));
     res.status(204).end();
   }
 
@@ -124,19 +158,25 @@ export class WidgetController {
    * One visitor message; the answer streamed as Server-Sent Events of `{"delta": "..."}`,
    * then `[DONE]`. Nothing else of the chat's chunks reaches the page (no cost, no model).
    * A refusal before the first word (400, 402, 429, the upstream refusing) is a JSON error
-   * whose message the widget shows as it is.
+   * whose message the widget shows as it is. Past the widget's daily cap: 402
+   * `widget_daily_cap`, "This chat is resting for today".
    */
   @Post(':widgetId/messages')
   async message(@Req() req: ApiRequest, @Res() res: Response, @Param('widgetId') widgetId: string, @Body() body: unknown): Promise<void> {
     const widget = await this.admit(req, res, widgetId);
-    const { visitorId, message } = readVisitorMessage(body);
-    await this.rateLimits.enforce(`widget-visitor:${widget.id}:${visitorId}`, VISITOR_RATE_LIMIT_RPM, RATE_WINDOW_MS, res);
-    await this.rateLimits.enforce(`widget-ip:${widget.id}:${addressOf(req)}`, ADDRESS_RATE_LIMIT_RPM, RATE_WINDOW_MS, res);
-    await this.rateLimits.enforce(`widget:${widget.id}`, WIDGET_RATE_LIMIT_RPM, RATE_WINDOW_MS, res);
+    const visitorId = this.visitorTokens.visitorOf((body as { visitor?: unknown } | null)?.visitor, widget.id, addressOf(req));
+    const { message } = readVisitorMessage(body);
     const workspace = await this.workspaces.get(widget.workspaceId);
     const rateLimitRpm = effectiveRateLimitRpm(workspace.tier, workspace.customRateLimitRpm);
-    // The workspace's own window too: a widget is no way around the tier's rate.
-    await this.rateLimits.enforce(`ws:${workspace.id}`, rateLimitRpm, RATE_WINDOW_MS, res);
+    try {
+      await this.rateLimits.enforce(`widget-visitor:${widget.id}:${visitorId}`, VISITOR_RATE_LIMIT_RPM, RATE_WINDOW_MS, res);
+      await this.rateLimits.enforce(`widget-ip:${widget.id}:${addressOf(req)}`, ADDRESS_RATE_LIMIT_RPM, RATE_WINDOW_MS, res);
+      await this.rateLimits.enforce(`widget:${widget.id}`, WIDGET_RATE_LIMIT_RPM, RATE_WINDOW_MS, res);
+      // The workspace's own window too: a widget is no way around the tier's rate.
+      await this.rateLimits.enforce(`ws:${workspace.id}`, rateLimitRpm, RATE_WINDOW_MS, res);
+    } catch (error) {
+      throw this.visitorError(error, TOO_QUICK_MESSAGE);
+    }
 
     const existing = await this.widgets.conversationOf(widget, visitorId);
     if (existing) {
@@ -152,6 +192,12 @@ export class WidgetController {
       principal: { workspaceId: workspace.id, apiKeyId: null, tier: workspace.tier, rateLimitRpm },
       requestId: req.id,
       source: 'widget',
+      bounds: {
+        historyMessages: widget.historyMessages,
+        historyTokens: HISTORY_MAX_TOKENS,
+        maxOutputTokens: widget.maxAnswerTokens,
+        spending: this.spending.gateFor(widget),
+      },
     };
     const request = {
       assistant_id: widget.assistantId,
@@ -205,11 +251,18 @@ export class WidgetController {
     await this.rateLimits.enforce(`widget-read:${widget.id}:${addressOf(req)}`, READ_RATE_LIMIT_RPM, RATE_WINDOW_MS, res);
   }
 
-  /** Visitors see what they can act on; the workspace's wallet and the upstream's details are not theirs to read. */
-  private visitorError(error: ApiError): ApiError;
-  private visitorError(error: unknown): unknown;
-  private visitorError(error: unknown): unknown {
+  /**
+   * Visitors see what they can act on; the workspace's wallet and the upstream's details are
+   * not theirs to read. `tooQuick`: what a rate limit tells them (its Retry-After kept).
+   */
+  private visitorError(error: ApiError, tooQuick?: string): ApiError;
+  private visitorError(error: unknown, tooQuick?: string): unknown;
+  private visitorError(error: unknown, tooQuick = TOO_QUICK_MESSAGE): unknown {
     if (!(error instanceof ApiError)) return error;
+    if (error.type === 'rate_limit_exceeded') {
+      return new ApiError(error.type, tooQuick, { code: error.code, headers: error.headers, retryAfterSeconds: error.retryAfterSeconds });
+    }
+    if (error.code === 'widget_daily_cap') return error;
     if (error.type === 'insufficient_balance') {
       return new ApiError('insufficient_balance', 'This chat is not available at the moment. Please try again later.', { code: error.code });
     }

@@ -3,11 +3,14 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { ChatModule } from '../chat/chat.module';
 import { ConversationsModule } from '../conversations/conversations.module';
 import { LimitsModule } from '../limits/limits.module';
+import { MailModule } from '../mail/mail.module';
 import { WorkspacesModule } from '../workspaces/workspaces.module';
 import { WidgetConversation } from './entities/widget-conversation.entity';
 import { Widget } from './entities/widget.entity';
 import { WidgetScriptController } from './widget-script.controller';
 import { WidgetController } from './widget.controller';
+import { VisitorTokens } from './visitor-tokens';
+import { WidgetSpendingService } from './widget-spending.service';
 import { WidgetsService } from './widgets.service';
 
 /**
@@ -16,9 +19,9 @@ import { WidgetsService } from './widgets.service';
  * through WidgetsService.
  */
 @Module({
-  imports: [TypeOrmModule.forFeature([Widget, WidgetConversation]), ChatModule, ConversationsModule, WorkspacesModule, LimitsModule],
+  imports: [TypeOrmModule.forFeature([Widget, WidgetConversation]), ChatModule, ConversationsModule, WorkspacesModule, LimitsModule, MailModule],
   controllers: [WidgetScriptController, WidgetController],
-  providers: [WidgetsService],
-  exports: [WidgetsService],
+  providers: [WidgetsService, WidgetSpendingService, VisitorTokens],
+  exports: [WidgetsService, WidgetSpendingService],
 })
 export class WidgetModule {}

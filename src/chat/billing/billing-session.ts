@@ -66,6 +66,17 @@ export interface Estimate {
   idempotent?: boolean;
   /** Told the tokens and exact cost charged, once a charge committed (the nerfing rules' counters). */
   onCharged?: (tokens: number, costMicros: MicroMillicents) => void;
+  /**
+   * Told once, however the request ends, what it was charged (0 when refunded; the hold when
+   * the settlement could not be written): the widget's daily spending counter.
+   */
+  onSettled?: (chargedMicros: MicroMillicents) => void;
+}
+
+/** What `open` holds for a call with this prompt and output cap: the most its first model call can cost. */
+export function holdEstimateMillicents(model: ModelDefinition, promptTokens: number, outputCap: number, choices: number): number {
+  const promptCost = llmCost(model, { inputTokens: promptTokens, outputTokens: 0, cachedTokens: 0 });
+  return holdAmount(promptCost + BigInt(outputCap) * BigInt(choices) * BigInt(model.outputPrice));
 }
 
 /**
@@ -276,6 +287,7 @@ export class BillingSession {
       waitForCommit: this.estimate.idempotent === true,
     });
     if (!refund) this.estimate.onCharged?.(inputTokens + outputTokens, spend.totalMicros);
+    this.estimate.onSettled?.(refund ? 0n : spend.totalMicros);
   }
 
   /** The conversation turn a successful request stores: its messages and the reply, each with its token count. */
@@ -314,6 +326,8 @@ export class BillingSession {
    */
   private async giveUp(what: string, error: unknown): Promise<void> {
     this.incident('settlement_failed', error, `settling the ${what} failed; its hold ${this.hold.id} is released`);
+    // Unknown whether any of it was charged: counted as the whole hold.
+    this.estimate.onSettled?.(BigInt(this.hold.amountMillicents) * MICROS_PER_MILLICENT);
     await this.ports.wallet.release(this.hold).catch((releaseError) =>
       logger.error(`Could not release hold ${this.hold.id} either; the sweeper frees it at its expiry: ${String(releaseError)}`),
     );

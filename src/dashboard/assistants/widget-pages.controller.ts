@@ -10,14 +10,21 @@ import { WIDGET_POSITIONS, WIDGET_THEMES } from '../../widget/entities/widget.en
 import {
   defaultWidgetSettings,
   GREETING_MAX_LENGTH,
+  HISTORY_MAX_TOKENS,
+  MAX_DAILY_CAP_MILLICENTS,
+  MAX_HISTORY_MESSAGES,
+  MAX_MAX_ANSWER_TOKENS,
+  MIN_MAX_ANSWER_TOKENS,
   PLACEHOLDER_MAX_LENGTH,
   readWidgetSettings,
   TITLE_MAX_LENGTH,
-  WidgetSettings,
   WidgetSettingsField,
   WidgetSettingsInput,
+  widgetSettingsInput,
 } from '../../widget/widget-settings';
+import { ALERT_SHARE_PERCENT, WidgetSpendingService } from '../../widget/widget-spending.service';
 import { WidgetsService } from '../../widget/widgets.service';
+import { formatMillicents } from '../format';
 import { DashboardController, RequireRole } from '../dashboard.decorators';
 import type { PageRequest } from '../page-request';
 import { PagesService } from '../pages.service';
@@ -35,6 +42,7 @@ export class WidgetPagesController {
     private readonly pages: PagesService,
     private readonly assistants: AssistantsService,
     private readonly widgets: WidgetsService,
+    private readonly spending: WidgetSpendingService,
   ) {}
 
   @Get()
@@ -42,7 +50,7 @@ export class WidgetPagesController {
   async page(@Req() req: PageRequest, @Res() res: Response, @Param('assistantId') assistantId: string): Promise<void> {
     const assistant = await this.find(req, assistantId);
     const widget = await this.widgets.forAssistant(req.member!.id, assistant.id);
-    await this.renderPage(req, res, assistant, widget, inputOf(widget ?? defaultWidgetSettings(assistant.name)), {});
+    await this.renderPage(req, res, assistant, widget, widgetSettingsInput(widget ?? defaultWidgetSettings(assistant.name)), {});
   }
 
   @Post()
@@ -73,6 +81,7 @@ export class WidgetPagesController {
   ): Promise<void> {
     const branding = await this.widgets.brandingFor(req.member!.id, this.pages.absoluteUrl(req, '/'));
     const scriptUrl = this.pages.absoluteUrl(req, '/widget.js');
+    const today = widget ? await this.spending.today(widget) : null;
     await this.pages.render(
       req,
       res,
@@ -86,6 +95,23 @@ export class WidgetPagesController {
         themes: WIDGET_THEMES,
         positions: WIDGET_POSITIONS,
         maxLengths: { title: TITLE_MAX_LENGTH, greeting: GREETING_MAX_LENGTH, placeholder: PLACEHOLDER_MAX_LENGTH },
+        bounds: {
+          maxDailyCap: formatMillicents(MAX_DAILY_CAP_MILLICENTS),
+          maxHistoryMessages: MAX_HISTORY_MESSAGES,
+          historyTokens: HISTORY_MAX_TOKENS.toLocaleString('en-US'),
+          minAnswerTokens: MIN_MAX_ANSWER_TOKENS,
+          maxAnswerTokens: MAX_MAX_ANSWER_TOKENS,
+        },
+        // Today's spending (UTC) against the saved cap, and the banners it calls for.
+        today: today && {
+          spent: formatMillicents(today.spentMillicents),
+          inFlight: today.reservedMillicents > 0 ? formatMillicents(today.reservedMillicents) : null,
+          cap: formatMillicents(today.capMillicents),
+          refused: today.refused,
+          capReached: today.capReached,
+          nearCap: today.nearCap,
+          alertShare: ALERT_SHARE_PERCENT,
+        },
         embedTag: widget ? `<script src="${scriptUrl}" data-widget="${widget.publicId}" async></script>` : null,
         removeBranding: branding === null,
         // What the preview draws first; the page's script redraws it as the form changes.
@@ -116,10 +142,6 @@ export class WidgetPagesController {
   }
 }
 
-function inputOf(settings: WidgetSettings): WidgetSettingsInput {
-  return { ...settings, allowedOrigins: settings.allowedOrigins.join('\n') };
-}
-
 function readForm(form: Form): WidgetSettingsInput {
   const text = (name: string): string => {
     const value = form[name];
@@ -134,5 +156,8 @@ function readForm(form: Form): WidgetSettingsInput {
     accentColor: text('accent_color'),
     theme: text('theme'),
     position: text('position'),
+    dailyCap: text('daily_cap'),
+    historyMessages: text('history_messages'),
+    maxAnswerTokens: text('max_answer_tokens'),
   };
 }

@@ -6,13 +6,15 @@
 // host page's CSS reaches only the host element, whose every property is reset by the
 // `:host` rule below with !important (which, for a shadow host, wins over the page's own
 // !important). Styles go in through adoptedStyleSheets, which a page's CSP does not block.
-// The visitor id (random, in localStorage) is all that identifies a visitor: the server keeps
-// the conversation and the widget reads it again after a reload.
+// The visitor token (issued by the service, signed, kept in localStorage per widget) is all
+// that identifies a visitor: the server keeps the conversation and the widget reads it again
+// after a reload. A token refused (expired, or the visitor's address changed) is renewed
+// once, keeping the visitor's id.
 //
 // Preview (the dashboard's widget page): data-preview names the element to draw into, whose
 // data-config holds the configuration; nothing is sent, and an `acs-widget-preview` event on
 // the document redraws it with new settings (the page's own script sends it as they change).
-/* global document, localStorage, crypto, fetch, TextDecoder, CSSStyleSheet, SafeMarkdown */
+/* global document, localStorage, fetch, TextDecoder, CSSStyleSheet, SafeMarkdown */
 'use strict';
 
 var script = document.currentScript || document.querySelector('script[data-widget]');
@@ -61,21 +63,6 @@ function el(tag, attributes, text) {
   for (var name in attributes) node.setAttribute(name, attributes[name]);
   if (text) node.textContent = text;
   return node;
-}
-
-function visitorId() {
-  var id = null;
-  try {
-    id = localStorage.getItem(VISITOR_KEY);
-  } catch { /* storage blocked: this page load only */ }
-  if (id && /^v_[0-9a-f]{32}$/.test(id)) return id;
-  var bytes = new Uint8Array(16);
-  crypto.getRandomValues(bytes);
-  id = 'v_' + Array.prototype.map.call(bytes, function (b) { return (b < 16 ? '0' : '') + b.toString(16); }).join('');
-  try {
-    localStorage.setItem(VISITOR_KEY, id);
-  } catch { /* idem */ }
-  return id;
 }
 
 function mount(inline) {
@@ -255,8 +242,14 @@ function readEvents(response, onDelta) {
 }
 
 /** The widget's endpoints, with the message of a JSON error as the Error's. */
-function Api(base, visitor) {
-  var query = '?visitor=' + visitor;
+function Api(base, widgetId) {
+  var key = VISITOR_KEY + ':' + widgetId;
+  var token = null;
+  var asking = null;
+  try {
+    token = localStorage.getItem(key);
+  } catch { /* storage blocked: this page load only */ }
+  if (!/^vt_[\w.-]+$/.test(token || '')) token = null;
   function failure(response) {
     return response.json().then(function (body) {
       return new Error((body && body.error && body.error.message) || 'Something went wrong.');
@@ -266,20 +259,48 @@ function Api(base, visitor) {
     return response.ok ? response.json() : failure(response).then(function (e) { throw e; });
   }
   var offline = function () { throw new Error('The chat could not be reached. Check your connection and try again.'); };
-  this.transcript = function () { return fetch(base + '/conversation' + query, { credentials: 'omit' }).then(json); };
-  this.restart = function () {
-    return fetch(base + '/conversation' + query, { method: 'DELETE', credentials: 'omit' }).then(function (r) { if (!r.ok) throw new Error(); });
-  };
-  this.send = function (message, onDelta) {
-    return fetch(base + '/messages', {
+  /** The visitor token; asked for when there is none, or `renew`ed (with the old one, so that the visitor keeps their conversation). */
+  function visitor(renew) {
+    if (token && !renew) return Promise.resolve(token);
+    asking = asking || fetch(base + '/visitors', {
       method: 'POST',
       credentials: 'omit',
       headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ visitor: visitor, message: message }),
+      body: JSON.stringify(token ? { visitor: token } : {}),
+    }).then(json, offline).then(function (body) {
+      token = body.visitor;
+      try {
+        localStorage.setItem(key, token);
+      } catch { /* idem */ }
+      return token;
+    }).finally(function () { asking = null; });
+    return asking;
+  }
+  /** `call(token)`, once more with a renewed token when the service no longer takes this one (401). */
+  function asVisitor(call) {
+    return visitor(false).then(call).then(function (response) {
+      return response.status === 401 ? visitor(true).then(call) : response;
+    });
+  }
+  var query = function (t) { return '/conversation?visitor=' + encodeURIComponent(t); };
+  this.transcript = function () {
+    return asVisitor(function (t) { return fetch(base + query(t), { credentials: 'omit' }); }).then(json);
+  };
+  this.restart = function () {
+    return asVisitor(function (t) { return fetch(base + query(t), { method: 'DELETE', credentials: 'omit' }); }).then(function (r) { if (!r.ok) throw new Error(); });
+  };
+  this.send = function (message, onDelta) {
+    return asVisitor(function (t) {
+      return fetch(base + '/messages', {
+        method: 'POST',
+        credentials: 'omit',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ visitor: t, message: message }),
+      }).then(null, offline);
     }).then(function (response) {
       if (!response.ok) return failure(response).then(function (e) { throw e; });
       return readEvents(response, onDelta);
-    }, offline);
+    });
   };
 }
 
@@ -297,7 +318,7 @@ function start() {
     // Turned off by its owner: nothing to show.
     if (!response.ok) return;
     return response.json().then(function (config) {
-      new Widget(mount(null), config, new Api(base, visitorId()));
+      new Widget(mount(null), config, new Api(base, widgetId));
     });
   }, function () {
     // Refused (this site is not one of the widget's origins), or the service is unreachable.

@@ -1,4 +1,5 @@
 import { Column, CreateDateColumn, Entity, PrimaryGeneratedColumn, UpdateDateColumn } from 'typeorm';
+import { bigintToNumber } from '../../common/database/transformers';
 
 export const WIDGET_THEMES = ['light', 'dark'] as const;
 export type WidgetTheme = (typeof WIDGET_THEMES)[number];
@@ -52,6 +53,18 @@ export class Widget {
 
   @Column({ type: 'text', default: 'bottom-right' })
   position: WidgetPosition;
+
+  /** What its visitors' messages may cost per UTC day; past it they are told the chat rests until tomorrow. */
+  @Column({ name: 'daily_cap_millicents', type: 'bigint', default: 500_000, transformer: bigintToNumber })
+  dailyCapMillicents: number;
+
+  /** Stored messages each visitor message replays upstream, newest first (also bounded in tokens). */
+  @Column({ name: 'history_messages', type: 'integer', default: 6 })
+  historyMessages: number;
+
+  /** The `max_tokens` of each answer. */
+  @Column({ name: 'max_answer_tokens', type: 'integer', default: 512 })
+  maxAnswerTokens: number;
 
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;
