@@ -546,17 +546,17 @@ describe('auto top-up without Stripe (simulated payments)', () => {
     await h.expectConsistent(workspace);
   });
 
-  it('a charge reported twice (by the wallet and by a caller) buys one top-up, even when one is not enough', async () => {
+  it('a charge reported twice (by the wallet and by a caller) buys one top-up', async () => {
     const workspace = await h.workspace();
-    // Too small to lift the balance back over the threshold: a second check would buy a second one.
-    await enable(workspace, { amountMillicents: 10_000 });
+    // (A top-up too small to lift the balance back over the threshold is refused now: the
+    // threshold must be below the amount.)
+    await enable(workspace);
     const wallet = t.app.get(WalletService);
     const hold = await wallet.hold(workspace.id, 'req_reported_twice', 40_000, MINUTE);
     await wallet.settle(hold!, { workspaceId: workspace.id, costMicros: microsOf(40_000), description: 'A large charge' });
     h.autoTopup().afterCharge(workspace.id);
     await h.autoTopup().idle();
-    expect((await h.topups(workspace)).map((row) => row.amount)).toEqual([10_000]);
-    expect((await t.app.get(WalletService).balance(workspace.id)).balanceMillicents).toBeLessThan(THRESHOLD);
+    expect((await h.topups(workspace)).map((row) => row.amount)).toEqual([AMOUNT]);
     expect(await h.attempts(workspace)).toHaveLength(1);
     await h.expectConsistent(workspace);
   });
@@ -596,7 +596,9 @@ describe('auto top-up without Stripe (simulated payments)', () => {
         enabled: true,
         thresholdMillicents: expect.any(Number),
         amountMillicents: expect.any(Number),
-        monthlyCapMillicents: null,
+        // None set: the operator's default cap ($500).
+        monthlyCapMillicents: 50_000_000,
+        monthlyCapIsDefault: true,
         monthToDateMillicents: 0,
         paymentMethodSaved: expect.any(Boolean),
       },

@@ -242,19 +242,19 @@ describe('dashboard: billing (simulated payments)', () => {
 
     const card = await owner.client.post(`${billing}/card`);
     expect(card.status).toBe(303);
-    const saved = await owner.client.post(`${billing}/auto-topup`, { enabled: 'on', threshold: '40', amount: '20', monthly_cap: '100' });
+    const saved = await owner.client.post(`${billing}/auto-topup`, { enabled: 'on', threshold: '40', amount: '50', monthly_cap: '100' });
     expect(saved.status).toBe(303);
     const page = await owner.client.follow(saved);
     expect(textOf(page.html)).toContain('Auto top-up is on.');
     expect(textOf(page.html).replace(/ ([,.;])/g, '$1')).toContain(
-      'On: when a request leaves the balance below $40.00, the saved card is charged $20.00 (monthly cap: $100.00; $0.00 so far this month).',
+      'On: when a request leaves the balance below $40.00, the saved card is charged $50.00 (monthly cap: $100.00; $0.00 so far this month).',
     );
     expect(page.html).toContain('id="auto-topup-threshold" name="threshold" inputmode="decimal" required value="40.00"');
     expect(page.html).toContain('id="card-status">Card: saved.');
     expect(await t.app.get(AutoTopupService).summary(owner.workspaceId)).toMatchObject({
       enabled: true,
       thresholdMillicents: 4_000_000,
-      amountMillicents: 2_000_000,
+      amountMillicents: 5_000_000,
       monthlyCapMillicents: 10_000_000,
       paymentMethodSaved: true,
     });
@@ -266,11 +266,11 @@ describe('dashboard: billing (simulated payments)', () => {
     await t.app.get(AutoTopupService).idle();
 
     const autoRows = (await ledgerOf(t, owner.workspaceId)).filter((row) => row.type === 'auto_topup');
-    expect(autoRows.map((row) => [Number(row.amount), row.description])).toEqual([[2_000_000, 'Automatic top-up (simulated payment)']]);
+    expect(autoRows.map((row) => [Number(row.amount), row.description])).toEqual([[5_000_000, 'Automatic top-up (simulated payment)']]);
     const after = await owner.client.get(billing);
     const attempts = after.html.match(/<table id="attempts-table"[\s\S]*?<\/table>/)![0];
-    expect(textOf(attempts)).toMatch(/Started Amount Outcome Tries Details \d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC \$20\.00 succeeded 1$/);
-    expect(textOf(after.html)).toContain('auto_topup +$20.00');
+    expect(textOf(attempts)).toMatch(/Started Amount Outcome Tries Details \d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC \$50\.00 succeeded 1$/);
+    expect(textOf(after.html)).toContain('auto_topup +$50.00');
   });
 
   it('lists a failed auto top-up with its reason and next try', async () => {

@@ -3,7 +3,7 @@ import { getDataSourceToken } from '@nestjs/typeorm';
 import { freePort } from '../src/database/embedded-postgres';
 import { AutoTopupService } from '../src/wallet/auto-topup.service';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
-import { startTestApp, TestApp } from './support/test-app';
+import { startTestApp, TestApp, testConfig } from './support/test-app';
 import { TOKENS_AS_INT } from './support/usage-records';
 
 const TOKEN = 'metrics-token-0123456789abcdef';
@@ -68,6 +68,8 @@ describe('metrics', () => {
           upstreamMaxRetries: 0,
           anonymousRateLimitRpm: 2,
           metrics: { token: TOKEN },
+          // A real (fake) provider key: simulated payments only when asked for.
+          payments: { ...testConfig().payments, provider: 'simulated' },
         },
       });
       db = t.app.get<DataSource>(getDataSourceToken());
@@ -151,7 +153,7 @@ describe('metrics', () => {
     });
 
     it('counts auto top-up outcomes', async () => {
-      // Simulated payments (no Stripe key, not production): the charge below the threshold buys one top-up.
+      // Simulated payments (PAYMENT_PROVIDER=simulated): the charge below the threshold buys one top-up.
       const workspace = await t.createWorkspace({ balanceMillicents: 50_001 });
       const autoTopup = t.app.get(AutoTopupService);
       await autoTopup.configure({ workspaceId: workspace.id, enabled: true, thresholdMillicents: 50_000, amountMillicents: 100_000 });

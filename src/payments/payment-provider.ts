@@ -1,6 +1,10 @@
 /** Injection token of the active `PaymentProvider` (null when payments are not configured). */
 export const PAYMENT_PROVIDER = Symbol('PAYMENT_PROVIDER');
 
+/** How an operator turns payments on: said wherever payments are refused. */
+export const PAYMENTS_SETUP_HINT =
+  'The operator sets STRIPE_SECRET_KEY (and STRIPE_WEBHOOK_SECRET) for Stripe, or PAYMENT_PROVIDER=simulated on a private instance outside production.';
+
 /**
  * Every payment provider, by the name recorded with each payment (`auto_topup_attempts.provider`).
  * The database does not list them: a new provider is a class and a name here.

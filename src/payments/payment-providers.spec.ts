@@ -1,3 +1,4 @@
+import { ConsoleLogger, Logger } from '@nestjs/common';
 import type Stripe from 'stripe';
 import { ConfigError, loadConfig } from '../config/app-config';
 import { PaymentEvents } from './payment-events';
@@ -122,6 +123,8 @@ describe('checkouts', () => {
 });
 
 describe('choosing the payment provider', () => {
+  beforeAll(() => Logger.overrideLogger(false));
+  afterAll(() => Logger.overrideLogger(new ConsoleLogger()));
   const base = loadConfig({ LOG_LEVEL: 'error' });
   const set = (provider: 'stripe' | 'simulated' | 'none', config = base) => ({ ...config, payments: { ...config.payments, provider } });
   const withStripe = { ...base, stripe: { secretKey: 'sk_test_x' } };

@@ -7,7 +7,7 @@ import { ModelsService } from '../models/models.service';
 import { ProvidersModule } from '../providers/providers.module';
 import { ProvidersService } from '../providers/providers.service';
 import { PaymentEvents } from './payment-events';
-import { PAYMENT_PROVIDER, PaymentProvider } from './payment-provider';
+import { PAYMENT_PROVIDER, PaymentProvider, PAYMENTS_SETUP_HINT } from './payment-provider';
 import { SimulatedPaymentProvider } from './simulated-payment.provider';
 import { createStripeClient, STRIPE_CLIENT } from './stripe-client';
 import { StripePaymentProvider } from './stripe-payment.provider';
@@ -43,10 +43,6 @@ export function choosePaymentProvider(config: AppConfig, stripe: Stripe | null, 
   logger.warn(`Payments are not configured: no top-up or auto top-up can be bought. ${PAYMENTS_SETUP_HINT}`);
   return null;
 }
-
-/** How an operator turns payments on: said wherever payments are refused. */
-export const PAYMENTS_SETUP_HINT =
-  'The operator sets STRIPE_SECRET_KEY (and STRIPE_WEBHOOK_SECRET) for Stripe, or PAYMENT_PROVIDER=simulated on a private instance outside production.';
 
 /** True when no model of the catalog reaches a real provider (all are served by the simulator). */
 export function everyModelSimulated(models: ModelsService, providers: ProvidersService): boolean {

@@ -1,4 +1,5 @@
 import { Subject } from 'rxjs';
+import { loadConfig } from '../config/app-config';
 import { PaymentEvents } from '../payments/payment-events';
 import type { PaymentProvider } from '../payments/payment-provider';
 import { AttemptRow, AutoTopupService } from './auto-topup.service';
@@ -17,6 +18,7 @@ function setup(provider: Partial<PaymentProvider> | null = { name: 'simulated' }
     { charges } as unknown as WalletService,
     paymentEvents,
     provider as PaymentProvider | null,
+    loadConfig({ LOG_LEVEL: 'error' }),
   );
   const checks: Array<{ workspaceId: string; finish: (result: AttemptRow | null) => void }> = [];
   jest.spyOn(service, 'topUpIfNeeded').mockImplementation(

@@ -4,6 +4,8 @@ import type { Subscription } from 'rxjs';
 import { EntityManager, Repository } from 'typeorm';
 import { queryRows } from '../common/database/query-rows';
 import { ApiError } from '../common/errors/api-error';
+import type { AppConfig } from '../config/app-config';
+import { InjectConfig } from '../config/config.module';
 import { assertUuid } from '../common/validation/uuid';
 import { PaymentEventResult, PaymentEvents } from '../payments/payment-events';
 import {
@@ -13,6 +15,7 @@ import {
   PaymentOutcome,
   PaymentProvider,
   PaymentProviderName,
+  PAYMENTS_SETUP_HINT,
 } from '../payments/payment-provider';
 import { AutoTopupAttempt, AutoTopupStatus } from './entities/auto-topup-attempt.entity';
 import { AutoTopupSettings } from './entities/auto-topup-settings.entity';
@@ -35,7 +38,7 @@ export interface ConfigureAutoTopup {
   /** Omitted fields keep their stored value. */
   thresholdMillicents?: number;
   amountMillicents?: number;
-  /** null removes the cap. */
+  /** null: the operator's default cap (AUTO_TOPUP_DEFAULT_MONTHLY_CAP_MILLICENTS). */
   monthlyCapMillicents?: number | null;
   /** The payment provider's references (Stripe: `cus_...`, `pm_...`); see PaymentMethodRef. */
   customerRef?: string;
@@ -47,7 +50,10 @@ export interface AutoTopupSummary {
   enabled: boolean;
   thresholdMillicents: number;
   amountMillicents: number;
-  monthlyCapMillicents: number | null;
+  /** The cap in force: the workspace's own, or the operator's default when it set none. */
+  monthlyCapMillicents: number;
+  /** True when the cap in force is the operator's default. */
+  monthlyCapIsDefault: boolean;
   /** Auto top-ups claimed this calendar month (UTC), counted against the cap. */
   monthToDateMillicents: number;
   /** Whether a card is on file (its ids are never shown). */
@@ -95,6 +101,7 @@ export class AutoTopupService implements OnModuleInit, OnModuleDestroy {
     private readonly wallet: WalletService,
     private readonly paymentEvents: PaymentEvents,
     @Optional() @Inject(PAYMENT_PROVIDER) private readonly provider: PaymentProvider | null,
+    @InjectConfig() private readonly config: AppConfig,
     /** Counts the outcomes (acs_auto_topups_total); optional for unit tests. */
     @Optional() private readonly metrics?: MetricsService,
   ) {}
@@ -141,6 +148,7 @@ export class AutoTopupService implements OnModuleInit, OnModuleDestroy {
     };
     this.provider?.checkPaymentMethod(next, { complete: false });
     if (next.enabled) this.assertCanRun(next);
+    this.assertWithinBounds(command, next);
 
     const [row] = await queryRows<Record<string, unknown>>(
       this.manager,
@@ -181,9 +189,22 @@ export class AutoTopupService implements OnModuleInit, OnModuleDestroy {
       enabled: settings.enabled,
       thresholdMillicents: settings.thresholdMillicents,
       amountMillicents: settings.amountMillicents,
-      monthlyCapMillicents: settings.monthlyCapMillicents,
+      monthlyCapMillicents: this.capInForce(settings.monthlyCapMillicents),
+      monthlyCapIsDefault: settings.monthlyCapMillicents === null,
       monthToDateMillicents: Number(total),
       paymentMethodSaved: settings.paymentMethodRef !== null,
+    };
+  }
+
+  /** The operator's bounds on auto top-up (TOPUP_MAX_MILLICENTS, AUTO_TOPUP_*), for the forms that set it. */
+  get bounds(): AutoTopupBounds {
+    const { topupMaxMillicents, autoTopupDefaultMonthlyCapMillicents, autoTopupMaxMonthlyCapMillicents, autoTopupMaxPerHour } =
+      this.config.payments;
+    return {
+      amountMaxMillicents: topupMaxMillicents,
+      defaultMonthlyCapMillicents: autoTopupDefaultMonthlyCapMillicents,
+      monthlyCapMaxMillicents: autoTopupMaxMonthlyCapMillicents,
+      maxPerHour: autoTopupMaxPerHour,
     };
   }
 
@@ -368,11 +389,7 @@ export class AutoTopupService implements OnModuleInit, OnModuleDestroy {
     next: PaymentMethodRef & { thresholdMillicents: number; amountMillicents: number; monthlyCapMillicents: number | null },
   ): void {
     if (!this.provider) {
-      throw ApiError.badRequest(
-        'Auto top-up needs a payment provider: set STRIPE_SECRET_KEY (payments are only simulated outside production).',
-        'enabled',
-        'payments_not_configured',
-      );
+      throw ApiError.badRequest(`Auto top-up needs payments, which are not configured. ${PAYMENTS_SETUP_HINT}`, 'enabled', 'payments_not_configured');
     }
     if (next.thresholdMillicents <= 0) {
       throw ApiError.badRequest('threshold is required and must be positive to enable auto top-up.', 'threshold');
@@ -392,33 +409,100 @@ export class AutoTopupService implements OnModuleInit, OnModuleDestroy {
   }
 
   /**
+   * Refuses settings above the operator's bounds, each at its field: an amount above the
+   * largest top-up, a monthly cap above the largest cap, a threshold not below the amount
+   * (each top-up would leave the balance below it, and the next charge would buy another).
+   * Stored values are checked when they are changed or auto top-up is turned on, so that
+   * older settings above the bounds can still be turned off; the claim clamps them anyway.
+   */
+  private assertWithinBounds(
+    command: ConfigureAutoTopup,
+    next: { enabled: boolean; thresholdMillicents: number; amountMillicents: number; monthlyCapMillicents: number | null },
+  ): void {
+    const bounds = this.bounds;
+    const amount = wholeCents(next.amountMillicents);
+    if ((next.enabled || command.amountMillicents !== undefined) && amount > bounds.amountMaxMillicents) {
+      throw ApiError.badRequest(
+        `The amount (${dollars(amount)}) is above the largest top-up, ${dollars(bounds.amountMaxMillicents)}.`,
+        'amount',
+        OUT_OF_BOUNDS,
+      );
+    }
+    const cap = next.monthlyCapMillicents;
+    if ((next.enabled || command.monthlyCapMillicents !== undefined) && cap !== null && cap > bounds.monthlyCapMaxMillicents) {
+      throw ApiError.badRequest(
+        `The monthly cap (${dollars(cap)}) is above the largest monthly cap, ${dollars(bounds.monthlyCapMaxMillicents)}.`,
+        'monthly_cap',
+        OUT_OF_BOUNDS,
+      );
+    }
+    const changed = next.enabled || command.thresholdMillicents !== undefined || command.amountMillicents !== undefined;
+    if (changed && next.thresholdMillicents > 0 && next.thresholdMillicents >= amount) {
+      throw ApiError.badRequest(
+        `The threshold (${dollars(next.thresholdMillicents)}) must be below the amount (${dollars(amount)}): ` +
+          'otherwise a top-up leaves the balance below the threshold and the next request buys another.',
+        'threshold',
+        OUT_OF_BOUNDS,
+      );
+    }
+    if (next.enabled && cap === null && bounds.defaultMonthlyCapMillicents < amount) {
+      throw ApiError.badRequest(
+        `The amount (${dollars(amount)}) is above the default monthly cap (${dollars(bounds.defaultMonthlyCapMillicents)}): ` +
+          `set a monthly cap of at least the amount (at most ${dollars(bounds.monthlyCapMaxMillicents)}).`,
+        'monthly_cap',
+        OUT_OF_BOUNDS,
+      );
+    }
+  }
+
+  /** The monthly cap a workspace's stored cap stands for: its own (within the largest), or the default. */
+  private capInForce(stored: number | null): number {
+    return Math.min(stored ?? this.bounds.defaultMonthlyCapMillicents, this.bounds.monthlyCapMaxMillicents);
+  }
+
+  /**
    * The claim: one statement that inserts the attempt only if auto top-up is enabled, the
-   * balance is below the threshold, the month's top-ups stay within the cap, and no other
-   * attempt is open (the partial unique index; a concurrent claim does nothing). Locking
-   * the wallet row re-checks the balance against a top-up that committed meanwhile.
+   * balance is below the threshold, the month's top-ups stay within the cap, fewer than
+   * AUTO_TOPUP_MAX_PER_HOUR attempts were started or ended (a retry that paid late) in the
+   * last hour, and no other attempt is
+   * open (the partial unique index; a concurrent claim does nothing). Stored settings above
+   * the operator's bounds are clamped here: the amount to the largest top-up, the threshold
+   * below the amount, no cap or a larger one to the default or the largest.
+   *
+   * Locking the wallet row re-checks the balance against a top-up that committed meanwhile.
+   * That is also why the counts cannot be outrun: this statement's snapshot may miss an
+   * attempt whose claim committed while it waited for the lock, but such an attempt is
+   * still open (the unique index refuses this one) until its credit, which needs this same
+   * lock and leaves the balance above the threshold, below the amount.
    */
   private async claim(workspaceId: string, provider: PaymentProvider): Promise<AttemptRow | null> {
+    const { amountMaxMillicents, defaultMonthlyCapMillicents, monthlyCapMaxMillicents, maxPerHour } = this.bounds;
     const rows = await queryRows<RawAttempt>(
       this.manager,
       `INSERT INTO auto_topup_attempts (workspace_id, status, provider, amount_millicents)
-       SELECT s.workspace_id, 'processing', $2, round(s.amount_millicents / 1000.0)::bigint * 1000
+       SELECT s.workspace_id, 'processing', $2, b.amount
          FROM auto_topup_settings s
          JOIN wallets w ON w.workspace_id = s.workspace_id
+        CROSS JOIN LATERAL (SELECT least(round(s.amount_millicents / 1000.0)::bigint * 1000, $4::bigint) AS amount) b
         WHERE s.workspace_id = $1
           AND s.enabled
-          AND w.balance_millicents < s.threshold_millicents
+          AND w.balance_millicents < least(s.threshold_millicents, b.amount - 1)
           AND (NOT $3 OR (s.payment_customer_ref IS NOT NULL AND s.payment_method_ref IS NOT NULL))
-          AND (s.monthly_cap_millicents IS NULL
-               OR round(s.amount_millicents / 1000.0)::bigint * 1000 + (
-                    SELECT coalesce(sum(a.amount_millicents), 0) FROM auto_topup_attempts a
-                     WHERE a.workspace_id = s.workspace_id
-                       AND a.status IN ('processing', 'retry_scheduled', 'succeeded')
-                       AND a.created_at >= date_trunc('month', now(), 'UTC')
-                  ) <= s.monthly_cap_millicents)
+          AND b.amount + (
+                SELECT coalesce(sum(a.amount_millicents), 0) FROM auto_topup_attempts a
+                 WHERE a.workspace_id = s.workspace_id
+                   AND a.status IN ('processing', 'retry_scheduled', 'succeeded')
+                   AND a.created_at >= date_trunc('month', now(), 'UTC')
+              ) <= least(coalesce(s.monthly_cap_millicents, $5::bigint), $6::bigint)
+          AND (SELECT count(*) FROM auto_topup_attempts a
+                WHERE a.workspace_id = s.workspace_id
+                  -- Retries end within hours of their attempt: a day bounds the scan.
+                  AND a.created_at > now() - interval '1 day'
+                  AND (a.created_at > now() - interval '1 hour' OR a.completed_at > now() - interval '1 hour')) < $7
           FOR UPDATE OF w
        ON CONFLICT (workspace_id) WHERE status IN ('processing', 'retry_scheduled') DO NOTHING
        RETURNING *`,
-      [workspaceId, provider.name, provider.needsPaymentMethod],
+      [workspaceId, provider.name, provider.needsPaymentMethod, amountMaxMillicents, defaultMonthlyCapMillicents, monthlyCapMaxMillicents, maxPerHour],
     );
     return rows.length > 0 ? toAttempt(rows[0]) : null;
   }
@@ -432,7 +516,8 @@ export class AutoTopupService implements OnModuleInit, OnModuleDestroy {
         workspaceId: attempt.workspaceId,
         attemptId: attempt.id,
         chargeSeq: attempt.chargeSeq,
-        amountCents: attempt.amountMillicents / 1000,
+        // An attempt claimed before the bound was lowered is paid within it.
+        amountCents: Math.min(attempt.amountMillicents, this.bounds.amountMaxMillicents) / 1000,
         idempotencyKey: `auto_topup_${attempt.id}_${attempt.chargeSeq}`,
         customerRef: settings?.customerRef ?? null,
         paymentMethodRef: settings?.paymentMethodRef ?? null,
@@ -622,6 +707,25 @@ function toAttempt(raw: RawAttempt): AttemptRow {
     chargeSeq: raw.charge_seq,
     paymentId: raw.payment_id,
   };
+}
+
+/** The operator's bounds on auto top-up, in millicents (AppConfig.payments). */
+export interface AutoTopupBounds {
+  /** The largest amount of one top-up (TOPUP_MAX_MILLICENTS, as manual top-ups). */
+  amountMaxMillicents: number;
+  /** The cap of a workspace that set none. */
+  defaultMonthlyCapMillicents: number;
+  /** The largest cap a workspace may set. */
+  monthlyCapMaxMillicents: number;
+  /** Automatic charges per workspace per hour, whatever the settings. */
+  maxPerHour: number;
+}
+
+/** The code of a 400 for settings above one of the operator's bounds. */
+const OUT_OF_BOUNDS = 'auto_topup_out_of_bounds';
+
+function dollars(millicents: number): string {
+  return `$${(millicents / 100_000).toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
 }
 
 /** Charged in whole cents: the nearest multiple of 1000 millicents. */

@@ -1,5 +1,7 @@
 import { Inject, Injectable, Logger, OnModuleInit, Optional } from '@nestjs/common';
 import { ApiError } from '../common/errors/api-error';
+import type { AppConfig } from '../config/app-config';
+import { InjectConfig } from '../config/config.module';
 import { assertUuid } from '../common/validation/uuid';
 import { PaymentEventResult, PaymentEvents } from '../payments/payment-events';
 import {
@@ -9,6 +11,7 @@ import {
   PAYMENT_PROVIDER,
   PaymentProvider,
   PaymentProviderName,
+  PAYMENTS_SETUP_HINT,
 } from '../payments/payment-provider';
 import { AutoTopupService } from './auto-topup.service';
 import type { WalletTransaction } from './entities/wallet-transaction.entity';
@@ -17,8 +20,6 @@ import { WalletService } from './wallet.service';
 
 /** The smallest manual top-up: one dollar (and never below what the provider takes). */
 export const MIN_MANUAL_TOPUP_MILLICENTS = 100_000;
-/** The largest manual top-up: ten thousand dollars, so that a typo cannot buy a fortune. */
-export const MAX_MANUAL_TOPUP_MILLICENTS = 1_000_000_000;
 
 /** Where the provider sends the person back; `{CHECKOUT_SESSION_ID}` is replaced by the session id. */
 export interface ReturnUrls {
@@ -48,28 +49,31 @@ export class TopupCheckoutService implements OnModuleInit {
     private readonly ledger: LedgerQueryService,
     private readonly paymentEvents: PaymentEvents,
     @Optional() @Inject(PAYMENT_PROVIDER) private readonly provider: PaymentProvider | null,
+    @InjectConfig() private readonly config: AppConfig,
   ) {}
 
   onModuleInit(): void {
     this.paymentEvents.handleCheckoutsWith((provider, completion) => this.apply(provider, completion));
   }
 
-  /** The provider checkouts go through; null when payments are off (production without Stripe). */
+  /** The provider checkouts go through; null when payments are not configured (see choosePaymentProvider). */
   get providerName(): PaymentProviderName | null {
     return canCheckout(this.provider) ? this.provider.name : null;
   }
 
-  /** Bounds of a manual top-up, in millicents. */
+  /** Bounds of a manual top-up, in millicents: at most TOPUP_MAX_MILLICENTS ($10,000 by default, so that a typo cannot buy a fortune). */
   get limits(): { minimumMillicents: number; maximumMillicents: number } {
     return {
       minimumMillicents: Math.max(MIN_MANUAL_TOPUP_MILLICENTS, this.provider?.minimumChargeMillicents ?? 0),
-      maximumMillicents: MAX_MANUAL_TOPUP_MILLICENTS,
+      maximumMillicents: this.config.payments.topupMaxMillicents,
     };
   }
 
   /** Starts a manual top-up of `amountMillicents` (whole cents, within `limits`). */
   async startTopup(workspaceId: string, amountMillicents: number, urls: ReturnUrls): Promise<TopupStart> {
     assertUuid(workspaceId, 'workspace');
+    // Refused before anything else: without payments no amount is right.
+    const provider = this.checkoutProvider();
     const { minimumMillicents, maximumMillicents } = this.limits;
     if (!Number.isSafeInteger(amountMillicents) || amountMillicents % 1000 !== 0) {
       throw ApiError.badRequest('The amount must be in whole cents.', 'amount');
@@ -81,7 +85,6 @@ export class TopupCheckoutService implements OnModuleInit {
         'amount_out_of_range',
       );
     }
-    const provider = this.checkoutProvider();
     const saved = await this.autoTopup.paymentMethodOf(workspaceId);
     const start = await provider.startCheckout({
       workspaceId,
@@ -142,11 +145,7 @@ export class TopupCheckoutService implements OnModuleInit {
 
   private checkoutProvider(): PaymentProvider & CheckoutProvider {
     if (!canCheckout(this.provider)) {
-      throw ApiError.badRequest(
-        'Payments are not configured: set STRIPE_SECRET_KEY (payments are only simulated outside production).',
-        undefined,
-        'payments_not_configured',
-      );
+      throw ApiError.badRequest(`Payments are not configured on this service. ${PAYMENTS_SETUP_HINT}`, undefined, 'payments_not_configured');
     }
     return this.provider;
   }

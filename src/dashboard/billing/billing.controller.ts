@@ -1,6 +1,7 @@
 import { Body, Get, Post, Query, Req, Res } from '@nestjs/common';
 import type { Response } from 'express';
 import { roleAtLeast } from '../../accounts/entities/membership.entity';
+import { PAYMENTS_SETUP_HINT } from '../../payments/payment-provider';
 import { AutoTopupService } from '../../wallet/auto-topup.service';
 import { TRANSACTION_TYPES } from '../../wallet/entities/wallet-transaction.entity';
 import { LedgerQueryService } from '../../wallet/ledger-query.service';
@@ -65,6 +66,7 @@ export class BillingController {
   @RequireRole('admin')
   async topup(@Req() req: PageRequest, @Res() res: Response, @Body() form: Form): Promise<void> {
     const workspaceId = req.member!.id;
+    if (!this.checkout.providerName) return this.refuseWithoutPayments(req, res, 'topup');
     const typed = form.custom_amount?.trim() ? form.custom_amount : form.preset;
     const amount = parseDollars(typed);
     if (amount === null) {
@@ -99,13 +101,14 @@ export class BillingController {
   @RequireRole('admin')
   async saveAutoTopup(@Req() req: PageRequest, @Res() res: Response, @Body() form: Form): Promise<void> {
     const workspaceId = req.member!.id;
+    if (!this.autoTopup.providerName) return this.refuseWithoutPayments(req, res, 'autoTopup');
     const errors: Record<string, string> = {};
     const threshold = parseDollars(form.threshold);
     const amount = parseDollars(form.amount);
     const cap = form.monthly_cap?.trim() ? parseDollars(form.monthly_cap) : null;
     if (threshold === null) errors.threshold = 'Give the threshold in dollars, such as 5 or 5.50.';
     if (amount === null) errors.amount = 'Give the amount in dollars, such as 20.';
-    if (form.monthly_cap?.trim() && cap === null) errors.monthly_cap = 'Give the monthly cap in dollars, or leave it empty for no cap.';
+    if (form.monthly_cap?.trim() && cap === null) errors.monthly_cap = 'Give the monthly cap in dollars, or leave it empty for the default cap.';
     if (Object.keys(errors).length > 0) return this.renderPage(req, res, emptyLedgerQuery(), { autoTopup: errors }, 400, form);
     try {
       await this.autoTopup.configure({
@@ -151,6 +154,14 @@ export class BillingController {
         ? 'Your card is saved for auto top-up.'
         : 'Your card is being saved: it shows here as soon as the payment provider confirms it (reload in a moment).',
     });
+  }
+
+  /**
+   * A POST of a form the page does not offer without payments (sent anyway): refused, with
+   * the page saying why, and nothing credited or saved.
+   */
+  private refuseWithoutPayments(req: PageRequest, res: Response, form: 'topup' | 'autoTopup'): Promise<void> {
+    return this.renderPage(req, res, emptyLedgerQuery(), { [form]: { form: `Payments are not configured on this service. ${PAYMENTS_SETUP_HINT}` } }, 400);
   }
 
   private async topupStatus(req: PageRequest, sessionId: string | undefined) {
@@ -203,6 +214,7 @@ export class BillingController {
     const filters = { type: query.type, from: query.from, to: query.to };
     const filtered = Boolean(query.type || query.from || query.to || query.after);
     const limits = this.checkout.limits;
+    const bounds = this.autoTopup.bounds;
     await this.pages.render(
       req,
       res,
@@ -230,14 +242,22 @@ export class BillingController {
           enabled: form.threshold !== undefined ? form.enabled === 'on' : (autoTopup?.enabled ?? false),
           threshold: form.threshold ?? dollarsField(autoTopup?.thresholdMillicents),
           amount: form.threshold !== undefined ? (form.amount ?? '') : dollarsField(autoTopup?.amountMillicents),
-          monthlyCap: form.monthly_cap ?? dollarsField(autoTopup?.monthlyCapMillicents),
+          // Empty while the default applies, so that it follows the operator's default.
+          monthlyCap: form.monthly_cap ?? (autoTopup?.monthlyCapIsDefault ? '' : dollarsField(autoTopup?.monthlyCapMillicents)),
+          bounds: {
+            amountMax: formatMillicents(bounds.amountMaxMillicents),
+            defaultCap: formatMillicents(bounds.defaultMonthlyCapMillicents),
+            defaultCapField: dollarsField(bounds.defaultMonthlyCapMillicents),
+            capMax: formatMillicents(bounds.monthlyCapMaxMillicents),
+            perHour: bounds.maxPerHour,
+          },
           monthToDate: formatMillicents(autoTopup?.monthToDateMillicents ?? 0),
           cardSaved: autoTopup?.paymentMethodSaved ?? false,
           summary: autoTopup
             ? {
                 threshold: formatMillicents(autoTopup.thresholdMillicents),
                 amount: formatMillicents(autoTopup.amountMillicents),
-                cap: autoTopup.monthlyCapMillicents === null ? 'no cap' : formatMillicents(autoTopup.monthlyCapMillicents),
+                cap: `${formatMillicents(autoTopup.monthlyCapMillicents)}${autoTopup.monthlyCapIsDefault ? ' (the default)' : ''}`,
               }
             : null,
           errors: errors.autoTopup ?? {},

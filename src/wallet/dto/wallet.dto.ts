@@ -13,8 +13,14 @@ export class AutoTopupDto {
   @ApiProperty({ description: 'Added by each top-up.', example: 2_000_000 })
   amountMillicents: number;
 
-  @ApiProperty({ type: Number, nullable: true, description: 'Most auto top-ups per calendar month (UTC); null: no cap.', example: 10_000_000 })
-  monthlyCapMillicents: number | null;
+  @ApiProperty({
+    description: "Most auto top-ups add per calendar month (UTC): the workspace's cap, or the operator's default when it set none.",
+    example: 10_000_000,
+  })
+  monthlyCapMillicents: number;
+
+  @ApiProperty({ description: "True when the cap is the operator's default (AUTO_TOPUP_DEFAULT_MONTHLY_CAP_MILLICENTS).", example: false })
+  monthlyCapIsDefault: boolean;
 
   @ApiProperty({ description: 'Auto top-ups this calendar month, counted against the cap.', example: 2_000_000 })
   monthToDateMillicents: number;

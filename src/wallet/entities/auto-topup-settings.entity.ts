@@ -17,7 +17,7 @@ export class AutoTopupSettings {
   @Column({ name: 'amount_millicents', type: 'bigint', default: 0, transformer: bigintToNumber })
   amountMillicents: number;
 
-  /** Most that auto top-ups may add per calendar month (UTC); null: no cap. */
+  /** Most that auto top-ups may add per calendar month (UTC); null: the operator's default cap (AUTO_TOPUP_DEFAULT_MONTHLY_CAP_MILLICENTS). */
   @Column({ name: 'monthly_cap_millicents', type: 'bigint', nullable: true, transformer: bigintToNumber })
   monthlyCapMillicents: number | null;
 
