@@ -340,6 +340,9 @@ describe('Dashboard: workspaces and members', () => {
 
     it('a signed-in person accepts an invitation with the button, once', async () => {
       const { token } = await invite(alice.client, ws, 'frank@example.com', 'admin');
+      // An invitation is accepted by an account with the invited address, verified (test/account-safety covers refusals).
+      const verification = mail.logged.filter((m) => m.to === 'frank@example.com' && /verify/i.test(m.subject)).at(-1)!;
+      expect((await frank.client.get(new URL(verification.link!).pathname)).status).toBe(303);
       const page = await frank.client.get(`/invitations/${token}`);
       expect(page.status).toBe(200);
       expect(page.html).toContain(`action="/invitations/${token}/accept"`);
@@ -521,7 +524,7 @@ describeWithBrowser('Dashboard members pages in Chromium: accessible, usable at 
     await stranger.goto(`/w/${workspaceId}/settings`);
     await check(stranger, 'Settings > General (member)', strangerProblems);
 
-    // Signed in, an invitation shows the Join button.
+    // Signed in with another address, an invitation says whom it is for, and offers to sign out instead of a Join button.
     await owner.goto(`/w/${workspaceId}/settings/members`);
     await owner.getByLabel('Email').fill('mia.second@example.com');
     // Posted from the members page, answered by it again: wait for the next page load, not for the URL.
@@ -529,7 +532,9 @@ describeWithBrowser('Dashboard members pages in Chromium: accessible, usable at 
     const second = (await owner.locator('#invitation-link').textContent())!.trim();
     await check(owner, 'Settings > Members (owner, two members, one pending)', problems);
     await stranger.goto(second);
-    await check(stranger, 'Invitation (signed in)', strangerProblems);
+    await check(stranger, 'Invitation (signed in with another address)', strangerProblems);
+    expect(await stranger.getByRole('button', { name: /^Join / }).count()).toBe(0);
+    expect(await stranger.getByRole('button', { name: 'Sign out' }).count()).toBeGreaterThan(0);
 
     await owner.goto('/workspaces/new');
     await check(owner, 'New workspace', problems);

@@ -33,7 +33,8 @@ const MINUTE = 60_000;
 export const THROTTLE_LIMITS: Record<ThrottledAction, ActionLimits> = {
   login: {
     address: { attempts: 30, windowMs: 15 * MINUTE },
-    accountAddress: { attempts: 5, windowMs: 15 * MINUTE },
+    // Every attempt counts, successes too (a person signing in from a few browsers): 10, as the old per-account limit was.
+    accountAddress: { attempts: 10, windowMs: 15 * MINUTE },
     account: { attempts: 100, windowMs: 60 * MINUTE },
   },
   reset: {
