@@ -8,7 +8,7 @@ import { WalletService } from '../src/wallet/wallet.service';
 import { WorkspacesService } from '../src/workspaces/workspaces.service';
 import { FakeStripe, startFakeStripe } from './fakes/fake-stripe';
 import { signUp, SignedUpPerson, textOf } from './support/dashboard-client';
-import { describeResult, runCliInProcess } from './support/processes';
+import { runCliInProcess } from './support/processes';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
 
 /**
