@@ -25,8 +25,9 @@ interface Answer {
   json: any;
 }
 
-function visitor(n: number): string {
-  return `v_${n.toString(16).padStart(32, '0')}`;
+/** The visitor id a token stands for (`v_` and its 32 hex digits): the user_id of its usage records and conversation. */
+function visitorIdOf(token: string): string {
+  return `v_${token.slice(3, 35)}`;
 }
 
 /**
@@ -85,8 +86,17 @@ describe('widget: public endpoints', () => {
     return { status: response.status, headers: response.headers, text, json };
   }
 
-  const send = (id: string, visitorId: string, message: string, origin?: string) =>
-    call('POST', `/widget/v1/${id}/messages`, { origin, body: { visitor: visitorId, message } });
+  const send = (id: string, visitor: string, message: string, origin?: string) =>
+    call('POST', `/widget/v1/${id}/messages`, { origin, body: { visitor, message } });
+
+  /** A new visitor of a widget, as widget.js gets one: a token issued by the service. */
+  async function newVisitor(id = publicId): Promise<string> {
+    const issued = await call('POST', `/widget/v1/${id}/visitors`, { body: {} });
+    expect(issued.status).toBe(201);
+    expect(issued.headers.get('access-control-allow-origin')).toBe(SITE);
+    return issued.json.visitor as string;
+  }
+  const conversationPath = (id: string, visitor: string) => `/widget/v1/${id}/conversation?visitor=${encodeURIComponent(visitor)}`;
 
   /** The `{"delta"}` events of a streamed answer, put together. */
   function streamedText(answer: Answer): string {
@@ -176,16 +186,17 @@ describe('widget: public endpoints', () => {
     const disabled = await call('GET', `/widget/v1/${disabledId}/config`);
     expect(disabled.status).toBe(403);
     expect(disabled.json.error.code).toBe('widget_disabled');
-    const message = await send(disabledId, visitor(1), 'Hello?');
+    const message = await send(disabledId, 'vt_never-issued', 'Hello?');
     expect(message.status).toBe(403);
     expect(message.json.error.code).toBe('widget_disabled');
   });
 
   it('streams an answer charged to the wallet, with a usage record from the widget for the visitor, kept as their conversation', async () => {
-    const id = visitor(2);
+    const token = await newVisitor();
+    const id = visitorIdOf(token);
     upstream.script({ kind: 'text', text: 'Hello **there**, shopper.', usage: USAGE });
     const before = await balance();
-    const answer = await send(publicId, id, 'Do you ship to Norway?');
+    const answer = await send(publicId, token, 'Do you ship to Norway?');
     expect(answer.status).toBe(200);
     expect(answer.headers.get('content-type')).toMatch(/^text\/event-stream/);
     expect(answer.headers.get('access-control-allow-origin')).toBe(SITE);
@@ -204,12 +215,12 @@ describe('widget: public endpoints', () => {
 
     // The second message continues the same conversation (its history goes upstream).
     upstream.script({ kind: 'text', text: 'Yes, in 3 days.', usage: USAGE });
-    const second = await send(publicId, id, 'How long does it take?');
+    const second = await send(publicId, token, 'How long does it take?');
     expect(streamedText(second)).toBe('Yes, in 3 days.');
     const history = (upstream.requests.at(-1)!.body.messages as Array<{ content: string }>).map((m) => m.content);
     expect(history).toEqual(['You help shoppers.', 'Do you ship to Norway?', 'Hello **there**, shopper.', 'How long does it take?']);
 
-    const transcript = await call('GET', `/widget/v1/${publicId}/conversation?visitor=${id}`);
+    const transcript = await call('GET', conversationPath(publicId, token));
     expect(transcript.status).toBe(200);
     expect(transcript.json).toEqual({
       messages: [
@@ -224,41 +235,44 @@ describe('widget: public endpoints', () => {
     expect(conversation).toEqual({ user_id: id, source: 'widget', metadata: { widget: publicId } });
 
     // Another visitor sees nothing of it.
-    expect((await call('GET', `/widget/v1/${publicId}/conversation?visitor=${visitor(3)}`)).json.messages).toEqual([]);
+    expect((await call('GET', conversationPath(publicId, await newVisitor()))).json.messages).toEqual([]);
     // Starting over: the next message opens a new conversation.
-    expect((await call('DELETE', `/widget/v1/${publicId}/conversation?visitor=${id}`)).status).toBe(204);
-    expect((await call('GET', `/widget/v1/${publicId}/conversation?visitor=${id}`)).json.messages).toEqual([]);
+    expect((await call('DELETE', conversationPath(publicId, token))).status).toBe(204);
+    expect((await call('GET', conversationPath(publicId, token))).json.messages).toEqual([]);
   });
 
   it('refuses a malformed visitor id, an empty or too long message, and a bad body, with 400 naming the field', async () => {
-    for (const bad of ['', 'v_123', `v_${'G'.repeat(32)}`, `${visitor(4)}x`, 42]) {
+    const token = await newVisitor();
+    // A visitor id made up as the widget made them before tokens is refused too.
+    for (const bad of ['', 'v_123', `v_${'a'.repeat(32)}`, `v_${'G'.repeat(32)}`, `${token}x`, 42]) {
       const answer = await call('POST', `/widget/v1/${publicId}/messages`, { body: { visitor: bad, message: 'Hi' } });
       expect(answer.status).toBe(400);
       expect(answer.json.error).toMatchObject({ code: 'invalid_visitor_id', param: 'visitor' });
     }
     expect((await call('GET', `/widget/v1/${publicId}/conversation?visitor=../../etc`)).status).toBe(400);
-    expect((await send(publicId, visitor(4), '   ')).json.error.param).toBe('message');
-    const long = await send(publicId, visitor(4), 'x'.repeat(2_001));
+    expect((await send(publicId, token, '   ')).json.error.param).toBe('message');
+    const long = await send(publicId, token, 'x'.repeat(2_001));
     expect(long.status).toBe(400);
     expect(long.json.error.code).toBe('message_too_long');
     const notJson = await fetch(`${t.baseUrl}/widget/v1/${publicId}/messages`, { method: 'POST', headers: { origin: SITE, 'content-type': 'application/json' }, body: '{"visitor":' });
     expect(notJson.status).toBe(400);
-    expect(await db.query(`SELECT 1 FROM usage_records WHERE user_id = $1`, [visitor(4)])).toEqual([]);
+    expect(await db.query(`SELECT 1 FROM usage_records WHERE user_id = $1`, [visitorIdOf(token)])).toEqual([]);
   });
 
   it('limits each visitor to its rate (429 with Retry-After, readable by the page); other visitors go on', async () => {
-    const id = visitor(5);
+    const token = await newVisitor();
     upstream.setDefault({ kind: 'text', text: 'ok', usage: USAGE });
-    for (let i = 0; i < VISITOR_RATE_LIMIT_RPM; i++) expect((await send(publicId, id, `message ${i}`)).status).toBe(200);
-    const limited = await send(publicId, id, 'one more');
+    for (let i = 0; i < VISITOR_RATE_LIMIT_RPM; i++) expect((await send(publicId, token, `message ${i}`)).status).toBe(200);
+    const limited = await send(publicId, token, 'one more');
     expect(limited.status).toBe(429);
-    expect(limited.json.error.type).toBe('rate_limit_exceeded');
+    // Told as to a website visitor, not an operator.
+    expect(limited.json.error).toMatchObject({ type: 'rate_limit_exceeded', message: "You're sending messages quickly; wait a moment." });
     expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
     expect(limited.headers.get('access-control-allow-origin')).toBe(SITE);
     expect(limited.headers.get('access-control-expose-headers')).toMatch(/Retry-After/);
-    expect((await send(publicId, visitor(6), 'hello')).status).toBe(200);
+    expect((await send(publicId, await newVisitor(), 'hello')).status).toBe(200);
     // The refused message ran nothing: one usage record per answered message.
-    const [{ count }] = await db.query(`SELECT count(*)::int AS count FROM usage_records WHERE user_id = $1`, [id]);
+    const [{ count }] = await db.query(`SELECT count(*)::int AS count FROM usage_records WHERE user_id = $1`, [visitorIdOf(token)]);
     expect(count).toBe(VISITOR_RATE_LIMIT_RPM);
   });
 
@@ -279,14 +293,15 @@ describe('widget: public endpoints', () => {
     const assistant = await t.app.get(AssistantsService).create(empty.id, { name: 'Broke', model: 'gpt-4o-mini' });
     const widget = await t.app.get(WidgetsService).save(empty.id, assistant.id, { ...defaultWidgetSettings('Broke'), enabled: true, allowedOrigins: [SITE] });
     const requestsBefore = upstream.requests.length;
-    const answer = await send(widget.publicId, visitor(7), 'Hello?');
+    const token = await newVisitor(widget.publicId);
+    const answer = await send(widget.publicId, token, 'Hello?');
     expect(answer.status).toBe(402);
     expect(answer.headers.get('access-control-allow-origin')).toBe(SITE);
     expect(answer.json.error.message).toBe('This chat is not available at the moment. Please try again later.');
     expect(answer.json.error.message).not.toMatch(/balance|millicent|wallet/i);
     expect(upstream.requests.length).toBe(requestsBefore);
     // Nothing stored for the refused message: no conversation for the visitor.
-    expect((await call('GET', `/widget/v1/${widget.publicId}/conversation?visitor=${visitor(7)}`)).json.messages).toEqual([]);
+    expect((await call('GET', conversationPath(widget.publicId, token))).json.messages).toEqual([]);
     expect(await db.query(`SELECT 1 FROM conversations WHERE workspace_id = $1`, [empty.id])).toEqual([]);
   });
 

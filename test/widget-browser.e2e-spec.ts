@@ -167,10 +167,11 @@ describeWithBrowser('widget in a browser', () => {
 
     for (let i = 0; i < 50 && (await t.app.get(WalletService).balance(workspace.id)).balanceMillicents === before; i++) await page.waitForTimeout(100);
     expect((await t.app.get(WalletService).balance(workspace.id)).balanceMillicents).toBe(before - 21);
-    const visitor = await page.evaluate(() => localStorage.getItem('acs-widget-visitor'));
-    expect(visitor).toMatch(/^v_[0-9a-f]{32}$/);
+    // The visitor token the service issued, kept per widget; its usage record names the visitor it stands for.
+    const token: string = await page.evaluate((key) => localStorage.getItem(key), `acs-widget-visitor:${publicId}`);
+    expect(token).toMatch(/^vt_[0-9a-f]{32}\./);
     const records = await t.app.get(DataSource).query(`SELECT source, user_id FROM usage_records WHERE workspace_id = $1`, [workspace.id]);
-    expect(records).toEqual([{ source: 'widget', user_id: visitor }]);
+    expect(records).toEqual([{ source: 'widget', user_id: `v_${token.slice(3, 35)}` }]);
 
     // Escape closes the panel and gives the focus back to the launcher.
     await page.keyboard.press('Escape');

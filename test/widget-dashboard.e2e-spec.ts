@@ -34,6 +34,9 @@ describe('dashboard: widget page', () => {
     accent_color: '#aa3300',
     theme: 'dark',
     position: 'bottom-left',
+    daily_cap: '12.50',
+    history_messages: '4',
+    max_answer_tokens: '800',
     ...fields,
   });
 
@@ -70,6 +73,11 @@ describe('dashboard: widget page', () => {
     expect(textOf(shown.html)).toContain('Saved: the widget answers on https://www.example.com, http://localhost:8080.');
     const [row] = await t.app.get(DataSource).query(`SELECT * FROM widgets WHERE assistant_id = $1`, [assistantId]);
     expect(row).toMatchObject({ enabled: true, allowed_origins: ['https://www.example.com', 'http://localhost:8080'], accent_color: '#aa3300', theme: 'dark', position: 'bottom-left' });
+    // The spending settings: the cap typed in dollars is kept in millicents, and shown with today's spending.
+    expect(row).toMatchObject({ daily_cap_millicents: '1250000', history_messages: 4, max_answer_tokens: 800 });
+    expect(textOf(shown.html)).toContain('Spent today (UTC): $0.00 of $12.50.');
+    expect(shown.html).toContain('name="daily_cap" inputmode="decimal" required value="12.50"');
+    expect(shown.html).not.toContain('id="widget-cap-reached"');
     expect(row.public_id).toMatch(/^wgt_[A-Za-z0-9_-]{20}$/);
     expect(shown.html).toContain(`&lt;script src=&quot;${t.baseUrl}/widget.js&quot; data-widget=&quot;${row.public_id}&quot; async&gt;&lt;/script&gt;`);
     expect(shown.html.match(/id="embed-tag">([^<]*)</)![1]).not.toContain(assistantId);
