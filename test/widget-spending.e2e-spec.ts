@@ -258,6 +258,11 @@ describe('widget: spending bounded', () => {
     expect(textOf(page.html)).toContain(`Spent today (UTC): ${formatMillicents(spent)} of $0.05`);
     expect(page.html).toContain('id="widget-cap-reached"');
     expect(page.html).toContain('name="daily_cap" inputmode="decimal" required value="0.05"');
+    // And the workspace's overview says which widget it is, linking its settings.
+    const overview = await owner.client.get(`/w/${owner.workspaceId}`);
+    expect(overview.html).toContain('id="widgets-near-cap"');
+    expect(overview.html).toContain(`href="/w/${owner.workspaceId}/assistants/${assistantId}/widget"`);
+    expect(textOf(overview.html)).toContain(`Shop helper has spent ${formatMillicents(spent)} of its $0.05 daily cap today (reached`);
   });
 
   it('refuses a cap above the bound (or none) in the settings form, and saves one within it', async () => {

@@ -102,6 +102,24 @@ export class WidgetSpendingService {
     };
   }
 
+  /** The workspace's widgets whose spending today reached ALERT_SHARE_PERCENT of their cap (or had a message refused for it): the overview's banner. */
+  async nearCapToday(workspaceId: string, now = new Date()): Promise<{ assistantId: string; title: string; spentMillicents: number; capMillicents: number; capReached: boolean }[]> {
+    const rows = (await this.db.query(
+      `SELECT w.assistant_id, w.title, s.spent_millicents::float8 AS spent, w.daily_cap_millicents::float8 AS cap, s.refused
+         FROM widget_spending s JOIN widgets w ON w.id = s.widget_id
+        WHERE w.workspace_id = $1 AND s.day = $2::date AND (s.spent_millicents * 100 >= w.daily_cap_millicents * $3 OR s.refused > 0)
+        ORDER BY w.title`,
+      [workspaceId, utcDay(now), ALERT_SHARE_PERCENT],
+    )) as { assistant_id: string; title: string; spent: number; cap: number; refused: number }[];
+    return rows.map((row) => ({
+      assistantId: row.assistant_id,
+      title: row.title,
+      spentMillicents: row.spent,
+      capMillicents: row.cap,
+      capReached: row.refused > 0 || row.spent >= row.cap,
+    }));
+  }
+
   /** The message's reservation becomes its exact cost, on the day it was admitted. */
   private async settle(widget: Widget, day: string, reserved: number, chargedMicros: bigint): Promise<void> {
     const charged = chargedMicros > 0n ? ceilMillicents(chargedMicros) : 0;

@@ -2,6 +2,7 @@ import { Get, Req, Res } from '@nestjs/common';
 import type { Response } from 'express';
 import { roleAtLeast } from '../../accounts/entities/membership.entity';
 import { UNLIMITED } from '../../limits/tier-policy';
+import { WidgetSpendingService } from '../../widget/widget-spending.service';
 import { DashboardController, RequireRole } from '../dashboard.decorators';
 import { formatMillicents } from '../format';
 import type { PageRequest } from '../page-request';
@@ -14,6 +15,7 @@ export class OverviewController {
   constructor(
     private readonly pages: PagesService,
     private readonly overviews: OverviewService,
+    private readonly widgetSpending: WidgetSpendingService,
   ) {}
 
   @Get()
@@ -21,7 +23,7 @@ export class OverviewController {
   async overview(@Req() req: PageRequest, @Res() res: Response): Promise<void> {
     const workspaceId = req.member!.id;
     req.session.lastWorkspaceId = workspaceId;
-    const overview = await this.overviews.of(workspaceId);
+    const [overview, widgetsNearCap] = await Promise.all([this.overviews.of(workspaceId), this.widgetSpending.nearCapToday(workspaceId)]);
     const { steps } = overview;
     await this.pages.render(req, res, 'overview', {
       overview,
@@ -42,6 +44,14 @@ export class OverviewController {
       canManage: roleAtLeast(req.member!.role, 'admin'),
       showFirstSteps: !(steps.key && steps.call && steps.assistant),
       apiBase: this.pages.absoluteUrl(req, '/v1'),
+      // Chat widgets near or at their daily cap today: a script may be driving them.
+      widgetsNearCap: widgetsNearCap.map((widget) => ({
+        title: widget.title,
+        path: `/w/${workspaceId}/assistants/${widget.assistantId}/widget`,
+        spent: formatMillicents(widget.spentMillicents),
+        cap: formatMillicents(widget.capMillicents),
+        capReached: widget.capReached,
+      })),
     });
   }
 }
