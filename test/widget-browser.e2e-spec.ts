@@ -90,6 +90,8 @@ describeWithBrowser('widget in a browser', () => {
   let publicId: string;
   /** A widget of a workspace whose wallet is empty. */
   let brokeId: string;
+  /** A widget whose daily cap no message fits in. */
+  let cappedId: string;
   let allowed: { origin: string; server: Server };
   let refused: { origin: string; server: Server };
   let context: BrowserContext;
@@ -105,7 +107,8 @@ describeWithBrowser('widget in a browser', () => {
     const assistant = await t.app.get(AssistantsService).create(workspace.id, { name: 'Shop helper', model: 'gpt-4o-mini' });
     const tag = (id = publicId) => `<script src="${t.baseUrl}/widget.js" data-widget="${id}" async></script>`;
     allowed = await startSite(
-      (path) => hostPage(tag(path.startsWith('/broke') ? brokeId : publicId), { css: path.startsWith('/aggressive') ? AGGRESSIVE_CSS : undefined }),
+      (path) =>
+        hostPage(tag(path.startsWith('/broke') ? brokeId : path.startsWith('/capped') ? cappedId : publicId), { css: path.startsWith('/aggressive') ? AGGRESSIVE_CSS : undefined }),
       // A strict page: scripts and connections to the service only, no inline style or script at all.
       (path): Record<string, string> => (path.startsWith('/strict') ? { 'content-security-policy': `default-src 'none'; script-src ${t.baseUrl}; connect-src ${t.baseUrl}; style-src 'self'` } : {}),
     );
@@ -122,6 +125,16 @@ describeWithBrowser('widget in a browser', () => {
     const broke = await t.createWorkspace({ tier: 'free', balanceMillicents: 0 });
     const brokeAssistant = await t.app.get(AssistantsService).create(broke.id, { name: 'Broke', model: 'gpt-4o-mini' });
     brokeId = (await t.app.get(WidgetsService).save(broke.id, brokeAssistant.id, { ...defaultWidgetSettings('Broke shop'), enabled: true, allowedOrigins: [allowed.origin] })).publicId;
+    const cappedWorkspace = await t.createWorkspace({ tier: 'free', balanceMillicents: 100_000 });
+    const cappedAssistant = await t.app.get(AssistantsService).create(cappedWorkspace.id, { name: 'Capped', model: 'gpt-4o-mini' });
+    cappedId = (
+      await t.app.get(WidgetsService).save(cappedWorkspace.id, cappedAssistant.id, {
+        ...defaultWidgetSettings('Capped shop'),
+        enabled: true,
+        allowedOrigins: [allowed.origin],
+        dailyCapMillicents: 1,
+      })
+    ).publicId;
     browser = await launchChromium();
     context = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'en-US' });
     page = await context.newPage();
@@ -298,6 +311,34 @@ describeWithBrowser('widget in a browser', () => {
     // The refusal is an HTTP 402 the page reads; Chromium reports the status of that fetch, nothing else is logged.
     expect(brokeProblems.filter((problem) => !/status of 402/.test(problem.text))).toEqual([]);
     await broke.close();
+  });
+
+  it('replaces a visitor id of the old widget.js and a token the service refuses, and tells a visitor when the day\'s cap is spent', async () => {
+    const capped = await context.newPage();
+    const cappedProblems = collectConsoleErrors(capped);
+    await capped.goto(`${allowed.origin}/capped`);
+    // What an earlier widget.js stored (an id it made up), and a token whose signature is not the service's.
+    const forged = `vt_${'0'.repeat(32)}.zzzzzz.AAAAAAAAAAA.${'A'.repeat(22)}`;
+    await capped.evaluate(
+      ([id, token]) => {
+        localStorage.setItem('acs-widget-visitor', `v_${'1'.repeat(32)}`);
+        localStorage.setItem(`acs-widget-visitor:${id}`, token);
+      },
+      [cappedId, forged],
+    );
+    await capped.getByRole('button', { name: 'Open chat: Capped shop' }).click();
+    await capped.getByLabel('Your message').fill('Hello?');
+    await capped.keyboard.press('Enter');
+    const status = inWidget(capped, '.status.error');
+    await status.waitFor({ state: 'visible' });
+    expect(await status.textContent()).toBe('This chat is resting for today. Please try again tomorrow.');
+    // The refused token was replaced by one the service issued (a new visitor: the forged one names nobody).
+    const stored: string = await capped.evaluate((id) => localStorage.getItem(`acs-widget-visitor:${id}`), cappedId);
+    expect(stored).toMatch(/^vt_[0-9a-f]{32}\./);
+    expect(stored).not.toBe(forged);
+    // Chromium reports the statuses of the refused fetches (401 for the forged token, 402 for the cap); nothing else is logged.
+    expect(cappedProblems.filter((problem) => !/status of 40[12]/.test(problem.text))).toEqual([]);
+    await capped.close();
   });
 
   it('shows a live preview on the dashboard page, under its CSP, following the form', async () => {
