@@ -93,7 +93,7 @@ export class DocumentUploads {
     // The whole body is read: the connection may be kept alive again.
     if (!res.headersSent) res.removeHeader('Connection');
     try {
-      return { files: await parseFiles(body, req.headers['content-type'] ?? '') };
+      return { files: parseFiles(body, req.headers['content-type'] ?? '') };
     } catch {
       return unreadable();
     }
@@ -132,59 +132,115 @@ function unreadable(): ReceivedUpload {
   return { refusal: 'The upload could not be read (it was cut off or malformed). Try again.', status: 400 };
 }
 
-/** Parsing is Node's own (undici's `Response.formData()`), so no multipart dependency is needed. */
-async function parseFiles(body: Buffer, contentType: string): Promise<UploadedFile[]> {
-  const form = await new Response(body, { headers: { 'content-type': contentType } }).formData();
+/** Parts of a multipart body beyond which it is refused unparsed: a form has a token and a few files. */
+const MAX_PARTS = 100;
+
+/**
+ * The files of a multipart/form-data body (RFC 7578). Each file's data is a view into
+ * `body`, never a copy: an upload costs its own size in memory, not several times it.
+ * Throws on a body that is not well-formed multipart.
+ */
+export function parseFiles(body: Buffer, contentType: string): UploadedFile[] {
+  const boundary = /;\s*boundary=(?:"([^"]{1,70})"|([^;\s]{1,70}))/i.exec(contentType);
+  if (!boundary) throw new Error('No multipart boundary');
+  const delimiter = Buffer.from(`\r\n--${boundary[1] ?? boundary[2]}`);
+  // The first delimiter may start the body, without the CRLF before it.
+  let position = body.indexOf(delimiter.subarray(2));
+  if (position < 0) throw new Error('No multipart part');
+  position += delimiter.length - 2;
   const files: UploadedFile[] = [];
-  for (const [name, value] of form) {
+  for (let parts = 0; body.toString('latin1', position, position + 2) !== '--'; parts++) {
+    if (parts >= MAX_PARTS) throw new Error('Too many parts');
+    const headersStart = body.indexOf('\r\n', position) + 2;
+    const headersEnd = body.indexOf('\r\n\r\n', headersStart - 2);
+    const end = headersEnd < 0 ? -1 : body.indexOf(delimiter, headersEnd + 4);
+    if (headersStart < 2 || headersEnd < 0 || end < 0) throw new Error('A multipart part is cut off');
+    if (headersEnd - headersStart > HEAD_BYTES) throw new Error('A multipart part has too long headers');
+    const headers = partHeaders(body.toString('utf8', headersStart, headersEnd));
     // A form posted with no file chosen sends one nameless, empty part.
-    if (name === 'files' && typeof value !== 'string' && (value.name || value.size > 0)) {
-      files.push({ name: value.name, mimeType: value.type, data: Buffer.from(await value.arrayBuffer()) });
+    if (headers.name === 'files' && headers.fileName !== undefined && (headers.fileName || end > headersEnd + 4)) {
+      files.push({ name: headers.fileName, mimeType: headers.contentType, data: body.subarray(headersEnd + 4, end) });
     }
+    position = end + delimiter.length;
   }
   return files;
+}
+
+/** A part's field name, file name and type, decoded as browsers encode them (HTML's form submission). */
+function partHeaders(text: string): { name?: string; fileName?: string; contentType: string } {
+  const result: { name?: string; fileName?: string; contentType: string } = { contentType: 'text/plain' };
+  for (const line of text.split('\r\n')) {
+    const colon = line.indexOf(':');
+    const header = line.slice(0, colon).trim().toLowerCase();
+    const value = line.slice(colon + 1).trim();
+    if (header === 'content-type' && value) result.contentType = value.toLowerCase();
+    if (header !== 'content-disposition') continue;
+    for (const [, key, quoted, bare] of value.matchAll(/;\s*([a-z*]+)=(?:"([^"]*)"|([^;\s]*))/gi)) {
+      // Browsers escape only these three in names (HTML's multipart/form-data encoding).
+      const decoded = (quoted ?? bare).replace(/%22/gi, '"').replace(/%0D/gi, '\r').replace(/%0A/gi, '\n');
+      if (key.toLowerCase() === 'name') result.name = decoded;
+      if (key.toLowerCase() === 'filename') result.fileName = decoded;
+    }
+  }
+  return result;
 }
 
 /**
  * The start of the body: up to the form's CSRF field, at most HEAD_BYTES (more only if one
  * chunk brought it). The stream is paused afterwards, the rest left for readCapped.
  */
-function readHead(req: IncomingMessage): Promise<Buffer> {
-  return consume(req, (chunks, length) => length >= HEAD_BYTES || CSRF_FIELD.test(Buffer.concat(chunks).toString('latin1')));
+async function readHead(req: IncomingMessage): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let length = 0;
+  await consume(req, (chunk) => {
+    chunks.push(chunk);
+    length += chunk.length;
+    return length >= HEAD_BYTES || CSRF_FIELD.test(Buffer.concat(chunks).toString('latin1'));
+  });
+  return Buffer.concat(chunks, length);
 }
 
 /**
  * The whole body (after `head`, already read), or null as soon as it passes `cap`: the
- * stream is then left paused, nothing more of it read.
+ * stream is then left paused, nothing more of it read. With a Content-Length the body is
+ * copied into one buffer as it comes, so it is never held twice.
  */
 async function readCapped(req: IncomingMessage, cap: number, head: Buffer = Buffer.alloc(0)): Promise<Buffer | null> {
-  if (head.length > cap) return null;
+  const declared = req.headers['content-length'] === undefined ? undefined : Number(req.headers['content-length']);
+  if (head.length > cap || (declared !== undefined && declared > cap)) return null;
+  const whole = declared === undefined ? undefined : Buffer.allocUnsafe(declared);
+  const chunks: Buffer[] = [];
+  let length = 0;
   let over = false;
-  const rest = await consume(req, (_chunks, length) => (over = head.length + length > cap));
-  return over ? null : Buffer.concat([head, rest]);
+  const add = (chunk: Buffer): boolean => {
+    if (length + chunk.length > (whole?.length ?? cap)) return (over = true);
+    if (whole) chunk.copy(whole, length);
+    else chunks.push(chunk);
+    length += chunk.length;
+    return false;
+  };
+  add(head);
+  await consume(req, add);
+  if (over) return null;
+  return whole ? whole.subarray(0, length) : Buffer.concat(chunks, length);
 }
 
 /**
- * Reads chunks until `enough` says so (then pauses the stream) or the body ends; rejects when
- * the client goes away first.
+ * Gives each chunk to `take` until it says it has enough (the stream is then paused) or the
+ * body ends; rejects when the client goes away first.
  */
-function consume(req: IncomingMessage, enough: (chunks: Buffer[], length: number) => boolean): Promise<Buffer> {
-  if (req.readableEnded) return Promise.resolve(Buffer.alloc(0));
-  const chunks: Buffer[] = [];
-  let length = 0;
-  return new Promise<Buffer>((resolve, reject) => {
+function consume(req: IncomingMessage, take: (chunk: Buffer) => boolean): Promise<void> {
+  if (req.readableEnded) return Promise.resolve();
+  return new Promise<void>((resolve, reject) => {
     const done = (error?: Error): void => {
       req.off('data', onData).off('end', onEnd).off('error', onError).off('close', onClose);
       if (error) reject(error);
-      else resolve(Buffer.concat(chunks, length));
+      else resolve();
     };
     const onData = (chunk: Buffer): void => {
-      chunks.push(chunk);
-      length += chunk.length;
-      if (enough(chunks, length)) {
-        req.pause();
-        done();
-      }
+      if (!take(chunk)) return;
+      req.pause();
+      done();
     };
     const onEnd = (): void => done();
     const onError = (error: Error): void => done(error);
