@@ -245,22 +245,29 @@ describe('nerfing rules', () => {
       .get(WidgetsService)
       .save(workspace.id, assistant.id, { ...defaultWidgetSettings('Shop helper'), enabled: true, allowedOrigins: [site] });
     const rule = await addRule(workspace, { scope: 'widget_visitors', window: 'minute', metric: 'requests', threshold: '1', action: 'block' });
-    const send = async (visitor: string) => {
+    // Visitors as widget.js gets them: tokens issued by the service, each standing for a visitor id (their user_id).
+    const newVisitor = async () => {
+      const response = await fetch(`${t.baseUrl}/widget/v1/${widget.publicId}/visitors`, { method: 'POST', headers: { origin: site } });
+      const token = ((await response.json()) as { visitor: string }).visitor;
+      return { token, id: `v_${token.slice(3, 35)}` };
+    };
+    const send = async (visitor: { token: string }) => {
       const response = await fetch(`${t.baseUrl}/widget/v1/${widget.publicId}/messages`, {
         method: 'POST',
         headers: { origin: site, 'content-type': 'application/json' },
-        body: JSON.stringify({ visitor, message: 'Do you ship abroad?' }),
+        body: JSON.stringify({ visitor: visitor.token, message: 'Do you ship abroad?' }),
       });
       return { status: response.status, headers: response.headers, text: await response.text() };
     };
-    const [anna, ben] = [`v_${'a'.repeat(32)}`, `v_${'b'.repeat(32)}`];
+    const [annaVisitor, benVisitor] = [await newVisitor(), await newVisitor()];
+    const [anna, ben] = [annaVisitor.id, benVisitor.id];
 
-    expect((await send(anna)).status).toBe(200);
-    const refused = await send(anna);
+    expect((await send(annaVisitor)).status).toBe(200);
+    const refused = await send(annaVisitor);
     expect(refused.status).toBe(429);
     expect(refused.headers.get('retry-after')).toBe('50');
     expect(JSON.parse(refused.text)).toMatchObject({ error: { type: 'rate_limit_exceeded', retry_after_seconds: 50 } });
-    expect((await send(ben)).status).toBe(200);
+    expect((await send(benVisitor)).status).toBe(200);
     // The same id through the API is no widget visitor.
     await ask(workspace, anna);
     await ask(workspace, anna);
