@@ -198,3 +198,13 @@ describe('loadConfig: HTTP server, shutdown, metrics and logs (issue 13)', () =>
     expect(message).toMatch(/LOG_FORMAT must be one of json, pretty/);
   });
 });
+
+describe('loadConfig: dashboard uploads received at once (issue 29)', () => {
+  it('defaults to 2 per workspace and 8 per process, reads both, and refuses 0', () => {
+    expect(loadConfig({}).uploads).toEqual({ perWorkspace: 2, perProcess: 8 });
+    expect(loadConfig({ UPLOAD_CONCURRENCY_PER_WORKSPACE: '1', UPLOAD_CONCURRENCY_PER_PROCESS: '20' }).uploads).toEqual({ perWorkspace: 1, perProcess: 20 });
+    expect(() => loadConfig({ UPLOAD_CONCURRENCY_PER_WORKSPACE: '0', UPLOAD_CONCURRENCY_PER_PROCESS: 'many' })).toThrow(
+      /UPLOAD_CONCURRENCY_PER_WORKSPACE must be an integer from 1 to 100[\s\S]*UPLOAD_CONCURRENCY_PER_PROCESS must be an integer from 1 to 1000/,
+    );
+  });
+});
