@@ -37,6 +37,7 @@ const SERVICE_VARIABLES = [
   /^HTTP_(KEEP_ALIVE|HEADERS|REQUEST)_TIMEOUT_MS$/,
   /^SHUTDOWN_DRAIN_MS$/,
   /^METRICS_(TOKEN|PORT)$/,
+  /^DOCUMENT_/,
 ];
 
 export function processEnv(overrides: Record<string, string>): NodeJS.ProcessEnv {

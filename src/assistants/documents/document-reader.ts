@@ -71,6 +71,11 @@ export class DocumentReader {
     };
   }
 
+  /** Workers reading now (for metrics and tests): never more than DOCUMENT_READERS. */
+  get reading(): number {
+    return this.active.size;
+  }
+
   /** The file's text, paragraphs separated by blank lines, not yet normalised. Throws DocumentReadError. */
   async read(format: DocumentFormat, data: Uint8Array, options: ReadOptions = {}): Promise<string> {
     await this.acquire();

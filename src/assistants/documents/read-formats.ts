@@ -1,9 +1,10 @@
 /**
  * How each format's text is read. Runs inside a reader's worker thread (document-reader.ts),
- * so it imports nothing of Nest or the app: only the parsers and this folder's checks.
+ * so it imports nothing of Nest or the app: only this folder's checks, and each format's
+ * parser when a file of it comes (a worker reads one file: loading all of them would double
+ * the start of a worker reading plain text).
  */
-import { convert as htmlToText } from 'html-to-text';
-import mammoth from 'mammoth';
+/* eslint-disable @typescript-eslint/no-require-imports */
 import { DocumentReadError, DocumentReadFailure } from './document-read-error';
 import type { DocumentFormat } from './extract-text';
 import { checkHtmlDepth } from './html-depth';
@@ -70,6 +71,7 @@ const SKIPPED_HTML = ['script', 'style', 'noscript', 'template', 'svg', 'canvas'
 
 function htmlText(html: string, maxDepth: number): string {
   checkHtmlDepth(html, maxDepth);
+  const { convert: htmlToText } = require('html-to-text') as typeof import('html-to-text');
   return htmlToText(html, {
     wordwrap: false,
     selectors: [
@@ -84,6 +86,7 @@ function htmlText(html: string, maxDepth: number): string {
 async function docxText(data: Buffer, limits: ReadLimits): Promise<string> {
   if (data[0] !== 0x50 || data[1] !== 0x4b) throw new DocumentReadError('invalid', 'it is not a DOCX file (not a ZIP archive).');
   checkZipArchive(data, limits);
+  const mammoth = require('mammoth') as typeof import('mammoth');
   try {
     const result = await mammoth.extractRawText({ buffer: data });
     return result.value;
@@ -99,7 +102,6 @@ async function pdfText(data: Buffer, limits: ReadLimits, onPage: (done: number, 
   checkPdfStreams(data, limits.maxUnpackedBytes);
   // pdf-parse is pdf.js underneath, whose Node build loads its own worker code with a dynamic
   // import() of an .mjs file: fine in this worker thread, which has Node's real module loader.
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { PDFParse } = require('pdf-parse') as typeof import('pdf-parse');
   const parser = new PDFParse({ data: new Uint8Array(data), verbosity: 0 });
   const pages: string[] = [];
