@@ -55,11 +55,9 @@ describe('documents are read off the event loop', () => {
 
     const started = performance.now();
     const readMs = new Map<string, number>();
-    const ids = new Map<string, string>();
     for (const file of files) {
       // As an upload does: stored processing, then read in the background.
       const document = await documents.enqueue({ workspaceId: workspace.id, assistantId: assistant.id, fileName: file.name, data: file.data });
-      ids.set(document.id, file.name);
       ingestion.start(document.id);
     }
     let done = false;

@@ -9,6 +9,7 @@ function fakeDocuments() {
   let mostAtOnce = 0;
   const documents = {
     leaseSeconds: 120,
+    readers: 2,
     renewLease: jest.fn(async () => undefined),
     ingest: jest.fn(
       (id: string) =>

@@ -1,12 +1,6 @@
 import { BeforeApplicationShutdown, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
 import { DocumentsService } from './documents.service';
 
-/**
- * Documents read at once by this process: each is read in a worker thread that may use up
- * to DOCUMENT_READ_MEMORY_MB, and ten files uploaded together must not start ten. The
- * others wait their turn (DocumentReader bounds the workers of the CLI and uploads alike).
- */
-const MAX_PARALLEL_READS = 2;
 /** How often abandoned documents are looked for, unless the lease is shorter than twice this. */
 const SWEEP_EVERY_MS = 30_000;
 /** On shutdown, how long to let documents being read finish; the rest are taken up again after their lease. */
@@ -80,9 +74,14 @@ export class DocumentIngestion implements OnApplicationBootstrap, BeforeApplicat
     clearTimeout(timer);
   }
 
-  /** A reading slot; a waiter is handed the slot of the reader that ends, so there are never more than MAX_PARALLEL_READS. */
+  /**
+   * A reading slot, DOCUMENT_READERS of them: each document is read in a worker thread that
+   * may use up to DOCUMENT_READ_MEMORY_MB, and ten files uploaded together must not start ten
+   * (nor hold ten files in memory). A waiter is handed the slot of the reader that ends, so
+   * there are never more.
+   */
   private async acquire(): Promise<void> {
-    if (this.active < MAX_PARALLEL_READS) {
+    if (this.active < this.documents.readers) {
       this.active++;
       return;
     }

@@ -115,6 +115,11 @@ export class DocumentsService {
     return this.config.documents.leaseSeconds;
   }
 
+  /** Documents this process reads at once (DOCUMENT_READERS). */
+  get readers(): number {
+    return this.config.documents.readers;
+  }
+
   /**
    * Extracts the file's text, splits it into overlapping chunks and stores the document
    * and its chunks in one transaction. The workspace's tier limits (documents and total
