@@ -13,7 +13,7 @@ export const MAX_UPLOAD_BYTES = 3 * MAX_FILE_BYTES;
 /** What a refused upload's script is told to wait before trying again (429). */
 export const UPLOAD_BUSY_RETRY_AFTER_SECONDS = 10;
 
-/** A file of a multipart upload, read into memory. */
+/** A file of a multipart upload: its data is a view into the body read into memory. */
 export interface UploadedFile {
   name: string;
   mimeType: string;
@@ -48,9 +48,8 @@ export class UploadTokenReader implements NestMiddleware {
   async use(req: UploadRequest, res: Response, next: NextFunction): Promise<void> {
     if (req.method !== 'POST') return next();
     res.setHeader('Connection', 'close');
-    const multipart = /^multipart\/form-data/i.test(req.headers['content-type'] ?? '');
     // Without a session the guard refuses anyway; a script (assistants.js, htmx) sends the token as a header.
-    if (!multipart || !req.session?.userId || req.headers['x-csrf-token'] !== undefined) return next();
+    if (!isMultipart(req) || !req.session?.userId || req.headers['x-csrf-token'] !== undefined) return next();
     try {
       req.uploadHead = await readHead(req);
       const token = CSRF_FIELD.exec(req.uploadHead.toString('latin1'));
@@ -78,6 +77,8 @@ export class DocumentUploads {
 
   /** Reads and parses the body; the slot it takes is given back when the response closes. */
   async receive(req: UploadRequest, res: Response, workspaceId: string): Promise<ReceivedUpload> {
+    // Not a form with files (a form's urlencoded body is read by then, any other is left unread).
+    if (!isMultipart(req)) return { files: [] };
     const declared = Number(req.headers['content-length'] ?? 0);
     if (declared > MAX_UPLOAD_BYTES) return tooLarge();
     const busy = this.admit(workspaceId, res);
@@ -122,6 +123,10 @@ export class DocumentUploads {
     });
     return null;
   }
+}
+
+function isMultipart(req: IncomingMessage): boolean {
+  return /^multipart\/form-data/i.test(req.headers['content-type'] ?? '');
 }
 
 function tooLarge(): ReceivedUpload {
