@@ -95,6 +95,14 @@ describe('uploads authorised before they are read', () => {
     // The four bodies are 240 MB; buffered, even one of them would be 60 MB.
     expect(growth).toBeLessThan(60 * MB);
     expect(await documents(docsPath)).toEqual([]);
+
+    // A client that goes on writing after the answer finds the connection closed: the server does not drain the body.
+    const persistent = streamUpload(stranger.client, docsPath, { fileBytes: 60 * MB - 1024, keepWriting: true, pauseMs: 0 });
+    expect((await persistent.answer).status).toBe(404);
+    const sentAtClose = await persistent.closed;
+    console.log(`a stranger writing on after the 404: the connection closed after ${(sentAtClose / MB).toFixed(2)} MB of ${(persistent.totalBytes / MB).toFixed(0)} MB`);
+    // (What the kernels buffer on both sides is sent before the client notices: a few MB on loopback.)
+    expect(sentAtClose).toBeLessThan(persistent.totalBytes / 4);
   });
 
   it('a member without the admin role gets 403, and no one signed in gets 403 (the CSRF check), before the body is read', async () => {
@@ -181,6 +189,8 @@ interface StreamedAnswer {
 
 interface StreamedUpload {
   answer: Promise<StreamedAnswer>;
+  /** Bytes the client had sent when the connection closed. */
+  closed: Promise<number>;
   totalBytes: number;
   /** Lets an upload held at `holdAfter` send the rest. */
   release(): void;
@@ -189,7 +199,7 @@ interface StreamedUpload {
 /**
  * A multipart upload of one file of `fileBytes` (the letter a), written 64 KB at a time with
  * a pause between chunks, waiting for the socket to drain; it stops writing when the answer
- * comes. `token`: the CSRF token as the form's first field (a form without JavaScript) or
+ * comes (unless `keepWriting`). `token`: the CSRF token as the form's first field (a form without JavaScript) or
  * the header (assistants.js); `chunked`: no Content-Length.
  */
 function streamUpload(
@@ -203,6 +213,8 @@ function streamUpload(
     chunked?: boolean;
     holdAfter?: number;
     pauseMs?: number;
+    /** Go on writing after the answer, until the server closes the connection. */
+    keepWriting?: boolean;
   },
 ): StreamedUpload {
   const boundary = '----upload-authorisation-test';
@@ -229,7 +241,7 @@ function streamUpload(
   let answered = false;
   let release!: () => void;
   const released = new Promise<void>((resolve) => (release = resolve));
-  const closed = new Promise<void>((resolve) => req.once('close', resolve));
+  const closed = new Promise<number>((resolve) => req.once('close', () => resolve(sent)));
 
   const answer = new Promise<StreamedAnswer>((resolve, reject) => {
     req.once('response', (res) => {
@@ -240,7 +252,7 @@ function streamUpload(
       res.on('data', (chunk: string) => (html += chunk));
       res.once('end', () => {
         resolve({ status: res.statusCode!, headers: res.headers, html, sentAtAnswer });
-        req.destroy();
+        if (!options.keepWriting) req.destroy();
       });
       res.once('error', reject);
     });
@@ -252,10 +264,11 @@ function streamUpload(
 
   const chunk = Buffer.alloc(64 * 1024, 'a');
   const write = async (data: Buffer): Promise<boolean> => {
-    if (answered || req.destroyed) return false;
+    const stop = (): boolean => (answered && !options.keepWriting) || req.destroyed;
+    if (stop()) return false;
     sent += data.length;
     if (!req.write(data)) await Promise.race([new Promise((resolve) => req.once('drain', resolve)), closed]);
-    return !answered && !req.destroyed;
+    return !stop();
   };
   void (async () => {
     if (!(await write(preamble))) return;
@@ -271,7 +284,7 @@ function streamUpload(
     }
     if (await write(epilogue)) req.end();
   })();
-  return { answer, totalBytes, release: () => release() };
+  return { answer, closed, totalBytes, release: () => release() };
 }
 
 async function until(condition: () => boolean): Promise<void> {
