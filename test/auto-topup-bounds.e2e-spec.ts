@@ -151,6 +151,8 @@ describe('auto top-up bounds (fake Stripe)', () => {
         await owner.client.get(billing);
         const response = await owner.client.post(`${billing}/auto-topup`, { enabled: 'on', ...form });
         expect(response.status).toBe(400);
+        // The summary says what is saved (off), not what the refused form asked for.
+        expect(response.html).toContain('id="auto-topup-summary">Off.');
         const error = response.html.match(new RegExp(`<small id="auto-topup-${field}-error">([^<]*)</small>`));
         expect(error && textOf(error[1])).toContain(reason);
       };

@@ -414,10 +414,10 @@ describeWithBrowser('dashboard: billing through Stripe Checkout (fake Stripe, in
 
     await page.getByLabel('Enabled').check();
     await page.getByLabel('Threshold, in dollars').fill('50');
-    await page.getByLabel('Amount, in dollars', { exact: true }).fill('20');
+    await page.getByLabel('Amount, in dollars', { exact: true }).fill('60');
     await page.getByLabel('Monthly cap, in dollars').fill('');
     await Promise.all([page.waitForEvent('load'), page.getByRole('button', { name: 'Save auto top-up' }).click()]);
-    expect(await page.textContent('#auto-topup-summary')).toContain('monthly cap: no cap');
+    expect(await page.textContent('#auto-topup-summary')).toContain('monthly cap: $500.00 (the default)');
 
     // $42.50 is below $50: the next charge, made with the official OpenAI SDK, starts a top-up.
     const key = await t.app.get(ApiKeysService).create(owner.workspaceId, 'auto top-up test');
@@ -429,12 +429,12 @@ describeWithBrowser('dashboard: billing through Stripe Checkout (fake Stripe, in
     await t.app.get(AutoTopupService).idle();
 
     const [charge] = stripe.created();
-    expect(charge.params).toMatchObject({ amount: '2000', customer: String(setup.customer), payment_method: 'pm_card_visa', off_session: 'true' });
+    expect(charge.params).toMatchObject({ amount: '6000', customer: String(setup.customer), payment_method: 'pm_card_visa', off_session: 'true' });
     const autoRows = (await ledgerOf(t, owner.workspaceId)).filter((row) => row.type === 'auto_topup');
-    expect(autoRows.map((row) => Number(row.amount))).toEqual([2_000_000]);
+    expect(autoRows.map((row) => Number(row.amount))).toEqual([6_000_000]);
 
     await page.goto(billing);
-    expect(await page.textContent('#attempts-table tbody')).toMatch(/\$20\.00\s+succeeded\s+1/);
+    expect(await page.textContent('#attempts-table tbody')).toMatch(/\$60\.00\s+succeeded\s+1/);
     await expectAccessible(page, 'billing with attempts and ledger');
     expect(ours(problems)).toEqual([]);
     await context.close();

@@ -239,6 +239,8 @@ export class BillingController {
         },
         autoTopup: {
           configured: autoTopup !== null,
+          // What is saved, for the summary; `enabled` is the form's, which a refused form keeps.
+          storedEnabled: autoTopup?.enabled ?? false,
           enabled: form.threshold !== undefined ? form.enabled === 'on' : (autoTopup?.enabled ?? false),
           threshold: form.threshold ?? dollarsField(autoTopup?.thresholdMillicents),
           amount: form.threshold !== undefined ? (form.amount ?? '') : dollarsField(autoTopup?.amountMillicents),
