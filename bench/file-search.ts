@@ -22,6 +22,8 @@ import PDFDocument from 'pdfkit';
 import { DataSource } from 'typeorm';
 import { DocumentsModule } from '../src/assistants/documents/documents.module';
 import { DocumentsService, FILE_SEARCH_SQL, IngestionProgress } from '../src/assistants/documents/documents.service';
+import { loadConfig } from '../src/config/app-config';
+import { ConfigModule } from '../src/config/config.module';
 import { dataSourceOptions } from '../src/database/data-source';
 import { type BenchContext, closeApp, runBench, summarize, table, writeResults } from './harness';
 
@@ -147,8 +149,11 @@ const elapsedMs = (start: bigint) => Number(process.hrtime.bigint() - start) / 1
 // The run.
 // ---------------------------------------------------------------------------------------
 async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: BenchContext): Promise<number> {
-  // Only the documents module, not the whole app: what is measured is DocumentsService.
-  @Module({ imports: [TypeOrmModule.forRoot({ ...dataSourceOptions(databaseUrl), logging: ['error'] }), DocumentsModule] })
+  // Only the documents module, not the whole app: what is measured is DocumentsService (its
+  // reader's limits come from the configuration, read from the environment as the app does).
+  @Module({
+    imports: [ConfigModule.forRoot(loadConfig()), TypeOrmModule.forRoot({ ...dataSourceOptions(databaseUrl), logging: ['error'] }), DocumentsModule],
+  })
   class BenchModule {}
   const app = await NestFactory.createApplicationContext(BenchModule, { logger: ['error'] });
   onCleanup(() => closeApp(app));
