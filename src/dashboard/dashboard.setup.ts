@@ -10,7 +10,7 @@ import { DataSource } from 'typeorm';
 import type { AppConfig } from '../config/app-config';
 import { inputGuardMiddleware } from '../common/validation/input-guard';
 import type { PageRequest } from './page-request';
-import { sessionSecret } from './session-secret';
+import { sessionSecret } from '../config/session-secret';
 
 export const SESSION_COOKIE = 'acs.sid';
 const SESSION_MAX_AGE_MS = 7 * 24 * 3_600_000;

@@ -3,7 +3,7 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { ApiError } from '../common/errors/api-error';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
-import { sessionSecret } from '../dashboard/session-secret';
+import { sessionSecret } from '../config/session-secret';
 
 /** How long a visitor token is accepted; then the widget asks for a new one (same visitor, same conversation). */
 export const VISITOR_TOKEN_TTL_MS = 7 * 24 * 3_600_000;

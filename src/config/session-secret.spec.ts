@@ -1,7 +1,7 @@
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import type { AppConfig } from '../config/app-config';
+import type { AppConfig } from './app-config';
 import { sessionSecret } from './session-secret';
 
 describe('sessionSecret', () => {
