@@ -24,6 +24,8 @@ export interface StreamedIteration {
  * held back until the request is settled, to carry `x_service`.
  */
 export class StreamRelay {
+  /** Whether text or the client's own tool calls were passed on to it: what a failure still charges. */
+  delivered = false;
   private readonly rolesSent = new Set<number>();
   private heldFinish?: ChatCompletionChunkResponse;
   private template?: ChatCompletionChunk;
@@ -81,6 +83,7 @@ export class StreamRelay {
         }
         if (delta.role !== undefined || delta.content || delta.tool_calls || delta.refusal) {
           out.push({ ...choice, delta, finish_reason: null });
+          if (delta.content || delta.tool_calls || delta.refusal) this.delivered = true;
         }
         if (choice.finish_reason) finishing.push({ ...choice, delta: {}, finish_reason: choice.finish_reason });
       }

@@ -8,7 +8,7 @@ import type { ServerToolCall, ToolOutcome } from '../tools/tools.service';
 import { ChatCompletionChunkResponse, ChatStreamEvent, isKeepAlive } from './completion-types';
 import { Spend } from './spend';
 import { StreamedCall, streamedCompletion } from './streamed-completion';
-import { OUT_OF_FUNDS_NOTE } from './tool-loop';
+import { OUT_OF_CONTEXT_NOTE, OUT_OF_FUNDS_NOTE } from './tool-loop';
 
 const MODEL = { id: 'gpt-4o', inputPrice: 250_000, outputPrice: 1_000_000, cachedInputPrice: 125_000 } as ModelDefinition;
 const PROMPT: ChatMessage[] = [{ role: 'user', content: 'Weather in Paris?' }];
@@ -57,7 +57,7 @@ function streamedCall(
   /** The server's drain deadline (ServerDrain.streamsCut). */
   stop?: Cancellation,
 ) {
-  const seen = { ended: undefined as Cancellation | undefined, settled: [] as Array<{ failure: unknown; reply?: ChatMessage; clientLeft: boolean }> };
+  const seen = { ended: undefined as Cancellation | undefined, settled: [] as Array<{ failure: unknown; reply?: ChatMessage; clientLeft: boolean }>, delivered: [] as boolean[] };
   const spend = new Spend();
   const events: ChatStreamEvent[] = [];
   const start = async (ended: Cancellation): Promise<StreamedCall> => {
@@ -82,9 +82,11 @@ function streamedCall(
           spend.addModelCall(MODEL, usage ?? { prompt_tokens: 10, completion_tokens: generated.length, total_tokens: 10 + generated.length }),
         addToolCall: (name, micros) => spend.addToolCall(name, micros),
         holdNextIteration: async () => true,
+        fitsContext: async () => true,
         // As the real session: a failure (other than after the client left) is the stream's error.
-        settleStream: async (failure, reply) => {
+        settleStream: async (failure, reply, delivered) => {
           seen.settled.push({ failure, reply, clientLeft: ended.aborted });
+          seen.delivered.push(delivered);
           if (failure && !ended.aborted) throw failure;
         },
         ...billing,
@@ -195,14 +197,26 @@ describe('streamedCompletion', () => {
     expect(textOf(events)).toBe('Once upon');
     expect(error).toBe(broken);
     expect(seen.settled).toHaveLength(1);
+    // Text reached the client: the settlement charges it.
+    expect(seen.delivered).toEqual([true]);
   });
 
-  it('fails mid-loop when the next call cannot be opened', async () => {
+  it('fails mid-loop when the next call cannot be opened; only server tool calls were streamed, so nothing was delivered', async () => {
     const refused = new ApiError('upstream_error', 'The provider failed.');
-    const { run } = streamedCall([{ chunks: searchCall }, refused]);
+    const { run, seen } = streamedCall([{ chunks: searchCall }, refused]);
     const { events, error } = await run();
     expect(events.length).toBeGreaterThan(0);
     expect(error).toBe(refused);
+    expect(seen.delivered).toEqual([false]);
+  });
+
+  it('ends cut short, with a note and finish_reason length, when the next prompt would not fit the context', async () => {
+    const { run, spend } = streamedCall([{ chunks: searchCall }, { chunks: words('never') }], {}, { fitsContext: async () => false });
+    const { events } = await run();
+    expect(textOf(events)).toBe(OUT_OF_CONTEXT_NOTE);
+    expect(chunksOf(events).at(-1)!.choices[0].finish_reason).toBe('length');
+    expect(spend.iterations).toBe(1);
+    expect(spend.toolsUsed).toEqual(['web_search']);
   });
 
   it('ends cut short, with a note and finish_reason length, when the wallet cannot cover another iteration', async () => {

@@ -6,7 +6,7 @@ import type { OpenedStream } from '../providers/providers.service';
 import type { BillingSession } from './billing/billing-session';
 import type { ChatStreamEvent } from './completion-types';
 import { StreamedIteration, StreamRelay } from './stream-relay';
-import { LoopEnd, ModelTurn, OUT_OF_FUNDS_NOTE, runToolLoop, ToolLoop } from './tool-loop';
+import { CUT_SHORT_NOTES, LoopEnd, ModelTurn, runToolLoop, ToolLoop } from './tool-loop';
 
 /** How often a keep-alive goes out while server tools run. */
 const KEEP_ALIVE_MS = 5_000;
@@ -84,15 +84,15 @@ async function relayToolLoop(subscriber: Subscriber<ChatStreamEvent>, call: Stre
   }
 
   let finishReason: 'length' | 'stop' | undefined;
-  if (end?.outOfFunds) {
-    relay.say(`${end.turn.content ? '\n\n' : ''}${OUT_OF_FUNDS_NOTE}`);
+  if (end?.cutShort) {
+    relay.say(`${end.turn.content ? '\n\n' : ''}${CUT_SHORT_NOTES[end.cutShort]}`);
     finishReason = 'length';
   } else if (end && end.turn.serverCalls.length > 0 && !end.turn.calledClientTools) {
     // Stopped at the iteration limit with server calls only: the client sees an answer, not tool calls.
     finishReason = 'stop';
   }
   // Throws the error to end the stream with; after a disconnect it settles and returns.
-  await call.billing.settleStream(failure, end ? replyOf(end.turn) : undefined);
+  await call.billing.settleStream(failure, end ? replyOf(end.turn) : undefined, relay.delivered);
   if (subscriber.closed) return;
   const { spend } = call.billing;
   relay.finish(spend.xService(), call.includeUsage ? spend.usage() : undefined, finishReason);

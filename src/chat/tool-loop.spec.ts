@@ -15,6 +15,8 @@ class FakeBilling implements LoopBilling {
   readonly prompts: ChatMessage[][] = [];
   extensions = 0;
   funds = Infinity;
+  /** The longest prompt (in messages) that fits the model's context. */
+  contextMessages = Infinity;
 
   calling(messages: ChatMessage[]): void {
     this.prompts.push(messages);
@@ -30,6 +32,9 @@ class FakeBilling implements LoopBilling {
     if (this.extensions >= this.funds) return false;
     this.extensions += 1;
     return true;
+  }
+  async fitsContext(messages: ChatMessage[]): Promise<boolean> {
+    return messages.length <= this.contextMessages;
   }
 }
 
@@ -66,7 +71,7 @@ describe('runToolLoop', () => {
   it('without tools: one call, metered, and its answer', async () => {
     const { loop, billing, calls, toolCalls } = loopOf([answer('Hello.')], { maxIterations: 1 });
     const end = await runToolLoop(loop);
-    expect(end).toEqual({ turn: answer('Hello.'), outOfFunds: false });
+    expect(end).toEqual({ turn: answer('Hello.'), cutShort: null });
     expect(calls).toEqual([{ messages: PROMPT, last: true }]);
     expect(billing.spend.iterations).toBe(1);
     expect(billing.extensions).toBe(0);
@@ -109,7 +114,7 @@ describe('runToolLoop', () => {
     const mixed: ModelTurn = { ...searching(), calledClientTools: true };
     const { loop, toolCalls, billing } = loopOf([mixed]);
     const end = await runToolLoop(loop);
-    expect(end).toEqual({ turn: mixed, outOfFunds: false });
+    expect(end).toEqual({ turn: mixed, cutShort: null });
     expect(toolCalls).toEqual([]);
     expect(billing.extensions).toBe(0);
   });
@@ -118,7 +123,7 @@ describe('runToolLoop', () => {
     const { loop, calls, toolCalls, billing } = loopOf([searching('a'), searching('b'), searching('c')], { maxIterations: 2 });
     const end = await runToolLoop(loop);
     expect(end.turn.serverCalls[0].id).toBe('b');
-    expect(end.outOfFunds).toBe(false);
+    expect(end.cutShort).toBeNull();
     expect(calls.map((call) => call.last)).toEqual([false, true]);
     expect(toolCalls.map((call) => call.id)).toEqual(['a']);
     expect(billing.spend.iterations).toBe(2);
@@ -128,10 +133,22 @@ describe('runToolLoop', () => {
     const { loop, billing, toolCalls } = loopOf([searching(), searching(), answer('never')]);
     billing.funds = 1;
     const end = await runToolLoop(loop);
-    expect(end.outOfFunds).toBe(true);
+    expect(end.cutShort).toBe('funds');
     expect(end.turn.serverCalls).toHaveLength(1);
     expect(toolCalls).toHaveLength(1);
     expect(billing.spend.iterations).toBe(2);
+  });
+
+  it('ends cut short when the next prompt would not fit the context, after the tools ran and without calling the model again', async () => {
+    const { loop, billing, calls, toolCalls } = loopOf([searching(), answer('never')]);
+    // The prompt, the assistant's tool call and its result: 3 messages do not fit.
+    billing.contextMessages = 2;
+    const end = await runToolLoop(loop);
+    expect(end.cutShort).toBe('context');
+    expect(calls).toHaveLength(1);
+    expect(toolCalls).toHaveLength(1);
+    expect(billing.spend.iterations).toBe(1);
+    expect(billing.spend.toolsUsed).toEqual(['web_search']);
   });
 
   it('fails with an upstream error mid-loop, after billing the calls that were answered', async () => {
@@ -192,13 +209,13 @@ describe('plain completions in the loop', () => {
 
   it('never shows the client a server call: an answer at the iteration limit finishes with stop', () => {
     const turn = completionTurn(completion({ role: 'assistant', content: 'Let me look.', refusal: null, tool_calls: [toolCall('a', 'web_search')] }), isServerTool);
-    const shown = answerOf({ turn, outOfFunds: false }, isServerTool);
+    const shown = answerOf({ turn, cutShort: null }, isServerTool);
     expect(shown.choices[0]).toMatchObject({ finish_reason: 'stop', message: { content: 'Let me look.', tool_calls: undefined } });
   });
 
   it('adds the out-of-funds note to an answer cut short', () => {
     const turn = completionTurn(completion({ role: 'assistant', content: 'So far:', refusal: null, tool_calls: [toolCall('a', 'web_search')] }), isServerTool);
-    const shown = answerOf({ turn, outOfFunds: true }, isServerTool);
+    const shown = answerOf({ turn, cutShort: 'funds' }, isServerTool);
     expect(shown.choices[0]).toMatchObject({ finish_reason: 'length', message: { content: `So far:\n\n${OUT_OF_FUNDS_NOTE}`, tool_calls: undefined } });
   });
 });

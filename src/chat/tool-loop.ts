@@ -18,7 +18,7 @@ export interface ModelTurn {
 }
 
 /** The billing session, as the loop uses it. */
-export type LoopBilling = Pick<BillingSession, 'spend' | 'calling' | 'meter' | 'addToolCall' | 'holdNextIteration'>;
+export type LoopBilling = Pick<BillingSession, 'spend' | 'calling' | 'meter' | 'addToolCall' | 'holdNextIteration' | 'fitsContext'>;
 
 /** One request's tool loop: how to call the model and run a tool, plain or streamed. */
 export interface ToolLoop<T extends ModelTurn> {
@@ -38,18 +38,23 @@ export interface ToolLoop<T extends ModelTurn> {
   toolsRunning?(): () => void;
 }
 
+/** Why a loop ended before the model answered: the wallet could not cover another iteration, or its prompt would not fit the model's context. */
+export type CutShort = 'funds' | 'context';
+
 export interface LoopEnd<T extends ModelTurn> {
   /** The last model call: the answer, or the client's tool calls. */
   turn: T;
-  /** The wallet could not cover another iteration: the answer is cut short. */
-  outOfFunds: boolean;
+  /** Set when the answer is cut short (finish_reason `length`). */
+  cutShort: CutShort | null;
 }
 
 /**
  * The tool loop of plain and streamed completions alike. Each model call is one iteration;
  * server tools (web_search, file_search) run here and their results go back to the model.
  * The loop ends when the model answers, calls a client tool, reaches the iteration limit,
- * or the wallet cannot cover another iteration. Every call is billed as soon as it returns;
+ * or the wallet cannot cover another iteration, or the next prompt (with the tools' results)
+ * would leave no room for an answer in the model's context: then it ends cut short, charged
+ * for what ran, rather than sending a prompt the upstream must refuse. Every call is billed as soon as it returns;
  * a failure (upstream, a tool aborted, the database) is thrown for the caller to settle.
  */
 export async function runToolLoop<T extends ModelTurn>(loop: ToolLoop<T>): Promise<LoopEnd<T>> {
@@ -62,15 +67,16 @@ export async function runToolLoop<T extends ModelTurn>(loop: ToolLoop<T>): Promi
     await billing.meter(messages, turn.usage, turn.generated);
     if (turn.broken !== undefined) throw turn.broken;
     if (turn.serverCalls.length === 0 || turn.calledClientTools || billing.spend.iterations >= maxIterations) {
-      return { turn, outOfFunds: false };
+      return { turn, cutShort: null };
     }
-    if (!(await billing.holdNextIteration(messages, turn.serverCalls.length))) return { turn, outOfFunds: true };
+    if (!(await billing.holdNextIteration(messages, turn.serverCalls.length))) return { turn, cutShort: 'funds' };
     const done = loop.toolsRunning?.();
     try {
       messages = [...messages, assistantTurn(turn.content, turn.serverCalls), ...(await runTools(loop, turn.serverCalls))];
     } finally {
       done?.();
     }
+    if (!(await billing.fitsContext(messages))) return { turn, cutShort: 'context' };
   }
 }
 
@@ -94,6 +100,9 @@ function assistantTurn(content: string | null, calls: ServerToolCall[]): ChatMes
 
 /** The answer when the wallet cannot cover another iteration: what the model said so far, cut short. */
 export const OUT_OF_FUNDS_NOTE = 'I could not finish: the wallet balance does not cover another step.';
+/** The answer when the tools' results would not fit the model's context with room for an answer. */
+export const OUT_OF_CONTEXT_NOTE = "I could not finish: the tools' results do not fit in the model's context window.";
+export const CUT_SHORT_NOTES: Record<CutShort, string> = { funds: OUT_OF_FUNDS_NOTE, context: OUT_OF_CONTEXT_NOTE };
 
 /** A plain completion as one turn of the loop. */
 export interface CompletionTurn extends ModelTurn {
@@ -118,14 +127,13 @@ export function completionTurn(completion: ChatCompletion, isServerTool: (name: 
   };
 }
 
-/** The completion the client gets: its own tool calls only, and the out-of-funds note when the loop was cut short. */
+/** The completion the client gets: its own tool calls only, and a note of why when the loop was cut short. */
 export function answerOf(end: LoopEnd<CompletionTurn>, isServerTool: (name: string) => boolean): ChatCompletion {
-  const completion = end.outOfFunds ? cutShort(end.turn.completion) : end.turn.completion;
+  const completion = end.cutShort ? cutShort(end.turn.completion, CUT_SHORT_NOTES[end.cutShort]) : end.turn.completion;
   return { ...completion, choices: completion.choices.map((choice) => withoutServerCalls(choice, isServerTool)) };
 }
 
-function cutShort(completion: ChatCompletion): ChatCompletion {
-  const note = OUT_OF_FUNDS_NOTE;
+function cutShort(completion: ChatCompletion, note: string): ChatCompletion {
   return {
     ...completion,
     choices: completion.choices.map((choice) => ({

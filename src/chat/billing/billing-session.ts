@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { storable } from '../../common/database/storable';
 import { ApiError } from '../../common/errors/api-error';
+import { isDatabaseUnavailable } from '../../common/errors/database-unavailable';
 import type { AppendTurnParams } from '../../conversations/conversations.service';
 import type { ModelDefinition } from '../../models/model-catalog';
 import type { ChatMessage, CompletionUsage, FunctionTool } from '../../providers/provider-adapter';
@@ -16,9 +16,6 @@ import { UsageEnding, usageRecord, UsageSubject } from './usage-record';
 export const MIN_USEFUL_OUTPUT_TOKENS = 16;
 /** Room held for each tool result that the next iteration's prompt will carry. */
 const TOKENS_PER_TOOL_RESULT = 1_500;
-/** Tries at settling a request whose answer was delivered, before the hold is given up. */
-const SETTLE_ATTEMPTS = 3;
-const SETTLE_RETRY_MS = 200;
 
 const logger = new Logger('Chat');
 
@@ -84,7 +81,8 @@ export function holdEstimateMillicents(model: ModelDefinition, promptTokens: num
  * estimate (which holds the money, or refuses with 402); meters each model and tool call;
  * raises the hold before each further iteration of a tool loop; keeps the hold alive while
  * the request runs; and ends in exactly one settlement: the exact cost charged with the usage
- * record (and conversation turn) in one transaction, or, for a failure, charged and refunded.
+ * record (and conversation turn) in one transaction, or, for a failure before anything reached
+ * the client, charged and refunded.
  */
 export class BillingSession {
   /** What the request has used so far. */
@@ -182,43 +180,56 @@ export class BillingSession {
     return this.ports.wallet.extendHold(this.hold, ceilMillicents(needed) - this.hold.amountMillicents, this.ports.holdTtlMs);
   }
 
+  /**
+   * Whether the next iteration's prompt leaves room in the model's context for a useful
+   * answer: one that does not is not sent (the upstream would refuse it with a 400).
+   */
+  async fitsContext(messages: ChatMessage[]): Promise<boolean> {
+    const { contextLength } = this.estimate.model;
+    return (await this.countPrompt(messages)) + Math.min(this.maxTokens, MIN_USEFUL_OUTPUT_TOKENS) <= contextLength;
+  }
+
   /** The request was answered: its cost is charged, and with a conversation the turn is stored. */
   async settle(reply: ChatMessage | undefined): Promise<void> {
     await this.settleWith({ status: 'success', errorCode: null }, { reply });
   }
 
   /**
-   * Ends a stream, whose answer (or part of it) reached the client. A client that left pays
-   * for what was generated (and for a prompt sent upstream without an answer); a stalled
-   * upstream, or a stream cut by the server's stop, is charged for what it delivered, then
-   * reported; any other failure is charged
-   * and refunded (see `fail`). The settlement is retried: it is idempotent per hold.
-   * Throws the error the stream must end with, if any.
+   * Ends a stream. What reached the client (`delivered`: text or its own tool calls were
+   * written to it) is charged, with the tools that ran and the prompts of the calls it came
+   * from, whatever ends the stream: a failure after that (an upstream error, a broken or
+   * stalled stream, the server's stop, the database) is charged for what was delivered,
+   * never refunded, and recorded as an error with its code. A failure before anything
+   * reached the client is refunded (see `fail`). A client that left pays for what was
+   * generated (and for a prompt sent upstream without an answer). The settlement is kept
+   * until it is written, through a database outage too (SettlementWriter). Throws the error
+   * the stream must end with, if any.
    */
-  async settleStream(failure: unknown, reply: ChatMessage | undefined): Promise<void> {
+  async settleStream(failure: unknown, reply: ChatMessage | undefined, delivered: boolean): Promise<void> {
     const disconnected = this.estimate.clientGone.aborted;
-    const stalled = !disconnected && isStall(failure);
-    if (failure && !disconnected && !stalled) throw await this.fail(failure);
+    if (failure && !disconnected && !delivered) throw await this.fail(failure);
     if (disconnected) await this.chargeUnansweredPrompt();
     const ending: UsageEnding = disconnected
       ? { status: 'error', errorCode: 'client_disconnected' }
-      : stalled
-        ? { status: 'error', errorCode: (failure as ApiError).code }
+      : failure
+        ? { status: 'error', errorCode: errorCodeOf(failure) }
         : { status: 'success', errorCode: null };
     try {
-      await this.settleWithRetries(ending, reply);
+      await this.settleWith(ending, { reply, delivered: true });
     } catch (error) {
+      // Not expected: the writer keeps a delivered stream's settlement until it is written.
       await this.giveUp('stream', error);
-      if (!disconnected) throw error;
+      if (!disconnected) throw failure ?? error;
       return;
     }
-    if (stalled) throw failure;
+    if (failure && !disconnected) throw failure;
   }
 
   /**
-   * A request that failed after its hold. What it had already used (earlier iterations of a
-   * tool loop) is charged and refunded in the same transaction, so the ledger shows both
-   * and the caller pays nothing; the failure is recorded. A client that went away pays
+   * A request that failed after its hold before anything reached its client (a plain
+   * request, or a stream that had shown nothing). What it had already used (earlier
+   * iterations of a tool loop) is charged and refunded in the same transaction, so the ledger
+   * shows both and the caller pays nothing; the failure is recorded. A client that went away pays
    * for what it used instead. Returns the error to answer with: an API error, or our own
    * failure as it was (the global filter makes it a 500, or a 503 when the database is down).
    */
@@ -230,9 +241,8 @@ export class BillingSession {
       : error;
     const clientLeft = failure instanceof ApiError && failure.code === 'client_disconnected';
     if (clientLeft) await this.chargeUnansweredPrompt();
-    const errorCode = failure instanceof ApiError ? failure.code : 'internal_error';
     try {
-      await this.settleWith({ status: 'error', errorCode }, { refund: !clientLeft });
+      await this.settleWith({ status: 'error', errorCode: errorCodeOf(failure) }, { refund: !clientLeft });
     } catch (settleError) {
       await this.giveUp('failed request', settleError);
     }
@@ -248,7 +258,7 @@ export class BillingSession {
    * Resolves once the settlement is durable: committed, or, with SETTLEMENT_DURABILITY=journal,
    * appended to the journal (the writer then commits it).
    */
-  private async settleWith(ending: UsageEnding, options: { refund?: boolean; reply?: ChatMessage }): Promise<void> {
+  private async settleWith(ending: UsageEnding, options: { refund?: boolean; reply?: ChatMessage; delivered?: boolean }): Promise<void> {
     const { subject, model, conversation } = this.estimate;
     const { spend } = this;
     const refund = options.refund === true;
@@ -285,6 +295,7 @@ export class BillingSession {
       ),
       turn: conversation && ending.status === 'success' && options.reply ? this.turnOf(conversation, options.reply) : null,
       waitForCommit: this.estimate.idempotent === true,
+      delivered: options.delivered === true,
     });
     if (!refund) this.estimate.onCharged?.(inputTokens + outputTokens, spend.totalMicros);
     this.estimate.onSettled?.(refund ? 0n : spend.totalMicros);
@@ -306,17 +317,6 @@ export class BillingSession {
       costMillicents: toDecimalString(spend.totalMicros),
       toolsUsed: spend.toolsUsed,
     };
-  }
-
-  private async settleWithRetries(ending: UsageEnding, reply: ChatMessage | undefined): Promise<void> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await this.settleWith(ending, { reply });
-      } catch (error) {
-        if (attempt >= SETTLE_ATTEMPTS) throw error;
-        await sleep(SETTLE_RETRY_MS * attempt);
-      }
-    }
   }
 
   /**
@@ -354,14 +354,12 @@ export class BillingSession {
   }
 }
 
-function holdAmount(micros: MicroMillicents): number {
-  return Math.max(1, ceilMillicents(micros));
+/** The usage record's code of a failure: an API error's own, a lost database, or our own failure. */
+function errorCodeOf(failure: unknown): string {
+  if (failure instanceof ApiError) return failure.code;
+  return isDatabaseUnavailable(failure) ? 'database_unavailable' : 'internal_error';
 }
 
-/**
- * The stream's upstream stopped sending, or the server stopped and its drain deadline passed
- * (`server_shutting_down`, see ServerDrain): the stream ends, and what it delivered is charged.
- */
-function isStall(failure: unknown): failure is ApiError {
-  return failure instanceof ApiError && (failure.code === 'upstream_idle_timeout' || failure.code === 'server_shutting_down');
+function holdAmount(micros: MicroMillicents): number {
+  return Math.max(1, ceilMillicents(micros));
 }

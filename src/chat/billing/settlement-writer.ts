@@ -23,6 +23,12 @@ export interface SettlementJob {
   turn: AppendTurnParams | null;
   /** Answered only once committed, never from the journal (an Idempotency-Key request). */
   waitForCommit?: boolean;
+  /**
+   * Its answer (or part of it) already reached the client (a stream): if it cannot be
+   * written now (the database went away), it is journaled then and written until it commits,
+   * never failed back to its request.
+   */
+  delivered?: boolean;
 }
 
 export interface SettlementWriterPorts {
@@ -46,10 +52,12 @@ export interface SettlementWriterPorts {
   retrying?: (job: SettlementJob, error: unknown, delayMs: number) => void;
 }
 
-/** Where a journaled settlement is kept, and how often it failed to commit. */
+/**
+ * Where a journaled settlement is kept, and how often it failed to commit. A delivered one
+ * that could not be journaled (no journal, a full disk) is kept in memory alone.
+ */
 interface Journaled {
-  journal: SettlementJournal;
-  segment: JournalSegment;
+  kept?: { journal: SettlementJournal; segment: JournalSegment };
   attempts: number;
 }
 
@@ -86,7 +94,10 @@ interface Queued {
  * written again, with growing pauses, until it commits; a process that dies first leaves it
  * in the journal for the next one. Its money stays in the lease, which lives as long as the
  * process, until it commits, so nothing can spend it meanwhile. While the database is known
- * to be gone, nothing is journaled: requests fail with their settlement, as without a journal.
+ * to be gone, nothing is journaled: requests fail with their settlement, as without a journal,
+ * except a stream's whose content already reached its client (`delivered`): that one is
+ * journaled once its write fails (kept in memory where there is no journal) and written when
+ * the database is back, so that delivered content is never free.
  */
 export class SettlementWriter {
   private readonly queue: Queued[] = [];
@@ -121,7 +132,7 @@ export class SettlementWriter {
     if (journal && !this.databaseGone && order.hold.lease && !job.turn && !job.waitForCommit && !order.refund && !order.retry) {
       try {
         const segment = journal.append(journalEntry(job, usageRow));
-        this.queueJournaled(job, usageRow, { journal, segment, attempts: 0 });
+        this.queueJournaled(job, usageRow, { kept: { journal, segment }, attempts: 0 });
         return Promise.resolve(null);
       } catch (error) {
         quietly(() => this.ports.journalFailed?.(job, error));
@@ -256,12 +267,13 @@ export class SettlementWriter {
 
   /**
    * A settlement that could not be written fails its request, which may try again; a
-   * journaled one (its request answered already) is tried again here, after a pause that
-   * grows with each failure, until it commits.
+   * journaled or delivered one (its request answered already) is tried again here, after a
+   * pause that grows with each failure, until it commits.
    */
   private failed(queued: Queued, error: unknown): void {
     if (isDatabaseUnavailable(error)) this.databaseGone = true;
-    const { job, journaled } = queued;
+    const { job } = queued;
+    const journaled = queued.journaled ?? this.keepDelivered(queued);
     if (!journaled) return queued.reject(error);
     queued.resolve(null);
     const delayMs = Math.min(RETRY_FIRST_MS * 2 ** journaled.attempts, RETRY_MOST_MS);
@@ -272,6 +284,23 @@ export class SettlementWriter {
       this.queueJournaled({ ...job, order: { ...job.order, retry: true } }, queued.usageRow, { ...journaled, attempts: journaled.attempts + 1 });
     }, delayMs);
     this.retryTimers.add(timer);
+  }
+
+  /**
+   * A delivered stream's settlement that could not be written: journaled now, so that it
+   * outlives this process, and tried again like any journaled one. Its conversation turn is
+   * written with it by this process only (the journal keeps the charge and the usage record).
+   */
+  private keepDelivered({ job, usageRow }: Queued): Journaled | undefined {
+    if (!job.delivered || job.order.refund) return undefined;
+    const journal = this.ports.journal;
+    if (!journal) return { attempts: 0 };
+    try {
+      return { kept: { journal, segment: journal.append(journalEntry(job, usageRow)) }, attempts: 0 };
+    } catch (error) {
+      quietly(() => this.ports.journalFailed?.(job, error));
+      return { attempts: 0 };
+    }
   }
 
   private settle(batch: Queued[], careful: boolean): Promise<Settlement[]> {
@@ -321,7 +350,7 @@ export class SettlementWriter {
     batch.forEach(({ job, resolve, journaled }, index) => {
       const settlement = settlements[index];
       if (settlement.writtenOffMillicents > 0) quietly(() => this.ports.writtenOff?.(job, settlement));
-      journaled?.journal.committed(journaled.segment);
+      journaled?.kept?.journal.committed(journaled.kept.segment);
       resolve(settlement);
     });
   }
