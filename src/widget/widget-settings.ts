@@ -1,5 +1,4 @@
-import { dollarsField, parseDollars } from '../dashboard/billing/billing-form';
-import { formatMillicents } from '../dashboard/format';
+import { dollarsField, formatMillicents, parseDollars } from '../common/dollars';
 import { WIDGET_POSITIONS, WIDGET_THEMES, WidgetPosition, WidgetTheme } from './entities/widget.entity';
 
 /** What a workspace sets of its widget; the dashboard's form and the service share these rules. */

@@ -3,7 +3,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import type { SpendingGate } from '../chat/chat.service';
 import { ApiError } from '../common/errors/api-error';
-import { formatMillicents } from '../dashboard/format';
+import { formatMillicents } from '../common/dollars';
 import { MailService } from '../mail/mail.service';
 import { ceilMillicents } from '../wallet/cost';
 import type { Widget } from './entities/widget.entity';

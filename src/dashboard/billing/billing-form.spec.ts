@@ -1,4 +1,5 @@
-import { dollarsField, parseDollars, readLedgerQuery } from './billing-form';
+import { dollarsField, parseDollars } from '../../common/dollars';
+import { readLedgerQuery } from './billing-form';
 
 describe('billing form fields', () => {
   it('reads dollars as exact millicents, whole cents only', () => {

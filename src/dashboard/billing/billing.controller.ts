@@ -13,7 +13,8 @@ import { formatDateTime, formatMillicents } from '../format';
 import type { PageRequest } from '../page-request';
 import { PagesService } from '../pages.service';
 import { formErrors } from '../sessions';
-import { dollarsField, LedgerQuery, parseDollars, queryString, readLedgerQuery, TOPUP_PRESETS_DOLLARS } from './billing-form';
+import { dollarsField, parseDollars } from '../../common/dollars';
+import { LedgerQuery, queryString, readLedgerQuery, TOPUP_PRESETS_DOLLARS } from './billing-form';
 
 interface Form {
   [field: string]: string | undefined;
