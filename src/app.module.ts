@@ -49,7 +49,7 @@ export class AppModule {
       imports: [
         ConfigModule.forRoot(config),
         PendingSettlementsModule,
-        TypeOrmModule.forRoot(dataSourceOptions(databaseUrl)),
+        TypeOrmModule.forRoot(dataSourceOptions(databaseUrl, config.database)),
         ScheduleModule.forRoot(),
         MetricsModule,
         HealthModule,

@@ -33,6 +33,19 @@ export interface AppConfig {
   host: string;
   /** PostgreSQL URL; undefined means the embedded PostgreSQL under `dataDir`. */
   databaseUrl?: string;
+  /**
+   * How long the service's statements may wait on PostgreSQL (see database/data-source.ts):
+   * past these a request is refused with 503 `database_unavailable`. The CLI and migrations
+   * have no statement bound.
+   */
+  database: {
+    /** PostgreSQL's statement_timeout and lock_timeout (DATABASE_STATEMENT_TIMEOUT_MS). */
+    statementTimeoutMs: number;
+    /** The wait for any answer of a server that may not answer at all (DATABASE_ANSWER_TIMEOUT_MS); then the connection is dropped. */
+    answerTimeoutMs: number;
+    /** Getting a connection: from the pool, or a new one (DATABASE_CONNECT_TIMEOUT_MS). */
+    connectTimeoutMs: number;
+  };
   dataDir: string;
   redisUrl?: string;
   /** Maximum JSON body size, in the `bytes` package's notation (`10mb`). */
@@ -171,6 +184,11 @@ export function loadConfig(env: Env = process.env): AppConfig {
     port: read.integer('PORT', 3000, 0, 65535),
     host: read.string('HOST') ?? '0.0.0.0',
     databaseUrl: read.url('DATABASE_URL', ['postgres:', 'postgresql:']),
+    database: {
+      statementTimeoutMs: read.integer('DATABASE_STATEMENT_TIMEOUT_MS', 5_000, 100, 600_000),
+      answerTimeoutMs: read.integer('DATABASE_ANSWER_TIMEOUT_MS', 6_000, 200, 600_000),
+      connectTimeoutMs: read.integer('DATABASE_CONNECT_TIMEOUT_MS', 3_000, 100, 60_000),
+    },
     dataDir: path.resolve(read.string('DATA_DIR') ?? './.data'),
     redisUrl: read.url('REDIS_URL', ['redis:', 'rediss:']),
     bodyLimit: read.pattern('BODY_LIMIT', /^\d+(b|kb|mb)$/i, '"<n>kb" or "<n>mb"') ?? '10mb',
@@ -258,6 +276,12 @@ export function loadConfig(env: Env = process.env): AppConfig {
     problems.push('SESSION_SECRET must be at least 32 characters long');
   }
   problems.push(...serverConfigProblems(config));
+  if (config.database.answerTimeoutMs <= config.database.statementTimeoutMs) {
+    // PostgreSQL cancels a slow statement itself first, keeping the connection; the answer bound is for a server that answers nothing.
+    problems.push(
+      `DATABASE_ANSWER_TIMEOUT_MS (${config.database.answerTimeoutMs}) must be greater than DATABASE_STATEMENT_TIMEOUT_MS (${config.database.statementTimeoutMs})`,
+    );
+  }
   if (problems.length > 0) throw new ConfigError(problems);
   return config;
 }

@@ -20,6 +20,7 @@ import { AutoTopupSettings } from '../wallet/entities/auto-topup-settings.entity
 import { WalletHold } from '../wallet/entities/wallet-hold.entity';
 import { WalletTransaction } from '../wallet/entities/wallet-transaction.entity';
 import { Wallet } from '../wallet/entities/wallet.entity';
+import { BoundedClient, type BoundedClientConfig } from './bounded-client';
 
 export const ENTITIES = [
   Workspace,
@@ -44,8 +45,48 @@ export const ENTITIES = [
   NerfingRule,
 ];
 
-/** The one data source definition, shared by the app, the operator CLI, migrations and tests. */
-export function dataSourceOptions(url: string): DataSourceOptions {
+/** How long the service's statements may wait on PostgreSQL (DATABASE_*_TIMEOUT_MS). */
+export interface DatabaseBounds {
+  statementTimeoutMs: number;
+  answerTimeoutMs: number;
+  connectTimeoutMs: number;
+}
+
+/** Getting a connection when no bounds are given (the CLI, migrations): an unreachable host still fails, not hangs. */
+const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+
+/**
+ * A transaction left open by a client that stopped talking (a process frozen mid-way) holds
+ * its row locks; PostgreSQL ends it after this long, so the wallet rows it locked come back.
+ */
+const IDLE_IN_TRANSACTION_TIMEOUT_MS = 60_000;
+
+/**
+ * The pool's connection settings. With `bounds` (the service): every statement is cancelled
+ * by PostgreSQL past the statement timeout, a lock waited for past the same, a server that
+ * answers nothing has its connection dropped past the answer timeout, and a connection is
+ * waited for (pool queue and connecting) at most the connect timeout: a request then gets a
+ * 503. Without (the operator CLI, migrations, whose statements may legitimately be long):
+ * only the connect timeout.
+ */
+function poolOptions(bounds?: DatabaseBounds): Record<string, unknown> {
+  const common = { max: 20, application_name: 'assistant-chat-service', Client: BoundedClient };
+  if (!bounds) return { ...common, connectionTimeoutMillis: DEFAULT_CONNECT_TIMEOUT_MS };
+  return {
+    ...common,
+    connectionTimeoutMillis: bounds.connectTimeoutMs,
+    statement_timeout: bounds.statementTimeoutMs,
+    lock_timeout: bounds.statementTimeoutMs,
+    idle_in_transaction_session_timeout: IDLE_IN_TRANSACTION_TIMEOUT_MS,
+    answerTimeoutMillis: bounds.answerTimeoutMs,
+  } satisfies BoundedClientConfig & Record<string, unknown>;
+}
+
+/**
+ * The one data source definition, shared by the app, the operator CLI, migrations and tests.
+ * The service passes its bounds (see `poolOptions`).
+ */
+export function dataSourceOptions(url: string, bounds?: DatabaseBounds): DataSourceOptions {
   return {
     type: 'postgres',
     url,
@@ -56,8 +97,8 @@ export function dataSourceOptions(url: string): DataSourceOptions {
     migrationsRun: false,
     // Query errors surface as exceptions, logged once with their request id by the exception filter.
     logging: ['warn', 'migration'],
-    // A database host that drops packets must fail a request (503) within seconds, not hang it.
-    extra: { max: 20, application_name: 'assistant-chat-service', connectionTimeoutMillis: 10_000 },
+    // A database that does not answer must fail a request (503) within seconds, not hang it.
+    extra: poolOptions(bounds),
   };
 }
 

@@ -1,5 +1,6 @@
 import { Global, Module } from '@nestjs/common';
 import { ServerDrain } from '../common/http/server-drain';
+import { DatabaseProbe } from './database-probe';
 import { HealthController } from './health.controller';
 
 /**
@@ -7,5 +8,5 @@ import { HealthController } from './health.controller';
  * ends its open streams when the stop's drain deadline passes.
  */
 @Global()
-@Module({ controllers: [HealthController], providers: [ServerDrain], exports: [ServerDrain] })
+@Module({ controllers: [HealthController], providers: [ServerDrain, DatabaseProbe], exports: [ServerDrain] })
 export class HealthModule {}

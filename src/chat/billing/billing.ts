@@ -4,7 +4,8 @@ import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import * as path from 'node:path';
 import { DataSource } from 'typeorm';
-import { ApiError } from '../../common/errors/api-error';
+import { usageErrorCode } from '../../common/errors/usage-error-code';
+import { errorKind, RepeatedLog } from '../../common/logging/repeated-log';
 import type { AppConfig } from '../../config/app-config';
 import { InjectConfig } from '../../config/config.module';
 import { ConversationsService } from '../../conversations/conversations.service';
@@ -28,6 +29,7 @@ const ORPHANS_INTERVAL_MS = 10_000;
 @Injectable()
 export class Billing implements BillingPorts, OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger('Chat');
+  private readonly failures = new RepeatedLog((message) => this.logger.error(message));
   readonly incidents: BillingIncidents = { conversation_turn_not_stored: 0, usage_record_not_stored: 0, settlement_failed: 0 };
   readonly holdTtlMs: number;
   readonly settlements: SettlementWriter;
@@ -61,10 +63,17 @@ export class Billing implements BillingPorts, OnApplicationBootstrap, BeforeAppl
         this.logger.warn(
           `Request ${requestId} cost ${writtenOffMillicents} millicents more than workspace ${order.charge.workspaceId} could cover; charged what it had.`,
         ),
+      // Once per interval with a count: a full disk or a database outage fails every request alike.
       journalFailed: ({ requestId }, error) =>
-        this.logger.error(`Could not journal the settlement of request ${requestId}; it waits for its commit instead: ${String(error)}`),
+        this.failures.report(
+          `journal:${errorKind(error)}`,
+          `Could not journal the settlement of request ${requestId}; it waits for its commit instead: ${String(error)}`,
+        ),
       retrying: ({ requestId }, error, delayMs) =>
-        this.logger.error(`Could not write the settlement of request ${requestId}; trying again in ${delayMs} ms: ${String(error)}`),
+        this.failures.report(
+          `settlement:${errorKind(error)}`,
+          `Could not write the settlement of request ${requestId}; trying again in ${delayMs} ms: ${String(error)}`,
+        ),
     });
     pending?.waitWith((workspaceId) => this.settlements.flushed(workspaceId));
     metrics?.gauge('acs_billing_incidents', 'Writes that failed beside a charge, or settlements that failed, since start, by kind', ['kind'], (gauge) => {
@@ -79,7 +88,7 @@ export class Billing implements BillingPorts, OnApplicationBootstrap, BeforeAppl
 
   /** A request refused before any money was held: recorded, never charged. Never throws. */
   async recordRefused(subject: UsageSubject, latencyMs: number, error: unknown): Promise<void> {
-    const code = error instanceof ApiError ? error.code : 'internal_error';
+    const code = usageErrorCode(error);
     if (typeof error === 'object' && error !== null) this.recordedRefusals.add(error);
     await this.usage
       .insert(refusedUsageRecord(subject, latencyMs, code))

@@ -3,8 +3,18 @@ import type { Response } from 'express';
 import type { ApiRequest } from '../http/request-context';
 import { loggedPath } from '../http/logged-path';
 import { ApiError, ApiErrorType } from './api-error';
+import { errorKind, RepeatedLog } from '../logging/repeated-log';
 import { databaseUnavailableError, isDatabaseUnavailable } from './database-unavailable';
 import { ERROR_PAGE_RENDERER, ErrorPageRenderer } from './error-pages';
+
+const logger = new Logger('Errors');
+
+/**
+ * Requests refused because the database cannot be reached, logged once per interval with a
+ * count: during an outage every request fails the same way, and a line (and stack) for each
+ * would flood the log. Shared by every instance of the filter (the chat routes make their own).
+ */
+const unavailableLog = new RepeatedLog((message) => logger.error(message));
 
 /**
  * The one place errors become responses: every error, whoever threw it, leaves as
@@ -15,8 +25,6 @@ import { ERROR_PAGE_RENDERER, ErrorPageRenderer } from './error-pages';
  */
 @Catch()
 export class ApiExceptionFilter implements ExceptionFilter {
-  private readonly logger = new Logger('Errors');
-
   constructor(@Optional() @Inject(ERROR_PAGE_RENDERER) private readonly pages?: ErrorPageRenderer) {}
 
   catch(exception: unknown, host: ArgumentsHost): void {
@@ -26,9 +34,15 @@ export class ApiExceptionFilter implements ExceptionFilter {
 
   respond(exception: unknown, req: ApiRequest, res: Response): void {
     const error = this.toApiError(exception, req);
-    if (error.status >= 500) {
+    if (error.code === 'database_unavailable' && !(exception instanceof ApiError)) {
+      // A known cause, said in one line: the stack of a refused connection tells nothing more.
+      unavailableLog.report(
+        `database_unavailable:${errorKind(exception)}`,
+        `${req.method} ${loggedPath(req)} refused, the database cannot be reached [request ${req.id}]: ${String(exception)}`,
+      );
+    } else if (error.status >= 500) {
       const detail = exception instanceof Error ? (exception.stack ?? exception.message) : String(exception);
-      this.logger.error(`${req.method} ${loggedPath(req)} failed [request ${req.id}]: ${detail}`);
+      logger.error(`${req.method} ${loggedPath(req)} failed [request ${req.id}]: ${detail}`);
     }
     if (res.headersSent) {
       // A stream already under way reports its errors in-band; all that is left is to end it.
@@ -38,7 +52,7 @@ export class ApiExceptionFilter implements ExceptionFilter {
     for (const [name, value] of Object.entries(error.headers)) res.setHeader(name, value);
     if (this.pages?.handles(req)) {
       this.pages.render(exception, error, req, res).catch((renderError: unknown) => {
-        this.logger.error(`Could not render the error page [request ${req.id}]: ${String(renderError)}`);
+        logger.error(`Could not render the error page [request ${req.id}]: ${String(renderError)}`);
         if (!res.headersSent) res.status(error.status).type('text').send(`Error ${error.status}`);
       });
       return;

@@ -8,10 +8,12 @@ const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE
 
 /**
  * SQLSTATEs of a server that is going away or full: admin_shutdown, crash_shutdown,
- * cannot_connect_now (starting or shutting down), too_many_connections. Class 08
- * (connection exceptions) is matched as a whole.
+ * cannot_connect_now (starting or shutting down), too_many_connections; and of a statement
+ * that waited past the service's bounds (database/data-source.ts): query_canceled (the
+ * statement timeout), lock_not_available (the lock timeout), idle_in_transaction_session_timeout.
+ * Class 08 (connection exceptions) is matched as a whole.
  */
-const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300']);
+const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300', '57014', '55P03', '25P03']);
 
 /**
  * node-postgres and its pool report a lost or impossible connection only in their messages;
@@ -24,6 +26,8 @@ const CONNECTION_MESSAGES = [
   /Client has encountered a connection error/i,
   /Cannot use a pool after calling end/i,
   /^Driver not Connected$/,
+  // pg's own client-side query_timeout, should a caller set one.
+  /^Query read timeout$/,
 ];
 
 /**
@@ -32,6 +36,9 @@ const CONNECTION_MESSAGES = [
  * of these instead of the connection's error.
  */
 const RELEASED_RUNNER_ERRORS = new Set(['QueryRunnerAlreadyReleasedError', 'QueryRunnerProviderAlreadyReleasedError']);
+
+/** A connection dropped because the server did not answer within DATABASE_ANSWER_TIMEOUT_MS (database/bounded-client.ts). */
+const NOT_ANSWERING_ERRORS = new Set(['DatabaseNotAnsweringError']);
 
 /**
  * Whether an error means PostgreSQL cannot be reached (stopped, restarting, full,
@@ -52,7 +59,7 @@ export function isDatabaseUnavailable(error: unknown): boolean {
       driverError?: unknown;
       errors?: unknown;
     };
-    if (typeof name === 'string' && RELEASED_RUNNER_ERRORS.has(name)) return true;
+    if (typeof name === 'string' && (RELEASED_RUNNER_ERRORS.has(name) || NOT_ANSWERING_ERRORS.has(name))) return true;
     if (typeof code === 'string' && (NETWORK_CODES.has(code) || UNAVAILABLE_SQLSTATES.has(code) || /^08[0-9A-Z]{3}$/.test(code))) {
       return true;
     }
