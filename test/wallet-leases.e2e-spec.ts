@@ -57,9 +57,10 @@ describe('wallet leases and group commit', () => {
       await ask(workspace.client);
       const [lease] = await leaseRows(db, workspace.id);
       expect(lease).toBeDefined();
-      // Right after the answer the lease is still there, and `reserved` says so: it is what the lease sets aside.
+      // Right after the answer the lease is still there, but nothing is shown as reserved: no request holds any of it.
       const wallet = await t.app.get(WalletService).balance(workspace.id);
-      expect(wallet.reservedMillicents).toBe(Number(lease.amount));
+      expect(wallet.reservedMillicents).toBe(0);
+      expect((await walletInvariants(db, workspace.id)).reserved).toBe(Number(lease.amount));
       await ask(workspace.client);
       await ask(workspace.client);
       expect((await leaseRows(db, workspace.id)).map((row) => row.id)).toEqual([lease.id]);

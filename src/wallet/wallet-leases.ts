@@ -2,7 +2,9 @@ import { BeforeApplicationShutdown, Injectable, Logger } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Client } from 'pg';
 import { DataSource } from 'typeorm';
+import type { PostgresDataSourceOptions } from 'typeorm/driver/postgres/PostgresDataSourceOptions';
 import { queryRows } from '../common/database/query-rows';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
@@ -15,6 +17,17 @@ const LEASE_MULTIPLE = 64;
 const REFUSAL_MEMORY_MS = 1_000;
 /** How long a stopping process waits for its leased requests to settle before giving back what it can. */
 const SHUTDOWN_WAIT_MS = 5_000;
+/** How often what a lease's requests hold is written to its row when it changed: other replicas' figure lags by less than a second. */
+const REPORT_INTERVAL_MS = 500;
+/** How long a request the wallet could not cover waits for the other processes to give back their leases' spare. */
+const RECALL_WAIT_MS = 300;
+/** A statement on the leases that failed (the database away) is tried again after this, doubling up to RETRY_MAX_MS. */
+const RETRY_MIN_MS = 200;
+const RETRY_MAX_MS = 2_000;
+/** Asks the processes leasing from a workspace's wallet to give back their spare (payload: workspace, asking process). */
+const RECALL_CHANNEL = 'wallet_lease_recall';
+/** A process answered a recall for one of its leases (payload: the lease's id). */
+const RETURNED_CHANNEL = 'wallet_lease_returned';
 
 /** A budget this process has reserved from a wallet, and what it has admitted from it. */
 export interface Lease {
@@ -25,6 +38,8 @@ export interface Lease {
   amount: number;
   /** What requests in flight were admitted with. */
   admitted: number;
+  /** `admitted` as last written to the row's held_millicents (what other processes show as reserved). */
+  reported: number;
   lastUsedAt: number;
   /** Last time its row was seen alive (made, grown or its expiry pushed out). */
   confirmedAt: number;
@@ -44,12 +59,21 @@ export interface Lease {
  *
  * A lease takes at most a quarter of what is available beyond the request's own need, so
  * that another replica can still lease; a request the lease cannot cover falls back to a
- * hold of its own (WalletService.reserve), after this process's spare is given back.
+ * hold of its own (WalletService.reserve), after this process's spare is given back, and
+ * then after the other processes' spare is recalled (`recallOthers`, by NOTIFY).
+ *
+ * What a lease's requests hold (`admitted`) is written to its row's held_millicents at most
+ * every REPORT_INTERVAL_MS, so that every replica shows as reserved what requests hold, not
+ * the lease's spare (`heldBy` gives this process's own figure exactly). A statement that
+ * failed because the database was away (extending, giving back) is tried again with backoff
+ * until it answers: a lease is never left for the sweeper by a live process.
  */
 @Injectable()
 export class WalletLeases implements BeforeApplicationShutdown {
   private readonly logger = new Logger('WalletLeases');
   private readonly current = new Map<string, Lease>();
+  /** Leases no longer admitting whose row may still be there: given back once their requests end. */
+  private readonly retiring = new Set<Lease>();
   /** Per workspace: the lease statement under way, so that concurrent requests share one. */
   private readonly busy = new Map<string, Promise<unknown>>();
   /** Per workspace: when the wallet last refused to lease, and for how large a request. */
@@ -62,6 +86,13 @@ export class WalletLeases implements BeforeApplicationShutdown {
   private readonly owner = `lease:${randomUUID()}`;
   private heartbeat?: NodeJS.Timeout;
   private idleCheck?: NodeJS.Timeout;
+  private reporter?: NodeJS.Timeout;
+  private reporting = false;
+  private readonly retry = { extend: new Backoff(), giveBack: new Backoff(), listen: new Backoff() };
+  /** The connection that LISTENs for recalls (and answers to this process's recalls); made on first use. */
+  private listener?: Promise<Client | null>;
+  /** Per lease id recalled by this process: who waits for its owner's answer. */
+  private readonly awaitingReturn = new Map<string, Set<() => void>>();
   private stopping = false;
 
   constructor(
@@ -78,6 +109,7 @@ export class WalletLeases implements BeforeApplicationShutdown {
    * back to a hold of its own.
    */
   async admit(workspaceId: string, amount: number): Promise<Lease | null> {
+    void this.listen();
     for (let attempt = 0; attempt < 3 && !this.stopping; attempt++) {
       const lease = this.usable(workspaceId);
       if (lease && lease.amount - lease.admitted >= amount) {
@@ -132,7 +164,12 @@ export class WalletLeases implements BeforeApplicationShutdown {
 
   /** With WALLET_LEASE_IDLE_MS=0, a lease goes back as its last request ends, before that request is answered. */
   private async returnIfIdle(lease: Lease): Promise<void> {
-    if (this.idleMs > 0 || lease.admitted > 0) return;
+    if (lease.admitted > 0) return;
+    if (lease.retired) {
+      if (this.retiring.has(lease)) await this.giveBackRetired();
+      return;
+    }
+    if (this.idleMs > 0) return;
     await this.serially(lease.workspaceId, async () => {
       if (lease.admitted === 0 && !lease.retired) await this.shrink(lease);
     }).catch((error) => this.logger.warn(`Could not give back lease ${lease.id}: ${String(error)}`));
@@ -151,6 +188,64 @@ export class WalletLeases implements BeforeApplicationShutdown {
     });
   }
 
+  /**
+   * Asks the other processes leasing from the workspace's wallet to give back their spare
+   * (what their requests in flight do not hold), and waits up to RECALL_WAIT_MS for their
+   * answers: their idle spare is no reason to refuse or shorten a request the wallet can pay.
+   * Each owner gives back its own spare, so no process ever admits from money given back.
+   * False when there was nothing to recall (or no way to ask).
+   */
+  async recallOthers(workspaceId: string): Promise<boolean> {
+    const listener = await this.listen();
+    if (!listener) return false;
+    const others = await queryRows<{ id: string }>(
+      this.dataSource.manager,
+      `SELECT id FROM wallet_holds WHERE workspace_id = $1 AND kind = 'lease' AND request_id <> $2 AND amount_millicents > 0`,
+      [workspaceId, this.owner],
+    );
+    if (others.length === 0) return false;
+    const answers: Promise<void>[] = [];
+    const waiters: Array<[string, () => void]> = [];
+    for (const { id } of others) {
+      answers.push(
+        new Promise<void>((resolve) => {
+          const waiting = this.awaitingReturn.get(id) ?? new Set();
+          waiting.add(resolve);
+          this.awaitingReturn.set(id, waiting);
+          waiters.push([id, resolve]);
+        }),
+      );
+    }
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await this.dataSource.manager.query(`SELECT pg_notify($1, $2)`, [RECALL_CHANNEL, `${workspaceId} ${this.owner}`]);
+      await Promise.race([Promise.all(answers), new Promise<void>((resolve) => (timer = setTimeout(resolve, RECALL_WAIT_MS).unref()))]);
+    } finally {
+      clearTimeout(timer);
+      for (const [id, resolve] of waiters) {
+        const waiting = this.awaitingReturn.get(id);
+        waiting?.delete(resolve);
+        if (waiting?.size === 0) this.awaitingReturn.delete(id);
+      }
+    }
+    return true;
+  }
+
+  /**
+   * What this process's leases on the workspace's wallet hold for requests in flight, exactly,
+   * and their rows (whose reported held_millicents may be up to REPORT_INTERVAL_MS old).
+   */
+  heldBy(workspaceId: string): { leaseIds: string[]; admitted: number } {
+    const leaseIds: string[] = [];
+    let admitted = 0;
+    for (const lease of this.owned()) {
+      if (lease.workspaceId !== workspaceId) continue;
+      leaseIds.push(lease.id);
+      admitted += lease.admitted;
+    }
+    return { leaseIds, admitted };
+  }
+
   /** What this process holds in leases now, and what requests in flight were admitted with (for metrics). */
   inUse(): { leases: number; amount: number; admitted: number } {
     let amount = 0;
@@ -166,13 +261,23 @@ export class WalletLeases implements BeforeApplicationShutdown {
     this.stopping = true;
     clearInterval(this.heartbeat);
     clearInterval(this.idleCheck);
+    clearInterval(this.reporter);
+    for (const backoff of Object.values(this.retry)) backoff.cancel();
+    const listener = this.listener;
+    this.listener = Promise.resolve(null);
+    void listener?.then((client) => client?.end()).catch(() => undefined);
     const deadline = Date.now() + SHUTDOWN_WAIT_MS;
-    while ([...this.current.values()].some((lease) => lease.admitted > 0) && Date.now() < deadline) await sleep(20);
-    for (const lease of this.current.values()) {
-      await this.serially(lease.workspaceId, () => this.shrink(lease)).catch((error) =>
+    while (this.owned().some((lease) => lease.admitted > 0) && Date.now() < deadline) await sleep(20);
+    for (const lease of this.owned()) {
+      await this.serially(lease.workspaceId, () => (lease.retired ? this.deleteRow(lease) : this.shrink(lease))).catch((error) =>
         this.logger.warn(`Could not give back lease ${lease.id}; the sweeper frees it at its expiry: ${String(error)}`),
       );
     }
+  }
+
+  /** The leases whose row may still be there: the current ones and those retiring. */
+  private owned(): Lease[] {
+    return [...this.current.values(), ...this.retiring];
   }
 
   /** The workspace's lease, if it may still admit: one not confirmed for half its life may have been swept. */
@@ -246,7 +351,16 @@ export class WalletLeases implements BeforeApplicationShutdown {
     );
     if (rows.length === 0) return false;
     const now = Date.now();
-    this.current.set(workspaceId, { id, workspaceId, amount: Number(rows[0].granted), admitted: 0, lastUsedAt: now, confirmedAt: now, retired: false });
+    this.current.set(workspaceId, {
+      id,
+      workspaceId,
+      amount: Number(rows[0].granted),
+      admitted: 0,
+      reported: 0,
+      lastUsedAt: now,
+      confirmedAt: now,
+      retired: false,
+    });
     this.startTimers();
     return true;
   }
@@ -255,40 +369,71 @@ export class WalletLeases implements BeforeApplicationShutdown {
    * Gives back the lease's spare: all of it, row included, when nothing is admitted. The row
    * is locked before the wallet (the sweeper's order), and only what the row still had is
    * given back, so `reserved` stays the sum of holds and leases whatever this process believed.
+   * What stays held is reported in the same statement.
    */
   private async shrink(lease: Lease): Promise<void> {
-    const manager = this.dataSource.manager;
     if (lease.admitted <= 0) {
       this.retire(lease);
-      await manager.query(
-        `WITH returned AS (DELETE FROM wallet_holds WHERE id = $1 RETURNING workspace_id, amount_millicents)
-         UPDATE wallets w SET reserved_millicents = w.reserved_millicents - r.amount_millicents, updated_at = now()
-           FROM returned r WHERE w.workspace_id = r.workspace_id`,
-        [lease.id],
-      );
-      lease.amount = 0;
+      try {
+        await this.deleteRow(lease);
+      } catch (error) {
+        this.retry.giveBack.schedule(() => this.giveBackRetired());
+        throw error;
+      }
       return;
     }
     const spare = lease.amount - lease.admitted;
     if (spare <= 0) return;
     // Taken out first, so that no request is admitted from money on its way back.
     lease.amount -= spare;
+    const held = lease.admitted;
     const rows = await queryRows<{ id: string }>(
-      manager,
+      this.dataSource.manager,
       `WITH returned AS (
-         UPDATE wallet_holds SET amount_millicents = amount_millicents - $2 WHERE id = $1 AND amount_millicents >= $2
+         UPDATE wallet_holds SET amount_millicents = amount_millicents - $2, held_millicents = $3
+          WHERE id = $1 AND amount_millicents >= $2
          RETURNING workspace_id)
        UPDATE wallets w SET reserved_millicents = w.reserved_millicents - $2, updated_at = now()
          FROM returned r WHERE w.workspace_id = r.workspace_id
        RETURNING w.workspace_id AS id`,
-      [lease.id, spare],
+      [lease.id, spare, held],
     );
     if (rows.length === 0) lease.amount += spare;
+    else lease.reported = held;
   }
 
+  /** Deletes a lease's row and gives back what it still had (nothing, when it was swept). */
+  private async deleteRow(lease: Lease): Promise<void> {
+    await this.dataSource.manager.query(
+      `WITH returned AS (DELETE FROM wallet_holds WHERE id = $1 RETURNING workspace_id, amount_millicents)
+       UPDATE wallets w SET reserved_millicents = w.reserved_millicents - r.amount_millicents, updated_at = now()
+         FROM returned r WHERE w.workspace_id = r.workspace_id`,
+      [lease.id],
+    );
+    this.retiring.delete(lease);
+    lease.amount = 0;
+  }
+
+  /** Gives back the rows of retired leases whose requests have all ended; tried again with backoff while the database is away. */
+  private async giveBackRetired(): Promise<void> {
+    try {
+      for (const lease of [...this.retiring]) {
+        if (lease.admitted > 0 || !this.retiring.has(lease)) continue;
+        await this.serially(lease.workspaceId, () => (this.retiring.has(lease) ? this.deleteRow(lease) : Promise.resolve()));
+      }
+      this.retry.giveBack.succeeded();
+    } catch (error) {
+      if (this.retry.giveBack.failures === 0) this.logger.warn(`Could not give back a retired lease; trying again until the database answers: ${String(error)}`);
+      this.retry.giveBack.schedule(() => this.giveBackRetired());
+    }
+  }
+
+  /** The lease admits no more; its row goes back once its requests end (at once when it has none). */
   private retire(lease: Lease): void {
     lease.retired = true;
     if (this.current.get(lease.workspaceId) === lease) this.current.delete(lease.workspaceId);
+    this.retiring.add(lease);
+    if (lease.admitted <= 0 && !this.stopping) this.retry.giveBack.schedule(() => this.giveBackRetired(), 0);
   }
 
   /** Runs the workspace's lease statements one at a time: concurrent requests wait for the one under way. */
@@ -306,31 +451,131 @@ export class WalletLeases implements BeforeApplicationShutdown {
   private startTimers(): void {
     if (this.heartbeat) return;
     this.heartbeat = setInterval(() => void this.keepAlive(), this.ttlMs / 4).unref();
+    this.reporter = setInterval(() => void this.report(), REPORT_INTERVAL_MS).unref();
     if (this.idleMs > 0) this.idleCheck = setInterval(() => void this.returnIdle(), Math.max(this.idleMs / 2, 10)).unref();
   }
 
-  /** Pushes the leases' expiry out; a lease whose row is gone (swept) is retired. */
+  /**
+   * Pushes the leases' expiry out and reports what they hold; a lease whose row is gone
+   * (swept) is retired. When the database does not answer, tried again with backoff (not
+   * only at the next heartbeat), so a lease is re-confirmed as soon as it answers again.
+   */
   private async keepAlive(): Promise<void> {
+    if (this.retry.extend.running) return;
+    this.retry.extend.running = true;
     const leases = [...this.current.values()];
-    if (leases.length === 0) return;
     try {
+      if (leases.length === 0) return this.retry.extend.succeeded();
+      const held = leases.map((lease) => lease.admitted);
       const rows = await queryRows<{ id: string }>(
         this.dataSource.manager,
-        `UPDATE wallet_holds SET expires_at = now() + make_interval(secs => $2::double precision / 1000)
-          WHERE id = ANY($1::uuid[]) RETURNING id`,
-        [leases.map((lease) => lease.id), this.ttlMs],
+        `UPDATE wallet_holds h SET expires_at = now() + make_interval(secs => $2::double precision / 1000), held_millicents = v.held
+           FROM unnest($1::uuid[], $3::bigint[]) AS v(id, held)
+          WHERE h.id = v.id RETURNING h.id`,
+        [leases.map((lease) => lease.id), this.ttlMs, held],
       );
       const alive = new Set(rows.map((row) => row.id));
       const now = Date.now();
-      for (const lease of leases) {
-        if (alive.has(lease.id)) lease.confirmedAt = now;
-        else {
+      leases.forEach((lease, index) => {
+        if (alive.has(lease.id)) {
+          lease.confirmedAt = now;
+          lease.reported = held[index];
+        } else {
           this.logger.warn(`Lease ${lease.id} of workspace ${lease.workspaceId} was swept; a new one is taken when needed`);
           this.retire(lease);
         }
-      }
+      });
+      if (this.retry.extend.failures > 0) this.logger.log(`Leases confirmed again after ${this.retry.extend.failures} failed attempt(s)`);
+      this.retry.extend.succeeded();
     } catch (error) {
-      this.logger.warn(`Could not extend the leases: ${String(error)}`);
+      if (this.retry.extend.failures === 0) this.logger.warn(`Could not extend the leases; trying again until the database answers: ${String(error)}`);
+      this.retry.extend.schedule(() => this.keepAlive());
+    } finally {
+      this.retry.extend.running = false;
+    }
+  }
+
+  /** Writes what each lease's requests hold, where it changed since the last report. */
+  private async report(): Promise<void> {
+    if (this.reporting) return;
+    const leases = this.owned().filter((lease) => lease.admitted !== lease.reported);
+    if (leases.length === 0) return;
+    this.reporting = true;
+    const held = leases.map((lease) => Math.max(lease.admitted, 0));
+    try {
+      await this.dataSource.manager.query(
+        `UPDATE wallet_holds h SET held_millicents = v.held FROM unnest($1::uuid[], $2::bigint[]) AS v(id, held) WHERE h.id = v.id`,
+        [leases.map((lease) => lease.id), held],
+      );
+      leases.forEach((lease, index) => (lease.reported = held[index]));
+    } catch {
+      // Tried again at the next tick; the heartbeat says when the database is away.
+    } finally {
+      this.reporting = false;
+    }
+  }
+
+  /** The connection that listens for recalls, made once (again after it was lost, with backoff). Null when it cannot be made now. */
+  private listen(): Promise<Client | null> {
+    if (this.stopping) return Promise.resolve(null);
+    if (this.listener) return this.listener;
+    if (this.retry.listen.waiting) return Promise.resolve(null);
+    const options = this.dataSource.options as PostgresDataSourceOptions;
+    const client = new Client({
+      connectionString: options.url,
+      host: options.host,
+      port: options.port,
+      user: options.username,
+      password: typeof options.password === 'string' ? options.password : undefined,
+      database: options.database,
+      application_name: 'assistant-chat-service',
+      connectionTimeoutMillis: 5_000,
+      keepAlive: true,
+    });
+    const lost = (error?: unknown) => {
+      if (this.stopping || !open) return;
+      open = false;
+      void client.end().catch(() => undefined);
+      if (this.listener === connecting) this.listener = undefined;
+      if (this.retry.listen.failures === 0 && error) this.logger.warn(`Lost the connection listening for lease recalls: ${String(error)}`);
+      this.retry.listen.schedule(() => (this.current.size > 0 ? this.listen().then(() => undefined) : undefined));
+    };
+    let open = true;
+    client.on('notification', ({ channel, payload }) => this.notified(channel, payload ?? ''));
+    client.on('error', lost);
+    client.on('end', () => lost());
+    const connecting: Promise<Client | null> = (async () => {
+      try {
+        await client.connect();
+        await client.query(`LISTEN ${RECALL_CHANNEL}; LISTEN ${RETURNED_CHANNEL}`);
+        this.retry.listen.succeeded();
+        return client;
+      } catch (error) {
+        lost(error);
+        return null;
+      }
+    })();
+    this.listener = connecting;
+    return connecting;
+  }
+
+  private notified(channel: string, payload: string): void {
+    if (channel === RETURNED_CHANNEL) {
+      for (const resolve of this.awaitingReturn.get(payload) ?? []) resolve();
+      return;
+    }
+    const [workspaceId, asker] = payload.split(' ');
+    if (channel !== RECALL_CHANNEL || asker === this.owner || this.stopping) return;
+    for (const lease of this.owned()) {
+      if (lease.workspaceId !== workspaceId) continue;
+      void this.serially(workspaceId, async () => {
+        if (lease.retired) {
+          if (lease.admitted <= 0 && this.retiring.has(lease)) await this.deleteRow(lease);
+        } else if (lease.admitted <= 0 || lease.amount > lease.admitted) {
+          await this.shrink(lease);
+        }
+        await this.dataSource.manager.query(`SELECT pg_notify($1, $2)`, [RETURNED_CHANNEL, lease.id]);
+      }).catch((error) => this.logger.warn(`Could not give back lease ${lease.id} when recalled: ${String(error)}`));
     }
   }
 
@@ -343,5 +588,39 @@ export class WalletLeases implements BeforeApplicationShutdown {
         if (lease.admitted === 0 && Date.now() - lease.lastUsedAt >= this.idleMs) await this.shrink(lease);
       }).catch((error) => this.logger.warn(`Could not give back idle lease ${lease.id}: ${String(error)}`));
     }
+  }
+}
+
+/** Tries a failed statement again: after RETRY_MIN_MS, doubling up to RETRY_MAX_MS while it keeps failing. */
+class Backoff {
+  failures = 0;
+  running = false;
+  private timer?: NodeJS.Timeout;
+
+  get waiting(): boolean {
+    return this.timer !== undefined;
+  }
+
+  private stopped = false;
+
+  schedule(work: () => Promise<void> | void, delayMs?: number): void {
+    if (this.timer || this.stopped) return;
+    const delay = delayMs ?? Math.min(RETRY_MIN_MS * 2 ** this.failures, RETRY_MAX_MS);
+    if (delayMs === undefined) this.failures++;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void work();
+    }, delay).unref();
+  }
+
+  succeeded(): void {
+    this.failures = 0;
+  }
+
+  /** For good: the process is stopping. */
+  cancel(): void {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    this.timer = undefined;
   }
 }

@@ -141,19 +141,45 @@ export class WalletService {
   }
 
   /**
+   * `reservedMillicents` is what requests in flight hold: their own holds, and what the budget
+   * leases admitted them with (this process's exactly; another process's as it last reported,
+   * at most a second ago), not the unused spare of a lease, which any request may still use.
+   *
    * `afterPendingSettlements` (the default): once the settlements this process answered for
    * have committed (see PendingSettlements). A request's own admission needs not wait: what
    * they will charge is still set aside, so what is available does not change when they commit.
    */
   async balance(workspaceId: string, { afterPendingSettlements = true } = {}): Promise<WalletBalance> {
     if (afterPendingSettlements) await this.pending?.written(workspaceId);
-    const wallet = await this.wallets.findOneBy({ workspaceId });
+    const own = this.leases.heldBy(workspaceId);
+    const [wallet] = await queryRows<{ balance: string; held: string }>(
+      this.manager,
+      `SELECT w.balance_millicents AS balance,
+              (SELECT coalesce(sum(CASE WHEN h.kind = 'request' THEN h.amount_millicents
+                                        WHEN h.id = ANY($2::uuid[]) THEN 0
+                                        ELSE least(h.held_millicents, h.amount_millicents) END), 0)
+                 FROM wallet_holds h WHERE h.workspace_id = w.workspace_id) AS held
+         FROM wallets w WHERE w.workspace_id = $1`,
+      [workspaceId, own.leaseIds],
+    );
     if (!wallet) throw ApiError.notFound(`No wallet for workspace ${workspaceId}.`, 'wallet_not_found');
-    return {
-      balanceMillicents: wallet.balanceMillicents,
-      reservedMillicents: wallet.reservedMillicents,
-      availableMillicents: wallet.balanceMillicents - wallet.reservedMillicents,
-    };
+    const balanceMillicents = Number(wallet.balance);
+    const reservedMillicents = Number(wallet.held) + own.admitted;
+    return { balanceMillicents, reservedMillicents, availableMillicents: balanceMillicents - reservedMillicents };
+  }
+
+  /**
+   * What a hold can take now: the balance less everything set aside, leases' spare included
+   * (after `reserve` recalled the other processes' idle spare). What an output cap is sized by.
+   */
+  async spendable(workspaceId: string): Promise<number> {
+    const [wallet] = await queryRows<{ spendable: string }>(
+      this.manager,
+      `SELECT balance_millicents - reserved_millicents AS spendable FROM wallets WHERE workspace_id = $1`,
+      [workspaceId],
+    );
+    if (!wallet) throw ApiError.notFound(`No wallet for workspace ${workspaceId}.`, 'wallet_not_found');
+    return Number(wallet.spendable);
   }
 
   /**
@@ -240,13 +266,15 @@ export class WalletService {
   /**
    * Sets money aside for a request: admitted from this process's lease on the workspace's
    * wallet (no write to the wallet's row), or, when the lease cannot be grown that far, held
-   * by one conditional statement of its own after the lease's spare went back. Null when
-   * the wallet cannot cover it.
+   * by one conditional statement of its own after the lease's spare went back, and once
+   * more after the other processes gave back theirs. Null when the wallet cannot cover it.
    */
   async reserve(workspaceId: string, requestId: string, amountMillicents: number, ttlMs: number): Promise<Hold | null> {
     const lease = await this.leases.admit(workspaceId, amountMillicents);
     if (lease) return { id: randomUUID(), workspaceId, amountMillicents, lease };
     await this.leases.returnSpare(workspaceId);
+    const held = await this.hold(workspaceId, requestId, amountMillicents, ttlMs);
+    if (held || !(await this.leases.recallOthers(workspaceId))) return held;
     return this.hold(workspaceId, requestId, amountMillicents, ttlMs);
   }
 

@@ -77,8 +77,8 @@ class FakeWallet implements Pick<BillingPorts['wallet'], keyof BillingPorts['wal
     return hold;
   }
 
-  async balance() {
-    return { balanceMillicents: this.balanceMillicents, reservedMillicents: this.reserved, availableMillicents: this.available };
+  async spendable() {
+    return this.available;
   }
 
   async extendHold(hold: Hold, extraMillicents: number): Promise<boolean> {

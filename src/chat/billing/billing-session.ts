@@ -28,7 +28,7 @@ export interface BillingIncidents {
 
 /** The services a billing session works with: the `Billing` provider passes the real ones, unit tests plain fakes. */
 export interface BillingPorts {
-  wallet: Pick<WalletService, 'reserve' | 'balance' | 'extendHold' | 'keepHoldAlive' | 'release'>;
+  wallet: Pick<WalletService, 'reserve' | 'spendable' | 'extendHold' | 'keepHoldAlive' | 'release'>;
   /** Where settlements are written, many to a transaction. */
   settlements: Pick<SettlementWriter, 'submit'>;
   /** How long a hold lives unless its heartbeat pushes the expiry out (HOLD_TTL_MS). */
@@ -120,7 +120,8 @@ export class BillingSession {
     const full = await hold(outputCap);
     if (full) return new BillingSession(ports, estimate, full, outputCap);
 
-    const { availableMillicents } = await ports.wallet.balance(subject.workspaceId, { afterPendingSettlements: false });
+    // What a hold can take (other processes' idle lease spare recalled by `reserve`), not what is shown as available.
+    const availableMillicents = await ports.wallet.spendable(subject.workspaceId);
     const perToken = BigInt(choices) * BigInt(Math.max(model.outputPrice, 1));
     const spare = BigInt(availableMillicents) * MICROS_PER_MILLICENT - promptCost;
     const affordable = spare > 0n ? Number(spare / perToken) : 0;
