@@ -134,6 +134,12 @@ describe('documents read in isolation', () => {
     );
     const panel = await owner.client.get(uploadPath, { headers: { 'hx-request': 'true' } });
     for (const file of files) expect(textOf(panel.html)).toContain(`Failed: ${file.reason}`);
+    // And to the operator's CLI.
+    const cliList = await runCliInProcess(['document', 'list', '--assistant', assistantId], { DATABASE_URL: t.databaseUrl, LOG_LEVEL: 'error' });
+    expect(cliList.code).toBe(0);
+    expect((JSON.parse(cliList.stdout) as { data: Array<{ name: string; status: string; failure_reason: string }> }).data).toEqual(
+      files.map((file) => expect.objectContaining({ name: file.name, status: 'failed', failure_reason: file.reason })),
+    );
     expect(worstGrowth).toBeLessThan(MAX_RSS_GROWTH);
     // The process is there to answer.
     expect((await fetch(`${t.baseUrl}/health`)).status).toBe(200);

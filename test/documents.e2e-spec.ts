@@ -519,6 +519,8 @@ describe('documents for file_search', () => {
             mime_type: 'application/pdf',
             size_bytes: pdf.length,
             chunks: added.chunks,
+            status: 'ready',
+            failure_reason: null,
             created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
           },
         ],

@@ -55,6 +55,10 @@ export interface DocumentView {
   mime_type: string;
   size_bytes: number;
   chunks: number;
+  /** `processing` while read in the background, `ready`, or `failed` with `failure_reason`. */
+  status: DocumentStatus;
+  /** Why a failed document could not be read, in words for the person who uploaded it; null otherwise. */
+  failure_reason: string | null;
   created_at: string;
 }
 
@@ -66,6 +70,8 @@ export function documentView(document: Document): DocumentView {
     mime_type: document.mimeType,
     size_bytes: document.sizeBytes,
     chunks: document.chunkCount,
+    status: document.status,
+    failure_reason: document.failureReason,
     created_at: document.createdAt.toISOString(),
   };
 }
@@ -233,7 +239,9 @@ export class DocumentsService {
     const raw = await this.reader
       .read(format, data, { onPage: (done, pages) => progress({ stage: 'extracting', message: `Read page ${done} of ${pages} of ${name}` }) })
       .catch((error: unknown) => {
-        if (!(error instanceof DocumentReadError) || error.reason === 'failed') throw error;
+        if (!(error instanceof DocumentReadError)) throw error;
+        // A parser's own failure or a reader that crashed: the person gets the words, the operator the log line.
+        if (error.reason === 'failed') this.logger.warn(`Reading ${name} failed: ${error.message}`);
         throw ApiError.badRequest(`${name} could not be read: ${error.message}`, 'file', 'unreadable_file');
       });
     const text = normalizeText(raw);
