@@ -11,7 +11,7 @@ import { freePort } from '../src/database/embedded-postgres';
 import { WorkspacesService } from '../src/workspaces/workspaces.service';
 import { BROWSER_ACCEPT, DashboardClient, signUp, SignedUpPerson, textOf } from './support/dashboard-client';
 import { makeDocxBomb, makeNestedHtml, makePdfFlateBomb } from './support/document-files';
-import { runCliInProcess, ServerProcess, sleep, waitUntil } from './support/processes';
+import { runCli, runCliInProcess, ServerProcess, sleep, waitUntil } from './support/processes';
 import { startTestApp, testConfig, TestApp } from './support/test-app';
 import { createTestDatabase } from './support/test-database';
 
@@ -163,6 +163,13 @@ describe('documents read in isolation', () => {
       const { peakGrowth } = rss.stop();
       console.log(`CLI adds of hostile files: peak RSS growth ${mb(peakGrowth)}`);
       expect(peakGrowth).toBeLessThan(MAX_RSS_GROWTH);
+      // The compiled CLI (its reader's worker loads the compiled entry) says the same.
+      const spawned = await runCli(['document', 'add', '--assistant', assistantId, '--file', path.join(dir, 'bomb.docx')], {
+        DATABASE_URL: t.databaseUrl,
+        LOG_LEVEL: 'error',
+      });
+      expect({ code: spawned.code, stdout: spawned.stdout }).toEqual({ code: 1, stdout: '' });
+      expect(spawned.stderr).toContain(files[0].reason);
       expect(await t.app.get(DocumentsService).list(assistantId)).toEqual([]);
     } finally {
       await rm(dir, { recursive: true, force: true });
