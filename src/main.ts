@@ -20,12 +20,47 @@ let app: INestApplication | undefined;
 let config: AppConfig | undefined;
 let stopping = false;
 
+/** Each starts the stop; SIGHUP (a closed terminal) too, since the terminal's user expects the service to end cleanly. */
+const STOP_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP'] as const;
+/**
+ * Signals within this time of the first are taken as copies of it and ignored: under
+ * `npm start` a signal to the process group (Ctrl-C, systemd, `kill -TERM -<pgid>`) reaches
+ * node twice, from the kernel and forwarded by npm (more with npm inside npm). A signal after
+ * it is an operator insisting: it forces the stop.
+ */
+const SIGNAL_COPIES_MS = 2_000;
+/** How long a forced stop may still take (settling what the streams delivered) before the process exits anyway. */
+const FORCED_STOP_BOUND_MS = 15_000;
+let firstSignalAt: number | undefined;
+let forced = false;
+
+function onStopSignal(signal: NodeJS.Signals): void {
+  if (firstSignalAt === undefined) {
+    firstSignalAt = Date.now();
+    void stop(signal);
+    return;
+  }
+  if (forced) {
+    logger.warn(`${signal} received: the stop is already forced`);
+  } else if (Date.now() - firstSignalAt < SIGNAL_COPIES_MS) {
+    logger.log(`${signal} received again: already stopping (a signal ${SIGNAL_COPIES_MS} ms or more after the first forces the stop)`);
+  } else {
+    forced = true;
+    logger.warn(`${signal} received again: forcing the stop: open streams end now, charged for what they delivered; exit within ${FORCED_STOP_BOUND_MS} ms`);
+    app?.get(ServerDrain).hurry();
+    setTimeout(() => {
+      logger.error(`The forced stop did not end within ${FORCED_STOP_BOUND_MS} ms: exiting (the embedded PostgreSQL is told to shut down)`);
+      process.exit(1);
+    }, FORCED_STOP_BOUND_MS).unref();
+  }
+}
+
 /**
  * Stops in order: readiness turns 503 and the listener closes at once, requests in flight
  * finish and streams get SHUTDOWN_DRAIN_MS before they are ended (ServerDrain), then the
  * application closes (leases and holds go back), the pool closes, and the embedded database
  * stops. Registered before anything starts, so a signal during start-up (migrations, say)
- * still stops the embedded database.
+ * still stops the embedded database. Repeated signals: onStopSignal.
  */
 async function stop(signal: string): Promise<void> {
   if (stopping) return;
@@ -53,8 +88,7 @@ async function bootstrap(): Promise<void> {
   // One logger for the whole process: pino's JSON lines or Nest's text (LOG_FORMAT).
   const appLog = appLogger(config);
   Logger.overrideLogger(appLog);
-  process.once('SIGINT', () => void stop('SIGINT'));
-  process.once('SIGTERM', () => void stop('SIGTERM'));
+  for (const signal of STOP_SIGNALS) process.on(signal, onStopSignal);
 
   database = openDatabase(config, (message) => logger.log(message));
   const { url, ownsServer } = await database;

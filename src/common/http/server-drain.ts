@@ -26,8 +26,8 @@ export function serverShuttingDown(): ApiError {
 }
 
 /**
- * A graceful stop of the HTTP server, as load balancers and orchestrators expect it (SIGTERM
- * in main.ts): readiness turns 503 at once (HealthController), the listener closes, every
+ * A graceful stop of the HTTP server, as load balancers and orchestrators expect it (SIGTERM,
+ * SIGINT or SIGHUP in main.ts): readiness turns 503 at once (HealthController), the listener closes, every
  * response from then on carries `Connection: close` (so a client's kept-alive connection is
  * closed after its next answer instead of being cut under a request), requests in flight
  * finish, and streams get until the drain deadline (SHUTDOWN_DRAIN_MS). Past it, each open
@@ -41,6 +41,7 @@ export function serverShuttingDown(): ApiError {
 export class ServerDrain {
   private readonly logger = new Logger('Shutdown');
   private stopping = false;
+  private hurried = false;
   private readonly inFlight = new Set<Response>();
   private readonly cut = new Cancellation();
 
@@ -85,7 +86,7 @@ export class ServerDrain {
     if (server.listening) NetServer.prototype.close.call(server);
     const inFlightAtStart = this.inFlight.size;
     if (inFlightAtStart > 0) this.logger.log(`Waiting up to ${deadlineMs} ms for ${inFlightAtStart} request(s) in flight`);
-    await this.idle(deadlineMs);
+    await this.idle(deadlineMs, () => this.hurried);
     const openAtDeadline = this.inFlight.size;
     if (openAtDeadline > 0) this.logger.warn(`Drain deadline passed with ${openAtDeadline} request(s) open: streams end with server_shutting_down`);
     this.cut.abort();
@@ -97,6 +98,14 @@ export class ServerDrain {
     return { inFlightAtStart, openAtDeadline, abandoned };
   }
 
+  /**
+   * Brings the drain deadline forward to now (a stop forced by a repeated signal, main.ts):
+   * open streams end at once with `server_shutting_down`, charged for what they delivered.
+   */
+  hurry(): void {
+    this.hurried = true;
+  }
+
   /** Readiness fails, and responses not yet started close their connections after them. */
   private begin(): void {
     this.stopping = true;
@@ -105,8 +114,8 @@ export class ServerDrain {
     }
   }
 
-  private async idle(timeoutMs: number): Promise<void> {
+  private async idle(timeoutMs: number, over: () => boolean = () => false): Promise<void> {
     const deadline = Date.now() + timeoutMs;
-    while (this.inFlight.size > 0 && Date.now() < deadline) await sleep(POLL_MS);
+    while (this.inFlight.size > 0 && Date.now() < deadline && !over()) await sleep(POLL_MS);
   }
 }
