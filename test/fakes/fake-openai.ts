@@ -4,7 +4,8 @@ import type { AddressInfo } from 'node:net';
 /** What the fake answers to the next chat request. */
 export type OpenAiScenario =
   | { kind: 'text'; text: string; usage?: Usage | null; finishReason?: string; chunkDelayMs?: number; /** Before a plain answer. */ delayMs?: number }
-  | { kind: 'tool_calls'; calls: Array<{ id: string; name: string; arguments: string }>; usage?: Usage }
+  /** `text`: said before the calls (streamed word by word first, `chunkDelayMs` apart). */
+  | { kind: 'tool_calls'; calls: Array<{ id: string; name: string; arguments: string }>; usage?: Usage; text?: string; chunkDelayMs?: number }
   | { kind: 'http_error'; status: number; body?: unknown; headers?: Record<string, string> }
   /** Streams some words, then breaks: an in-band error event, the socket cut, or silence with the socket open. */
   | { kind: 'stream_failure'; words: string[]; failure: 'error_event' | 'socket' | 'malformed' | 'stall' }
@@ -101,7 +102,7 @@ async function answer(scenario: OpenAiScenario, body: Record<string, unknown>, r
       scenario.kind === 'tool_calls'
         ? {
             role: 'assistant',
-            content: null,
+            content: scenario.text ?? null,
             tool_calls: scenario.calls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } })),
           }
         : { role: 'assistant', content: scenario.kind === 'text' ? scenario.text : scenario.words.join('') };
@@ -151,6 +152,11 @@ async function answer(scenario: OpenAiScenario, body: Record<string, unknown>, r
   }
 
   if (scenario.kind === 'tool_calls') {
+    for (const word of scenario.text?.split(/(?<= )/) ?? []) {
+      if (scenario.chunkDelayMs) await new Promise((resolve) => setTimeout(resolve, scenario.chunkDelayMs));
+      if (res.destroyed) return;
+      send(chunk({ content: word }));
+    }
     scenario.calls.forEach((call, index) => {
       send(chunk({ tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.name, arguments: '' } }] }));
       // Arguments arrive in pieces, as they do from OpenAI.
