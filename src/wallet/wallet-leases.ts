@@ -1,4 +1,4 @@
-import { BeforeApplicationShutdown, Injectable, Logger } from '@nestjs/common';
+import { BeforeApplicationShutdown, Injectable, Logger, Optional } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -6,6 +6,8 @@ import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import type { PostgresDataSourceOptions } from 'typeorm/driver/postgres/PostgresDataSourceOptions';
 import { queryRows } from '../common/database/query-rows';
+import { PendingSettlements } from '../common/settlements/pending-settlements';
+import { isDatabaseUnavailable } from '../common/errors/database-unavailable';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 
@@ -98,6 +100,8 @@ export class WalletLeases implements BeforeApplicationShutdown {
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
     @InjectConfig() config: AppConfig,
+    /** Absent where no chat request is served (the CLI). */
+    @Optional() private readonly pending?: PendingSettlements,
   ) {
     this.ttlMs = Math.min(config.holdTtlMs, MAX_LEASE_TTL_MS);
     this.idleMs = config.walletLeaseIdleMs;
@@ -436,11 +440,18 @@ export class WalletLeases implements BeforeApplicationShutdown {
     if (lease.admitted <= 0 && !this.stopping) this.retry.giveBack.schedule(() => this.giveBackRetired(), 0);
   }
 
-  /** Runs the workspace's lease statements one at a time: concurrent requests wait for the one under way. */
+  /**
+   * Runs the workspace's lease statements one at a time: concurrent requests wait for the one
+   * under way. When it failed because the database did not answer, those waiting fail with it
+   * instead of each waiting out the database's bound in turn (a request is refused within one).
+   */
   private serially<T>(workspaceId: string, work: () => Promise<T>): Promise<T> {
-    const previous = this.busy.get(workspaceId) ?? Promise.resolve();
-    const next = previous.then(work, work);
-    const settled = next.catch(() => undefined);
+    const previous = this.busy.get(workspaceId) ?? Promise.resolve(null);
+    const next = previous.then((unavailable) => (unavailable ? Promise.reject(unavailable) : work()));
+    const settled = next.then(
+      () => null,
+      (error: unknown) => (isDatabaseUnavailable(error) ? error : null),
+    );
     this.busy.set(workspaceId, settled);
     void settled.then(() => {
       if (this.busy.get(workspaceId) === settled) this.busy.delete(workspaceId);
@@ -566,17 +577,22 @@ export class WalletLeases implements BeforeApplicationShutdown {
     }
     const [workspaceId, asker] = payload.split(' ');
     if (channel !== RECALL_CHANNEL || asker === this.owner || this.stopping) return;
-    for (const lease of this.owned()) {
-      if (lease.workspaceId !== workspaceId) continue;
-      void this.serially(workspaceId, async () => {
-        if (lease.retired) {
-          if (lease.admitted <= 0 && this.retiring.has(lease)) await this.deleteRow(lease);
-        } else if (lease.admitted <= 0 || lease.amount > lease.admitted) {
-          await this.shrink(lease);
-        }
-        await this.dataSource.manager.query(`SELECT pg_notify($1, $2)`, [RETURNED_CHANNEL, lease.id]);
-      }).catch((error) => this.logger.warn(`Could not give back lease ${lease.id} when recalled: ${String(error)}`));
-    }
+    if (!this.owned().some((lease) => lease.workspaceId === workspaceId)) return;
+    void (async () => {
+      // A request answered before its settlement committed (the journal) still holds its admission: a moment more.
+      await this.pending?.written(workspaceId);
+      for (const lease of this.owned()) {
+        if (lease.workspaceId !== workspaceId) continue;
+        await this.serially(workspaceId, async () => {
+          if (lease.retired) {
+            if (lease.admitted <= 0 && this.retiring.has(lease)) await this.deleteRow(lease);
+          } else if (lease.admitted <= 0 || lease.amount > lease.admitted) {
+            await this.shrink(lease);
+          }
+          await this.dataSource.manager.query(`SELECT pg_notify($1, $2)`, [RETURNED_CHANNEL, lease.id]);
+        }).catch((error) => this.logger.warn(`Could not give back lease ${lease.id} when recalled: ${String(error)}`));
+      }
+    })();
   }
 
   private async returnIdle(): Promise<void> {
