@@ -309,7 +309,7 @@ describe('chat completions in direct mode (OpenAI provider, through the OpenAI S
       expect(record).toMatchObject({ output_tokens: expected, status: 'success' });
     });
 
-    it('sends an upstream failure after the first byte as an in-band error event, charges nothing, and records it', async () => {
+    it('sends an upstream failure after the first byte as an in-band error event, charges what was delivered, and records it', async () => {
       for (const failure of ['error_event', 'socket', 'malformed'] as const) {
         const workspace = await t.createWorkspace({ balanceMillicents: 10_000 });
         upstream.script({ kind: 'stream_failure', words: ['partial ', 'answer '], failure });
@@ -325,8 +325,14 @@ describe('chat completions in direct mode (OpenAI provider, through the OpenAI S
         expect(received.join('')).toBe('partial answer ');
         expect(error).toBeInstanceOf(OpenAI.APIError);
         expect((error as InstanceType<typeof OpenAI.APIError>).error).toMatchObject({ type: 'upstream_error' });
-        expect(await wallet(workspace)).toEqual({ balanceMillicents: 10_000, reservedMillicents: 0, availableMillicents: 10_000 });
-        expect(await usageRecords(workspace)).toEqual([expect.objectContaining({ status: 'error', error_code: expect.any(String), stream: true })]);
+        // The two words reached the client: they are charged (with their prompt), not refunded.
+        const [record] = await usageRecords(workspace);
+        expect(record).toMatchObject({ status: 'error', error_code: expect.any(String), stream: true });
+        expect(record.output_tokens).toBeGreaterThanOrEqual(2);
+        const charged = Number(record.charged_millicents);
+        expect(charged).toBeGreaterThan(0);
+        expect(await wallet(workspace)).toEqual({ balanceMillicents: 10_000 - charged, reservedMillicents: 0, availableMillicents: 10_000 - charged });
+        expect((await ledger(workspace)).map((row: { type: string }) => row.type)).toEqual(['topup', 'usage']);
       }
     });
 
