@@ -4,7 +4,7 @@ import { Client, type ClientConfig } from 'pg';
 import { DataSource } from 'typeorm';
 
 /** `/health/ready`'s answer about the database comes within this, whatever the database does. */
-export const READINESS_WAIT_MS = 800;
+export const READINESS_WAIT_MS = 500;
 /** A probe (connecting, or SELECT 1) that takes longer drops its connection; the next probe opens another. */
 const PROBE_TIMEOUT_MS = 5_000;
 
@@ -39,9 +39,24 @@ export class DatabaseProbe implements OnApplicationShutdown {
     this.drop();
   }
 
+  /** Always settles within PROBE_TIMEOUT_MS, whatever the connection does: the next probe starts afresh. */
   private async probe(): Promise<boolean> {
     if (this.closed) return false;
-    const timer = setTimeout(() => this.drop(), PROBE_TIMEOUT_MS);
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => {
+        this.drop();
+        resolve(false);
+      }, PROBE_TIMEOUT_MS);
+    });
+    try {
+      return await Promise.race([this.selectOne(), timedOut]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private async selectOne(): Promise<boolean> {
     try {
       const client = this.client ?? (await this.connect());
       await client.query('SELECT 1');
@@ -49,8 +64,6 @@ export class DatabaseProbe implements OnApplicationShutdown {
     } catch {
       this.drop();
       return false;
-    } finally {
-      clearTimeout(timer);
     }
   }
 
@@ -67,13 +80,15 @@ export class DatabaseProbe implements OnApplicationShutdown {
     return client;
   }
 
-  /** Ends the probe's connection at once (it may be waiting on a server that answers nothing). */
+  /**
+   * Ends the probe's connection at once (it may be waiting on a server that answers nothing).
+   * Its socket is destroyed rather than the client ended: pg never settles a `connect()` that
+   * `end()` interrupted.
+   */
   private drop(): void {
     const client = this.client;
     this.client = null;
-    if (!client) return;
-    const { connection } = client as unknown as { connection?: { stream?: { destroy(): void } } };
+    const { connection } = (client ?? {}) as { connection?: { stream?: { destroy(): void } } };
     connection?.stream?.destroy();
-    client.end().catch(() => undefined);
   }
 }

@@ -27,7 +27,7 @@ export class HealthController {
   @ApiOperation({
     summary: 'Readiness: the database answers and the process is not stopping',
     description:
-      'Answers within a second whatever the database does: 503 (`database: "down"`) when PostgreSQL does not answer `SELECT 1` within 800 ms (stopped, frozen, unreachable). From the moment the process receives SIGTERM it answers 503 (`database: "not checked"`), so that balancers stop sending it requests.',
+      'Answers within a second whatever the database does: 503 (`database: "down"`) when PostgreSQL does not answer `SELECT 1` within 500 ms (stopped, frozen, unreachable). From the moment the process receives SIGTERM it answers 503 (`database: "not checked"`), so that balancers stop sending it requests.',
   })
   @ApiResponse({ status: 200, schema: { example: { status: 'ok', database: 'up' } } })
   @ApiResponse({ status: 503, schema: { example: { status: 'unavailable', database: 'down' } } })

@@ -15,7 +15,7 @@ const SERVICE_VARIABLES = [
   /^NODE_ENV$/,
   /^PORT$/,
   /^HOST$/,
-  /^DATABASE_URL$/,
+  /^DATABASE_/,
   /^DATA_DIR$/,
   /^REDIS_URL$/,
   /^BODY_LIMIT$/,

@@ -90,9 +90,13 @@ export class Billing implements BillingPorts, OnApplicationBootstrap, BeforeAppl
   async recordRefused(subject: UsageSubject, latencyMs: number, error: unknown): Promise<void> {
     const code = usageErrorCode(error);
     if (typeof error === 'object' && error !== null) this.recordedRefusals.add(error);
-    await this.usage
+    const recorded = this.usage
       .insert(refusedUsageRecord(subject, latencyMs, code))
-      .catch((recordError) => this.logger.error(`Could not record refused request ${subject.requestId}: ${String(recordError)}`));
+      .catch((recordError) =>
+        this.failures.report(`refusal:${errorKind(recordError)}`, `Could not record refused request ${subject.requestId}: ${String(recordError)}`),
+      );
+    // A database that cannot be reached would hold the refusal up for its whole bound again: the record is written if it comes back in time.
+    if (code !== 'database_unavailable') await recorded;
   }
 
   /** Whether `recordRefused` has recorded this error's request already. */
