@@ -186,7 +186,7 @@ describe('reserved is what requests hold', () => {
       expect(await waitUntil(() => nothingHeld(db, workspace.id), 10_000)).toBe(true);
       // 8 x 22.5 millicents.
       expect(await walletInvariants(db, workspace.id)).toEqual({ balance: BALANCE - 180, reserved: 0, ledger: BALANCE - 180, holds: 0 });
-    });
+    }, 120_000);
 
     it("shows the other replica's requests in flight within a second, and nothing once they end", async () => {
       const [a, b] = replicas.length >= 2 ? replicas : await Promise.all([startService(), startService()]);
@@ -207,7 +207,7 @@ describe('reserved is what requests hold', () => {
       expect((await wallet(a, workspace.apiKey)).reservedMillicents).toBe(0);
       expect(await waitUntil(async () => (await wallet(b, workspace.apiKey)).reservedMillicents === 0, 1_500)).toBe(true);
       console.log(`Reserved on the other replica: in-flight holds seen after ${lag} ms, 0 after ${Date.now() - endedAt} ms`);
-    });
+    }, 120_000);
   });
 
   describe('a lease whose extension failed while PostgreSQL was frozen', () => {
@@ -306,7 +306,7 @@ describe('reserved is what requests hold', () => {
       );
       expect(records).toBe(2);
       expect(await walletInvariants(db, workspace.id)).toEqual({ balance: INITIAL - charged, reserved: 0, ledger: INITIAL - charged, holds: 0 });
-    });
+    }, 120_000);
   });
 });
 
