@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { storable } from '../../common/database/storable';
 import { ApiError } from '../../common/errors/api-error';
-import { isDatabaseUnavailable } from '../../common/errors/database-unavailable';
+import { usageErrorCode } from '../../common/errors/usage-error-code';
 import type { AppendTurnParams } from '../../conversations/conversations.service';
 import type { ModelDefinition } from '../../models/model-catalog';
 import type { ChatMessage, CompletionUsage, FunctionTool } from '../../providers/provider-adapter';
@@ -213,7 +213,7 @@ export class BillingSession {
     const ending: UsageEnding = disconnected
       ? { status: 'error', errorCode: 'client_disconnected' }
       : failure
-        ? { status: 'error', errorCode: errorCodeOf(failure) }
+        ? { status: 'error', errorCode: usageErrorCode(failure) }
         : { status: 'success', errorCode: null };
     try {
       await this.settleWith(ending, { reply, delivered: true });
@@ -243,7 +243,7 @@ export class BillingSession {
     const clientLeft = failure instanceof ApiError && failure.code === 'client_disconnected';
     if (clientLeft) await this.chargeUnansweredPrompt();
     try {
-      await this.settleWith({ status: 'error', errorCode: errorCodeOf(failure) }, { refund: !clientLeft });
+      await this.settleWith({ status: 'error', errorCode: usageErrorCode(failure) }, { refund: !clientLeft });
     } catch (settleError) {
       await this.giveUp('failed request', settleError);
     }
@@ -353,12 +353,6 @@ export class BillingSession {
     incidents[kind] += 1;
     logger.error(`${kind} for request ${this.estimate.subject.requestId} (${incidents[kind]} so far); ${consequence}: ${String(error)}`);
   }
-}
-
-/** The usage record's code of a failure: an API error's own, a lost database, or our own failure. */
-function errorCodeOf(failure: unknown): string {
-  if (failure instanceof ApiError) return failure.code;
-  return isDatabaseUnavailable(failure) ? 'database_unavailable' : 'internal_error';
 }
 
 function holdAmount(micros: MicroMillicents): number {
