@@ -217,6 +217,30 @@ describe('SettlementWriter', () => {
       expect(journalFiles()).toEqual([]);
     });
 
+    it('journals a delivered stream whose settlement finds the database gone (on a hold of its own too), and writes it once the database answers', async () => {
+      const { wallet, writer, records } = setUp(new SettlementJournal(dir));
+      const lost = new Error('Connection terminated unexpectedly');
+      // A first settlement's failure tells the writer the database is gone: nothing is journaled up front any more.
+      wallet.poisoned.set('first', lost);
+      wallet.poisoned.set('stream', lost);
+      const first = writer.submit(job('first')).catch((error: Error) => error.message);
+      await wallet.commit();
+      expect(await first).toBe('Connection terminated unexpectedly');
+      const stream = { ...job('stream'), delivered: true };
+      const answered = writer.submit(stream);
+      await wallet.commit(); // the database is still gone: journaled now, and answered
+      await expect(answered).resolves.toBeNull();
+      const [file] = journalFiles();
+      expect(SettlementJournal.read(path.join(dir, file)).map((entry) => [entry.key, entry.heldIn])).toEqual([['stream', { rowId: 'stream', lease: false }]]);
+      wallet.poisoned.clear();
+      await wallet.commit(); // the retry, 500 ms later: commits
+      await writer.flushed('ws');
+      expect(records.map((record) => record.requestId)).toEqual(['stream']);
+      expect(wallet.orders.at(-1)![0].retry).toBe(true);
+      await writer.close();
+      expect(journalFiles()).toEqual([]);
+    });
+
     it('writes a journaled settlement that failed again, as a retry, until it commits; its request never sees the failure', async () => {
       const { wallet, writer, records } = setUp(new SettlementJournal(dir));
       wallet.poisoned.set('a', new Error('deadlock detected'));
