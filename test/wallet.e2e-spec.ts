@@ -164,7 +164,8 @@ describe('wallet', () => {
 
   it('refuses an adjustment that would take the balance below what is reserved', async () => {
     const workspace = await t.createWorkspace({ balanceMillicents: 1_000 });
-    await t.app.get(DataSource).query('UPDATE wallets SET reserved_millicents = 600 WHERE workspace_id = $1', [workspace.id]);
+    // A request in flight holds 600.
+    expect(await wallet.hold(workspace.id, `req_${workspace.id}`, 600, 60_000)).not.toBeNull();
     await expect(
       wallet.credit({ workspaceId: workspace.id, amountMillicents: -500, type: 'adjustment', idempotencyKey: `x:${workspace.id}` }),
     ).rejects.toMatchObject({ type: 'bad_request', param: 'amount' });
