@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { AppConfig } from '../../config/app-config';
 import { InjectConfig } from '../../config/config.module';
+import type { TextChunk } from './chunking';
 import { DocumentReadError } from './document-read-error';
 import type { ReaderMessage } from './document-text.worker';
 import type { DocumentFormat } from './extract-text';
@@ -37,6 +38,8 @@ require(workerData.entry);
 export interface ReadOptions {
   /** PDF only: after each batch of pages. */
   onPage?: (pagesDone: number, pages: number) => void;
+  /** Once the text is read and normalised, as its splitting into chunks starts. */
+  onChunking?: (characters: number) => void;
 }
 
 interface Reading {
@@ -76,8 +79,8 @@ export class DocumentReader {
     return this.active.size;
   }
 
-  /** The file's text, paragraphs separated by blank lines, not yet normalised. Throws DocumentReadError. */
-  async read(format: DocumentFormat, data: Uint8Array, options: ReadOptions = {}): Promise<string> {
+  /** The file's text, normalised and split into chunks (none: the file has no text). Throws DocumentReadError. */
+  async read(format: DocumentFormat, data: Uint8Array, options: ReadOptions = {}): Promise<TextChunk[]> {
     await this.acquire();
     try {
       return await this.readInWorker(format, data, options);
@@ -101,9 +104,9 @@ export class DocumentReader {
     else this.slotsTaken--;
   }
 
-  private readInWorker(format: DocumentFormat, data: Uint8Array, options: ReadOptions): Promise<string> {
+  private readInWorker(format: DocumentFormat, data: Uint8Array, options: ReadOptions): Promise<TextChunk[]> {
     const { readTimeoutMs, readMemoryMb } = this.config.documents;
-    return new Promise<string>((resolve, reject) => {
+    return new Promise<TextChunk[]>((resolve, reject) => {
       const worker = new Worker(BOOTSTRAP, {
         eval: true,
         workerData: { entry: WORKER_ENTRY, sources: workerSources(), request: { format, data, limits: this.limits } },
@@ -115,7 +118,7 @@ export class DocumentReader {
       worker.stdout.resume();
       worker.stderr.resume();
       let settled = false;
-      const finish = (error: DocumentReadError | null, text?: string) => {
+      const finish = (error: DocumentReadError | null, chunks?: TextChunk[]) => {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
@@ -123,7 +126,7 @@ export class DocumentReader {
         if (this.active.size === 0) this.stopWatchdog();
         void worker.terminate();
         if (error) reject(error);
-        else resolve(text!);
+        else resolve(chunks!);
       };
       const reading: Reading = { worker, fail: (error) => finish(error) };
       this.active.add(reading);
@@ -134,7 +137,8 @@ export class DocumentReader {
       );
       worker.on('message', (message: ReaderMessage) => {
         if (message.type === 'progress') options.onPage?.(message.done, message.total);
-        else if (message.type === 'done') finish(null, message.text);
+        else if (message.type === 'chunking') options.onChunking?.(message.characters);
+        else if (message.type === 'done') finish(null, message.chunks);
         else finish(new DocumentReadError(message.reason, message.message));
       });
       worker.on('error', (error: Error & { code?: string }) =>
@@ -191,7 +195,10 @@ function workerSources(): Record<string, string> | undefined {
       fileName: file,
       compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022, esModuleInterop: true, sourceMap: false },
     }).outputText;
-    for (const match of source.matchAll(/^import (?!type )[^;]*? from '(\.[^']+)';$/gm)) pending.push(path.resolve(path.dirname(file), `${match[1]}.ts`));
+    // Local modules it imports, or requires when it needs them.
+    for (const match of source.matchAll(/^import (?!type )[^;]*? from '(\.[^']+)';$|require\('(\.[^']+)'\)/gm)) {
+      pending.push(path.resolve(path.dirname(file), `${match[1] ?? match[2]}.ts`));
+    }
   }
   return (sources = transpiled);
 }

@@ -9,7 +9,7 @@ import { InjectConfig } from '../../config/config.module';
 import { UNLIMITED } from '../../limits/tier-policy';
 import { WorkspacesService } from '../../workspaces/workspaces.service';
 import { Assistant } from '../entities/assistant.entity';
-import { chunkText, DEFAULT_CHUNKING, normalizeText, TextChunk } from './chunking';
+import { TextChunk } from './chunking';
 import { DOCUMENT_LIMITS, formatBytes, MAX_FILE_BYTES } from './document-limits';
 import { DocumentReadError } from './document-read-error';
 import { DocumentReader } from './document-reader';
@@ -226,7 +226,7 @@ export class DocumentsService {
   }
 
   /**
-   * Extraction (in a reader's worker: document-reader.ts) and chunking of a file; a file
+   * Extraction and chunking of a file, both in a reader's worker (document-reader.ts); a file
    * that cannot be read is a 400 `unreadable_file` saying why, one without text a 400 `no_text`.
    */
   private async readChunks(
@@ -236,24 +236,27 @@ export class DocumentsService {
     progress: (progress: IngestionProgress) => void,
   ): Promise<TextChunk[]> {
     progress({ stage: 'extracting', message: `Reading ${name}` });
-    const raw = await this.reader
-      .read(format, data, { onPage: (done, pages) => progress({ stage: 'extracting', message: `Read page ${done} of ${pages} of ${name}` }) })
+    const chunks = await this.reader
+      .read(format, data, {
+        onPage: (done, pages) => progress({ stage: 'extracting', message: `Read page ${done} of ${pages} of ${name}` }),
+        onChunking: (characters) => {
+          if (characters > 0) progress({ stage: 'chunking', message: `Splitting ${characters} characters into chunks` });
+        },
+      })
       .catch((error: unknown) => {
         if (!(error instanceof DocumentReadError)) throw error;
         // A parser's own failure or a reader that crashed: the person gets the words, the operator the log line.
         if (error.reason === 'failed') this.logger.warn(`Reading ${name} failed: ${error.message}`);
         throw ApiError.badRequest(`${name} could not be read: ${error.message}`, 'file', 'unreadable_file');
       });
-    const text = normalizeText(raw);
-    if (!text) {
+    if (chunks.length === 0) {
       throw ApiError.badRequest(
         `No text could be extracted from ${name}${format === 'pdf' ? ' (a scanned PDF without a text layer has none)' : ''}.`,
         'file',
         'no_text',
       );
     }
-    progress({ stage: 'chunking', message: `Splitting ${text.length} characters into chunks` });
-    return chunkText(text, DEFAULT_CHUNKING);
+    return chunks;
   }
 
   /** Extends the lease of a document being read, so that no other process takes it up. */
