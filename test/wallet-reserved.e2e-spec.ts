@@ -4,9 +4,12 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import type { DataSource } from 'typeorm';
 import { getDataSourceToken } from '@nestjs/typeorm';
+import { formatMillicents } from '../src/common/dollars';
 import { loadConfig } from '../src/config/app-config';
 import { freePort } from '../src/database/embedded-postgres';
+import { WalletService } from '../src/wallet/wallet.service';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
+import { signUp } from './support/dashboard-client';
 import { killQuietly, readPostmasterPid, ServerProcess, sleep, waitUntil } from './support/processes';
 import { startTestApp, TestApp } from './support/test-app';
 import { createTestDatabase } from './support/test-database';
@@ -124,6 +127,23 @@ describe('reserved is what requests hold', () => {
         workspace.id,
       ]);
       expect(await walletInvariants(db, workspace.id)).toEqual({ balance: 10_000_000 - charged, reserved: 0, ledger: 10_000_000 - charged, holds: 0 });
+    });
+    it('shows the same figures in the dashboard (overview and billing)', async () => {
+      const owner = await signUp(t.baseUrl, { email: 'rita@example.com', name: 'Rita Reserved' });
+      const wallet = t.app.get(WalletService);
+      await wallet.credit({ workspaceId: owner.workspaceId, amountMillicents: 1_000_000, type: 'topup', idempotencyKey: `reserved:${owner.workspaceId}` });
+      const hold = await wallet.reserve(owner.workspaceId, 'req_dashboard_reserved', 500, 60_000);
+      expect(hold?.lease).toBeDefined();
+      // The lease sets aside far more than the one request holds.
+      expect((await walletInvariants(db, owner.workspaceId)).reserved).toBeGreaterThan(10 * 500);
+      const pages = [
+        [`/w/${owner.workspaceId}`, 'stat-reserved'],
+        [`/w/${owner.workspaceId}/billing`, 'billing-reserved'],
+      ];
+      for (const [page, id] of pages) expect((await owner.client.get(page)).html).toContain(`id="${id}">${formatMillicents(500)}<`);
+      await wallet.release(hold!);
+      for (const [page, id] of pages) expect((await owner.client.get(page)).html).toContain(`id="${id}">${formatMillicents(0)}<`);
+      expect(await waitUntil(() => nothingHeld(db, owner.workspaceId), 5_000)).toBe(true);
     });
   });
 
