@@ -149,6 +149,8 @@ export class DocumentsService {
             mimeType: mimeTypeOf(upload.format),
             sizeBytes: upload.sizeBytes,
             chunkCount: chunks.length,
+            // Read once, in the foreground, before it was stored.
+            readAttempts: 1,
           }),
         );
         await insertChunks(manager, created, chunks);
