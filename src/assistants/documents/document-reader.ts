@@ -42,13 +42,13 @@ export interface ReadOptions {
   onChunking?: (characters: number) => void;
 }
 
+/** A worker reading now, as the watchdog stops it. */
 interface Reading {
-  worker: Worker;
   fail(error: DocumentReadError): void;
 }
 
 /**
- * Reads documents' text in worker threads, each file in a fresh worker (no file's leftovers
+ * Reads documents in worker threads (their text, split into chunks), each file in a fresh worker (no file's leftovers
  * reach the next; starting one costs tens of milliseconds against reads of seconds), at most
  * DOCUMENT_READERS at once per process; the others wait their turn. A worker is killed when
  * its heap passes DOCUMENT_READ_MEMORY_MB (V8's resourceLimits), when it runs past
@@ -128,7 +128,7 @@ export class DocumentReader {
         if (error) reject(error);
         else resolve(chunks!);
       };
-      const reading: Reading = { worker, fail: (error) => finish(error) };
+      const reading: Reading = { fail: (error) => finish(error) };
       this.active.add(reading);
       this.startWatchdog();
       const timer = setTimeout(
