@@ -6,6 +6,7 @@ import { DataSource } from 'typeorm';
 import { AssistantsService } from '../src/assistants/assistants.service';
 import type { ServerToolType } from '../src/assistants/entities/assistant.entity';
 import { OUT_OF_CONTEXT_NOTE } from '../src/chat/tool-loop';
+import { countTextTokens } from '../src/providers/tokens';
 import { freePort } from '../src/database/embedded-postgres';
 import type { FunctionTool } from '../src/providers/provider-adapter';
 import type { ServerTool } from '../src/tools/server-tool';
@@ -273,6 +274,29 @@ describe('delivered means charged', () => {
       await t.settled(workspace.id);
       expect(await recordOf(workspace)).toMatchObject({ status: 'success', charged: FIRST_ITERATION, iterations: 1 });
       await expectBooksBalanced(workspace, FIRST_ITERATION);
+    });
+
+    it('sends the second call with its output cap lowered to what the tool result leaves of the context', async () => {
+      // About 120,000 tokens of result: less than gpt-4o's output cap (16,384) is left.
+      const perRepeat = countTextTokens(' lorem'.repeat(1_000)) / 1_000;
+      lookup.result = ' lorem'.repeat(Math.floor(120_000 / perRepeat));
+      const workspace = await t.createWorkspace({ balanceMillicents: INITIAL });
+      const bot = await lookupAssistant(workspace);
+      upstream.script(lookupCall(), { kind: 'text', text: 'Done.', usage: { prompt_tokens: 120_000, completion_tokens: 2 } });
+      const calls = upstream.requests.length;
+
+      const completion = await workspace.client.chat.completions.create({
+        assistant_id: bot.id,
+        messages: [{ role: 'user', content: 'Look it up' }],
+      } as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming);
+
+      expect(completion.choices[0]).toMatchObject({ message: { content: 'Done.' }, finish_reason: 'stop' });
+      expect(upstream.requests.length).toBe(calls + 2);
+      const [first, second] = upstream.requests.slice(calls).map(({ body }) => Number(body.max_tokens ?? body.max_completion_tokens));
+      expect(first).toBe(16_384);
+      expect(second).toBeLessThan(16_384 - 4_000);
+      expect(second).toBeGreaterThanOrEqual(16);
+      await expectBooksBalanced(workspace, (await recordOf(workspace)).charged);
     });
   });
 });

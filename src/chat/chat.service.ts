@@ -114,7 +114,8 @@ export class ChatService {
     try {
       // Its own property before the spread: see usageRecord (billing/usage-record.ts).
       const end = await runToolLoop({
-        callModel: async (messages, last) => completionTurn(await this.providers.complete(this.providerRequest(call, messages, last), call.run), isServerTool),
+        callModel: async (messages, last, outputCap) =>
+          completionTurn(await this.providers.complete(this.providerRequest(call, messages, last, outputCap), call.run), isServerTool),
         ...this.loopOf(call),
       });
       const completion = answerOf(end, isServerTool);
@@ -145,7 +146,7 @@ export class ChatService {
         modelId: call.model.id,
         includeUsage: call.request.dto.stream_options?.include_usage === true,
         isServerTool: (name) => this.tools.isServerTool(name, call.serverTools),
-        openStream: (messages, last) => this.providers.openStream(this.providerRequest(call, messages, last), call.run),
+        openStream: (messages, last, outputCap) => this.providers.openStream(this.providerRequest(call, messages, last, outputCap), call.run),
         ...this.loopOf(call),
       };
       // Past the stop's drain deadline the stream ends with server_shutting_down.
@@ -340,16 +341,17 @@ export class ChatService {
 
   /**
    * The provider request of one iteration. Server tools are offered as functions; on the
-   * last allowed iteration the model is told not to call tools, so that it answers.
+   * last allowed iteration the model is told not to call tools, so that it answers. A later
+   * iteration may have a lower output cap (what its prompt leaves of the context).
    */
-  private providerRequest(call: PreparedCall, messages: ChatMessage[], last: boolean): ModelCall {
+  private providerRequest(call: PreparedCall, messages: ChatMessage[], last: boolean, outputCap?: number): ModelCall {
     const { request } = call;
     return {
       model: call.model,
       messages,
       tools: call.tools.length > 0 ? call.tools : undefined,
       temperature: call.temperature,
-      maxTokens: call.billing.maxTokens,
+      maxTokens: outputCap ?? call.billing.maxTokens,
       maxTokensField: request.maxTokensField,
       extra: call.serverTools.length > 0 && last ? { ...request.extra, tool_choice: 'none' } : request.extra,
     };

@@ -82,7 +82,7 @@ function streamedCall(
           spend.addModelCall(MODEL, usage ?? { prompt_tokens: 10, completion_tokens: generated.length, total_tokens: 10 + generated.length }),
         addToolCall: (name, micros) => spend.addToolCall(name, micros),
         holdNextIteration: async () => true,
-        fitsContext: async () => true,
+        nextOutputCap: async () => 100,
         // As the real session: a failure (other than after the client left) is the stream's error.
         settleStream: async (failure, reply, delivered) => {
           seen.settled.push({ failure, reply, clientLeft: ended.aborted });
@@ -211,7 +211,7 @@ describe('streamedCompletion', () => {
   });
 
   it('ends cut short, with a note and finish_reason length, when the next prompt would not fit the context', async () => {
-    const { run, spend } = streamedCall([{ chunks: searchCall }, { chunks: words('never') }], {}, { fitsContext: async () => false });
+    const { run, spend } = streamedCall([{ chunks: searchCall }, { chunks: words('never') }], {}, { nextOutputCap: async () => 0 });
     const { events } = await run();
     expect(textOf(events)).toBe(OUT_OF_CONTEXT_NOTE);
     expect(chunksOf(events).at(-1)!.choices[0].finish_reason).toBe('length');

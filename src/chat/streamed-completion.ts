@@ -20,7 +20,7 @@ export interface StreamedCall extends Omit<ToolLoop<StreamedTurn>, 'callModel' |
   includeUsage: boolean;
   isServerTool(name: string | undefined): boolean;
   /** Opens one model call's stream (retried until its first chunk; see ProvidersService.openStream). */
-  openStream(messages: ChatMessage[], last: boolean): Promise<OpenedStream>;
+  openStream(messages: ChatMessage[], last: boolean, outputCap?: number): Promise<OpenedStream>;
 }
 
 type StreamedTurn = ModelTurn & Pick<StreamedIteration, 'clientCalls'>;
@@ -57,10 +57,10 @@ async function relayToolLoop(subscriber: Subscriber<ChatStreamEvent>, call: Stre
   try {
     // Its own properties before the spread: see usageRecord (billing/usage-record.ts).
     end = await runToolLoop<StreamedTurn>({
-      callModel: async (messages, last) => {
+      callModel: async (messages, last, outputCap) => {
         if (stop?.aborted) throw serverShuttingDown();
         // A call still waiting for its first chunk at the deadline was stopped with it (ServerDrain.untilDeadline).
-        const opened = await call.openStream(messages, last).catch((error: unknown) => {
+        const opened = await call.openStream(messages, last, outputCap).catch((error: unknown) => {
           throw stop?.aborted ? serverShuttingDown() : error;
         });
         const iteration: StreamedIteration = { generated: '', content: '', serverCalls: [], clientCalls: [] };

@@ -33,8 +33,8 @@ class FakeBilling implements LoopBilling {
     this.extensions += 1;
     return true;
   }
-  async fitsContext(messages: ChatMessage[]): Promise<boolean> {
-    return messages.length <= this.contextMessages;
+  async nextOutputCap(messages: ChatMessage[]): Promise<number> {
+    return messages.length <= this.contextMessages ? 100 : 0;
   }
 }
 
@@ -46,13 +46,15 @@ const found: ToolOutcome = { content: 'Sunny, 24 C.', costMicros: 2_500_000n, ra
 function loopOf(turns: Array<ModelTurn | Error>, fields: Partial<ToolLoop<ModelTurn>> = {}) {
   const billing = new FakeBilling();
   const calls: Array<{ messages: ChatMessage[]; last: boolean }> = [];
+  const caps: Array<number | undefined> = [];
   const toolCalls: ServerToolCall[] = [];
   const loop: ToolLoop<ModelTurn> = {
     messages: PROMPT,
     maxIterations: 5,
     billing,
-    callModel: async (messages, last) => {
+    callModel: async (messages, last, outputCap) => {
       calls.push({ messages, last });
+      caps.push(outputCap);
       const turn = turns.shift();
       if (!turn) throw new Error('no more turns');
       if (turn instanceof Error) throw turn;
@@ -64,7 +66,7 @@ function loopOf(turns: Array<ModelTurn | Error>, fields: Partial<ToolLoop<ModelT
     },
     ...fields,
   };
-  return { loop, billing, calls, toolCalls };
+  return { loop, billing, calls, caps, toolCalls };
 }
 
 describe('runToolLoop', () => {
@@ -137,6 +139,13 @@ describe('runToolLoop', () => {
     expect(end.turn.serverCalls).toHaveLength(1);
     expect(toolCalls).toHaveLength(1);
     expect(billing.spend.iterations).toBe(2);
+  });
+
+  it('asks a later call for the output cap its prompt leaves of the context', async () => {
+    const { loop, caps } = loopOf([searching(), answer('Sunny.')]);
+    await runToolLoop(loop);
+    // The first call: the request's cap; the second: what FakeBilling.nextOutputCap left.
+    expect(caps).toEqual([undefined, 100]);
   });
 
   it('ends cut short when the next prompt would not fit the context, after the tools ran and without calling the model again', async () => {

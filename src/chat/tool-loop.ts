@@ -18,7 +18,7 @@ export interface ModelTurn {
 }
 
 /** The billing session, as the loop uses it. */
-export type LoopBilling = Pick<BillingSession, 'spend' | 'calling' | 'meter' | 'addToolCall' | 'holdNextIteration' | 'fitsContext'>;
+export type LoopBilling = Pick<BillingSession, 'spend' | 'calling' | 'meter' | 'addToolCall' | 'holdNextIteration' | 'nextOutputCap'>;
 
 /** One request's tool loop: how to call the model and run a tool, plain or streamed. */
 export interface ToolLoop<T extends ModelTurn> {
@@ -29,9 +29,10 @@ export interface ToolLoop<T extends ModelTurn> {
   billing: LoopBilling;
   /**
    * Makes one model call; throws when it got no answer. `last`: no server tool will run after
-   * this call, so the model is to answer rather than call tools.
+   * this call, so the model is to answer rather than call tools. `outputCap`: a lower output
+   * cap than the request's, for a later iteration whose prompt leaves less of the context.
    */
-  callModel(messages: ChatMessage[], last: boolean): Promise<T>;
+  callModel(messages: ChatMessage[], last: boolean, outputCap?: number): Promise<T>;
   /** Runs one server tool call (never throws for the tool's own failure, only when aborted). */
   runTool(call: ServerToolCall): Promise<ToolOutcome>;
   /** Told when server tools start running; what it returns is called once they are done. */
@@ -60,9 +61,10 @@ export interface LoopEnd<T extends ModelTurn> {
 export async function runToolLoop<T extends ModelTurn>(loop: ToolLoop<T>): Promise<LoopEnd<T>> {
   const { billing, maxIterations } = loop;
   let messages = loop.messages;
+  let outputCap: number | undefined;
   for (;;) {
     billing.calling(messages);
-    const turn = await loop.callModel(messages, billing.spend.iterations + 1 >= maxIterations);
+    const turn = await loop.callModel(messages, billing.spend.iterations + 1 >= maxIterations, outputCap);
     // Billed even when the stream broke: a client that went away pays for what was generated.
     await billing.meter(messages, turn.usage, turn.generated);
     if (turn.broken !== undefined) throw turn.broken;
@@ -76,7 +78,8 @@ export async function runToolLoop<T extends ModelTurn>(loop: ToolLoop<T>): Promi
     } finally {
       done?.();
     }
-    if (!(await billing.fitsContext(messages))) return { turn, cutShort: 'context' };
+    outputCap = await billing.nextOutputCap(messages);
+    if (outputCap === 0) return { turn, cutShort: 'context' };
   }
 }
 

@@ -182,12 +182,14 @@ export class BillingSession {
   }
 
   /**
-   * Whether the next iteration's prompt leaves room in the model's context for a useful
-   * answer: one that does not is not sent (the upstream would refuse it with a 400).
+   * The output cap of the next iteration's call: what its prompt (grown by the tools'
+   * results) leaves of the model's context, at most the request's cap; 0 when that leaves no
+   * room for a useful answer. A call whose prompt and cap exceed the context is never sent:
+   * the upstream would refuse it with a 400.
    */
-  async fitsContext(messages: ChatMessage[]): Promise<boolean> {
-    const { contextLength } = this.estimate.model;
-    return (await this.countPrompt(messages)) + Math.min(this.maxTokens, MIN_USEFUL_OUTPUT_TOKENS) <= contextLength;
+  async nextOutputCap(messages: ChatMessage[]): Promise<number> {
+    const room = this.estimate.model.contextLength - (await this.countPrompt(messages));
+    return room >= Math.min(this.maxTokens, MIN_USEFUL_OUTPUT_TOKENS) ? Math.min(this.maxTokens, room) : 0;
   }
 
   /** The request was answered: its cost is charged, and with a conversation the turn is stored. */
