@@ -273,6 +273,8 @@ export class WalletLeases implements BeforeApplicationShutdown {
     const deadline = Date.now() + SHUTDOWN_WAIT_MS;
     while (this.owned().some((lease) => lease.admitted > 0) && Date.now() < deadline) await sleep(20);
     for (const lease of this.owned()) {
+      // A retired lease's row goes only once its requests ended: theirs settle against it.
+      if (lease.retired && lease.admitted > 0) continue;
       await this.serially(lease.workspaceId, () => (lease.retired ? this.deleteRow(lease) : this.shrink(lease))).catch((error) =>
         this.logger.warn(`Could not give back lease ${lease.id}; the sweeper frees it at its expiry: ${String(error)}`),
       );
