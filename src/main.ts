@@ -5,7 +5,8 @@ import { INestApplication, Logger } from '@nestjs/common';
 import type { Server } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createApp } from './app.factory';
-import { appLogger } from './common/logging/pino-logger';
+import pino from 'pino';
+import { appLogger, PinoLoggerService } from './common/logging/pino-logger';
 import { ServerDrain } from './common/http/server-drain';
 import { AppConfig, ConfigError, loadConfig } from './config/app-config';
 import { DatabaseHandle, openDatabase } from './database/database';
@@ -83,10 +84,32 @@ async function stop(signal: string): Promise<void> {
   process.exit(0);
 }
 
+/**
+ * Logs once their reader is gone: a closed terminal (whose SIGHUP starts the stop) fails every
+ * write with EIO, a pipe whose reader quit with EPIPE. Unhandled, the first log line of the
+ * drain would end the process, and pino would retry its last line at exit forever: the lines
+ * are dropped instead, and the stop goes on.
+ */
+function dropLogsWhenTheirReaderIsGone(): void {
+  for (const stream of [process.stdout, process.stderr]) stream.on('error', () => undefined);
+}
+
+/** pino's stdout (what `pino()` writes to), dropping lines once a write failed (above) instead of throwing. */
+function pinoStdout(): pino.DestinationStream {
+  const destination = pino.destination(1);
+  destination.on('error', () => {
+    destination.write = () => true;
+    destination.flushSync = () => undefined;
+    destination.end = () => undefined;
+  });
+  return destination;
+}
+
 async function bootstrap(): Promise<void> {
   config = loadConfig();
+  dropLogsWhenTheirReaderIsGone();
   // One logger for the whole process: pino's JSON lines or Nest's text (LOG_FORMAT).
-  const appLog = appLogger(config);
+  const appLog = config.logFormat === 'json' ? PinoLoggerService.create(config.logLevel, pinoStdout()) : appLogger(config);
   Logger.overrideLogger(appLog);
   for (const signal of STOP_SIGNALS) process.on(signal, onStopSignal);
 

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -37,6 +37,8 @@ interface Case {
   send(service: Service): Promise<void>;
   /** Whether npm outlives the signal (it forwards SIGINT and SIGTERM; SIGHUP kills it). */
   npmSurvives: boolean;
+  /** `npm start` typed in a terminal (a pty of `script`), whose closing is the signal, with these logs. */
+  terminal?: (run: number) => 'json' | 'pretty';
 }
 
 const CASES: Case[] = [
@@ -52,7 +54,25 @@ const CASES: Case[] = [
     },
   },
   { name: 'SIGHUP to the process group', npmSurvives: false, send: async (service) => killQuietly(-service.npm.pid!, 'SIGHUP') },
+  {
+    // The kernel hangs up the terminal's session (SIGHUP), and every later log line fails (EIO).
+    name: 'its terminal closed',
+    npmSurvives: false,
+    terminal: (run) => (run % 2 === 0 ? 'json' : 'pretty'),
+    send: async (service) => killQuietly(service.npm.pid!, 'SIGKILL'),
+  },
 ];
+
+/** How a case's service is started. */
+interface Launch {
+  terminal: boolean;
+  logFormat: 'json' | 'pretty';
+}
+const PLAN = Array.from({ length: RUNS }, (_, i) => CASES.map((signalCase) => ({ signalCase, run: i + 1 }))).flat();
+function launchOf(step: (typeof PLAN)[number] | undefined): Launch {
+  const logFormat = step?.signalCase.terminal?.(step.run);
+  return { terminal: logFormat !== undefined, logFormat: logFormat ?? 'pretty' };
+}
 
 /** True while `pid` runs (Linux); a zombie (exited, not yet reaped) does not. */
 function runs(pid: number): boolean {
@@ -79,9 +99,21 @@ function childrenOf(pid: number): number[] {
   return children;
 }
 
-/** `npm run -s start:prod` (its shell replaced by node), in a process group of its own, and its parts. */
+/** The service's node process among the descendants of `pid` (npm's child, the shell having exec'd node). */
+function serviceUnder(pid: number): number | undefined {
+  for (const child of childrenOf(pid)) {
+    if (/node\0dist\/src\/main\.js/.test(readFileSync(`/proc/${child}/cmdline`, 'utf8'))) return child;
+    const below = serviceUnder(child);
+    if (below) return below;
+  }
+  return undefined;
+}
+
+/** `npm run -s start:prod` (its shell replaced by node), in a process group of its own (or in a terminal), and its parts. */
 interface Service {
+  /** npm, or `script` running npm in its terminal. */
   npm: ChildProcess;
+  launch: Launch;
   npmExit: Promise<number | string | null>;
   /** The service's own process (npm's child, the shell having exec'd node). */
   node: number;
@@ -118,9 +150,20 @@ describe('signals to `npm start` with a stream in flight', () => {
     process.stdout.write(`\nSignal runs:\n${measured.join('\n')}\n`);
   });
 
+  /** A case that failed leaves its service in any state: stopped for good, so that the next case starts a fresh one. */
+  let passed = true;
+  afterEach(async () => {
+    if (passed || !service) return;
+    const { npm, node, postmaster } = service;
+    service = undefined;
+    for (const pid of [-npm.pid!, node]) killQuietly(pid, 'SIGKILL');
+    killQuietly(postmaster, 'SIGQUIT');
+    await waitUntil(() => !runs(node) && !runs(postmaster), 10_000);
+  });
+
   const baseUrl = () => `http://127.0.0.1:${port}`;
 
-  async function start(): Promise<Service> {
+  async function start(launch: Launch): Promise<Service> {
     const env = {
       PORT: String(port),
       HOST: '127.0.0.1',
@@ -130,9 +173,10 @@ describe('signals to `npm start` with a stream in flight', () => {
       OPENAI_BASE_URL: upstream.url,
       SHUTDOWN_DRAIN_MS: '30000',
       LOG_LEVEL: 'log',
-      LOG_FORMAT: 'pretty',
+      LOG_FORMAT: launch.logFormat,
     };
-    const npm = spawn('npm', ['run', '-s', 'start:prod'], { cwd: REPO, env: processEnv(env), stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const options: SpawnOptions = { cwd: REPO, env: processEnv(env), stdio: ['ignore', 'pipe', 'pipe'], detached: true };
+    const npm = launch.terminal ? spawn('script', ['-qfc', 'npm run -s start:prod', '/dev/null'], options) : spawn('npm', ['run', '-s', 'start:prod'], options);
     let output = '';
     npm.stdout!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
     npm.stderr!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
@@ -142,10 +186,10 @@ describe('signals to `npm start` with a stream in flight', () => {
       killQuietly(-npm.pid!, 'SIGKILL');
       throw new Error(`The service did not start:\n${output}`);
     }
-    const [node] = childrenOf(npm.pid!);
-    expect(readFileSync(`/proc/${node}/cmdline`, 'utf8')).toMatch(/node\0dist\/src\/main\.js/);
+    const node = serviceUnder(npm.pid!);
+    expect(node).toBeDefined();
     const postmaster = (await readPostmasterPid(path.join(dataDir, 'postgres')))!.pid;
-    return { npm, npmExit, node, postmaster, output: () => output };
+    return { npm, launch, npmExit, node: node!, postmaster, output: () => output };
   }
 
   /** The embedded database of the running service, for the ledger's invariants. */
@@ -158,106 +202,110 @@ describe('signals to `npm start` with a stream in flight', () => {
     return { client, db };
   }
 
-  for (let run = 1; run <= RUNS; run++) {
-    for (const signalCase of CASES) {
-      it(`${signalCase.name} (run ${run} of ${RUNS}): the stream ends whole, charged once; nothing held; PostgreSQL stops after the service`, async () => {
-        if (!service) {
-          service = await start();
-          // The first start prints the demo workspace's key ($10.00 of credit) once it listens.
-          const printed = service;
-          if (!apiKey) expect(await waitUntil(() => / {3}sk-/.test(printed.output()), 30_000)).toBe(true);
-          apiKey ??= service.output().match(/^ {3}(sk-[A-Za-z0-9_-]+)$/m)![1];
-        }
-        const current = service;
+  PLAN.forEach(({ signalCase, run }, step) => {
+    it(`${signalCase.name} (run ${run} of ${RUNS}): the stream ends whole, charged once; nothing held; PostgreSQL stops after the service`, async () => {
+      passed = false;
+      if (service && service.launch.terminal !== launchOf(PLAN[step]).terminal) throw new Error('The previous case started the wrong kind of service');
+      if (!service) {
+        service = await start(launchOf(PLAN[step]));
+        // The first start prints the demo workspace's key ($10.00 of credit) once it listens.
+        const printed = service;
+        if (!apiKey) expect(await waitUntil(() => / {3}sk-/.test(printed.output()), 30_000)).toBe(true);
+        apiKey ??= service.output().match(/^ {3}(sk-[A-Za-z0-9_-]+)\r?$/m)![1];
+      }
+      const current = service;
 
-        // The stream in flight, through the official SDK; what reaches the client is kept as it came.
-        upstream.script({ kind: 'text', text: WORDS.join(''), chunkDelayMs: 50, usage: USAGE });
-        let raw = '';
-        const decoder = new TextDecoder();
-        const tapped: typeof fetch = async (input, init) => {
-          const response = await fetch(input, init);
-          const tap = new TransformStream<Uint8Array, Uint8Array>({
-            transform(chunk, controller) {
-              raw += decoder.decode(chunk, { stream: true });
-              controller.enqueue(chunk);
-            },
-          });
-          return new Response(response.body!.pipeThrough(tap), { status: response.status, statusText: response.statusText, headers: response.headers });
-        };
-        const client = new OpenAI({ baseURL: `${baseUrl()}/v1`, apiKey, maxRetries: 0, timeout: 30_000, fetch: tapped });
-        const { data: stream, response } = await client.chat.completions
-          .create({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'Count slowly.' }] })
-          .withResponse();
-        const requestId = response.headers.get('x-request-id')!;
-        let content = '';
-        let chunks = 0;
-        let signalledAt = 0;
-        let postmasterAtEnd = false;
-        for await (const chunk of stream) {
-          content += chunk.choices[0]?.delta.content ?? '';
-          if (++chunks === 5) {
-            signalledAt = Date.now();
-            await signalCase.send(current);
-          }
+      // The stream in flight, through the official SDK; what reaches the client is kept as it came.
+      upstream.script({ kind: 'text', text: WORDS.join(''), chunkDelayMs: 50, usage: USAGE });
+      let raw = '';
+      const decoder = new TextDecoder();
+      const tapped: typeof fetch = async (input, init) => {
+        const response = await fetch(input, init);
+        const tap = new TransformStream<Uint8Array, Uint8Array>({
+          transform(chunk, controller) {
+            raw += decoder.decode(chunk, { stream: true });
+            controller.enqueue(chunk);
+          },
+        });
+        return new Response(response.body!.pipeThrough(tap), { status: response.status, statusText: response.statusText, headers: response.headers });
+      };
+      const client = new OpenAI({ baseURL: `${baseUrl()}/v1`, apiKey, maxRetries: 0, timeout: 30_000, fetch: tapped });
+      const { data: stream, response } = await client.chat.completions
+        .create({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'Count slowly.' }] })
+        .withResponse();
+      const requestId = response.headers.get('x-request-id')!;
+      let content = '';
+      let chunks = 0;
+      let signalledAt = 0;
+      let postmasterAtEnd = false;
+      for await (const chunk of stream) {
+        content += chunk.choices[0]?.delta.content ?? '';
+        if (++chunks === 5) {
+          signalledAt = Date.now();
+          await signalCase.send(current);
         }
-        const streamEndedAt = Date.now();
-        // While the service drains, its database still runs: the settlement has somewhere to go.
-        postmasterAtEnd = runs(current.postmaster);
-        expect(signalledAt).toBeGreaterThan(0);
-        expect(content).toBe(WORDS.join(''));
-        expect(raw.trimEnd().endsWith('data: [DONE]')).toBe(true);
-        expect(raw).not.toMatch(/"error"/);
-        expect(postmasterAtEnd).toBe(true);
+      }
+      const streamEndedAt = Date.now();
+      // While the service drains, its database still runs: the settlement has somewhere to go.
+      postmasterAtEnd = runs(current.postmaster);
+      expect(signalledAt).toBeGreaterThan(0);
+      expect(content).toBe(WORDS.join(''));
+      expect(raw.trimEnd().endsWith('data: [DONE]')).toBe(true);
+      expect(raw).not.toMatch(/"error"/);
+      expect(postmasterAtEnd).toBe(true);
 
-        // The service exits; its database stops with it, not before the service is done with it.
-        let postmasterGoneAt = 0;
-        const exited = await waitUntil(() => {
-          if (!postmasterGoneAt && !runs(current.postmaster)) postmasterGoneAt = Date.now();
-          return !runs(current.node);
-        }, 40_000);
-        const nodeGoneAt = Date.now();
-        expect(exited).toBe(true);
-        expect(runs(current.postmaster)).toBe(false);
-        expect(await readPostmasterPid(path.join(dataDir, 'postgres'))).toBeNull();
-        const npmExit = await current.npmExit;
-        if (signalCase.npmSurvives) expect(npmExit).toBe(0);
+      // The service exits; its database stops with it, not before the service is done with it.
+      let postmasterGoneAt = 0;
+      const exited = await waitUntil(() => {
+        if (!postmasterGoneAt && !runs(current.postmaster)) postmasterGoneAt = Date.now();
+        return !runs(current.node);
+      }, 40_000);
+      const nodeGoneAt = Date.now();
+      expect(exited).toBe(true);
+      expect(runs(current.postmaster)).toBe(false);
+      expect(await readPostmasterPid(path.join(dataDir, 'postgres'))).toBeNull();
+      const npmExit = await current.npmExit;
+      if (signalCase.npmSurvives) expect(npmExit).toBe(0);
+      // A closed terminal shows nothing more (its logs are dropped).
+      if (!current.launch.terminal) {
         expect(current.output()).toMatch(/received: not ready any more/);
         expect(current.output()).toMatch(/Drained: 1 request\(s\) were in flight, 0 open at the deadline/);
         expect(current.output()).not.toMatch(/forcing the stop/);
-        service = undefined;
-        measured.push(
-          `${signalCase.name}, run ${run}: stream ended ${streamEndedAt - signalledAt} ms after the signal, ` +
-            `PostgreSQL gone ${postmasterGoneAt - signalledAt} ms, node ${nodeGoneAt - signalledAt} ms after it (npm: ${npmExit})`,
-        );
+      }
+      service = undefined;
+      measured.push(
+        `${signalCase.name}, run ${run}: stream ended ${streamEndedAt - signalledAt} ms after the signal, ` +
+          `PostgreSQL gone ${postmasterGoneAt - signalledAt} ms, node ${nodeGoneAt - signalledAt} ms after it (npm: ${npmExit})`,
+      );
 
-        // Started again on the same data: before anything runs, nothing is reserved (the stop gave the lease back).
-        service = await start();
-        const { client: sql, db } = await database();
-        try {
-          const workspaceId = (await db.query(`SELECT workspace_id FROM usage_records WHERE request_id = $1`, [requestId]))[0]?.workspace_id as string;
-          expect(workspaceId).toBeDefined();
-          const state = await walletInvariants(db, workspaceId);
-          const records: { request_id: string; status: string; error_code: string | null; output_tokens: number }[] = (
-            (await (await fetch(`${baseUrl()}/v1/usage/recent?limit=100`, { headers: { Authorization: `Bearer ${apiKey}` } })).json()) as {
-              data: { request_id: string; status: string; error_code: string | null; output_tokens: number }[];
-            }
-          ).data;
-          const mine = records.filter((record) => record.request_id === requestId);
-          expect(mine).toEqual([expect.objectContaining({ status: 'success', error_code: null })]);
-          expect(mine[0].output_tokens).toBeGreaterThanOrEqual(WORDS.length);
-          // Charged once: the ledger is the balance, and the balance is the credit less what the records charged.
-          const [{ charged }] = await db.query(`SELECT coalesce(sum(charged_millicents), 0)::bigint AS charged FROM usage_records WHERE workspace_id = $1`, [
-            workspaceId,
-          ]);
-          const [{ own }] = await db.query(`SELECT charged_millicents::bigint AS own FROM usage_records WHERE request_id = $1`, [requestId]);
-          expect(Number(own)).toBeGreaterThan(0);
-          expect(state).toEqual({ balance: DEMO_CREDIT - Number(charged), reserved: 0, ledger: DEMO_CREDIT - Number(charged), holds: 0 });
-          const wallet = (await (await fetch(`${baseUrl()}/v1/wallet`, { headers: { Authorization: `Bearer ${apiKey}` } })).json()) as { reservedMillicents: number };
-          expect(wallet.reservedMillicents).toBe(0);
-        } finally {
-          await sql.end();
-        }
-      });
-    }
-  }
+      // Started again on the same data: before anything runs, nothing is reserved (the stop gave the lease back).
+      service = await start(launchOf(PLAN[step + 1]));
+      const { client: sql, db } = await database();
+      try {
+        const workspaceId = (await db.query(`SELECT workspace_id FROM usage_records WHERE request_id = $1`, [requestId]))[0]?.workspace_id as string;
+        expect(workspaceId).toBeDefined();
+        const state = await walletInvariants(db, workspaceId);
+        const records: { request_id: string; status: string; error_code: string | null; output_tokens: number }[] = (
+          (await (await fetch(`${baseUrl()}/v1/usage/recent?limit=100`, { headers: { Authorization: `Bearer ${apiKey}` } })).json()) as {
+            data: { request_id: string; status: string; error_code: string | null; output_tokens: number }[];
+          }
+        ).data;
+        const mine = records.filter((record) => record.request_id === requestId);
+        expect(mine).toEqual([expect.objectContaining({ status: 'success', error_code: null })]);
+        expect(mine[0].output_tokens).toBeGreaterThanOrEqual(WORDS.length);
+        // Charged once: the ledger is the balance, and the balance is the credit less what the records charged.
+        const [{ charged }] = await db.query(`SELECT coalesce(sum(charged_millicents), 0)::bigint AS charged FROM usage_records WHERE workspace_id = $1`, [
+          workspaceId,
+        ]);
+        const [{ own }] = await db.query(`SELECT charged_millicents::bigint AS own FROM usage_records WHERE request_id = $1`, [requestId]);
+        expect(Number(own)).toBeGreaterThan(0);
+        expect(state).toEqual({ balance: DEMO_CREDIT - Number(charged), reserved: 0, ledger: DEMO_CREDIT - Number(charged), holds: 0 });
+        const wallet = (await (await fetch(`${baseUrl()}/v1/wallet`, { headers: { Authorization: `Bearer ${apiKey}` } })).json()) as { reservedMillicents: number };
+        expect(wallet.reservedMillicents).toBe(0);
+      } finally {
+        await sql.end();
+      }
+      passed = true;
+    });
+  });
 });
