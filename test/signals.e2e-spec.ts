@@ -189,6 +189,11 @@ describe('signals to `npm start` with a stream in flight', () => {
     const node = serviceUnder(npm.pid!);
     expect(node).toBeDefined();
     const postmaster = (await readPostmasterPid(path.join(dataDir, 'postgres')))!.pid;
+    if (!apiKey) {
+      // The first start prints the demo workspace's key ($10.00 of credit) once it listens.
+      expect(await waitUntil(() => / {3}sk-/.test(output), 30_000)).toBe(true);
+      apiKey = output.match(/^ {3}(sk-[A-Za-z0-9_-]+)\r?$/m)![1];
+    }
     return { npm, launch, npmExit, node: node!, postmaster, output: () => output };
   }
 
@@ -206,13 +211,7 @@ describe('signals to `npm start` with a stream in flight', () => {
     it(`${signalCase.name} (run ${run} of ${RUNS}): the stream ends whole, charged once; nothing held; PostgreSQL stops after the service`, async () => {
       passed = false;
       if (service && service.launch.terminal !== launchOf(PLAN[step]).terminal) throw new Error('The previous case started the wrong kind of service');
-      if (!service) {
-        service = await start(launchOf(PLAN[step]));
-        // The first start prints the demo workspace's key ($10.00 of credit) once it listens.
-        const printed = service;
-        if (!apiKey) expect(await waitUntil(() => / {3}sk-/.test(printed.output()), 30_000)).toBe(true);
-        apiKey ??= service.output().match(/^ {3}(sk-[A-Za-z0-9_-]+)\r?$/m)![1];
-      }
+      service ??= await start(launchOf(PLAN[step]));
       const current = service;
 
       // The stream in flight, through the official SDK; what reaches the client is kept as it came.
@@ -307,5 +306,71 @@ describe('signals to `npm start` with a stream in flight', () => {
       }
       passed = true;
     });
+  });
+
+  it('a signal 2 s or more after the first forces the stop: the stream ends at once, charged for what it delivered', async () => {
+    passed = false;
+    service ??= await start(launchOf(undefined));
+    const current = service;
+    // 100 words over 5 s: still streaming when the second signal comes.
+    const words = Array.from({ length: 100 }, (_, i) => `word${i} `);
+    upstream.script({ kind: 'text', text: words.join(''), chunkDelayMs: 50, usage: USAGE });
+    const client = new OpenAI({ baseURL: `${baseUrl()}/v1`, apiKey, maxRetries: 0, timeout: 30_000 });
+    const { data: stream, response } = await client.chat.completions
+      .create({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'Count slowly.' }] })
+      .withResponse();
+    const requestId = response.headers.get('x-request-id')!;
+    let content = '';
+    let chunks = 0;
+    let firstAt = 0;
+    let secondAt = 0;
+    let error: unknown;
+    try {
+      for await (const chunk of stream) {
+        content += chunk.choices[0]?.delta.content ?? '';
+        if (++chunks === 5) {
+          firstAt = Date.now();
+          killQuietly(current.node, 'SIGTERM');
+        } else if (firstAt && !secondAt && Date.now() - firstAt >= 2_500) {
+          secondAt = Date.now();
+          killQuietly(current.node, 'SIGTERM');
+        }
+      }
+    } catch (caught) {
+      error = caught;
+    }
+    const endedAt = Date.now();
+    expect(secondAt).toBeGreaterThan(0);
+    // Ended in-band by the service (the SDK raises the error event), before the upstream's end.
+    expect(error).toBeInstanceOf(OpenAI.APIError);
+    expect(String(error)).toMatch(/shutting down/);
+    expect(content.length).toBeGreaterThan(0);
+    expect(content.length).toBeLessThan(words.join('').length);
+    expect(await waitUntil(() => !runs(current.node), 30_000)).toBe(true);
+    expect(runs(current.postmaster)).toBe(false);
+    expect(current.output()).toMatch(/SIGTERM received again: forcing the stop/);
+    expect(current.output()).toMatch(/Drained: 1 request\(s\) were in flight, 1 open at the deadline/);
+    service = undefined;
+    measured.push(`forced by a second SIGTERM 2.5 s after the first: the stream ended ${endedAt - secondAt} ms after it`);
+
+    service = await start(launchOf(undefined));
+    const { client: sql, db } = await database();
+    try {
+      const [record] = await db.query(`SELECT status, error_code, charged_millicents::bigint AS charged, workspace_id FROM usage_records WHERE request_id = $1`, [requestId]);
+      expect(record).toMatchObject({ status: 'error', error_code: 'server_shutting_down' });
+      expect(Number(record.charged)).toBeGreaterThan(0);
+      const [{ charged }] = await db.query(`SELECT coalesce(sum(charged_millicents), 0)::bigint AS charged FROM usage_records WHERE workspace_id = $1`, [
+        record.workspace_id,
+      ]);
+      expect(await walletInvariants(db, record.workspace_id as string)).toEqual({
+        balance: DEMO_CREDIT - Number(charged),
+        reserved: 0,
+        ledger: DEMO_CREDIT - Number(charged),
+        holds: 0,
+      });
+    } finally {
+      await sql.end();
+    }
+    passed = true;
   });
 });
