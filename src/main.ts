@@ -113,7 +113,8 @@ async function bootstrap(): Promise<void> {
   Logger.overrideLogger(appLog);
   for (const signal of STOP_SIGNALS) process.on(signal, onStopSignal);
 
-  database = openDatabase(config, (message) => logger.log(message));
+  // The embedded PostgreSQL out of the service's process group: stopped by the service, after its drain.
+  database = openDatabase(config, (message) => logger.log(message), { ownProcessGroup: true });
   const { url, ownsServer } = await database;
   const applied = await runMigrations(url);
   if (applied.length > 0) logger.log(`Applied migrations: ${applied.join(', ')}`);

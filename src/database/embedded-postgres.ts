@@ -21,6 +21,12 @@ export interface EmbeddedPostgresOptions {
   dataDir: string;
   database: string;
   log?: (message: string) => void;
+  /**
+   * Runs PostgreSQL in a process group of its own (the service, which stops it after its
+   * drain). Otherwise it shares the caller's group, so that Ctrl-C on a CLI command or a test
+   * run stops it with them.
+   */
+  ownProcessGroup?: boolean;
 }
 
 const USER = 'postgres';
@@ -39,9 +45,9 @@ export class EmbeddedPostgresError extends Error {
 /**
  * The embedded PostgreSQL under DATA_DIR. A server already running on that directory
  * (the app, while the CLI runs) is reused; otherwise one is started on a free loopback
- * port, in its own process group. The process that started it stops it with `stop()` (or,
- * exiting without doing so, asks it to shut down); a server whose starter is gone (killed
- * with SIGKILL) is taken over, so that this process stops it instead.
+ * port (for the service, in its own process group). The process that started it stops it
+ * with `stop()` (or, exiting without doing so, asks it to shut down); a server whose starter
+ * is gone (killed with SIGKILL) is taken over, so that this process stops it instead.
  */
 export async function openEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<DatabaseHandle> {
   const log = options.log ?? (() => undefined);
@@ -83,7 +89,7 @@ export async function openEmbeddedPostgres(options: EmbeddedPostgresOptions): Pr
     log(`Creating the embedded PostgreSQL cluster in ${clusterDir}`);
     await initialise(server, options.dataDir, runAs);
   }
-  const postmaster = await startServer(binaries.postgres, clusterDir, port, runAs);
+  const postmaster = await startServer(binaries.postgres, clusterDir, port, runAs, options.ownProcessGroup ?? false);
   await writeOwner(options.dataDir);
   const stopWhenExiting = () => stopAtExit(options.dataDir, postmaster);
   process.on('exit', stopWhenExiting);
@@ -102,17 +108,17 @@ export async function openEmbeddedPostgres(options: EmbeddedPostgresOptions): Pr
 }
 
 /**
- * Runs `postgres` on the cluster, in a process group of its own (detached): a signal to the
- * service's group (Ctrl-C in a terminal, `kill -TERM -<pgid>`, a closed terminal's SIGHUP)
- * reaches the service alone, which stops the database itself once its requests are settled.
- * The package's own start cannot be told to do so, hence the spawn here (as the package does
- * it: same arguments, English messages, the `postgres` user under root). Resolves once the
- * server accepts connections.
+ * Runs `postgres` on the cluster, for the service in a process group (and session) of its own
+ * (`detached`): a signal to the service's group (Ctrl-C in a terminal, `kill -TERM -<pgid>`, a
+ * closed terminal's SIGHUP) reaches the service alone, which stops the database itself once
+ * its requests are settled. The package's own start cannot be told to do so, hence the spawn
+ * here (as the package does it: same arguments, English messages, the `postgres` user under
+ * root). Resolves once the server accepts connections.
  */
-async function startServer(binary: string, clusterDir: string, port: number, runAs: PosixUser | null): Promise<ChildProcess> {
+async function startServer(binary: string, clusterDir: string, port: number, runAs: PosixUser | null, detached: boolean): Promise<ChildProcess> {
   await ensureExecutable(binary);
   const child = spawn(binary, ['-D', clusterDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1'], {
-    detached: true,
+    detached,
     stdio: ['ignore', 'ignore', 'pipe'],
     env: { ...process.env, LC_MESSAGES: 'C' },
     ...(runAs ?? {}),
