@@ -62,6 +62,25 @@ describe('ServerDrain', () => {
     expect((await answer).body).toBe('first cut');
   });
 
+  it('brings the deadline forward when hurried (a forced stop): open streams are cut at once', async () => {
+    const drain = new ServerDrain();
+    let started = false;
+    const { server, url } = await serve(drain, (res) => {
+      started = true;
+      res.write('first ');
+      drain.streamsCut.onAbort(() => res.end('cut'));
+    });
+    const answer = request(url);
+    await waitFor(() => started);
+    const stopped = drain.stop(server, 600_000);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(drain.streamsCut.aborted).toBe(false);
+    drain.hurry();
+    // Well before the 10-minute deadline (the test's own timeout is 5 s).
+    expect(await stopped).toEqual({ inFlightAtStart: 1, openAtDeadline: 1, abandoned: 0 });
+    expect((await answer).body).toBe('first cut');
+  });
+
   it('links a request to the deadline: its run aborts with the client or at the deadline, and a released one is left alone', async () => {
     const drain = new ServerDrain();
     const clientLeft = new Cancellation();
