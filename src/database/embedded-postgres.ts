@@ -157,8 +157,8 @@ async function ensureExecutable(file: string): Promise<void> {
 
 /**
  * When the process exits before it stopped its database (a fatal error, a stop forced past
- * its bound), the server is asked for a fast shutdown, which it completes on its own: it is
- * in another process group, and would otherwise run on without an owner.
+ * its bound), the server is asked for a fast shutdown, which it completes on its own: in a
+ * process group of its own, nothing else would stop it.
  */
 function stopAtExit(dataDir: string, postmaster: ChildProcess): void {
   if (postmaster.exitCode !== null || postmaster.signalCode !== null) return;
