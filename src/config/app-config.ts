@@ -219,6 +219,13 @@ export function loadConfig(env: Env = process.env): AppConfig {
       webhookSecret: read.string('STRIPE_WEBHOOK_SECRET'),
       apiBase: read.url('STRIPE_API_BASE', ['http:', 'https:']),
     },
+    payments: {
+      provider: read.oneOf('PAYMENT_PROVIDER', PAYMENT_PROVIDER_SETTINGS),
+      topupMaxMillicents: read.integer('TOPUP_MAX_MILLICENTS', 1_000_000_000, 100_000, 100_000_000_000),
+      autoTopupDefaultMonthlyCapMillicents: read.integer('AUTO_TOPUP_DEFAULT_MONTHLY_CAP_MILLICENTS', 50_000_000, 1_000, 1_000_000_000_000),
+      autoTopupMaxMonthlyCapMillicents: read.integer('AUTO_TOPUP_MAX_MONTHLY_CAP_MILLICENTS', 5_000_000_000, 1_000, 1_000_000_000_000),
+      autoTopupMaxPerHour: read.integer('AUTO_TOPUP_MAX_PER_HOUR', 3, 1, 1_000),
+    },
     usageRetentionDays: read.integer('USAGE_RETENTION_DAYS', 90, 1, 36_500),
     uploads: {
       perWorkspace: read.integer('UPLOAD_CONCURRENCY_PER_WORKSPACE', 2, 1, 100),
@@ -251,13 +258,6 @@ export function loadConfig(env: Env = process.env): AppConfig {
     metrics: {
       token: read.string('METRICS_TOKEN'),
       port: read.optionalInteger('METRICS_PORT', 1, 65535),
-    payments: {
-      provider: read.oneOf('PAYMENT_PROVIDER', PAYMENT_PROVIDER_SETTINGS),
-      topupMaxMillicents: read.integer('TOPUP_MAX_MILLICENTS', 1_000_000_000, 100_000, 100_000_000_000),
-      autoTopupDefaultMonthlyCapMillicents: read.integer('AUTO_TOPUP_DEFAULT_MONTHLY_CAP_MILLICENTS', 50_000_000, 1_000, 1_000_000_000_000),
-      autoTopupMaxMonthlyCapMillicents: read.integer('AUTO_TOPUP_MAX_MONTHLY_CAP_MILLICENTS', 5_000_000_000, 1_000, 1_000_000_000_000),
-      autoTopupMaxPerHour: read.integer('AUTO_TOPUP_MAX_PER_HOUR', 3, 1, 1_000),
-    },
     },
   };
 
@@ -282,6 +282,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
       `DATABASE_ANSWER_TIMEOUT_MS (${config.database.answerTimeoutMs}) must be greater than DATABASE_STATEMENT_TIMEOUT_MS (${config.database.statementTimeoutMs})`,
     );
   }
+  problems.push(...paymentConfigProblems(config));
   if (problems.length > 0) throw new ConfigError(problems);
   return config;
 }
@@ -303,6 +304,21 @@ function serverConfigProblems({ http, metrics, port }: AppConfig): string[] {
   return problems;
 }
 
+/** Payment settings that contradict each other or the environment. */
+function paymentConfigProblems({ payments, stripe, production }: AppConfig): string[] {
+  const problems: string[] = [];
+  if (payments.provider === 'stripe' && !stripe.secretKey) problems.push('PAYMENT_PROVIDER=stripe needs STRIPE_SECRET_KEY');
+  // Simulated payments credit whatever a form asks: never where the money is real.
+  if (payments.provider === 'simulated' && production) problems.push('PAYMENT_PROVIDER=simulated is refused when NODE_ENV=production');
+  if (payments.topupMaxMillicents % 1_000 !== 0) problems.push('TOPUP_MAX_MILLICENTS must be whole cents (a multiple of 1000)');
+  if (payments.autoTopupDefaultMonthlyCapMillicents > payments.autoTopupMaxMonthlyCapMillicents) {
+    problems.push(
+      `AUTO_TOPUP_DEFAULT_MONTHLY_CAP_MILLICENTS (${payments.autoTopupDefaultMonthlyCapMillicents}) must not exceed AUTO_TOPUP_MAX_MONTHLY_CAP_MILLICENTS (${payments.autoTopupMaxMonthlyCapMillicents})`,
+    );
+  }
+  return problems;
+}
+
 function readProviders(read: EnvReader): Record<UpstreamProviderName, UpstreamConfig> {
   const entries = UPSTREAM_PROVIDERS.map(([name, prefix]): [UpstreamProviderName, UpstreamConfig] => [
     name,
@@ -315,7 +331,6 @@ function parseTrustProxy(value: string): boolean | number | string {
   if (value === 'true' || value === 'false') return value === 'true';
   return /^\d+$/.test(value) ? Number(value) : value;
 }
-  problems.push(...paymentConfigProblems(config));
 
 class EnvReader {
   constructor(
@@ -337,21 +352,6 @@ class EnvReader {
       this.problems.push(`${name} must be an integer from ${min} to ${max} (got "${raw}")`);
       return fallback;
     }
-/** Payment settings that contradict each other or the environment. */
-function paymentConfigProblems({ payments, stripe, production }: AppConfig): string[] {
-  const problems: string[] = [];
-  if (payments.provider === 'stripe' && !stripe.secretKey) problems.push('PAYMENT_PROVIDER=stripe needs STRIPE_SECRET_KEY');
-  // Simulated payments credit whatever a form asks: never where the money is real.
-  if (payments.provider === 'simulated' && production) problems.push('PAYMENT_PROVIDER=simulated is refused when NODE_ENV=production');
-  if (payments.topupMaxMillicents % 1_000 !== 0) problems.push('TOPUP_MAX_MILLICENTS must be whole cents (a multiple of 1000)');
-  if (payments.autoTopupDefaultMonthlyCapMillicents > payments.autoTopupMaxMonthlyCapMillicents) {
-    problems.push(
-      `AUTO_TOPUP_DEFAULT_MONTHLY_CAP_MILLICENTS (${payments.autoTopupDefaultMonthlyCapMillicents}) must not exceed AUTO_TOPUP_MAX_MONTHLY_CAP_MILLICENTS (${payments.autoTopupMaxMonthlyCapMillicents})`,
-    );
-  }
-  return problems;
-}
-
     return value;
   }
 
