@@ -226,3 +226,21 @@ describe('loadConfig: document readers (issue 29)', () => {
     );
   });
 });
+
+describe('loadConfig: bounds of the waits on the database (issue 30)', () => {
+  it('bounds statements at 5 s, a server that answers nothing at 6 s and getting a connection at 3 s by default', () => {
+    expect(loadConfig({}).database).toEqual({ statementTimeoutMs: 5_000, answerTimeoutMs: 6_000, connectTimeoutMs: 3_000 });
+  });
+
+  it('reads the variables', () => {
+    const config = loadConfig({ DATABASE_STATEMENT_TIMEOUT_MS: '2000', DATABASE_ANSWER_TIMEOUT_MS: '2500', DATABASE_CONNECT_TIMEOUT_MS: '1000' });
+    expect(config.database).toEqual({ statementTimeoutMs: 2_000, answerTimeoutMs: 2_500, connectTimeoutMs: 1_000 });
+  });
+
+  it('refuses an answer bound not above the statement bound: PostgreSQL must cancel a slow statement before its connection is dropped', () => {
+    expect(() => loadConfig({ DATABASE_STATEMENT_TIMEOUT_MS: '6000' })).toThrow(
+      'DATABASE_ANSWER_TIMEOUT_MS (6000) must be greater than DATABASE_STATEMENT_TIMEOUT_MS (6000)',
+    );
+    expect(() => loadConfig({ DATABASE_CONNECT_TIMEOUT_MS: '0' })).toThrow('DATABASE_CONNECT_TIMEOUT_MS must be an integer from 100 to 60000');
+  });
+});
