@@ -1,5 +1,6 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { DataSource } from 'typeorm';
 import type { SpendingGate } from '../chat/chat.service';
 import { ApiError } from '../common/errors/api-error';
@@ -25,6 +26,13 @@ export interface WidgetDay {
   nearCap: boolean;
 }
 
+/**
+ * A settlement the database did not take is tried again after this, doubling up to
+ * SETTLE_RETRY_MAX_MS, SETTLE_TRIES times in all (about ten minutes): a blip must not leave the
+ * reservation counting, and the widget resting, for the rest of the day.
+ */
+export const SETTLE_RETRY = { minMs: 1_000, maxMs: 60_000, tries: 16 };
+
 /** The wording a visitor gets once the widget's day is spent. */
 export const RESTING_MESSAGE = 'This chat is resting for today. Please try again tomorrow.';
 
@@ -38,6 +46,8 @@ export const RESTING_MESSAGE = 'This chat is resting for today. Please try again
 @Injectable()
 export class WidgetSpendingService {
   private readonly logger = new Logger('Widget');
+  /** SETTLE_RETRY; tests shorten it. */
+  settleRetry = SETTLE_RETRY;
 
   constructor(
     @InjectDataSource() private readonly db: DataSource,
@@ -75,10 +85,11 @@ export class WidgetSpendingService {
     }
     let settled = false;
     return {
+      // Runs inside the billing session's settlement: it must never throw (settle catches all its own failures).
       settled: (chargedMicros) => {
         if (settled) return;
         settled = true;
-        void this.settle(widget, day, amount, chargedMicros);
+        void this.settle(widget, day, amount, chargedMicros).catch((error) => this.logger.error(`Settling a message of widget ${widget.publicId} failed: ${String(error)}`));
       },
     };
   }
@@ -120,19 +131,40 @@ export class WidgetSpendingService {
     }));
   }
 
-  /** The message's reservation becomes its exact cost, on the day it was admitted. */
+  /**
+   * The message's reservation becomes its exact cost, on the day it was admitted. Tried again
+   * with backoff (unref'd timers) while the database is away; after SETTLE_RETRY.tries the
+   * reservation keeps counting until the day ends (the cap errs on the safe side).
+   */
   private async settle(widget: Widget, day: string, reserved: number, chargedMicros: bigint): Promise<void> {
     const charged = chargedMicros > 0n ? ceilMillicents(chargedMicros) : 0;
+    const { minMs, maxMs, tries } = this.settleRetry;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.db.query(
+          `UPDATE widget_spending SET reserved_millicents = greatest(reserved_millicents - $3, 0), spent_millicents = spent_millicents + $4
+            WHERE widget_id = $1 AND day = $2::date`,
+          [widget.id, day, reserved, charged],
+        );
+        if (attempt > 1) this.logger.log(`Settled a message of widget ${widget.publicId} in its daily spending after ${attempt - 1} failed attempt(s)`);
+        break;
+      } catch (error) {
+        if (attempt >= tries) {
+          this.logger.error(
+            `Could not settle a message of widget ${widget.publicId} in its daily spending (${charged} millicents) after ${attempt} attempts; ` +
+              `its reservation of ${reserved} millicents counts until the day ends: ${String(error)}`,
+          );
+          return;
+        }
+        if (attempt === 1) this.logger.warn(`Could not settle a message of widget ${widget.publicId} in its daily spending yet; trying again: ${String(error)}`);
+        await sleep(Math.min(minMs * 2 ** (attempt - 1), maxMs), undefined, { ref: false });
+      }
+    }
+    if (charged === 0) return;
     try {
-      await this.db.query(
-        `UPDATE widget_spending SET reserved_millicents = greatest(reserved_millicents - $3, 0), spent_millicents = spent_millicents + $4
-          WHERE widget_id = $1 AND day = $2::date`,
-        [widget.id, day, reserved, charged],
-      );
-      if (charged > 0) await this.alertIfNear(widget, day);
+      await this.alertIfNear(widget, day);
     } catch (error) {
-      // The reservation then keeps counting until the day ends: the cap errs on the safe side.
-      this.logger.error(`Could not settle a message of widget ${widget.publicId} in its daily spending (${charged} millicents): ${String(error)}`);
+      this.logger.warn(`Could not alert the owners of widget ${widget.publicId} about its daily spending: ${String(error)}`);
     }
   }
 
