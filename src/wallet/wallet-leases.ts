@@ -476,10 +476,11 @@ export class WalletLeases implements BeforeApplicationShutdown {
   private async keepAlive(): Promise<void> {
     if (this.retry.extend.running) return;
     this.retry.extend.running = true;
-    const leases = [...this.current.values()];
+    // Retired leases with requests still in flight too: their rows must outlive those requests' settlements.
+    const leases = [...this.current.values(), ...[...this.retiring].filter((lease) => lease.admitted > 0)];
     try {
       if (leases.length === 0) return this.retry.extend.succeeded();
-      const held = leases.map((lease) => lease.admitted);
+      const held = leases.map((lease) => Math.max(lease.admitted, 0));
       const rows = await queryRows<{ id: string }>(
         this.dataSource.manager,
         `UPDATE wallet_holds h SET expires_at = now() + make_interval(secs => $2::double precision / 1000), held_millicents = v.held
@@ -493,7 +494,7 @@ export class WalletLeases implements BeforeApplicationShutdown {
         if (alive.has(lease.id)) {
           lease.confirmedAt = now;
           lease.reported = held[index];
-        } else {
+        } else if (!lease.retired) {
           this.logger.warn(`Lease ${lease.id} of workspace ${lease.workspaceId} was swept; a new one is taken when needed`);
           this.retire(lease);
         }
