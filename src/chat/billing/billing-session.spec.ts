@@ -378,6 +378,31 @@ describe('BillingSession', () => {
       expect(wallet.released).toEqual([]);
     }, 15_000);
 
+    it('keeps its own hold alive while a delivered stream\'s settlement waits for the database, longer than the hold lives, until it commits', async () => {
+      jest.useFakeTimers();
+      try {
+        const { ports, wallet, estimate } = setUp();
+        const session = await BillingSession.open(ports, estimate());
+        await session.meter(PROMPT, { prompt_tokens: 1_000, completion_tokens: 100, total_tokens: 1_100 }, 'Sunny.');
+        // The database is gone for the first tries, over three times the hold's life.
+        wallet.failingSettlements = 1_000;
+        await session.settleStream(undefined, REPLY, true);
+        const before = wallet.kept;
+        await jest.advanceTimersByTimeAsync(3 * TTL_MS);
+        expect(wallet.settled).toEqual([]);
+        // Its heartbeat goes on (every third of the hold's life), so the sweeper never takes the hold meanwhile.
+        expect(wallet.kept - before).toBeGreaterThanOrEqual(8);
+        wallet.failingSettlements = 0;
+        await jest.advanceTimersByTimeAsync(30_000); // the next retry: commits
+        expect(wallet.settled).toEqual([expect.objectContaining({ refund: false })]);
+        const after = wallet.kept;
+        await jest.advanceTimersByTimeAsync(TTL_MS);
+        expect(wallet.kept).toBe(after);
+      } finally {
+        jest.useRealTimers();
+      }
+    });
+
     it('charges what a stalled stream delivered, then ends it with the stall', async () => {
       const { ports, wallet, usage, estimate } = setUp();
       const session = await BillingSession.open(ports, estimate());

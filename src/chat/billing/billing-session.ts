@@ -266,40 +266,48 @@ export class BillingSession {
     const { spend } = this;
     const refund = options.refund === true;
     const { inputTokens, outputTokens, cachedTokens } = spend.tokens;
-    clearInterval(this.heartbeat);
+    // The hold lives until the charge commits, however long a kept settlement waits for the database.
+    const released = () => clearInterval(this.heartbeat);
     const latencyMs = Date.now() - this.estimate.startedAt;
-    await this.ports.settlements.submit({
-      requestId: subject.requestId,
-      order: {
-        hold: this.hold,
-        charge: {
-          workspaceId: subject.workspaceId,
-          costMicros: spend.totalMicros,
-          description: `${model.id}: ${inputTokens} input + ${outputTokens} output tokens${
-            spend.toolsUsed.length ? `, ${spend.toolsUsed.join(' and ')}` : ''
-          }${spend.iterations > 1 ? ` over ${spend.iterations} calls` : ''}`,
+    try {
+      await this.ports.settlements.submit({
+        requestId: subject.requestId,
+        order: {
+          hold: this.hold,
+          charge: {
+            workspaceId: subject.workspaceId,
+            costMicros: spend.totalMicros,
+            description: `${model.id}: ${inputTokens} input + ${outputTokens} output tokens${
+              spend.toolsUsed.length ? `, ${spend.toolsUsed.join(' and ')}` : ''
+            }${spend.iterations > 1 ? ` over ${spend.iterations} calls` : ''}`,
+          },
+          refund,
+          // A second attempt may follow one that did commit: its ledger rows are looked up first.
+          retry: this.settleAttempts++ > 0,
         },
-        refund,
-        // A second attempt may follow one that did commit: its ledger rows are looked up first.
-        retry: this.settleAttempts++ > 0,
-      },
-      record: storable(
-        usageRecord(subject, latencyMs, ending, {
-          inputTokens,
-          outputTokens,
-          totalTokens: inputTokens + outputTokens,
-          cachedTokens,
-          llmCostMillicents: toMillicentsNumber(spend.llmMicros),
-          toolCostMillicents: toMillicentsNumber(spend.toolMicros),
-          totalCostMillicents: toMillicentsNumber(spend.totalMicros),
-          toolsUsed: spend.toolsUsed,
-          iterations: Math.max(spend.iterations, 1),
-        }),
-      ),
-      turn: conversation && ending.status === 'success' && options.reply ? this.turnOf(conversation, options.reply) : null,
-      waitForCommit: this.estimate.idempotent === true,
-      delivered: options.delivered === true,
-    });
+        record: storable(
+          usageRecord(subject, latencyMs, ending, {
+            inputTokens,
+            outputTokens,
+            totalTokens: inputTokens + outputTokens,
+            cachedTokens,
+            llmCostMillicents: toMillicentsNumber(spend.llmMicros),
+            toolCostMillicents: toMillicentsNumber(spend.toolMicros),
+            totalCostMillicents: toMillicentsNumber(spend.totalMicros),
+            toolsUsed: spend.toolsUsed,
+            iterations: Math.max(spend.iterations, 1),
+          }),
+        ),
+        turn: conversation && ending.status === 'success' && options.reply ? this.turnOf(conversation, options.reply) : null,
+        waitForCommit: this.estimate.idempotent === true,
+        delivered: options.delivered === true,
+        released,
+      });
+    } catch (error) {
+      // Failed back to this request, which retries or gives the hold up.
+      released();
+      throw error;
+    }
     if (!refund) this.estimate.onCharged?.(inputTokens + outputTokens, spend.totalMicros);
     this.estimate.onSettled?.(refund ? 0n : spend.totalMicros);
   }

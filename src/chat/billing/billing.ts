@@ -10,6 +10,7 @@ import type { AppConfig } from '../../config/app-config';
 import { InjectConfig } from '../../config/config.module';
 import { ConversationsService } from '../../conversations/conversations.service';
 import { UsageService } from '../../usage/usage.service';
+import { toDecimalString } from '../../wallet/cost';
 import { WalletService } from '../../wallet/wallet.service';
 import { MetricsService } from '../../metrics/metrics.service';
 import { BillingIncidents, BillingPorts, BillingSession, Estimate } from './billing-session';
@@ -74,6 +75,13 @@ export class Billing implements BillingPorts, OnApplicationBootstrap, BeforeAppl
           `settlement:${errorKind(error)}`,
           `Could not write the settlement of request ${requestId}; trying again in ${delayMs} ms: ${String(error)}`,
         ),
+      // Each on its own line: an operator reconciles these one by one.
+      unwritten: ({ requestId, order: { hold, charge } }, journaled, error) =>
+        journaled
+          ? this.logger.warn(`The settlement of request ${requestId} was not written by the stop (${String(error)}); it is in the settlement journal, for the next start.`)
+          : this.logger.error(
+              `Settlement not written: request ${requestId}, workspace ${charge.workspaceId}, key ${hold.id}, cost ${toDecimalString(charge.costMicros)} millicents (${charge.description}) reached its client and could be neither written nor journaled at the stop; charge it by hand: ${String(error)}`,
+            ),
     });
     pending?.waitWith((workspaceId) => this.settlements.flushed(workspaceId));
     metrics?.gauge('acs_billing_incidents', 'Writes that failed beside a charge, or settlements that failed, since start, by kind', ['kind'], (gauge) => {
@@ -112,6 +120,8 @@ export class Billing implements BillingPorts, OnApplicationBootstrap, BeforeAppl
   async onApplicationBootstrap(): Promise<void> {
     const dir = path.join(this.config.dataDir, 'settlement-journal', await this.databaseIdentity());
     const journal = new SettlementJournal(dir);
+    // Also with `commit`: what the stop cannot write is left here, and the next start writes it (writeOrphans).
+    this.settlements.lastResortIn(journal);
     if (this.config.settlementDurability === 'journal') {
       try {
         SettlementJournal.check(dir);

@@ -6,7 +6,7 @@ import type { NewUsageRecord } from '../../usage/usage.service';
 import type { Lease } from '../../wallet/wallet-leases';
 import type { Settlement, SettlementOrder } from '../../wallet/wallet.service';
 import { JournalEntry, ProcessIdentity, SettlementJournal } from './settlement-journal';
-import { SettlementJob, SettlementWriter } from './settlement-writer';
+import { SettlementJob, SettlementWriter, SettlementWriterPorts } from './settlement-writer';
 
 /** A manager that accepts any statement (savepoints). */
 const manager = { query: async () => [] } as unknown as EntityManager;
@@ -75,7 +75,7 @@ class SlowWallet {
   }
 }
 
-function setUp(journal?: SettlementJournal) {
+function setUp(journal?: SettlementJournal, ports: Partial<SettlementWriterPorts> = {}) {
   const wallet = new SlowWallet();
   const incidents: string[] = [];
   const committed: NewUsageRecord[] = [];
@@ -86,6 +86,7 @@ function setUp(journal?: SettlementJournal) {
     incident: (kind, requestId) => void incidents.push(`${kind} ${requestId}`),
     committed: (records) => void committed.push(...records),
     journal,
+    ...ports,
   });
   return { wallet, writer, records: wallet.records as NewUsageRecord[], incidents, committed };
 }
@@ -162,6 +163,120 @@ describe('SettlementWriter', () => {
     expect(await Promise.all(results)).toEqual(['Connection terminated unexpectedly', 'Connection terminated unexpectedly']);
     expect(wallet.batches).toEqual([['first'], ['a', 'b']]);
     await writer.idle();
+  });
+
+  describe('at the stop, with a delivered settlement kept in memory alone (SETTLEMENT_DURABILITY=commit, the database gone)', () => {
+    let dir: string;
+    beforeEach(() => {
+      dir = mkdtempSync(path.join(tmpdir(), 'acs-writer-stop-'));
+    });
+    afterEach(() => rmSync(dir, { recursive: true, force: true }));
+    const lost = () => new Error('Connection terminated unexpectedly');
+    /** The journal of this process as the next start sees it: a process that is gone (a pid above Linux's pid_max). */
+    const gone = () => new SettlementJournal(dir, new ProcessIdentity(ProcessIdentity.current().host, 4_194_304 + 20, '1'));
+
+    function stopping(lastResort?: SettlementJournal) {
+      const unwritten: string[] = [];
+      const set = setUp(undefined, {
+        unwritten: ({ requestId, order: { charge } }, journaled) =>
+          void unwritten.push(`${requestId} ${charge.workspaceId} ${charge.costMicros} ${journaled ? 'journaled' : 'lost'}`),
+      });
+      if (lastResort) set.writer.lastResortIn(lastResort);
+      return { ...set, unwritten };
+    }
+
+    /** A delivered stream whose settlement finds the database gone: kept in memory, its retry timer set. */
+    async function keptInMemory(wallet: SlowWallet, writer: SettlementWriter, id: string, released?: () => void): Promise<void> {
+      wallet.poisoned.set(id, lost());
+      const answered = writer.submit({ ...job(id), delivered: true, released });
+      await wallet.commit();
+      await expect(answered).resolves.toBeNull();
+      await writer.idle();
+    }
+
+    it('tries once more at close(), and writes it when the database is back', async () => {
+      const { wallet, writer, records, unwritten } = stopping(gone());
+      let released = 0;
+      await keptInMemory(wallet, writer, 'stream', () => released++);
+      expect(released).toBe(0);
+      wallet.poisoned.clear();
+      const closed = writer.close();
+      await wallet.commit(); // the last try: commits
+      await closed;
+      expect(records.map((record) => record.requestId)).toEqual(['stream']);
+      expect(wallet.orders.at(-1)![0].retry).toBe(true);
+      expect(released).toBe(1);
+      expect(unwritten).toEqual([]);
+      expect(readdirSync(dir)).toEqual([]);
+    });
+
+    it('journals what the last try could not write, and the next start writes it', async () => {
+      const { wallet, writer, records, unwritten } = stopping(gone());
+      let released = 0;
+      await keptInMemory(wallet, writer, 'stream', () => released++);
+      const closed = writer.close();
+      await wallet.commit(); // the last try: the database is still gone
+      await closed;
+      expect(unwritten).toEqual(['stream ws 1000000 journaled']);
+      expect(released).toBe(1);
+      expect(records).toEqual([]);
+
+      // The next process on this DATA_DIR.
+      const next = setUp();
+      const written = next.writer.writeOrphans(new SettlementJournal(dir));
+      await next.wallet.commit();
+      expect(await written).toBe(1);
+      expect(next.wallet.orders[0].map(({ hold, heldIn, retry, charge }) => ({ key: hold.id, heldIn, retry, cost: charge.costMicros }))).toEqual([
+        { key: 'stream', heldIn: { rowId: 'stream', lease: false }, retry: true, cost: 1_000_000n },
+      ]);
+      expect(next.records.map((record) => record.requestId)).toEqual(['stream']);
+      expect(readdirSync(dir)).toEqual([]);
+    });
+
+    it('bounds the last try: a database that does not answer is given a few seconds, then the settlement is journaled', async () => {
+      const { wallet, writer, unwritten } = stopping(gone());
+      await keptInMemory(wallet, writer, 'stream');
+      const started = Date.now();
+      await writer.close(); // the last try never answers
+      expect(Date.now() - started).toBeLessThan(10_000);
+      expect(unwritten).toEqual(['stream ws 1000000 journaled']);
+      expect(SettlementJournal.read(path.join(dir, readdirSync(dir)[0])).map((entry) => entry.key)).toEqual(['stream']);
+      void wallet.commit();
+    }, 15_000);
+
+    it('reports it, with its request, workspace and cost, when no journal can take it', async () => {
+      const journal = gone();
+      jest.spyOn(journal, 'append').mockImplementation(() => {
+        throw new Error('ENOSPC: no space left on device');
+      });
+      const { wallet, writer, unwritten } = stopping(journal);
+      await keptInMemory(wallet, writer, 'stream');
+      const closed = writer.close();
+      await wallet.commit();
+      await closed;
+      expect(unwritten).toEqual(['stream ws 1000000 lost']);
+    });
+
+    it('hands a settlement kept after close() over at once, with no retry timer', async () => {
+      const { wallet, writer, unwritten } = stopping(gone());
+      await writer.close();
+      await keptInMemory(wallet, writer, 'late');
+      expect(unwritten).toEqual(['late ws 1000000 journaled']);
+      expect((writer as unknown as { retryTimers: Map<unknown, unknown> }).retryTimers.size).toBe(0);
+      expect(SettlementJournal.read(path.join(dir, readdirSync(dir)[0])).map((entry) => entry.key)).toEqual(['late']);
+    });
+
+    it('does not hold the process up with its retry timers', async () => {
+      const { wallet, writer } = stopping(gone());
+      await keptInMemory(wallet, writer, 'stream');
+      const timers = [...(writer as unknown as { retryTimers: Map<NodeJS.Timeout, unknown> }).retryTimers.keys()];
+      expect(timers).toHaveLength(1);
+      expect(timers[0].hasRef()).toBe(false);
+      wallet.poisoned.clear();
+      const closed = writer.close();
+      await wallet.commit();
+      await closed;
+    });
   });
 
   describe('with a journal (SETTLEMENT_DURABILITY=journal)', () => {

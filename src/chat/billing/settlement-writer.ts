@@ -12,6 +12,8 @@ const MAX_BATCH = 256;
 /** A journaled settlement that could not be written is tried again after this long, doubling up to the most. */
 const RETRY_FIRST_MS = 500;
 const RETRY_MOST_MS = 30_000;
+/** At the stop, the last try to write the settlements kept in memory alone is given this long. */
+const CLOSE_ATTEMPT_MS = 3_000;
 
 /** One request's settlement, with what must commit beside its charge. */
 export interface SettlementJob {
@@ -29,6 +31,11 @@ export interface SettlementJob {
    * never failed back to its request.
    */
   delivered?: boolean;
+  /**
+   * Told once the writer lets go of a settlement it kept (committed, or handed over at the
+   * stop): a hold of its own is kept alive until then (see BillingSession).
+   */
+  released?: () => void;
 }
 
 export interface SettlementWriterPorts {
@@ -50,6 +57,12 @@ export interface SettlementWriterPorts {
   journalFailed?: (job: SettlementJob, error: unknown) => void;
   /** A journaled settlement failed to commit and waits to be tried again (logged; it is never dropped). */
   retrying?: (job: SettlementJob, error: unknown, delayMs: number) => void;
+  /**
+   * A settlement kept in memory alone that the stop could not write: appended to the journal
+   * for the next start (`journaled`), or, where no journal could take it, lost unless an
+   * operator writes it (logged with what is needed for that).
+   */
+  unwritten?: (job: SettlementJob, journaled: boolean, error: unknown) => void;
 }
 
 /**
@@ -104,7 +117,12 @@ export class SettlementWriter {
   private writing: Promise<void> | null = null;
   /** Journaled settlements not yet committed, by workspace: what resolves once each is (or waits for a retry). */
   private readonly journaled = new Map<string, Set<Promise<void>>>();
-  private readonly retryTimers = new Set<NodeJS.Timeout>();
+  /** Settlements waiting for their next try, by their timer. */
+  private readonly retryTimers = new Map<NodeJS.Timeout, { queued: Queued; journaled: Journaled }>();
+  /** Where the stop leaves what it could not write, for the next start's orphan replay (see lastResortIn). */
+  private lastResort?: SettlementJournal;
+  /** Stopped: a settlement kept from now on is handed over at once (see close). */
+  private closed = false;
   /** Journal files of dead processes that this one claimed and has not finished writing. */
   private readonly unfinishedOrphans: string[] = [];
   /**
@@ -119,6 +137,14 @@ export class SettlementWriter {
   /** From now on, plain settlements are journaled (see the class). */
   journalTo(journal: SettlementJournal): void {
     this.ports.journal = journal;
+  }
+
+  /**
+   * Where settlements kept in memory alone go when the process stops before writing them
+   * (also with SETTLEMENT_DURABILITY=commit): the next start writes them (writeOrphans).
+   */
+  lastResortIn(journal: SettlementJournal): void {
+    this.lastResort = journal;
   }
 
   /**
@@ -160,15 +186,24 @@ export class SettlementWriter {
 
   /**
    * Before the process exits: waits for what is being written, stops the retries, and
-   * closes the journal (what did not commit stays in it, for the next process).
+   * closes the journal (what did not commit stays in it, for the next process). What was
+   * kept in memory alone (no journal took it) is tried once more, for CLOSE_ATTEMPT_MS at
+   * most, and what still fails is handed over (see handOver), never dropped unsaid.
    */
   async close(): Promise<void> {
     await this.idle();
-    for (const timer of this.retryTimers) clearTimeout(timer);
+    this.closed = true;
+    const kept: Queued[] = [];
+    for (const [timer, { queued, journaled }] of this.retryTimers) {
+      clearTimeout(timer);
+      if (!journaled.kept) kept.push(queued);
+    }
     this.retryTimers.clear();
     // Settlements that still come (a stream cut at the drain's deadline) wait for their commit.
+    this.lastResort ??= this.ports.journal;
     this.ports.journal?.close();
     this.ports.journal = undefined;
+    if (kept.length > 0) await this.lastAttempt(kept);
   }
 
   /**
@@ -276,14 +311,16 @@ export class SettlementWriter {
     const journaled = queued.journaled ?? this.keepDelivered(queued);
     if (!journaled) return queued.reject(error);
     queued.resolve(null);
+    // After the stop, nothing is tried again: one in the journal stays there, one in memory is handed over.
+    if (this.closed) return journaled.kept ? undefined : this.handOver([queued], error);
     const delayMs = Math.min(RETRY_FIRST_MS * 2 ** journaled.attempts, RETRY_MOST_MS);
     quietly(() => this.ports.retrying?.(job, error, delayMs));
     const timer = setTimeout(() => {
       this.retryTimers.delete(timer);
       // It may have committed unseen: its ledger rows are looked up first.
       this.queueJournaled({ ...job, order: { ...job.order, retry: true } }, queued.usageRow, { ...journaled, attempts: journaled.attempts + 1 });
-    }, delayMs);
-    this.retryTimers.add(timer);
+    }, delayMs).unref();
+    this.retryTimers.set(timer, { queued, journaled });
   }
 
   /**
@@ -301,6 +338,48 @@ export class SettlementWriter {
       quietly(() => this.ports.journalFailed?.(job, error));
       return { attempts: 0 };
     }
+  }
+
+  /** The stop's last try to write settlements kept in memory alone; what fails is handed over. */
+  private async lastAttempt(kept: Queued[]): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`not written within ${CLOSE_ATTEMPT_MS} ms of the stop`)), CLOSE_ATTEMPT_MS);
+    });
+    let settlements: Settlement[];
+    try {
+      // Careful: each may have committed unseen before.
+      settlements = await Promise.race([this.settle(kept, true), deadline]);
+    } catch (error) {
+      // Even one that commits after the deadline is safe to write again: it is keyed by its hold.
+      return this.handOver(kept, error);
+    } finally {
+      clearTimeout(timer);
+    }
+    this.committed(kept, settlements);
+  }
+
+  /**
+   * Settlements kept in memory alone that this process will not write (it stops): appended
+   * to the journal, for the next start to write, or, failing that, reported (ports.unwritten).
+   */
+  private handOver(batch: Queued[], error: unknown): void {
+    const journal = this.lastResort;
+    for (const { job, usageRow } of batch) {
+      let journaled = false;
+      if (journal) {
+        try {
+          journal.append(journalEntry(job, usageRow));
+          journaled = true;
+        } catch (appendError) {
+          quietly(() => this.ports.journalFailed?.(job, appendError));
+        }
+      }
+      quietly(() => this.ports.unwritten?.(job, journaled, error));
+      quietly(() => job.released?.());
+    }
+    // Its file stays (its entries are pending) for the next start.
+    journal?.close();
   }
 
   private settle(batch: Queued[], careful: boolean): Promise<Settlement[]> {
@@ -351,6 +430,7 @@ export class SettlementWriter {
       const settlement = settlements[index];
       if (settlement.writtenOffMillicents > 0) quietly(() => this.ports.writtenOff?.(job, settlement));
       journaled?.kept?.journal.committed(journaled.kept.segment);
+      quietly(() => job.released?.());
       resolve(settlement);
     });
   }
