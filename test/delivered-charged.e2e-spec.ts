@@ -296,6 +296,8 @@ describe('delivered means charged', () => {
       expect(first).toBe(16_384);
       expect(second).toBeLessThan(16_384 - 4_000);
       expect(second).toBeGreaterThanOrEqual(16);
+      // The answer came once its settlement was journaled: the usage record is read once it has committed.
+      await t.settled(workspace.id);
       await expectBooksBalanced(workspace, (await recordOf(workspace)).charged);
     });
   });

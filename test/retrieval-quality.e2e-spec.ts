@@ -86,7 +86,8 @@ describe('file_search retrieval quality on the fixture corpus', () => {
       });
       names.set(document.id, file);
     }
-  });
+    // Each file is read in a worker thread of its own (under jest, one that compiles the reader's TypeScript first).
+  }, 120_000);
   afterAll(async () => {
     await app?.close();
   });
