@@ -1,14 +1,14 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { chmod, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
 import * as net from 'node:net';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { Client } from 'pg';
 import type { DataSource } from 'typeorm';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import { freePort } from '../src/database/embedded-postgres';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
-import { killQuietly, processExists, readPostmasterPid, ServerProcess, sleep, waitUntil } from './support/processes';
+import { killQuietly, ServerProcess, sleep, waitUntil } from './support/processes';
+import { RestartablePostgres } from './support/restartable-postgres';
 import { describeWithRedisServer, findRedisServer, ping, RedisServer, startRedisServer } from './support/redis-server';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
 import { nothingHeld, walletInvariants } from './support/wallet-invariants';
@@ -23,68 +23,6 @@ import { nothingHeld, walletInvariants } from './support/wallet-invariants';
  * starts with the command line PostgreSQL itself recorded (postmaster.opts).
  */
 jest.setTimeout(120_000);
-
-/** A PostgreSQL server this file can stop and start again on the same port. */
-class RestartablePostgres {
-  private child?: ChildProcess;
-  constructor(
-    private readonly clusterDir: string,
-    private readonly command: { binary: string; args: string[] },
-    private readonly owner: { uid: number; gid: number },
-    readonly port: number,
-  ) {}
-
-  /**
-   * Takes over the cluster that a service process started under `dataDir` (its embedded
-   * PostgreSQL), after that process was killed: stopped once, then run as this file's child.
-   */
-  static async takeOver(dataDir: string): Promise<RestartablePostgres> {
-    const clusterDir = path.join(dataDir, 'postgres');
-    const running = await readPostmasterPid(clusterDir);
-    if (!running) throw new Error(`No PostgreSQL running on ${clusterDir}`);
-    // postmaster.opts: `/path/to/postgres "-D" "<dir>" "-p" "<port>" ...`, as it was started.
-    const opts = (await readFile(path.join(clusterDir, 'postmaster.opts'), 'utf8')).trim();
-    const binary = opts.slice(0, opts.indexOf(' "'));
-    const args = [...opts.matchAll(/"((?:[^"\\]|\\.)*)"/g)].map((match) => match[1]);
-    const { uid, gid } = await stat(clusterDir);
-    const server = new RestartablePostgres(clusterDir, { binary, args }, { uid, gid }, running.port);
-    await server.stopPid(running.pid);
-    return server;
-  }
-
-  async start(): Promise<void> {
-    const child = spawn(this.command.binary, this.command.args, {
-      stdio: ['ignore', 'ignore', 'pipe'],
-      ...(process.getuid?.() === 0 ? this.owner : {}),
-    });
-    let log = '';
-    child.stderr!.on('data', (chunk: Buffer) => (log = (log + chunk.toString()).slice(-4_000)));
-    this.child = child;
-    const ready = await waitUntil(async () => {
-      const client = new Client({ host: '127.0.0.1', port: this.port, user: 'postgres', database: 'postgres', connectionTimeoutMillis: 1_000 });
-      client.on('error', () => undefined);
-      // Any answer from the server (even a refused password) means it accepts connections.
-      return client.connect().then(
-        () => client.end().then(() => true),
-        (error: Error & { code?: string }) => error.code !== 'ECONNREFUSED' && !/starting up|shutting down/.test(error.message),
-      );
-    }, 30_000);
-    if (!ready) throw new Error(`PostgreSQL did not start again on port ${this.port}:\n${log}`);
-  }
-
-  /** A fast shutdown (SIGINT): open connections are ended with 57P01, as in a real restart. */
-  async stop(): Promise<void> {
-    const running = await readPostmasterPid(this.clusterDir);
-    if (running) await this.stopPid(running.pid);
-    this.child = undefined;
-  }
-
-  private async stopPid(pid: number): Promise<void> {
-    killQuietly(pid, 'SIGINT');
-    if (!(await waitUntil(() => !processExists(pid), 30_000))) killQuietly(pid, 'SIGQUIT');
-    await waitUntil(() => !processExists(pid), 5_000);
-  }
-}
 
 /** Sends raw RESP commands (no client library: nothing is left open). */
 function redisCommand(port: number, ...args: string[]): Promise<string> {

@@ -8,7 +8,7 @@ import { killQuietly, processExists, readPostmasterPid, waitUntil } from './proc
  * A PostgreSQL server a test can stop and start again on the same port: the cluster a
  * service process made under its DATA_DIR (its embedded PostgreSQL), taken over once that
  * process was killed and run again with the command line PostgreSQL itself recorded
- * (postmaster.opts). (test/faults.e2e-spec.ts has the same, of its own.)
+ * (postmaster.opts).
  */
 export class RestartablePostgres {
   private child?: ChildProcess;
