@@ -95,6 +95,8 @@ export class WalletLeases implements BeforeApplicationShutdown {
   private listener?: Promise<Client | null>;
   /** Per lease id recalled by this process: who waits for its owner's answer. */
   private readonly awaitingReturn = new Map<string, Set<() => void>>();
+  /** Recalls under way, by workspace: requests refused together share one ask (a wallet that is simply empty asks once, not once per request). */
+  private readonly recalling = new Map<string, Promise<boolean>>();
   private stopping = false;
 
   constructor(
@@ -199,7 +201,15 @@ export class WalletLeases implements BeforeApplicationShutdown {
    * Each owner gives back its own spare, so no process ever admits from money given back.
    * False when there was nothing to recall (or no way to ask).
    */
-  async recallOthers(workspaceId: string): Promise<boolean> {
+  recallOthers(workspaceId: string): Promise<boolean> {
+    const underWay = this.recalling.get(workspaceId);
+    if (underWay) return underWay;
+    const recall = this.recall(workspaceId).finally(() => this.recalling.delete(workspaceId));
+    this.recalling.set(workspaceId, recall);
+    return recall;
+  }
+
+  private async recall(workspaceId: string): Promise<boolean> {
     const listener = await this.listen();
     if (!listener) return false;
     const others = await queryRows<{ id: string }>(
