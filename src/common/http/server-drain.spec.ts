@@ -1,8 +1,8 @@
 import type { Request, Response } from 'express';
-import { createServer, get, type IncomingMessage, type Server } from 'node:http';
+import { Agent, createServer, get, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Cancellation } from '../cancellation';
-import { ServerDrain } from './server-drain';
+import { QUIET_BEFORE_CLOSE_MS, ServerDrain } from './server-drain';
 
 /** A plain Node server behind the drain's middleware; `handle` answers each request. */
 async function serve(drain: ServerDrain, handle: (res: Response) => void): Promise<{ server: Server; url: string }> {
@@ -11,9 +11,9 @@ async function serve(drain: ServerDrain, handle: (res: Response) => void): Promi
   return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/` };
 }
 
-function request(url: string): Promise<{ res: IncomingMessage; body: string }> {
+function request(url: string, agent?: Agent): Promise<{ res: IncomingMessage; body: string }> {
   return new Promise((resolve, reject) => {
-    get(url, (res) => {
+    get(url, { agent }, (res) => {
       let body = '';
       res.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
       res.on('end', () => resolve({ res, body }));
@@ -43,6 +43,38 @@ describe('ServerDrain', () => {
     expect(res.headers.connection).toBe('close');
     expect(server.listening).toBe(false);
     expect(drain.streamsCut.aborted).toBe(true);
+  });
+
+  it('keeps an idle kept-alive connection open while requests still come, so a balancer reusing it is answered, not reset', async () => {
+    const drain = new ServerDrain();
+    const { server, url } = await serve(drain, (res) => res.end('ok'));
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const first = await request(url, agent);
+    expect(first.res.headers.connection).toBe('keep-alive');
+    const before = Date.now();
+    const stopped = drain.stop(server, 5_000);
+    // A balancer that has not seen readiness fail yet sends its next request on the idle connection.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const second = await request(url, agent);
+    expect(second.body).toBe('ok');
+    expect(second.res.headers.connection).toBe('close');
+    expect(await stopped).toEqual({ inFlightAtStart: 0, openAtDeadline: 0, abandoned: 0 });
+    // Closed once the second answer closed the last connection, well before the deadline.
+    expect(Date.now() - before).toBeLessThan(2_000);
+    agent.destroy();
+  });
+
+  it('closes an idle kept-alive connection once no request came for QUIET_BEFORE_CLOSE_MS', async () => {
+    const drain = new ServerDrain();
+    const { server, url } = await serve(drain, (res) => res.end('ok'));
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    await request(url, agent);
+    const before = Date.now();
+    await drain.stop(server, 5_000);
+    const took = Date.now() - before;
+    expect(took).toBeGreaterThanOrEqual(QUIET_BEFORE_CLOSE_MS - 100);
+    expect(took).toBeLessThan(QUIET_BEFORE_CLOSE_MS + 1_000);
+    agent.destroy();
   });
 
   it('cuts what is still open at the deadline through streamsCut', async () => {

@@ -9,6 +9,14 @@ import { ApiError } from '../errors/api-error';
 /** After the drain deadline, how long cut requests get to settle and end. */
 const AFTER_CUT_GRACE_MS = 10_000;
 const POLL_MS = 50;
+/**
+ * Once nothing is in flight, how long no request may have come before the kept-alive
+ * connections left are closed. A balancer (HAProxy, nginx) sends a request on an idle
+ * connection of its pool until its health check sees readiness fail; one closed under that
+ * request is closed to its client too, who sees a connection error. Waiting until requests
+ * stop coming (or each connection closed after its next answer) leaves nothing to race.
+ */
+export const QUIET_BEFORE_CLOSE_MS = 1_000;
 
 /** What a stop found: requests in flight when it began, and still open at the deadline (streams then cut). */
 export interface DrainOutcome {
@@ -30,7 +38,8 @@ export function serverShuttingDown(): ApiError {
  * SIGINT or SIGHUP in main.ts): readiness turns 503 at once (HealthController), the listener closes, every
  * response from then on carries `Connection: close` (so a client's kept-alive connection is
  * closed after its next answer instead of being cut under a request), requests in flight
- * finish, and streams get until the drain deadline (SHUTDOWN_DRAIN_MS). Past it, each open
+ * finish, idle kept-alive connections are closed once requests stop coming
+ * (QUIET_BEFORE_CLOSE_MS), and streams get until the drain deadline (SHUTDOWN_DRAIN_MS). Past it, each open
  * stream is ended by `streamsCut`: its upstream call stops, what was generated is charged,
  * and the client gets an in-band `server_shutting_down` error and `[DONE]`. A request still
  * running then without a started stream (a plain one, a stream waiting for its first chunk)
@@ -44,6 +53,7 @@ export class ServerDrain {
   private hurried = false;
   private readonly inFlight = new Set<Response>();
   private readonly cut = new Cancellation();
+  private lastRequestAt = 0;
 
   /** True from the moment a stop begins: readiness answers 503. */
   get draining(): boolean {
@@ -69,6 +79,7 @@ export class ServerDrain {
   /** Express middleware: counts each request until its response closes; once draining, closes its connection after it. */
   readonly middleware = (_req: Request, res: Response, next: NextFunction): void => {
     if (this.stopping) res.setHeader('Connection', 'close');
+    this.lastRequestAt = Date.now();
     this.inFlight.add(res);
     res.once('close', () => this.inFlight.delete(res));
     next();
@@ -86,7 +97,9 @@ export class ServerDrain {
     if (server.listening) NetServer.prototype.close.call(server);
     const inFlightAtStart = this.inFlight.size;
     if (inFlightAtStart > 0) this.logger.log(`Waiting up to ${deadlineMs} ms for ${inFlightAtStart} request(s) in flight`);
+    const deadline = Date.now() + deadlineMs;
     await this.idle(deadlineMs, () => this.hurried);
+    await this.quiet(server, deadline);
     const openAtDeadline = this.inFlight.size;
     if (openAtDeadline > 0) this.logger.warn(`Drain deadline passed with ${openAtDeadline} request(s) open: streams end with server_shutting_down`);
     this.cut.abort();
@@ -111,6 +124,19 @@ export class ServerDrain {
     this.stopping = true;
     for (const res of this.inFlight) {
       if (!res.headersSent) res.setHeader('Connection', 'close');
+    }
+  }
+
+  /**
+   * Until no request has come for QUIET_BEFORE_CLOSE_MS and none is in flight, while
+   * connections are open (each is closed after its next answer), up to `deadline`.
+   */
+  private async quiet(server: Server, deadline: number): Promise<void> {
+    const openConnections = () => new Promise<number>((resolve) => server.getConnections((error, count) => resolve(error ? 0 : count)));
+    while (!this.hurried && Date.now() < deadline && (await openConnections()) > 0) {
+      const quietFor = Date.now() - this.lastRequestAt;
+      if (this.inFlight.size === 0 && quietFor >= QUIET_BEFORE_CLOSE_MS) return;
+      await sleep(POLL_MS);
     }
   }
 
