@@ -17,12 +17,14 @@
 # before the service installs its own SIGTERM handler.
 
 # ---- build: install everything, compile, then drop the dev dependencies ----
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 
-# Install scripts are skipped, as with npm 11 (the npm bundled with node:20 is 10.x, which
-# would run them). Nothing needs them to build or run against DATABASE_URL. The only one in
-# the production tree links the embedded PostgreSQL's libraries, which this image does not use.
+# Install scripts are skipped, as with npm 11 (the npm bundled with node:24 is 11.x, but say
+# it). Nothing needs them to build or run against DATABASE_URL. The only one in the
+# production tree links the embedded PostgreSQL's libraries, which this image does not use.
+# The dev dependency `node` (the Node.js that npm scripts run outside the image) installs
+# its binary in one of them, so here the image's own Node.js 24 runs every script.
 COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
 
@@ -32,7 +34,7 @@ RUN npm run build \
  && npm prune --omit=dev --ignore-scripts --no-audit --no-fund
 
 # ---- runtime: compiled output and production dependencies only ----
-FROM node:20-bookworm-slim AS runtime
+FROM node:24-bookworm-slim AS runtime
 # NO_COLOR: Nest's logger writes ANSI colour codes even without a terminal; log collectors want plain text.
 ENV NODE_ENV=production \
     NO_COLOR=1
