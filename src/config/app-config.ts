@@ -8,7 +8,7 @@ export type PaymentProviderSetting = (typeof PAYMENT_PROVIDER_SETTINGS)[number];
 
 /**
  * The upstream providers, each with the prefix of its variables: `<PREFIX>_API_KEY` and
- * `<PREFIX>_BASE_URL` (a contract: ARCHITECTURE section 7). The catalog's provider names are
+ * `<PREFIX>_BASE_URL` (a contract: docs/architecture.md, "Configuration (contract)"). The catalog's provider names are
  * these and `simulator`; each has an entry in `providers/provider-registry.ts`, which builds its adapter.
  */
 export const UPSTREAM_PROVIDERS = [
