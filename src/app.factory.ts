@@ -87,8 +87,8 @@ export async function createApp(
   setUpSwagger(app);
   // Chat completions skip Express's router and Nest's pipeline, a fifth to a quarter of their CPU (README, "The direct route"),
   // unless DIRECT_ROUTE=off. Last: it refuses to start if Nest would run around the handler anything it does not, and
-  // the global enhancers are all known only once the ones above are added. One added to the app returned here would
-  // not be seen: add them above.
+  // the global enhancers are all known only once the ones above are added. app.useGlobal* on the app returned here
+  // throws (serveDirectRoutes): add them above.
   if (config.directRoute === 'on') {
     try {
       serveDirectRoutes(app.getHttpServer(), {

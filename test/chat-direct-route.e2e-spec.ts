@@ -196,6 +196,19 @@ describe('the direct route fails closed', () => {
     }
   });
 
+  it('refuses a global enhancer added to the app createApp returned (in main.ts, say), which it could not check', async () => {
+    // abortOnError: false, or Nest's proxy would end the process on the throw (after logging it: what main.ts would do).
+    const create: AppCreator = (module, options, adapter) => NestFactory.create<NestExpressApplication>(module, adapter, { ...options, abortOnError: false });
+    const app = await createApp(configWith('on'), databaseUrl, { logger: false, create });
+    try {
+      expect(() => app.useGlobalInterceptors(new AuditInterceptor())).toThrow(
+        'app.useGlobalInterceptors() after the direct routes were checked: add it in createApp before serveDirectRoutes (src/app.factory.ts), or set DIRECT_ROUTE=off',
+      );
+    } finally {
+      await app.close();
+    }
+  });
+
   it('with DIRECT_ROUTE=off starts with them and serves chat completions through Nest, which runs them', async () => {
     const app = await createApp(configWith('off'), databaseUrl, { logger: false, create: withAudit });
     try {

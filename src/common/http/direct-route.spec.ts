@@ -165,10 +165,16 @@ describe('serveDirectRoutes', () => {
   it('refuses to serve when Nest has an enhancer around the handler that the route does not list, naming it, and leaves the server to Express', async () => {
     const application = new ApplicationConfig();
     application.useGlobalInterceptors(new AuditInterceptor());
-    const refusal = await serve({ application }).then(
-      () => undefined,
-      (error: unknown) => error,
-    );
+    const app = express();
+    const refused = createServer(app);
+    const route = { method: 'POST', path: '/v1/things', ...THINGS, accepts: () => true, handle: () => Promise.resolve() };
+    let refusal: unknown;
+    try {
+      serveDirectRoutes(refused, { app, middleware: [], onError: () => undefined, basePath: '', routes: [route], application });
+    } catch (error) {
+      refusal = error;
+    }
+    expect(refused.listeners('request')).toEqual([app]);
     expect(refusal).toBeInstanceOf(DirectRouteRefused);
     expect((refusal as DirectRouteRefused).problems).toEqual([
       'the direct route of POST /v1/things does not run the global interceptor AuditInterceptor (an APP_* provider or app.useGlobal*):' +
@@ -178,6 +184,19 @@ describe('serveDirectRoutes', () => {
     const listed = await serve({ application, route: { runs: [{ kind: 'interceptor', type: AuditInterceptor, why: 'the spec says so' }] } });
     server = listed.server;
     expect((await listed.call('POST', '/v1/things')).body.by).toBe('direct');
+  });
+
+  it('refuses, once serving, a global enhancer added later (app.useGlobal*), which it could not check', async () => {
+    const application = new ApplicationConfig();
+    const started = await serve({ application });
+    server = started.server;
+    expect(() => application.useGlobalInterceptors(new AuditInterceptor())).toThrow(
+      'app.useGlobalInterceptors() after the direct routes were checked: add it in createApp before serveDirectRoutes',
+    );
+    expect(() => application.useGlobalFilters()).toThrow('app.useGlobalFilters()');
+    expect(() => application.useGlobalGuards()).toThrow('app.useGlobalGuards()');
+    expect(() => application.useGlobalPipes()).toThrow('app.useGlobalPipes()');
+    expect(application.getGlobalInterceptors()).toEqual([]);
   });
 });
 

@@ -125,6 +125,7 @@ export function serveDirectRoutes(server: Server, routing: DirectRouting): void 
   const { app, basePath } = routing;
   const unrun = unrunEnhancers(routing.routes, routing.application);
   if (unrun.length > 0) throw new DirectRouteRefused(unrun);
+  refuseLaterGlobalEnhancers(routing.application);
   if (!server.listeners('request').includes(app)) throw new Error('The HTTP server does not hand its requests to this Express application');
   server.removeListener('request', app);
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
@@ -132,6 +133,21 @@ export function serveDirectRoutes(server: Server, routing: DirectRouting): void 
     if (route) serve(route, req, res, routing);
     else app(req, res);
   });
+}
+
+/**
+ * The check above sees the global enhancers added so far; one added later with
+ * `app.useGlobal*` (in main.ts, say) would be run by Nest's routes and skipped here: that
+ * call throws instead, saying where to add it.
+ */
+function refuseLaterGlobalEnhancers(application: ApplicationConfig): void {
+  const refuse = (method: string) => (): never => {
+    throw new Error(`app.${method}() after the direct routes were checked: add it in createApp before serveDirectRoutes (src/app.factory.ts), or set DIRECT_ROUTE=off`);
+  };
+  application.useGlobalGuards = refuse('useGlobalGuards');
+  application.useGlobalInterceptors = refuse('useGlobalInterceptors');
+  application.useGlobalPipes = refuse('useGlobalPipes');
+  application.useGlobalFilters = refuse('useGlobalFilters');
 }
 
 function matches(route: DirectRoute, req: IncomingMessage, basePath: string): boolean {
