@@ -61,7 +61,7 @@ export function chatCompletionsEnhancers(guards: readonly CanActivate[]): KnownE
     ...guards.map((guard) => ({
       kind: 'guard' as const,
       type: guard.constructor as KnownEnhancer['type'],
-      why: "run before the handler, in the order of Nest's global guards (API_GUARDS, app.module.ts)",
+      why: 'run before the handler in the order of API_GUARDS (app.module.ts), the order Nest registers them in as APP_GUARD',
     })),
     {
       kind: 'interceptor',

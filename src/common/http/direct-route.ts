@@ -125,8 +125,8 @@ export function serveDirectRoutes(server: Server, routing: DirectRouting): void 
   const { app, basePath } = routing;
   const unrun = unrunEnhancers(routing.routes, routing.application);
   if (unrun.length > 0) throw new DirectRouteRefused(unrun);
-  refuseLaterGlobalEnhancers(routing.application);
   if (!server.listeners('request').includes(app)) throw new Error('The HTTP server does not hand its requests to this Express application');
+  refuseLaterGlobalEnhancers(routing.application);
   server.removeListener('request', app);
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     const route = routing.routes.find((candidate) => matches(candidate, req, basePath));
