@@ -181,7 +181,6 @@ export class ConversationStore {
     if (filters.userId !== undefined) builder.andWhere('c.user_id = :userId', { userId: filters.userId });
     if (filters.status !== undefined) builder.andWhere('c.status = :status', { status: filters.status });
   }
-
 }
 
 /** 404 `conversation_not_found`; `param` names the request field that carried the id, if any. */
