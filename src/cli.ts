@@ -19,7 +19,7 @@ import { openDatabase } from './database/database';
 import { dataSourceOptions, runMigrations } from './database/data-source';
 import { EmbeddedPostgresError } from './database/embedded-postgres';
 import { PaymentsModule } from './payments/payments.module';
-import { AutoTopupService, autoTopupSettingsJson } from './wallet/auto-topup.service';
+import { AutoTopupSettingsService, autoTopupSettingsJson } from './wallet/auto-topup-settings.service';
 import { WalletService } from './wallet/wallet.service';
 import { WalletModule } from './wallet/wallet.module';
 import { ApiKeysService } from './workspaces/api-keys.service';
@@ -122,7 +122,7 @@ const COMMANDS: Record<string, Command> = {
   'wallet topup': (app, o) => moveMoney(app, o, 'topup'),
   'wallet adjust': (app, o) => moveMoney(app, o, 'adjustment'),
   'wallet auto-topup': async (app, o) => {
-    const autoTopup = app.get(AutoTopupService);
+    const autoTopup = app.get(AutoTopupSettingsService);
     const settings = await autoTopup.configure({
       workspaceId: required(o, 'workspace'),
       enabled: boolean(o, 'enabled'),

@@ -3,7 +3,9 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { APIError } from 'openai';
 import { DataSource } from 'typeorm';
-import { AutoTopupService } from '../src/wallet/auto-topup.service';
+import { AutoTopupAttempts } from '../src/wallet/auto-topup-attempts';
+import { AutoTopupScheduler } from '../src/wallet/auto-topup-scheduler';
+import { AutoTopupSettingsService } from '../src/wallet/auto-topup-settings.service';
 import { WalletService } from '../src/wallet/wallet.service';
 import { WorkspacesService } from '../src/workspaces/workspaces.service';
 import { FakeStripe, startFakeStripe } from './fakes/fake-stripe';
@@ -38,7 +40,9 @@ const DOLLAR = 100_000;
 describe('auto top-up bounds (fake Stripe)', () => {
   let stripe: FakeStripe;
   let t: TestApp;
-  const autoTopup = () => t.app.get(AutoTopupService);
+  const autoTopupSettings = () => t.app.get(AutoTopupSettingsService);
+  const autoTopupScheduler = () => t.app.get(AutoTopupScheduler);
+  const autoTopupAttempts = () => t.app.get(AutoTopupAttempts);
   const db = () => t.app.get(DataSource);
   const paymentsOf = (workspaceId: string) => stripe.created().filter((r) => r.params['metadata[workspace_id]'] === workspaceId);
   const card = { customerRef: 'cus_Bounds', paymentMethodRef: 'pm_card_visa' };
@@ -74,7 +78,7 @@ describe('auto top-up bounds (fake Stripe)', () => {
       workspace = await t.createWorkspace({ tier: 'enterprise', balanceMillicents: 100 * DOLLAR });
     });
     const configure = (fields: Record<string, unknown>) =>
-      autoTopup()
+      autoTopupSettings()
         .configure({ workspaceId: workspace.id, enabled: true, thresholdMillicents: 5 * DOLLAR, amountMillicents: 20 * DOLLAR, ...card, ...fields })
         .then(() => null)
         .catch((error: unknown) => error as { status: number; param?: string; code?: string; message: string });
@@ -105,12 +109,12 @@ describe('auto top-up bounds (fake Stripe)', () => {
       });
       // Bounds hold for settings saved switched off too.
       expect(await configure({ enabled: false, amountMillicents: 20_000 * DOLLAR })).toMatchObject({ param: 'amount' });
-      expect(await autoTopup().summary(workspace.id)).toBeNull();
+      expect(await autoTopupSettings().summary(workspace.id)).toBeNull();
 
       // At the bounds, accepted: $10,000 a top-up with a cap that allows it; with no cap, the default.
       expect(await configure({ amountMillicents: 10_000 * DOLLAR, thresholdMillicents: 9_999 * DOLLAR, monthlyCapMillicents: 50_000 * DOLLAR })).toBeNull();
       expect(await configure({ monthlyCapMillicents: null })).toBeNull();
-      expect(await autoTopup().summary(workspace.id)).toMatchObject({
+      expect(await autoTopupSettings().summary(workspace.id)).toMatchObject({
         amountMillicents: 20 * DOLLAR,
         monthlyCapMillicents: 500 * DOLLAR,
         monthlyCapIsDefault: true,
@@ -123,7 +127,7 @@ describe('auto top-up bounds (fake Stripe)', () => {
       expect(result.code).toBe(1);
       expect(result.stderr).toContain('The amount ($999,999.00) is above the largest top-up, $10,000.00.');
       expect(result.stdout).toBe('');
-      expect((await autoTopup().summary(workspace.id))?.amountMillicents).toBe(20 * DOLLAR);
+      expect((await autoTopupSettings().summary(workspace.id))?.amountMillicents).toBe(20 * DOLLAR);
     });
   });
 
@@ -135,7 +139,7 @@ describe('auto top-up bounds (fake Stripe)', () => {
       billing = `/w/${owner.workspaceId}/billing`;
       await t.app.get(WorkspacesService).setTier(owner.workspaceId, 'enterprise');
       // The card Stripe Checkout would have saved.
-      await autoTopup().savePaymentMethod(owner.workspaceId, card);
+      await autoTopupSettings().savePaymentMethod(owner.workspaceId, card);
     });
 
     it('shows the bounds and the default monthly cap in the form', async () => {
@@ -161,7 +165,7 @@ describe('auto top-up bounds (fake Stripe)', () => {
       await refusedAt({ threshold: '50', amount: '20', monthly_cap: '' }, 'threshold', 'The threshold ($50.00) must be below the amount ($20.00)');
       await refusedAt({ threshold: '5', amount: '20', monthly_cap: '60000' }, 'cap', 'above the largest monthly cap, $50,000.00');
       await refusedAt({ threshold: '5', amount: '600', monthly_cap: '' }, 'cap', 'above the default monthly cap ($500.00)');
-      expect(await autoTopup().summary(owner.workspaceId)).toMatchObject({ enabled: false, amountMillicents: 0 });
+      expect(await autoTopupSettings().summary(owner.workspaceId)).toMatchObject({ enabled: false, amountMillicents: 0 });
     });
 
     it('saves settings within the bounds; an empty cap is the default, said so', async () => {
@@ -173,7 +177,7 @@ describe('auto top-up bounds (fake Stripe)', () => {
         'the saved card is charged $20.00 (monthly cap: $500.00 (the default); $0.00 so far this month).',
       );
       expect(page.html).toContain('name="monthly_cap" inputmode="decimal" value=""');
-      expect(await autoTopup().summary(owner.workspaceId)).toMatchObject({ enabled: true, monthlyCapMillicents: 500 * DOLLAR, monthlyCapIsDefault: true });
+      expect(await autoTopupSettings().summary(owner.workspaceId)).toMatchObject({ enabled: true, monthlyCapMillicents: 500 * DOLLAR, monthlyCapIsDefault: true });
     });
   });
 
@@ -190,7 +194,7 @@ describe('auto top-up bounds (fake Stripe)', () => {
     );
     for (let i = 0; i < 3; i++) {
       await chat(workspace);
-      await autoTopup().idle();
+      await autoTopupScheduler().idle();
     }
     const payments = paymentsOf(workspace.id);
     expect(payments.map((p) => Number(p.params.amount))).toEqual([1_000_000]); // cents: $10,000
@@ -206,7 +210,7 @@ describe('auto top-up bounds (fake Stripe)', () => {
     const AMOUNT = Math.round(4.5 * DOLLAR);
     const workspace = await t.createWorkspace({ tier: 'enterprise', balanceMillicents: AMOUNT });
     // A cap far above what the burst could buy: only the hourly limit stops it.
-    await autoTopup().configure({
+    await autoTopupSettings().configure({
       workspaceId: workspace.id,
       enabled: true,
       thresholdMillicents: THRESHOLD,
@@ -232,7 +236,7 @@ describe('auto top-up bounds (fake Stripe)', () => {
       }
     };
     await Promise.all(Array.from({ length: 4 }, worker));
-    await autoTopup().idle();
+    await autoTopupScheduler().idle();
     await t.settled(workspace.id);
 
     expect(outcomes.answered + outcomes.refused).toBe(100);
@@ -248,9 +252,9 @@ describe('auto top-up bounds (fake Stripe)', () => {
     // allows more, no attempt is open) and the hourly limit refused it.
     const wallet = await t.app.get(WalletService).balance(workspace.id);
     expect(wallet.balanceMillicents).toBeLessThan(THRESHOLD);
-    expect(await autoTopup().summary(workspace.id)).toMatchObject({ enabled: true, monthToDateMillicents: 3 * AMOUNT });
+    expect(await autoTopupSettings().summary(workspace.id)).toMatchObject({ enabled: true, monthToDateMillicents: 3 * AMOUNT });
     expect(outcomes.refused).toBeGreaterThan(0);
-    expect(await autoTopup().topUpIfNeeded(workspace.id)).toBeNull();
+    expect(await autoTopupAttempts().topUpIfNeeded(workspace.id)).toBeNull();
     expect(paymentsOf(workspace.id).length).toBe(3);
 
     // The ledger still sums to the balance.

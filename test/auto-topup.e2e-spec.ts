@@ -1,5 +1,7 @@
 import { DataSource } from 'typeorm';
-import { AUTO_TOPUP_MAX_TRIES, AutoTopupService } from '../src/wallet/auto-topup.service';
+import { AUTO_TOPUP_MAX_TRIES } from '../src/wallet/auto-topup-attempts';
+import { AutoTopupScheduler } from '../src/wallet/auto-topup-scheduler';
+import { AutoTopupSettingsService } from '../src/wallet/auto-topup-settings.service';
 import { microsOf } from '../src/wallet/cost';
 import { WalletService } from '../src/wallet/wallet.service';
 import { FakeStripe, signedStripeEvent, startFakeStripe } from './fakes/fake-stripe';
@@ -38,9 +40,11 @@ interface AttemptRecord {
 /** The suite's view of one app: workspaces, chat charges, the ledger and the invariants. */
 function helpers(get: () => TestApp) {
   const db = () => get().app.get(DataSource);
-  const autoTopup = () => get().app.get(AutoTopupService);
+  const autoTopupSettings = () => get().app.get(AutoTopupSettingsService);
+  const autoTopupScheduler = () => get().app.get(AutoTopupScheduler);
   return {
-    autoTopup,
+    autoTopupSettings,
+    autoTopupScheduler,
     workspace: (balanceMillicents = THRESHOLD + 1) => get().createWorkspace({ tier: 'enterprise', balanceMillicents }),
     /** One chat request on gpt-4-turbo (1 millicent per input token, 3 per output token). */
     chat: (workspace: TestWorkspace) =>
@@ -52,7 +56,7 @@ function helpers(get: () => TestApp) {
     /** Charges, then waits for the background top-up the charges started. */
     async chargeAndSettle(workspace: TestWorkspace, requests = 1) {
       await Promise.all(Array.from({ length: requests }, () => this.chat(workspace)));
-      await autoTopup().idle();
+      await autoTopupScheduler().idle();
     },
     topups: (workspace: TestWorkspace): Promise<Array<{ amount: number; description: string; idempotency_key: string }>> =>
       db().query(
@@ -101,7 +105,7 @@ describe('auto top-up through Stripe (a fake Stripe API)', () => {
   });
 
   const enable = (workspace: TestWorkspace, overrides: Record<string, unknown> = {}) =>
-    h.autoTopup().configure({
+    h.autoTopupSettings().configure({
       workspaceId: workspace.id,
       enabled: true,
       thresholdMillicents: THRESHOLD,
@@ -133,7 +137,7 @@ describe('auto top-up through Stripe (a fake Stripe API)', () => {
     expect(below).toBe(50);
     expect(await h.topups(workspace)).toEqual([]);
     resume();
-    await h.autoTopup().idle();
+    await h.autoTopupScheduler().idle();
     const payments = paymentsOf(workspace);
     expect(payments).toHaveLength(1);
     const [attempt] = await h.attempts(workspace);
@@ -181,13 +185,13 @@ describe('auto top-up through Stripe (a fake Stripe API)', () => {
 
     // While the retry waits, further charges do not start another top-up, and nothing is due yet.
     await h.chargeAndSettle(workspace, 3);
-    await h.autoTopup().runDueRetries();
+    await h.autoTopupScheduler().runDueRetries();
     expect(paymentsOf(workspace)).toHaveLength(1);
     expect(await h.attempts(workspace)).toHaveLength(1);
 
     // The customer saved a new card meanwhile; the retry uses it, as a new payment (new idempotency key).
     await enable(workspace, { paymentMethodRef: 'pm_card_mastercard' });
-    await h.autoTopup().runDueRetries(new Date(Date.now() + 16 * MINUTE));
+    await h.autoTopupScheduler().runDueRetries(new Date(Date.now() + 16 * MINUTE));
     const payments = paymentsOf(workspace);
     expect(payments).toHaveLength(2);
     expect(payments[1].idempotencyKey).toBe(`auto_topup_${attempt.id}_2`);
@@ -209,7 +213,7 @@ describe('auto top-up through Stripe (a fake Stripe API)', () => {
       const [attempt] = await h.attempts(workspace);
       expect(attempt.status).toBe('retry_scheduled');
       waits.push(new Date(attempt.next_retry_at!).getTime() - new Date(attempt.created_at).getTime());
-      await h.autoTopup().runDueRetries(new Date(Date.now() + 2 * 24 * 60 * MINUTE));
+      await h.autoTopupScheduler().runDueRetries(new Date(Date.now() + 2 * 24 * 60 * MINUTE));
     }
     const [failed] = await h.attempts(workspace);
     expect(failed).toMatchObject({ status: 'failed', tries: AUTO_TOPUP_MAX_TRIES, last_failure_code: 'card_declined', next_retry_at: null });
@@ -241,7 +245,7 @@ describe('auto top-up through Stripe (a fake Stripe API)', () => {
     expect(await h.topups(workspace)).toEqual([]);
 
     stripe.setDefault({ kind: 'succeed' });
-    await h.autoTopup().runDueRetries(new Date(Date.now() + 16 * MINUTE));
+    await h.autoTopupScheduler().runDueRetries(new Date(Date.now() + 16 * MINUTE));
     const keys = new Set(stripe.requests.filter((r) => r.params['metadata[attempt_id]'] === attempt.id).map((r) => r.idempotencyKey));
     expect([...keys]).toEqual([`auto_topup_${attempt.id}_1`]);
     expect((await h.attempts(workspace))[0]).toMatchObject({ status: 'succeeded', tries: 2 });
@@ -257,7 +261,7 @@ describe('auto top-up through Stripe (a fake Stripe API)', () => {
     await h.chargeAndSettle(workspace);
     const [attempt] = await h.attempts(workspace);
     expect(attempt).toMatchObject({ status: 'retry_scheduled', charge_seq: 2, last_failure_code: 'api_error' });
-    await h.autoTopup().runDueRetries(new Date(Date.now() + 16 * MINUTE));
+    await h.autoTopupScheduler().runDueRetries(new Date(Date.now() + 16 * MINUTE));
     expect(paymentsOf(workspace).map((r) => r.idempotencyKey)).toEqual([`auto_topup_${attempt.id}_1`, `auto_topup_${attempt.id}_2`]);
     expect(await h.topups(workspace)).toHaveLength(1);
     await h.expectConsistent(workspace);
@@ -357,7 +361,7 @@ describe('auto top-up through Stripe (a fake Stripe API)', () => {
     });
     expect(await h.topups(workspace)).toEqual([]);
 
-    await h.autoTopup().runDueRetries(new Date(Date.now() + 16 * MINUTE));
+    await h.autoTopupScheduler().runDueRetries(new Date(Date.now() + 16 * MINUTE));
     expect(paymentsOf(workspace).map((r) => r.idempotencyKey)).toEqual([`auto_topup_${attempt.id}_1`, `auto_topup_${attempt.id}_2`]);
     expect((await h.attempts(workspace))[0].status).toBe('succeeded');
     expect(await h.topups(workspace)).toHaveLength(1);
@@ -382,7 +386,7 @@ describe('auto top-up through Stripe (a fake Stripe API)', () => {
     Object.assign(stripe.paymentIntents.get(pendingAttempt.payment_id!)!, { status: 'succeeded', amount_received: 100 });
     await h.db().query(`UPDATE auto_topup_attempts SET updated_at = now() - interval '20 minutes' WHERE id = $1`, [pendingAttempt.id]);
 
-    await h.autoTopup().runDueRetries();
+    await h.autoTopupScheduler().runDueRetries();
 
     expect(paymentsOf(lost).map((r) => r.idempotencyKey)).toEqual([`auto_topup_${lostId}_1`]);
     expect(stripe.requests.filter((r) => r.method === 'GET').map((r) => r.path)).toContain(`/v1/payment_intents/${pendingAttempt.payment_id}`);
@@ -405,7 +409,7 @@ describe('auto top-up through Stripe (a fake Stripe API)', () => {
       type: 'topup',
       idempotencyKey: `manual:${workspace.id}`,
     });
-    await h.autoTopup().runDueRetries(new Date(Date.now() + 16 * MINUTE));
+    await h.autoTopupScheduler().runDueRetries(new Date(Date.now() + 16 * MINUTE));
     expect((await h.attempts(workspace)).map((a) => a.status)).toEqual(['canceled']);
     expect(paymentsOf(workspace)).toHaveLength(1);
     expect(await h.topups(workspace)).toEqual([]);
@@ -430,7 +434,7 @@ describe('auto top-up through Stripe (a fake Stripe API)', () => {
     expect(await h.topups(workspace)).toHaveLength(1);
     expect(await h.attempts(workspace)).toHaveLength(1);
     expect(paymentsOf(workspace)).toHaveLength(1);
-    expect(await h.autoTopup().summary(workspace.id)).toMatchObject({ monthToDateMillicents: AMOUNT, monthlyCapMillicents: 150_000 });
+    expect(await h.autoTopupSettings().summary(workspace.id)).toMatchObject({ monthToDateMillicents: AMOUNT, monthlyCapMillicents: 150_000 });
 
     // The first top-up moved into last month: this month has room again.
     await h.db().query(
@@ -448,7 +452,7 @@ describe('auto top-up through Stripe (a fake Stripe API)', () => {
     await h.chargeAndSettle(rich, 3);
     const disabled = await h.workspace();
     await enable(disabled);
-    const settings = await h.autoTopup().configure({ workspaceId: disabled.id, enabled: false });
+    const settings = await h.autoTopupSettings().configure({ workspaceId: disabled.id, enabled: false });
     expect(settings).toMatchObject({ enabled: false, thresholdMillicents: THRESHOLD, amountMillicents: AMOUNT }); // kept for later
     await h.chargeAndSettle(disabled, 3);
     expect(await h.attempts(rich)).toEqual([]);
@@ -468,7 +472,7 @@ describe('auto top-up through Stripe (a fake Stripe API)', () => {
     expect(await refused({ customerRef: 'acct_123' })).toMatchObject({ type: 'bad_request', param: 'stripe_customer' });
     expect(
       await h
-        .autoTopup()
+        .autoTopupSettings()
         .configure({ workspaceId: '00000000-0000-4000-8000-000000000000', enabled: false })
         .catch((error: unknown) => error),
     ).toMatchObject({ type: 'not_found' });
@@ -514,7 +518,7 @@ describe('auto top-up without Stripe (simulated payments)', () => {
   afterAll(() => t?.close());
 
   const enable = (workspace: TestWorkspace, overrides: Record<string, unknown> = {}) =>
-    h.autoTopup().configure({
+    h.autoTopupSettings().configure({
       workspaceId: workspace.id,
       enabled: true,
       thresholdMillicents: THRESHOLD,
@@ -523,7 +527,7 @@ describe('auto top-up without Stripe (simulated payments)', () => {
     });
 
   it('tops up without a card, labelled as simulated, once for 50 concurrent charges', async () => {
-    expect(h.autoTopup().providerName).toBe('simulated');
+    expect(h.autoTopupSettings().providerName).toBe('simulated');
     const workspace = await h.workspace();
     await enable(workspace);
     await h.chargeAndSettle(workspace, 50);
@@ -541,7 +545,7 @@ describe('auto top-up without Stripe (simulated payments)', () => {
     const wallet = t.app.get(WalletService);
     const hold = await wallet.hold(workspace.id, 'req_direct_settlement', 10_000, MINUTE);
     await wallet.settle(hold!, { workspaceId: workspace.id, costMicros: microsOf(5_000), description: 'A charge outside chat' });
-    await h.autoTopup().idle();
+    await h.autoTopupScheduler().idle();
     expect((await h.topups(workspace)).map((row) => row.amount)).toEqual([AMOUNT]);
     await h.expectConsistent(workspace);
   });
@@ -554,8 +558,8 @@ describe('auto top-up without Stripe (simulated payments)', () => {
     const wallet = t.app.get(WalletService);
     const hold = await wallet.hold(workspace.id, 'req_reported_twice', 40_000, MINUTE);
     await wallet.settle(hold!, { workspaceId: workspace.id, costMicros: microsOf(40_000), description: 'A large charge' });
-    h.autoTopup().afterCharge(workspace.id);
-    await h.autoTopup().idle();
+    h.autoTopupScheduler().afterCharge(workspace.id);
+    await h.autoTopupScheduler().idle();
     expect((await h.topups(workspace)).map((row) => row.amount)).toEqual([AMOUNT]);
     expect(await h.attempts(workspace)).toHaveLength(1);
     await h.expectConsistent(workspace);
@@ -577,7 +581,7 @@ describe('auto top-up without Stripe (simulated payments)', () => {
     expect((await h.attempts(workspace))[0]).toMatchObject({ status: 'retry_scheduled', last_failure_code: 'card_declined' });
 
     await enable(workspace, { paymentMethodRef: 'pm_card_visa' });
-    await h.autoTopup().runDueRetries(new Date(Date.now() + 16 * MINUTE));
+    await h.autoTopupScheduler().runDueRetries(new Date(Date.now() + 16 * MINUTE));
     expect((await h.attempts(workspace))[0]).toMatchObject({ status: 'succeeded', tries: 2 });
     expect(await h.topups(workspace)).toHaveLength(1);
     await h.expectConsistent(workspace);

@@ -6,7 +6,9 @@ import {
   MAX_CONVERSATION_MESSAGES,
   MESSAGES_PAGE_BYTES,
 } from '../src/conversations/conversation-limits';
-import { ConversationsService, TurnMessage } from '../src/conversations/conversations.service';
+import { ConversationStore } from '../src/conversations/conversation-store';
+import { ConversationTurns } from '../src/conversations/conversation-turns';
+import type { TurnMessage } from '../src/conversations/stored-messages';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
 
 const MB = 1024 * 1024;
@@ -43,23 +45,25 @@ const imageParts = (bytes: number) => [
 
 describe('conversations stay bounded', () => {
   let t: TestApp;
-  let service: ConversationsService;
+  let store: ConversationStore;
+  let turns: ConversationTurns;
   let dataSource: DataSource;
   let workspace: TestWorkspace;
 
   beforeAll(async () => {
     t = await startTestApp();
-    service = t.app.get(ConversationsService);
+    store = t.app.get(ConversationStore);
+    turns = t.app.get(ConversationTurns);
     dataSource = t.app.get(DataSource);
     workspace = await t.createWorkspace();
   });
   afterAll(() => t.close());
 
-  const newConversation = async (owner: TestWorkspace = workspace) => (await service.create(owner.id, {})).id;
+  const newConversation = async (owner: TestWorkspace = workspace) => (await store.create(owner.id, {})).id;
   /** A chat turn stored the way the chat settlement stores it: inside a transaction. */
   const appendTurn = (conversationId: string, messages: TurnMessage[], owner: TestWorkspace = workspace) =>
     dataSource.transaction((manager) =>
-      service.appendTurn(manager, {
+      turns.appendTurn(manager, {
         workspaceId: owner.id,
         conversationId,
         messages,
@@ -123,21 +127,21 @@ describe('conversations stay bounded', () => {
       const suffixSums = seeded.map((_, start) => seeded.slice(start).reduce((sum, message) => sum + message.tokens, 0));
       const budgets = [...new Set([1, 24, 10_000, ...suffixSums, ...suffixSums.map((sum) => sum - 1)])].sort((a, b) => a - b);
       for (const budget of budgets) {
-        const history = await service.historyWithin(workspace.id, conversationId, budget);
+        const history = await turns.historyWithin(workspace.id, conversationId, budget);
         expect({ budget, markers: history.map((message, i) => markerOf(message, seeded.length - history.length + i)) }).toEqual({
           budget,
           markers: expectedMarkers(budget),
         });
       }
       // 90 + 35 fit, but m11 answers a call that was left out: only m12.
-      expect((await service.historyWithin(workspace.id, conversationId, 125)).map((m) => m.role)).toEqual(['assistant']);
-      expect(await service.historyWithin(workspace.id, conversationId, 0)).toEqual([]);
-      expect(await service.historyWithin(workspace.id, conversationId, -5)).toEqual([]);
-      expect(await service.historyWithin(workspace.id, conversationId, 89.9)).toEqual([]);
+      expect((await turns.historyWithin(workspace.id, conversationId, 125)).map((m) => m.role)).toEqual(['assistant']);
+      expect(await turns.historyWithin(workspace.id, conversationId, 0)).toEqual([]);
+      expect(await turns.historyWithin(workspace.id, conversationId, -5)).toEqual([]);
+      expect(await turns.historyWithin(workspace.id, conversationId, 89.9)).toEqual([]);
     });
 
     it('gives the messages back in the format they were sent in', async () => {
-      const history = await service.historyWithin(workspace.id, conversationId, 10_000);
+      const history = await turns.historyWithin(workspace.id, conversationId, 10_000);
       expect(history).toHaveLength(12);
       expect(history[2]).toEqual({ role: 'assistant', content: null, tool_calls: [call('call_a')] });
       expect(history[3]).toEqual({ role: 'tool', content: big('m4'), tool_call_id: 'call_a' });
@@ -147,16 +151,16 @@ describe('conversations stay bounded', () => {
 
     it("reads nothing of another workspace's conversation, and findForChat answers 404 for it", async () => {
       const other = await t.createWorkspace();
-      expect(await service.historyWithin(other.id, conversationId, 10_000)).toEqual([]);
-      expect(await service.historyWithin(workspace.id, 'not-a-uuid', 10_000)).toEqual([]);
+      expect(await turns.historyWithin(other.id, conversationId, 10_000)).toEqual([]);
+      expect(await turns.historyWithin(workspace.id, 'not-a-uuid', 10_000)).toEqual([]);
       for (const id of [conversationId, UNKNOWN_ID, 'nope']) {
-        await expect(service.findForChat(other.id, id)).rejects.toMatchObject({
+        await expect(turns.findForChat(other.id, id)).rejects.toMatchObject({
           status: 404,
           code: 'conversation_not_found',
           param: 'conversation_id',
         });
       }
-      expect(await service.findForChat(workspace.id, conversationId)).toMatchObject({ id: conversationId, messageCount: 12 });
+      expect(await turns.findForChat(workspace.id, conversationId)).toMatchObject({ id: conversationId, messageCount: 12 });
     });
   });
 
@@ -180,7 +184,7 @@ describe('conversations stay bounded', () => {
         bytes(JSON.stringify(toolCalls)) +
         bytes('{"temp": 21}') +
         bytes('Sonnig, 21 °C in Zürich.');
-      expect((await service.findForChat(workspace.id, conversationId)).contentBytes).toBe(expected);
+      expect((await turns.findForChat(workspace.id, conversationId)).contentBytes).toBe(expected);
     });
 
     it('is counted for the conversations stored before the migration', async () => {
@@ -194,7 +198,7 @@ describe('conversations stay bounded', () => {
         { role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{}' } }], tokens: 9 },
       ]);
       const empty = await newConversation();
-      const before = (await service.findForChat(workspace.id, plain)).contentBytes;
+      const before = (await turns.findForChat(workspace.id, plain)).contentBytes;
 
       const runner = dataSource.createQueryRunner();
       try {
@@ -203,7 +207,7 @@ describe('conversations stay bounded', () => {
       } finally {
         await runner.release();
       }
-      const counted = async (id: string) => (await service.findForChat(workspace.id, id)).contentBytes;
+      const counted = async (id: string) => (await turns.findForChat(workspace.id, id)).contentBytes;
       expect(await counted(plain)).toBe(before);
       // Tool calls are counted as jsonb prints them: a few spaces more than their JSON as sent.
       const [{ bytes }] = await dataSource.query(`SELECT octet_length(tool_calls::text) AS bytes FROM conversation_messages WHERE conversation_id = $1`, [withCalls]);
@@ -219,14 +223,14 @@ describe('conversations stay bounded', () => {
           { role: 'assistant', content: 'A white square.', tokens: 5 },
         ]);
       }
-      const conversation = await service.findForChat(workspace.id, conversationId);
+      const conversation = await turns.findForChat(workspace.id, conversationId);
       expect(conversation.contentBytes).toBeGreaterThan(30 * MB);
       const room = MAX_CONVERSATION_CONTENT_BYTES - conversation.contentBytes;
       expect(room).toBeGreaterThan(MB);
 
-      expect(() => service.assertRoomFor(conversation, [{ role: 'user', content: 'And now a short question.' }])).not.toThrow();
+      expect(() => turns.assertRoomFor(conversation, [{ role: 'user', content: 'And now a short question.' }])).not.toThrow();
       const tooMuch = [{ role: 'user', content: imageParts(room) }];
-      const refused = refusal(() => service.assertRoomFor(conversation, tooMuch));
+      const refused = refusal(() => turns.assertRoomFor(conversation, tooMuch));
       expect(refused).toBeInstanceOf(ApiError);
       expect(refused.toBody()).toEqual({
         error: {
@@ -242,9 +246,9 @@ describe('conversations stay bounded', () => {
       await expect(appendTurn(conversationId, [{ role: 'user', content: imageParts(room), tokens: 765 }])).resolves.toMatchObject({
         messageCount: 7,
       });
-      const full = await service.findForChat(workspace.id, conversationId);
+      const full = await turns.findForChat(workspace.id, conversationId);
       expect(full.contentBytes).toBeGreaterThan(MAX_CONVERSATION_CONTENT_BYTES);
-      expect(refusal(() => service.assertRoomFor(full, [{ role: 'user', content: 'hi' }])).code).toBe('conversation_too_large');
+      expect(refusal(() => turns.assertRoomFor(full, [{ role: 'user', content: 'hi' }])).code).toBe('conversation_too_large');
     });
 
     it(`refuses a turn that would take a conversation past ${MAX_CONVERSATION_MESSAGES} messages, counting the reply`, async () => {
@@ -254,10 +258,10 @@ describe('conversations stay bounded', () => {
         conversationId,
         Array.from({ length: stored }, (_, i) => ({ role: i % 2 ? ('assistant' as const) : ('user' as const), content: `${i}`, tokens: 4 })),
       );
-      const conversation = await service.findForChat(workspace.id, conversationId);
+      const conversation = await turns.findForChat(workspace.id, conversationId);
       const question = { role: 'user', content: 'one more?' };
-      expect(() => service.assertRoomFor(conversation, [question])).not.toThrow();
-      const refused = refusal(() => service.assertRoomFor(conversation, [question, question]));
+      expect(() => turns.assertRoomFor(conversation, [question])).not.toThrow();
+      const refused = refusal(() => turns.assertRoomFor(conversation, [question, question]));
       expect([refused.status, refused.code, refused.param]).toEqual([400, 'conversation_too_large', 'conversation_id']);
       expect(refused.message).toMatch(/holds 9998 messages, and a conversation holds at most 10000\. Start a new conversation/);
     });

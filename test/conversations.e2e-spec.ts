@@ -1,6 +1,8 @@
 import { DataSource } from 'typeorm';
 import { AssistantsService } from '../src/assistants/assistants.service';
-import { AppendTurnParams, ConversationsService, TurnMessage } from '../src/conversations/conversations.service';
+import { ConversationStore } from '../src/conversations/conversation-store';
+import { AppendTurnParams, ConversationTurns } from '../src/conversations/conversation-turns';
+import type { TurnMessage } from '../src/conversations/stored-messages';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
 
 interface Conversation {
@@ -73,12 +75,14 @@ const UNKNOWN_ID = '00000000-0000-4000-8000-000000000000';
 
 describe('conversations', () => {
   let t: TestApp;
-  let service: ConversationsService;
+  let store: ConversationStore;
+  let turns: ConversationTurns;
   let dataSource: DataSource;
 
   beforeAll(async () => {
     t = await startTestApp();
-    service = t.app.get(ConversationsService);
+    store = t.app.get(ConversationStore);
+    turns = t.app.get(ConversationTurns);
     dataSource = t.app.get(DataSource);
   });
   afterAll(() => t.close());
@@ -109,7 +113,7 @@ describe('conversations', () => {
     totals: Partial<Pick<AppendTurnParams, 'inputTokens' | 'outputTokens' | 'costMillicents'>> = {},
   ) =>
     dataSource.transaction((manager) =>
-      service.appendTurn(manager, {
+      turns.appendTurn(manager, {
         workspaceId: workspace.id,
         conversationId,
         messages,
@@ -359,8 +363,8 @@ describe('conversations', () => {
       });
 
       // For the chat module: the same messages in OpenAI's format, ready to replay.
-      expect(await service.findForChat(workspace.id, conversation.id)).toMatchObject({ id: conversation.id, title: 'Weather', messageCount: 7 });
-      expect(await service.historyWithin(workspace.id, conversation.id, 1_000_000)).toEqual([
+      expect(await turns.findForChat(workspace.id, conversation.id)).toMatchObject({ id: conversation.id, title: 'Weather', messageCount: 7 });
+      expect(await turns.historyWithin(workspace.id, conversation.id, 1_000_000)).toEqual([
         { role: 'system', content: 'Be brief.' },
         { role: 'user', content: 'Weather in Paris?' },
         { role: 'assistant', content: null, tool_calls: [toolCall] },
@@ -376,7 +380,7 @@ describe('conversations', () => {
       const other = await t.createWorkspace();
       const theirs = await create(other);
       for (const id of [UNKNOWN_ID, 'nope', theirs.id]) {
-        await expect(service.findForChat(workspace.id, id)).rejects.toMatchObject({
+        await expect(turns.findForChat(workspace.id, id)).rejects.toMatchObject({
           type: 'not_found',
           status: 404,
           code: 'conversation_not_found',
@@ -616,7 +620,7 @@ describe('conversations', () => {
       const b = await create(workspace);
       const old = await create(workspace);
       const ancient = await create(workspace);
-      await service.create(workspace.id, { title: 'From the dashboard', source: 'dashboard' });
+      await store.create(workspace.id, { title: 'From the dashboard', source: 'dashboard' });
       await workspace.client.patch(`/conversations/${b.id}`, { body: { status: 'archived' } });
       const turn = (id: string, count: number, input: number, output: number, cost: number) =>
         appendTurn(
@@ -707,7 +711,7 @@ describe('conversations', () => {
       const conversation = await create(workspace);
       await expect(
         dataSource.transaction(async (manager) => {
-          const appended = await service.appendTurn(manager, {
+          const appended = await turns.appendTurn(manager, {
             workspaceId: workspace.id,
             conversationId: conversation.id,
             messages: [{ role: 'user', content: 'lost', tokens: 1 }],
@@ -767,7 +771,7 @@ describe('conversations', () => {
       const conversation = await create(workspace);
       const turn = (overrides: Partial<AppendTurnParams>) =>
         dataSource.transaction((manager) =>
-          service.appendTurn(manager, {
+          turns.appendTurn(manager, {
             workspaceId: workspace.id,
             conversationId: conversation.id,
             messages: [{ role: 'user', content: 'hi', tokens: 1 }],
@@ -786,7 +790,7 @@ describe('conversations', () => {
 
       // developer messages are stored as system messages.
       await turn({ messages: [{ role: 'developer', content: 'Answer in French.', tokens: 4 }] });
-      expect(await service.historyWithin(workspace.id, conversation.id, 1_000)).toEqual([
+      expect(await turns.historyWithin(workspace.id, conversation.id, 1_000)).toEqual([
         { role: 'system', content: 'Answer in French.' },
       ]);
 

@@ -1,7 +1,9 @@
 import type { Browser } from 'playwright-core';
 import { DataSource } from 'typeorm';
 import { MembersService } from '../src/accounts/members.service';
-import { AutoTopupService } from '../src/wallet/auto-topup.service';
+import { AutoTopupAttempts } from '../src/wallet/auto-topup-attempts';
+import { AutoTopupScheduler } from '../src/wallet/auto-topup-scheduler';
+import { AutoTopupSettingsService } from '../src/wallet/auto-topup-settings.service';
 import { TopupCheckoutService } from '../src/wallet/topup-checkout.service';
 import { WalletService } from '../src/wallet/wallet.service';
 import { ApiKeysService } from '../src/workspaces/api-keys.service';
@@ -153,7 +155,7 @@ describe('dashboard: billing (simulated payments)', () => {
       expect({ path, status: response.status }).toEqual({ path, status: 403 });
     }
     expect(await ledgerOf(t, owner.workspaceId)).toEqual(before);
-    expect(await t.app.get(AutoTopupService).summary(owner.workspaceId)).toBeNull();
+    expect(await t.app.get(AutoTopupSettingsService).summary(owner.workspaceId)).toBeNull();
   });
 
   it('filters the ledger by type and days, pages through it, and downloads it as CSV with exact amounts and quoting', async () => {
@@ -251,7 +253,7 @@ describe('dashboard: billing (simulated payments)', () => {
     );
     expect(page.html).toContain('id="auto-topup-threshold" name="threshold" inputmode="decimal" required value="40.00"');
     expect(page.html).toContain('id="card-status">Card: saved.');
-    expect(await t.app.get(AutoTopupService).summary(owner.workspaceId)).toMatchObject({
+    expect(await t.app.get(AutoTopupSettingsService).summary(owner.workspaceId)).toMatchObject({
       enabled: true,
       thresholdMillicents: 4_000_000,
       amountMillicents: 5_000_000,
@@ -263,7 +265,7 @@ describe('dashboard: billing (simulated payments)', () => {
     const created = await t.app.get(ApiKeysService).create(owner.workspaceId, 'billing test');
     const client = openAiClient(t.baseUrl, created.apiKey);
     await client.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'Hello' }], max_tokens: 10 });
-    await t.app.get(AutoTopupService).idle();
+    await t.app.get(AutoTopupScheduler).idle();
 
     const autoRows = (await ledgerOf(t, owner.workspaceId)).filter((row) => row.type === 'auto_topup');
     expect(autoRows.map((row) => [Number(row.amount), row.description])).toEqual([[5_000_000, 'Automatic top-up (simulated payment)']]);
@@ -277,7 +279,7 @@ describe('dashboard: billing (simulated payments)', () => {
     const workspace = await t.createWorkspace({ tier: 'enterprise', balanceMillicents: 100_000 });
     const [{ id: ownerId }] = (await t.app.get(DataSource).query('SELECT id FROM users WHERE email = $1', ['bill@example.com'])) as { id: string }[];
     await t.app.get(DataSource).query(`INSERT INTO memberships (workspace_id, user_id, role) VALUES ($1, $2, 'owner')`, [workspace.id, ownerId]);
-    const autoTopup = t.app.get(AutoTopupService);
+    const autoTopup = t.app.get(AutoTopupSettingsService);
     // The CLI can save Stripe's declining test card; the simulated provider declines it as Stripe would.
     await autoTopup.configure({
       workspaceId: workspace.id,
@@ -287,7 +289,7 @@ describe('dashboard: billing (simulated payments)', () => {
       customerRef: 'cus_test',
       paymentMethodRef: 'pm_card_chargeDeclined',
     });
-    expect(await autoTopup.topUpIfNeeded(workspace.id)).toMatchObject({ status: 'retry_scheduled' });
+    expect(await t.app.get(AutoTopupAttempts).topUpIfNeeded(workspace.id)).toMatchObject({ status: 'retry_scheduled' });
     const page = await owner.client.get(`/w/${workspace.id}/billing`);
     const attempts = textOf(page.html.match(/<table id="attempts-table"[\s\S]*?<\/table>/)![0]);
     expect(attempts).toMatch(/\$10\.00 retry scheduled 1 Your card was declined\. \(simulated\) Next try: \d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC\.$/);
@@ -397,7 +399,7 @@ describeWithBrowser('dashboard: billing through Stripe Checkout (fake Stripe, in
     await page.getByLabel('Amount, in dollars', { exact: true }).fill('20');
     await Promise.all([page.waitForEvent('load'), page.getByRole('button', { name: 'Save auto top-up' }).click()]);
     expect(await page.textContent('#auto-topup .flash.error')).toContain('Save a card first');
-    expect(await t.app.get(AutoTopupService).summary(owner.workspaceId)).toBeNull();
+    expect(await t.app.get(AutoTopupSettingsService).summary(owner.workspaceId)).toBeNull();
     await expectAccessible(page, 'billing, auto top-up refused');
     // Chromium logs the page's 400 status, which was the point.
     expect(ours(problems).map((problem) => problem.text)).toEqual(['Failed to load resource: the server responded with a status of 400 (Bad Request)']);
@@ -426,7 +428,7 @@ describeWithBrowser('dashboard: billing through Stripe Checkout (fake Stripe, in
       messages: [{ role: 'user', content: 'Hello' }],
       max_tokens: 10,
     });
-    await t.app.get(AutoTopupService).idle();
+    await t.app.get(AutoTopupScheduler).idle();
 
     const [charge] = stripe.created();
     expect(charge.params).toMatchObject({ amount: '6000', customer: String(setup.customer), payment_method: 'pm_card_visa', off_session: 'true' });

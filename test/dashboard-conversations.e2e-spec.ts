@@ -1,7 +1,9 @@
 import { DataSource } from 'typeorm';
 import { MembersService } from '../src/accounts/members.service';
 import { AssistantsService } from '../src/assistants/assistants.service';
-import { ConversationsService, TurnMessage } from '../src/conversations/conversations.service';
+import { ConversationStore } from '../src/conversations/conversation-store';
+import { ConversationTurns } from '../src/conversations/conversation-turns';
+import type { TurnMessage } from '../src/conversations/stored-messages';
 import { signUp, SignedUpPerson, textOf } from './support/dashboard-client';
 import { startTestApp, TestApp } from './support/test-app';
 
@@ -13,14 +15,16 @@ import { startTestApp, TestApp } from './support/test-app';
 describe('dashboard: conversations', () => {
   let t: TestApp;
   let owner: SignedUpPerson;
-  let conversations: ConversationsService;
+  let conversations: ConversationStore;
+  let turns: ConversationTurns;
   let db: DataSource;
   let listPath: string;
 
   beforeAll(async () => {
     t = await startTestApp();
     db = t.app.get(DataSource);
-    conversations = t.app.get(ConversationsService);
+    conversations = t.app.get(ConversationStore);
+    turns = t.app.get(ConversationTurns);
     owner = await signUp(t.baseUrl, { email: 'cora@example.com', name: 'Cora Owner' });
     listPath = `/w/${owner.workspaceId}/conversations`;
   });
@@ -38,7 +42,7 @@ describe('dashboard: conversations', () => {
       { role: 'user', content: fields.user, tokens: 5 },
       { role: 'assistant', content: fields.reply, tokens: 7 },
     ];
-    await conversations.appendTurn(db.manager, {
+    await turns.appendTurn(db.manager, {
       workspaceId,
       conversationId: conversation.id,
       messages,

@@ -4,7 +4,7 @@ import { MembersService } from '../src/accounts/members.service';
 import { AssistantsService } from '../src/assistants/assistants.service';
 import { formatMillicents } from '../src/dashboard/format';
 import { UsageStatsService } from '../src/usage/usage-stats.service';
-import { AutoTopupService } from '../src/wallet/auto-topup.service';
+import { AutoTopupSettingsService } from '../src/wallet/auto-topup-settings.service';
 import { WalletService } from '../src/wallet/wallet.service';
 import { BROWSER_ACCEPT, signUp, SignedUpPerson, textOf } from './support/dashboard-client';
 import { openAiClient, startTestApp, TestApp } from './support/test-app';
@@ -218,7 +218,7 @@ describe('dashboard: overview', () => {
     // $5.00 is well above $1.00: no banner.
     expect((await overview(owner.client, `/w/${workspace.id}`)).banner).toBeNull();
 
-    await t.app.get(AutoTopupService).configure({
+    await t.app.get(AutoTopupSettingsService).configure({
       workspaceId: workspace.id,
       enabled: true,
       thresholdMillicents: 1_000_000,

@@ -1,7 +1,8 @@
 import type { DataSource } from 'typeorm';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import { freePort } from '../src/database/embedded-postgres';
-import { AutoTopupService } from '../src/wallet/auto-topup.service';
+import { AutoTopupScheduler } from '../src/wallet/auto-topup-scheduler';
+import { AutoTopupSettingsService } from '../src/wallet/auto-topup-settings.service';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
 import { startTestApp, TestApp, testConfig } from './support/test-app';
 import { TOKENS_AS_INT } from './support/usage-records';
@@ -155,11 +156,10 @@ describe('metrics', () => {
     it('counts auto top-up outcomes', async () => {
       // Simulated payments (PAYMENT_PROVIDER=simulated): the charge below the threshold buys one top-up.
       const workspace = await t.createWorkspace({ balanceMillicents: 50_001 });
-      const autoTopup = t.app.get(AutoTopupService);
-      await autoTopup.configure({ workspaceId: workspace.id, enabled: true, thresholdMillicents: 50_000, amountMillicents: 100_000 });
+      await t.app.get(AutoTopupSettingsService).configure({ workspaceId: workspace.id, enabled: true, thresholdMillicents: 50_000, amountMillicents: 100_000 });
       upstream.script({ kind: 'text', text: 'Hi.', usage: { prompt_tokens: 10, completion_tokens: 5 } });
       await workspace.client.chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'Hello' }] });
-      await autoTopup.idle();
+      await t.app.get(AutoTopupScheduler).idle();
       const [attempt] = await db.query(`SELECT status FROM auto_topup_attempts WHERE workspace_id = $1`, [workspace.id]);
       expect(attempt).toEqual({ status: 'succeeded' });
       expect(valueOf(await scrape(), 'acs_auto_topups_total', { outcome: 'succeeded' })).toBe(1);

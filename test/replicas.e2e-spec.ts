@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import type { DataSource } from 'typeorm';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import { freePort } from '../src/database/embedded-postgres';
-import { AutoTopupService } from '../src/wallet/auto-topup.service';
+import { AutoTopupSettingsService } from '../src/wallet/auto-topup-settings.service';
 import { ApiKeysService } from '../src/workspaces/api-keys.service';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
 import { FakeStripe, startFakeStripe } from './fakes/fake-stripe';
@@ -252,7 +252,7 @@ describeWithRedisServer('replicas', () => describeWithHaproxy('two replicas behi
     const THRESHOLD = 50_000;
     const AMOUNT = 100_000;
     const workspace = await setup.createWorkspace({ tier: 'enterprise', balanceMillicents: 51_000 });
-    await setup.app.get(AutoTopupService).configure({
+    await setup.app.get(AutoTopupSettingsService).configure({
       workspaceId: workspace.id,
       enabled: true,
       thresholdMillicents: THRESHOLD,

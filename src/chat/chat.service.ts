@@ -7,7 +7,7 @@ import type { Cancellation } from '../common/cancellation';
 import { ApiError } from '../common/errors/api-error';
 import type { ApiRequest, Principal } from '../common/http/request-context';
 import { ServerDrain, serverShuttingDown } from '../common/http/server-drain';
-import { ConversationsService } from '../conversations/conversations.service';
+import { ConversationTurns } from '../conversations/conversation-turns';
 import { NerfingService } from '../limits/nerfing/nerfing.service';
 import type { ModelDefinition } from '../models/model-catalog';
 import { ModelsService } from '../models/models.service';
@@ -94,7 +94,7 @@ export class ChatService {
     private readonly billing: Billing,
     private readonly assistants: AssistantsService,
     private readonly tools: ToolsService,
-    private readonly conversations: ConversationsService,
+    private readonly conversations: ConversationTurns,
     private readonly nerfing: NerfingService,
     private readonly drain: ServerDrain,
   ) {}

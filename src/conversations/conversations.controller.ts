@@ -5,7 +5,9 @@ import { Idempotent } from '../common/http/idempotent.decorator';
 import type { Principal } from '../common/http/request-context';
 import { ApiStandardResponses } from '../common/openapi/api-responses';
 import { formatMegabytes, MESSAGES_PAGE_BYTES } from './conversation-limits';
-import { ConversationsService } from './conversations.service';
+import { ConversationSearch } from './conversation-search';
+import { ConversationStatsService } from './conversation-stats.service';
+import { ConversationStore } from './conversation-store';
 import {
   ConversationDeletedDto,
   ConversationDto,
@@ -38,7 +40,11 @@ const ID_PARAM = {
 @ApiTags('Conversations')
 @Controller('v1/conversations')
 export class ConversationsController {
-  constructor(private readonly conversations: ConversationsService) {}
+  constructor(
+    private readonly conversations: ConversationStore,
+    private readonly conversationSearch: ConversationSearch,
+    private readonly conversationStats: ConversationStatsService,
+  ) {}
 
   @Get()
   @ApiOperation({
@@ -98,7 +104,7 @@ export class ConversationsController {
     @CurrentPrincipal() principal: Principal,
     @Query() query: SearchConversationsQueryDto,
   ): Promise<ConversationSearchPageDto> {
-    const page = await this.conversations.search(principal.workspaceId, {
+    const page = await this.conversationSearch.search(principal.workspaceId, {
       q: query.q,
       limit: query.limit ?? 20,
       offset: query.offset ?? 0,
@@ -130,7 +136,7 @@ export class ConversationsController {
   })
   @ApiStandardResponses({ ok: ConversationStatsResponseDto })
   async stats(@CurrentPrincipal() principal: Principal): Promise<ConversationStatsResponseDto> {
-    return { data: await this.conversations.stats(principal.workspaceId) };
+    return { data: await this.conversationStats.stats(principal.workspaceId) };
   }
 
   @Get(':id')

@@ -1,16 +1,22 @@
 import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { AssistantsModule } from '../assistants/assistants.module';
+import { ConversationSearch } from './conversation-search';
+import { ConversationStatsService } from './conversation-stats.service';
+import { ConversationStore } from './conversation-store';
+import { ConversationTurns } from './conversation-turns';
 import { ConversationsController } from './conversations.controller';
-import { ConversationsService } from './conversations.service';
 import { ConversationMessage } from './entities/conversation-message.entity';
 import { Conversation } from './entities/conversation.entity';
 
-/** Conversation endpoints; exports the service the chat module uses for `conversation_id`. */
+/**
+ * Conversation endpoints. Exports the store (CRUD), search and stats the dashboard, widget
+ * and Responses API use, and the turns the chat module reads history from and writes to.
+ */
 @Module({
   imports: [TypeOrmModule.forFeature([Conversation, ConversationMessage]), AssistantsModule],
   controllers: [ConversationsController],
-  providers: [ConversationsService],
-  exports: [ConversationsService],
+  providers: [ConversationStore, ConversationSearch, ConversationStatsService, ConversationTurns],
+  exports: [ConversationStore, ConversationSearch, ConversationStatsService, ConversationTurns],
 })
 export class ConversationsModule {}

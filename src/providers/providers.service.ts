@@ -9,7 +9,7 @@ import type { ModelDefinition, ProviderName } from '../models/model-catalog';
 import { ModelsService } from '../models/models.service';
 import type { ChatCompletion, ChatCompletionChunk, ModelCall, ProviderAdapter } from './provider-adapter';
 import { createConfiguredAdapters } from './provider-registry';
-import { SimulatorAdapter } from './simulator.adapter';
+import { SimulatorAdapter } from './simulator/simulator.adapter';
 import { isAbort, isRetryable, toUpstreamApiError } from './upstream-errors';
 
 /** A stream whose first chunk has arrived: from here on, failures can no longer be retried. */

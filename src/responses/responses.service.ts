@@ -5,7 +5,8 @@ import { ChatCaller, ChatService } from '../chat/chat.service';
 import type { KeepAlive } from '../chat/completion-types';
 import type { Cancellation } from '../common/cancellation';
 import { ApiError } from '../common/errors/api-error';
-import { ConversationsService } from '../conversations/conversations.service';
+import { ConversationStore } from '../conversations/conversation-store';
+import { ConversationTurns } from '../conversations/conversation-turns';
 import { ResponseEvent, responseEvents } from './response-events';
 import { ResponseObject, responseOf, startResponse } from './response-object';
 import { InputItem, newId, parseResponsesRequest, ResponsesRequest, toChatMessages } from './responses-request';
@@ -44,7 +45,8 @@ export class ResponsesService {
 
   constructor(
     private readonly chat: ChatService,
-    private readonly conversations: ConversationsService,
+    private readonly conversations: ConversationStore,
+    private readonly conversationTurns: ConversationTurns,
     private readonly assistants: AssistantsService,
     private readonly store: ResponsesStore,
   ) {}
@@ -180,7 +182,7 @@ export class ResponsesService {
       conversationId = previous.conversationId;
       ownsConversation = previous.ownsConversation;
     } else if (request.conversationId !== undefined) {
-      conversationId = (await this.conversations.findForChat(workspaceId, request.conversationId)).id;
+      conversationId = (await this.conversationTurns.findForChat(workspaceId, request.conversationId)).id;
     } else if (request.store) {
       const conversation = await this.conversations.create(workspaceId, {
         assistantId: request.assistantRef ?? null,

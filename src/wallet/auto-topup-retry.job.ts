@@ -1,6 +1,6 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { Interval } from '@nestjs/schedule';
-import { AutoTopupService } from './auto-topup.service';
+import { AutoTopupScheduler } from './auto-topup-scheduler';
 
 /** Every minute: retries failed auto top-up payments that are due, and resumes interrupted ones. */
 @Injectable()
@@ -8,7 +8,7 @@ export class AutoTopupRetryJob {
   private readonly logger = new Logger('AutoTopupRetryJob');
   private running = false;
 
-  constructor(private readonly autoTopup: AutoTopupService) {}
+  constructor(private readonly autoTopup: AutoTopupScheduler) {}
 
   @Interval(60_000)
   async run(): Promise<void> {

@@ -13,7 +13,7 @@ import {
   PaymentProviderName,
   PAYMENTS_SETUP_HINT,
 } from '../payments/payment-provider';
-import { AutoTopupService } from './auto-topup.service';
+import { AutoTopupSettingsService } from './auto-topup-settings.service';
 import type { WalletTransaction } from './entities/wallet-transaction.entity';
 import { LedgerQueryService } from './ledger-query.service';
 import { WalletService } from './wallet.service';
@@ -45,7 +45,7 @@ export class TopupCheckoutService implements OnModuleInit {
 
   constructor(
     private readonly wallet: WalletService,
-    private readonly autoTopup: AutoTopupService,
+    private readonly autoTopup: AutoTopupSettingsService,
     private readonly ledger: LedgerQueryService,
     private readonly paymentEvents: PaymentEvents,
     @Optional() @Inject(PAYMENT_PROVIDER) private readonly provider: PaymentProvider | null,

@@ -4,7 +4,7 @@ import { CurrentPrincipal } from '../common/auth/auth.decorators';
 import type { Principal } from '../common/http/request-context';
 import { ApiStandardResponses } from '../common/openapi/api-responses';
 import { TransactionQueryDto, WalletDto, WalletTransactionDto, WalletTransactionPageDto } from './dto/wallet.dto';
-import { AutoTopupService } from './auto-topup.service';
+import { AutoTopupSettingsService } from './auto-topup-settings.service';
 import { WalletService } from './wallet.service';
 
 @ApiTags('Wallet')
@@ -12,7 +12,7 @@ import { WalletService } from './wallet.service';
 export class WalletController {
   constructor(
     private readonly wallet: WalletService,
-    private readonly autoTopup: AutoTopupService,
+    private readonly autoTopup: AutoTopupSettingsService,
   ) {}
 
   @Get()

@@ -2,8 +2,10 @@ import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { MetricsModule } from '../metrics/metrics.module';
 import { PaymentsModule } from '../payments/payments.module';
+import { AutoTopupAttempts } from './auto-topup-attempts';
 import { AutoTopupRetryJob } from './auto-topup-retry.job';
-import { AutoTopupService } from './auto-topup.service';
+import { AutoTopupScheduler } from './auto-topup-scheduler';
+import { AutoTopupSettingsService } from './auto-topup-settings.service';
 import { AutoTopupAttempt } from './entities/auto-topup-attempt.entity';
 import { AutoTopupSettings } from './entities/auto-topup-settings.entity';
 import { WalletHold } from './entities/wallet-hold.entity';
@@ -28,7 +30,18 @@ import { WalletService } from './wallet.service';
     MetricsModule,
   ],
   controllers: [WalletController],
-  providers: [WalletService, WalletLeases, WalletMetrics, HoldSweeper, AutoTopupService, AutoTopupRetryJob, LedgerQueryService, TopupCheckoutService],
-  exports: [WalletService, AutoTopupService, LedgerQueryService, TopupCheckoutService],
+  providers: [
+    WalletService,
+    WalletLeases,
+    WalletMetrics,
+    HoldSweeper,
+    AutoTopupSettingsService,
+    AutoTopupAttempts,
+    AutoTopupScheduler,
+    AutoTopupRetryJob,
+    LedgerQueryService,
+    TopupCheckoutService,
+  ],
+  exports: [WalletService, AutoTopupSettingsService, AutoTopupAttempts, AutoTopupScheduler, LedgerQueryService, TopupCheckoutService],
 })
 export class WalletModule {}

@@ -12,7 +12,7 @@ import { ApiError } from '../common/errors/api-error';
 import type { ApiRequest } from '../common/http/request-context';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
-import { ConversationsService } from '../conversations/conversations.service';
+import { ConversationStore } from '../conversations/conversation-store';
 import { RATE_WINDOW_MS, RateLimitService } from '../limits/rate-limit.service';
 import { effectiveRateLimitRpm } from '../limits/tier-policy';
 import { WorkspacesService } from '../workspaces/workspaces.service';
@@ -65,7 +65,7 @@ export class WidgetController {
   constructor(
     private readonly widgets: WidgetsService,
     private readonly chat: ChatService,
-    private readonly conversations: ConversationsService,
+    private readonly conversations: ConversationStore,
     private readonly workspaces: WorkspacesService,
     private readonly rateLimits: RateLimitService,
     private readonly visitorTokens: VisitorTokens,

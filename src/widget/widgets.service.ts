@@ -3,7 +3,7 @@ import { InjectRepository } from '@nestjs/typeorm';
 import { randomBytes } from 'node:crypto';
 import { Repository } from 'typeorm';
 import { ApiError } from '../common/errors/api-error';
-import { ConversationsService } from '../conversations/conversations.service';
+import { ConversationStore } from '../conversations/conversation-store';
 import { TIERS } from '../limits/tier-policy';
 import { WorkspacesService } from '../workspaces/workspaces.service';
 import { WidgetConversation } from './entities/widget-conversation.entity';
@@ -30,7 +30,7 @@ export class WidgetsService {
     @InjectRepository(Widget) private readonly widgets: Repository<Widget>,
     @InjectRepository(WidgetConversation) private readonly visitorConversations: Repository<WidgetConversation>,
     private readonly workspaces: WorkspacesService,
-    private readonly conversations: ConversationsService,
+    private readonly conversations: ConversationStore,
   ) {}
 
   /** The widget of an assistant of the workspace, or null when it was never set up. */

@@ -2,7 +2,7 @@ import { Logger } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { ApiError } from '../../common/errors/api-error';
 import type { AppConfig } from '../../config/app-config';
-import type { AppendTurnParams } from '../../conversations/conversations.service';
+import type { AppendTurnParams } from '../../conversations/conversation-turns';
 import type { ModelDefinition } from '../../models/model-catalog';
 import type { ChatMessage } from '../../providers/provider-adapter';
 import { countPromptTokensAsync } from '../../providers/tokens';

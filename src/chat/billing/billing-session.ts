@@ -2,7 +2,7 @@ import { Logger } from '@nestjs/common';
 import { storable } from '../../common/database/storable';
 import { ApiError } from '../../common/errors/api-error';
 import { usageErrorCode } from '../../common/errors/usage-error-code';
-import type { AppendTurnParams } from '../../conversations/conversations.service';
+import type { AppendTurnParams } from '../../conversations/conversation-turns';
 import type { ModelDefinition } from '../../models/model-catalog';
 import type { ChatMessage, CompletionUsage, FunctionTool } from '../../providers/provider-adapter';
 import { countPromptTokens, countPromptTokensAsync, countTextTokensAsync } from '../../providers/tokens';

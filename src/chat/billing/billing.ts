@@ -8,7 +8,7 @@ import { usageErrorCode } from '../../common/errors/usage-error-code';
 import { errorKind, RepeatedLog } from '../../common/logging/repeated-log';
 import type { AppConfig } from '../../config/app-config';
 import { InjectConfig } from '../../config/config.module';
-import { ConversationsService } from '../../conversations/conversations.service';
+import { ConversationTurns } from '../../conversations/conversation-turns';
 import { UsageService } from '../../usage/usage.service';
 import { toDecimalString } from '../../wallet/cost';
 import { WalletService } from '../../wallet/wallet.service';
@@ -44,7 +44,7 @@ export class Billing implements BillingPorts, OnApplicationBootstrap, BeforeAppl
     @InjectDataSource() private readonly dataSource: DataSource,
     readonly wallet: WalletService,
     private readonly usage: UsageService,
-    conversations: ConversationsService,
+    conversations: ConversationTurns,
     /** Records settlements and incidents (acs_settlements_total, ...); optional for unit tests. */
     @Optional() metrics?: MetricsService,
     /** Reads of balances and usage wait for the settlements answered for (SETTLEMENT_DURABILITY=journal). */

@@ -1,7 +1,7 @@
 import type { EntityManager } from 'typeorm';
 import { inSavepoint } from '../../common/database/savepoint';
 import { isDatabaseUnavailable } from '../../common/errors/database-unavailable';
-import type { AppendTurnParams, ConversationsService } from '../../conversations/conversations.service';
+import type { AppendTurnParams, ConversationTurns } from '../../conversations/conversation-turns';
 import type { NewUsageRecord, UsageService } from '../../usage/usage.service';
 import type { Settlement, SettlementOrder, WalletService } from '../../wallet/wallet.service';
 import { existsSync } from 'node:fs';
@@ -41,7 +41,7 @@ export interface SettlementJob {
 export interface SettlementWriterPorts {
   wallet: Pick<WalletService, 'settleMany'>;
   usage: Pick<UsageService, 'row'>;
-  conversations: Pick<ConversationsService, 'appendTurn'>;
+  conversations: Pick<ConversationTurns, 'appendTurn'>;
   /** A usage record or turn that could not be stored beside its charge (which still commits). */
   incident: (kind: 'usage_record_not_stored' | 'conversation_turn_not_stored', requestId: string, error: unknown) => void;
   /** Told the usage records of each batch that committed (metrics of tokens, charges and outcomes). */

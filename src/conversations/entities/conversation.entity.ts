@@ -12,7 +12,7 @@ export type ConversationMetadata = Record<string, string>;
 
 /**
  * A stored conversation of a workspace. Its counters are kept by
- * `ConversationsService.appendTurn` with relative updates only. The search vector of the
+ * `ConversationTurns.appendTurn` with relative updates only. The search vector of the
  * title and `last_activity_at` are generated columns of the table, not mapped here.
  */
 @Entity({ name: 'conversations' })

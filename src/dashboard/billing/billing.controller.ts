@@ -2,7 +2,7 @@ import { Body, Get, Post, Query, Req, Res } from '@nestjs/common';
 import type { Response } from 'express';
 import { roleAtLeast } from '../../accounts/entities/membership.entity';
 import { PAYMENTS_SETUP_HINT } from '../../payments/payment-provider';
-import { AutoTopupService } from '../../wallet/auto-topup.service';
+import { AutoTopupSettingsService } from '../../wallet/auto-topup-settings.service';
 import { TRANSACTION_TYPES } from '../../wallet/entities/wallet-transaction.entity';
 import { LedgerQueryService } from '../../wallet/ledger-query.service';
 import { TopupCheckoutService } from '../../wallet/topup-checkout.service';
@@ -38,7 +38,7 @@ export class BillingController {
     private readonly pages: PagesService,
     private readonly wallet: WalletService,
     private readonly ledger: LedgerQueryService,
-    private readonly autoTopup: AutoTopupService,
+    private readonly autoTopup: AutoTopupSettingsService,
     private readonly checkout: TopupCheckoutService,
   ) {}
 

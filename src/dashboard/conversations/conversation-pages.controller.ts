@@ -2,7 +2,9 @@ import { Body, Get, Param, Post, Query, Req, Res } from '@nestjs/common';
 import type { Response } from 'express';
 import { roleAtLeast } from '../../accounts/entities/membership.entity';
 import { AssistantsService } from '../../assistants/assistants.service';
-import { ConversationsService } from '../../conversations/conversations.service';
+import { ConversationSearch } from '../../conversations/conversation-search';
+import { ConversationStatsService } from '../../conversations/conversation-stats.service';
+import { ConversationStore } from '../../conversations/conversation-store';
 import { MAX_QUERY_LENGTH, MAX_TITLE_LENGTH } from '../../conversations/dto/conversation-requests.dto';
 import type { StoredMessageRole } from '../../conversations/entities/conversation-message.entity';
 import type { Conversation, ConversationSource } from '../../conversations/entities/conversation.entity';
@@ -33,7 +35,9 @@ interface Form {
 export class ConversationPagesController {
   constructor(
     private readonly pages: PagesService,
-    private readonly conversations: ConversationsService,
+    private readonly conversations: ConversationStore,
+    private readonly conversationSearch: ConversationSearch,
+    private readonly conversationStats: ConversationStatsService,
     private readonly assistants: AssistantsService,
   ) {}
 
@@ -50,8 +54,8 @@ export class ConversationPagesController {
     const query = typeof q === 'string' ? q.trim().slice(0, MAX_QUERY_LENGTH) : '';
     const [assistants, stats, byAssistant] = await Promise.all([
       this.assistants.list(workspaceId),
-      this.conversations.stats(workspaceId),
-      this.conversations.countsByAssistant(workspaceId),
+      this.conversationStats.stats(workspaceId),
+      this.conversationStats.countsByAssistant(workspaceId),
     ]);
     const assistantNames = new Map(assistants.map((assistant) => [assistant.id, assistant.name]));
     const view = { assistantNames };
@@ -59,7 +63,7 @@ export class ConversationPagesController {
     let list = null;
     if (query !== '') {
       const offset = /^\d{1,6}$/.test(offsetText ?? '') ? Number(offsetText) : 0;
-      const page = await this.conversations.search(workspaceId, { q: query, limit: PAGE_SIZE, offset });
+      const page = await this.conversationSearch.search(workspaceId, { q: query, limit: PAGE_SIZE, offset });
       search = {
         hits: page.data.map((hit) => ({
           ...conversationRow(hit.conversation, view),

@@ -1,4 +1,4 @@
-import type { ConversationsService } from '../../conversations/conversations.service';
+import type { ConversationStore } from '../../conversations/conversation-store';
 import type { ConversationMessage } from '../../conversations/entities/conversation-message.entity';
 import { formatDateTime, formatMillicents } from '../format';
 
@@ -33,7 +33,7 @@ const ROLE_LABELS: Record<ConversationMessage['role'], string> = {
 };
 
 /** A conversation's messages, oldest first, for the transcript and the playground. */
-export async function transcriptOf(conversations: ConversationsService, workspaceId: string, conversationId: string): Promise<Transcript> {
+export async function transcriptOf(conversations: ConversationStore, workspaceId: string, conversationId: string): Promise<Transcript> {
   const page = await conversations.messages(workspaceId, conversationId, { limit: TRANSCRIPT_MAX_MESSAGES });
   return { messages: page.data.map(transcriptMessage), truncated: page.has_more };
 }

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { AssistantsService } from '../../assistants/assistants.service';
 import { UsageStatsService } from '../../usage/usage-stats.service';
-import { AutoTopupService, AutoTopupSummary } from '../../wallet/auto-topup.service';
+import { AutoTopupSettingsService, AutoTopupSummary } from '../../wallet/auto-topup-settings.service';
 import { WalletBalance, WalletService } from '../../wallet/wallet.service';
 import { ApiKeysService } from '../../workspaces/api-keys.service';
 import type { TierName } from '../../common/tier-name';
@@ -35,7 +35,7 @@ export class OverviewService {
     private readonly usage: UsageStatsService,
     private readonly assistants: AssistantsService,
     private readonly apiKeys: ApiKeysService,
-    private readonly autoTopups: AutoTopupService,
+    private readonly autoTopups: AutoTopupSettingsService,
   ) {}
 
   async of(workspaceId: string, now = new Date()): Promise<Overview> {

@@ -4,7 +4,7 @@ import { AssistantsService } from '../../assistants/assistants.service';
 import type { ChatCaller } from '../../chat/chat.service';
 import { ChatService } from '../../chat/chat.service';
 import { inStreamError, writeEventStream } from '../../chat/sse';
-import { ConversationsService } from '../../conversations/conversations.service';
+import { ConversationStore } from '../../conversations/conversation-store';
 import { RATE_WINDOW_MS, RateLimitService } from '../../limits/rate-limit.service';
 import { effectiveRateLimitRpm } from '../../limits/tier-policy';
 import { ModelsService } from '../../models/models.service';
@@ -36,7 +36,7 @@ export class PlaygroundController {
     private readonly chat: ChatService,
     private readonly assistants: AssistantsService,
     private readonly models: ModelsService,
-    private readonly conversations: ConversationsService,
+    private readonly conversations: ConversationStore,
     private readonly workspaces: WorkspacesService,
     private readonly rateLimits: RateLimitService,
   ) {}

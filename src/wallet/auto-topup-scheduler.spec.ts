@@ -1,36 +1,36 @@
 import { Subject } from 'rxjs';
-import { loadConfig } from '../config/app-config';
 import { PaymentEvents } from '../payments/payment-events';
 import type { PaymentProvider } from '../payments/payment-provider';
-import { AttemptRow, AutoTopupService } from './auto-topup.service';
+import type { AttemptRow, AutoTopupAttempts } from './auto-topup-attempts';
+import { AutoTopupScheduler } from './auto-topup-scheduler';
 import type { WalletService } from './wallet.service';
 
 const claimed = { id: 'attempt-1' } as AttemptRow;
 
-/** The trigger alone: when a check runs, with the claim and payment (topUpIfNeeded) replaced. */
+/** The trigger alone: when a check runs, with the claim and payment (AutoTopupAttempts.topUpIfNeeded) replaced. */
 function setup(provider: Partial<PaymentProvider> | null = { name: 'simulated' }) {
   const charges = new Subject<string>();
   const paymentEvents = new PaymentEvents();
-  const service = new AutoTopupService(
-    {} as never,
-    {} as never,
+  const checks: Array<{ workspaceId: string; finish: (result: AttemptRow | null) => void }> = [];
+  const attempts = {
+    topUpIfNeeded: jest.fn(
+      (workspaceId: string) => new Promise<AttemptRow | null>((resolve) => checks.push({ workspaceId, finish: resolve })),
+    ),
+  };
+  const service = new AutoTopupScheduler(
+    attempts as unknown as AutoTopupAttempts,
     {} as never,
     { charges } as unknown as WalletService,
     paymentEvents,
     provider as PaymentProvider | null,
-    loadConfig({ LOG_LEVEL: 'error' }),
-  );
-  const checks: Array<{ workspaceId: string; finish: (result: AttemptRow | null) => void }> = [];
-  jest.spyOn(service, 'topUpIfNeeded').mockImplementation(
-    (workspaceId) => new Promise((resolve) => checks.push({ workspaceId, finish: resolve })),
   );
   service.onModuleInit();
-  return { service, charges, checks, paymentEvents };
+  return { service, attempts, charges, checks, paymentEvents };
 }
 
 const settle = () => new Promise((resolve) => setImmediate(resolve));
 
-describe('AutoTopupService: the trigger after a charge', () => {
+describe('AutoTopupScheduler: the trigger after a charge', () => {
   it('checks after each charge the wallet announces', async () => {
     const { service, charges, checks } = setup();
     charges.next('ws-1');
@@ -71,9 +71,9 @@ describe('AutoTopupService: the trigger after a charge', () => {
   });
 
   it('logs a failed check, and the next charge checks again', async () => {
-    const { service, charges, checks } = setup();
+    const { service, attempts, charges, checks } = setup();
     (service as unknown as { logger: { error: jest.Mock } }).logger.error = jest.fn();
-    (service.topUpIfNeeded as jest.Mock).mockRejectedValueOnce(new Error('database down'));
+    attempts.topUpIfNeeded.mockRejectedValueOnce(new Error('database down'));
     charges.next('ws-1');
     await service.idle();
     charges.next('ws-1');
