@@ -9,12 +9,12 @@ import { OUT_OF_CONTEXT_NOTE } from '../src/chat/tool-loop';
 import { countTextTokens } from '../src/providers/tokens';
 import { freePort } from '../src/database/embedded-postgres';
 import type { FunctionTool } from '../src/providers/provider-adapter';
-import type { ServerTool } from '../src/tools/server-tool';
+import type { ServerTool, ServerToolDescriptor } from '../src/tools/server-tool';
 import { FakeOpenAi, OpenAiScenario, startFakeOpenAi } from './fakes/fake-openai';
 import { FakeSearch, startFakeSearch } from './fakes/fake-search';
 import { ServerProcess, sleep, waitUntil } from './support/processes';
 import { RestartablePostgres } from './support/restartable-postgres';
-import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
+import { startTestApp, testConfig, TestApp, TestWorkspace } from './support/test-app';
 import { nothingHeld, walletInvariants } from './support/wallet-invariants';
 
 /**
@@ -34,11 +34,10 @@ const GPT_4O = { input: 250_000, output: 1_000_000 };
 const LOOKUP_PRICE = 500;
 const words = (count: number, prefix = 'word') => Array.from({ length: count }, (_, i) => `${prefix}${i} `).join('');
 
-/** A server tool of this test alone: returns whatever the test sets, at a price. */
+/** A server tool of this test alone: returns whatever the test sets, at the web search's price (set to LOOKUP_PRICE below). */
 class LookupTool implements ServerTool {
-  readonly name = 'lookup';
+  static readonly descriptor: ServerToolDescriptor = { name: 'lookup', label: 'lookup', help: 'Looks a word up.', price: 'web_search' };
   readonly defaultMaxResults = 1;
-  readonly priceMillicents = LOOKUP_PRICE;
   readonly definition: FunctionTool = {
     type: 'function',
     function: { name: 'lookup', description: 'Looks a word up.', parameters: { type: 'object', properties: { word: { type: 'string' } } } },
@@ -75,7 +74,7 @@ async function readStream(client: OpenAI, body: Record<string, unknown>): Promis
 }
 
 describe('delivered means charged', () => {
-  const lookup = new LookupTool();
+  let lookup: LookupTool;
   let upstream: FakeOpenAi;
   let dataDir: string;
   let t: TestApp;
@@ -92,9 +91,11 @@ describe('delivered means charged', () => {
         // The default: answered streams are journaled, then committed.
         settlementDurability: 'journal',
         dataDir,
+        toolPrices: { ...testConfig().toolPrices, web_search: LOOKUP_PRICE },
       },
-      serverTools: [lookup],
+      serverTools: [LookupTool],
     });
+    lookup = t.app.get(LookupTool);
     db = t.app.get(DataSource);
   });
   afterAll(async () => {

@@ -1,34 +1,41 @@
-import OpenAI from 'openai';
+import OpenAI, { APIError } from 'openai';
 import { DataSource } from 'typeorm';
 import { AssistantsService } from '../src/assistants/assistants.service';
 import type { ServerToolType } from '../src/assistants/entities/assistant.entity';
 import type { FunctionTool } from '../src/providers/provider-adapter';
-import { ServerTool, ToolArgumentsError, ToolContext } from '../src/tools/server-tool';
+import { ServerTool, ServerToolDescriptor, ToolArgumentsError, ToolContext } from '../src/tools/server-tool';
 import { WalletService } from '../src/wallet/wallet.service';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
-import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
+import { signUp, textOf } from './support/dashboard-client';
+import { startTestApp, testConfig, TestApp, TestWorkspace } from './support/test-app';
 import { walletInvariants } from './support/wallet-invariants';
 
 /**
  * Adding a server tool is one class and one registration line: a `calculator` registered
  * by this test alone goes through assistant validation, the tool loop, x_service, the usage
- * record and the wallet like the built-in tools.
+ * record and the wallet like the built-in tools, is a switch of the dashboard's assistant
+ * editor, and is a hosted tool of the Responses API under its name and its alias.
  */
 
 /** gpt-4o-mini prices, millicents per million tokens. */
 const MINI = { input: 15_000, output: 60_000 };
+/** The calculator is priced like a web search (it says so); WEB_SEARCH_PRICE_MILLICENTS is set to this. */
 const CALCULATOR_PRICE = 250;
 
 /** The whole tool: a class. It evaluates `a <op> b`, nothing more. */
 class CalculatorTool implements ServerTool {
-  static readonly toolName = 'calculator';
-  readonly name = CalculatorTool.toolName;
+  static readonly descriptor: ServerToolDescriptor = {
+    name: 'calculator',
+    label: 'calculator: do arithmetic',
+    help: 'The model can evaluate one arithmetic operation, at the price of a web search.',
+    price: 'web_search',
+    responsesAliases: ['calculator_preview'],
+  };
   readonly defaultMaxResults = 1;
-  readonly priceMillicents = CALCULATOR_PRICE;
   readonly definition: FunctionTool = {
     type: 'function',
     function: {
-      name: CalculatorTool.toolName,
+      name: CalculatorTool.descriptor.name,
       description: 'Evaluates one arithmetic operation, such as "6 * 7".',
       parameters: { type: 'object', properties: { expression: { type: 'string' } }, required: ['expression'] },
     },
@@ -50,7 +57,7 @@ type XService = { cost_millicents: number; iterations: number; tools_used: strin
 type Completion = OpenAI.Chat.ChatCompletion & { x_service: XService };
 
 describe('a server tool added by one class and one registration line (calculator)', () => {
-  const calculator = new CalculatorTool();
+  let calculator: CalculatorTool;
   let upstream: FakeOpenAi;
   let t: TestApp;
   let db: DataSource;
@@ -59,10 +66,16 @@ describe('a server tool added by one class and one registration line (calculator
   beforeAll(async () => {
     upstream = await startFakeOpenAi();
     t = await startTestApp({
-      config: { providers: { openai: { apiKey: 'sk-upstream', baseUrl: upstream.url } }, llmSimulator: 'off', upstreamMaxRetries: 0 },
+      config: {
+        providers: { openai: { apiKey: 'sk-upstream', baseUrl: upstream.url } },
+        llmSimulator: 'off',
+        upstreamMaxRetries: 0,
+        toolPrices: { ...testConfig().toolPrices, web_search: CALCULATOR_PRICE },
+      },
       // The registration line.
-      serverTools: [calculator],
+      serverTools: [CalculatorTool],
     });
+    calculator = t.app.get(CalculatorTool);
     db = t.app.get(DataSource);
     assistants = t.app.get(AssistantsService);
   });
@@ -196,5 +209,98 @@ describe('a server tool added by one class and one registration line (calculator
       { type: 'topup', amount: 100_000 },
       { type: 'usage', amount: -llm },
     ]);
+  });
+
+  describe("the dashboard's assistant editor", () => {
+    it('offers the registered tool as a switch with its label and help, beside the built-in ones in the order of their names', async () => {
+      const owner = await signUp(t.baseUrl, { email: 'cal@example.com', name: 'Cal Culator' });
+      const page = await owner.client.get(`/w/${owner.workspaceId}/assistants/new`);
+      expect(page.status).toBe(200);
+      expect([...page.html.matchAll(/role="switch" id="tool-[a-z-]+" name="tool_([a-z_]+)"/g)].map((match) => match[1])).toEqual([
+        'calculator',
+        'file_search',
+        'web_search',
+      ]);
+      const field = page.html.match(/<label for="tool-calculator">[\s\S]*?<small id="tool-calculator-help">[\s\S]*?<\/small>/);
+      expect(field).not.toBeNull();
+      expect(textOf(field![0])).toBe('calculator: do arithmetic The model can evaluate one arithmetic operation, at the price of a web search.');
+    });
+
+    it('stores the tool when the switch is on, and shows it on again', async () => {
+      const owner = await signUp(t.baseUrl, { email: 'abacus@example.com', name: 'Ab Acus' });
+      const base = `/w/${owner.workspaceId}/assistants`;
+      await owner.client.get(`${base}/new`);
+      const created = await owner.client.post(base, {
+        name: 'Abacus',
+        slug: '',
+        description: '',
+        system_prompt: '',
+        model: 'gpt-4o-mini',
+        temperature: '',
+        max_tokens: '',
+        max_tool_iterations: '3',
+        tool_calculator: 'on',
+        tool_web_search: 'on',
+      });
+      expect(created.status).toBe(303);
+      const id = created.location!.match(/assistants\/([0-9a-f-]{36})$/)![1];
+      expect((await assistants.resolve(owner.workspaceId, id)).tools).toEqual([{ type: 'calculator' }, { type: 'web_search' }]);
+
+      const editor = await owner.client.get(`${base}/${id}`);
+      expect(editor.html).toMatch(/id="tool-calculator" name="tool_calculator" checked/);
+      expect(editor.html).toMatch(/id="tool-file-search" name="tool_file_search" aria-describedby/);
+    });
+  });
+
+  describe('the Responses API', () => {
+    const respond = async (workspace: TestWorkspace, body: Record<string, unknown>) =>
+      (await workspace.client.responses.create(body as unknown as OpenAI.Responses.ResponseCreateParamsNonStreaming)) as OpenAI.Responses.Response & {
+        x_service: XService;
+      };
+
+    it.each([['calculator'], ['calculator_preview']])('runs the tool in the loop when a request names it as the hosted tool %s', async (type) => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 100_000 });
+      const bot = await assistants.create(workspace.id, { name: `Responses ${type}`, model: 'gpt-4o-mini', tools: calculatorOnly });
+      upstream.script(
+        { ...calculatorCall('2 + 2', 'call_resp'), usage: { prompt_tokens: 200, completion_tokens: 50 } },
+        { kind: 'text', text: 'Four.', usage: { prompt_tokens: 400, completion_tokens: 50 } },
+      );
+      const calls = calculator.calls.length;
+
+      const response = await respond(workspace, { model: `assistant/${bot.slug}`, input: 'What is 2 + 2?', tools: [{ type }] });
+
+      expect(response.output_text).toBe('Four.');
+      expect(response.output.map((item) => item.type)).toEqual(['message']);
+      const llm = (600 * MINI.input + 100 * MINI.output) / 1e6;
+      expect(response.x_service).toMatchObject({ cost_millicents: llm + CALCULATOR_PRICE, iterations: 2, tools_used: ['calculator'] });
+      expect(calculator.calls.slice(calls)).toEqual([{ args: '{"expression":"2 + 2"}', assistantId: bot.id, maxResults: 1 }]);
+      expect((upstream.requests.at(-1)!.body.messages as unknown[]).at(-1)).toEqual({ role: 'tool', tool_call_id: 'call_resp', content: '4' });
+    });
+
+    it('refuses the tool for an assistant without it, and names it among the hosted tools it serves when refusing another', async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 100_000 });
+      await assistants.create(workspace.id, { name: 'Plain', model: 'gpt-4o-mini' });
+      const refusal = async (body: Record<string, unknown>) => {
+        const error = await respond(workspace, body).then(
+          () => new Error('expected the request to be refused'),
+          (e: unknown) => e,
+        );
+        expect(error).toBeInstanceOf(APIError);
+        return { status: (error as APIError).status, error: (error as APIError).error };
+      };
+
+      expect(await refusal({ assistant_id: 'plain', input: 'Hi', tools: [{ type: 'calculator_preview' }] })).toMatchObject({
+        status: 400,
+        error: { code: 'tool_not_enabled', param: 'tools.0', message: "The assistant 'plain' has no calculator tool: add it in the assistant's settings, or leave this tool out." },
+      });
+      expect(await refusal({ model: 'gpt-4o-mini', input: 'Hi', tools: [{ type: 'abacus' }] })).toMatchObject({
+        status: 400,
+        error: {
+          code: 'unsupported_tool',
+          param: 'tools.0.type',
+          message: 'tools.0: the hosted tool "abacus" is not available here. Function tools are, and an assistant\'s web_search, file_search and calculator.',
+        },
+      });
+    });
   });
 });

@@ -14,15 +14,6 @@ import type { ContentPart } from '../providers/provider-adapter';
 /** An input item as stored and listed (`GET /v1/responses/{id}/input_items`): the client's item, with an id. */
 export type InputItem = Record<string, unknown> & { type: string; id: string };
 
-/** OpenAI's hosted tools that map to an assistant's server tool, by request type. */
-const SERVER_TOOL_OF_HOSTED: Record<string, 'web_search' | 'file_search'> = {
-  web_search: 'web_search',
-  web_search_preview: 'web_search',
-  web_search_2025_08_26: 'web_search',
-  web_search_preview_2025_03_11: 'web_search',
-  file_search: 'file_search',
-};
-
 /** `include` values accepted: each asks for an output item this service never produces, so there is nothing to leave out. */
 const VACUOUS_INCLUDES = new Set([
   'reasoning.encrypted_content',
@@ -100,7 +91,7 @@ export interface ResponsesRequest {
   /** The assistant named by `assistant_id` or `model: "assistant/<slug>"`, if any. */
   assistantRef?: string;
   /** The server tools the request's hosted tools ask for: the assistant must offer them. */
-  serverTools: Array<{ name: 'web_search' | 'file_search'; param: string }>;
+  serverTools: Array<{ name: string; param: string }>;
   /** For each chat tool, its index in the request's `tools` (hosted tools are not chat tools). */
   toolIndexes: number[];
   echo: EchoedFields;
@@ -114,8 +105,10 @@ export function newId(prefix: 'resp' | 'msg' | 'fc'): string {
 /**
  * Validates a Responses request and builds its chat body. `item_reference` input items must
  * have been replaced by the items they name before the chat body is built (`toChatMessages`).
+ * `hostedTools`: the hosted tool types that map to an assistant's server tool, to its name
+ * (`web_search_preview` -> `web_search`; ToolsService.hostedToolTypes, from the registered tools).
  */
-export function parseResponsesRequest(raw: unknown): ResponsesRequest {
+export function parseResponsesRequest(raw: unknown, hostedTools: ReadonlyMap<string, string>): ResponsesRequest {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
     throw ApiError.badRequest('The request body must be a JSON object.', undefined, 'invalid_body');
   }
@@ -149,7 +142,7 @@ export function parseResponsesRequest(raw: unknown): ResponsesRequest {
   }
   const input = inputItemsOf(body.input);
   const assistantRef = assistantId ?? assistantOfModel(model);
-  const { tools, serverTools, toolIndexes } = toolsOf(body.tools, assistantRef !== undefined);
+  const { tools, serverTools, toolIndexes } = toolsOf(body.tools, assistantRef !== undefined, hostedTools);
   const metadata = metadataOf(body.metadata);
   const maxOutputTokens = body.max_output_tokens;
   const format = formatOf(body.text);
@@ -368,7 +361,11 @@ function outputTextOf(output: unknown, at: string): string {
   throw ApiError.badRequest(`${at} must be a string.`, at);
 }
 
-function toolsOf(raw: unknown, assistantMode: boolean): Pick<ResponsesRequest, 'serverTools' | 'toolIndexes'> & { tools: unknown[] } {
+function toolsOf(
+  raw: unknown,
+  assistantMode: boolean,
+  hostedTools: ReadonlyMap<string, string>,
+): Pick<ResponsesRequest, 'serverTools' | 'toolIndexes'> & { tools: unknown[] } {
   if (raw === undefined) return { tools: [], serverTools: [], toolIndexes: [] };
   if (!Array.isArray(raw)) throw ApiError.badRequest('tools must be an array.', 'tools');
   const tools: unknown[] = [];
@@ -390,10 +387,12 @@ function toolsOf(raw: unknown, assistantMode: boolean): Pick<ResponsesRequest, '
       });
       return;
     }
-    const serverTool = SERVER_TOOL_OF_HOSTED[type];
+    const serverTool = hostedTools.get(type);
     if (serverTool === undefined) {
+      const names = [...new Set(hostedTools.values())];
+      const offered = names.length > 1 ? `${names.slice(0, -1).join(', ')} and ${names.at(-1)}` : names.join('');
       throw ApiError.badRequest(
-        `${at}: the hosted tool "${type}" is not available here. Function tools are, and an assistant's web_search and file_search.`,
+        `${at}: the hosted tool "${type}" is not available here. Function tools are, and an assistant's ${offered}.`,
         `${at}.type`,
         'unsupported_tool',
       );

@@ -7,6 +7,7 @@ import type { Cancellation } from '../common/cancellation';
 import { ApiError } from '../common/errors/api-error';
 import { ConversationStore } from '../conversations/conversation-store';
 import { ConversationTurns } from '../conversations/conversation-turns';
+import { ToolsService } from '../tools/tools.service';
 import { ResponseEvent, responseEvents } from './response-events';
 import { ResponseObject, responseOf, startResponse } from './response-object';
 import { InputItem, newId, parseResponsesRequest, ResponsesRequest, toChatMessages } from './responses-request';
@@ -49,6 +50,7 @@ export class ResponsesService {
     private readonly conversationTurns: ConversationTurns,
     private readonly assistants: AssistantsService,
     private readonly store: ResponsesStore,
+    private readonly tools: ToolsService,
   ) {}
 
   async create(caller: ChatCaller, body: unknown, clientGone: Cancellation): Promise<ResponseObject> {
@@ -161,7 +163,7 @@ export class ResponsesService {
 
   private async prepareTurn(caller: ChatCaller, body: unknown): Promise<PreparedTurn> {
     const { workspaceId } = caller.principal;
-    const request = parseResponsesRequest(body);
+    const request = parseResponsesRequest(body, this.tools.hostedToolTypes());
     const input = await this.resolveReferences(workspaceId, request.input);
     const messages = toChatMessages(request.echo.instructions, input);
     await this.checkServerTools(workspaceId, request);

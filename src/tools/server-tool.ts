@@ -1,21 +1,43 @@
 import type { Type } from '@nestjs/common';
+import type { AppConfig } from '../config/app-config';
 import type { FunctionTool } from '../providers/provider-adapter';
+
+/** A configured tool price (`toolPrices` of the configuration, e.g. WEB_SEARCH_PRICE_MILLICENTS). */
+export type ToolPriceKey = keyof AppConfig['toolPrices'];
+
+/**
+ * What a tool says of itself, as the static `descriptor` of its class. Everything that lists
+ * the tools reads it from the registered list (ToolsService): the assistants' validation,
+ * the dashboard's switches, the price of a call and the Responses API's hosted tool types.
+ * Built-in tools declare it `{...} as const satisfies ServerToolDescriptor`, so that their
+ * names make the ServerToolName type.
+ */
+export interface ServerToolDescriptor {
+  /** The function name the model calls, and the `type` of the tool in an assistant's settings. */
+  readonly name: string;
+  /** The dashboard's switch for the tool in the assistant editor, and the line under it. */
+  readonly label: string;
+  readonly help: string;
+  /** Which configured price one call that ran costs the caller (the amount stays in the configuration). */
+  readonly price: ToolPriceKey;
+  /**
+   * The Responses API's hosted tool types it serves besides its name (`web_search_preview`);
+   * a request's `{"type": <name or alias>}` asks for it.
+   */
+  readonly responsesAliases?: readonly string[];
+}
 
 /**
  * A tool that runs on the server when the model calls it, inside the chat's tool loop.
- * Each tool is a class; the classes are registered in one list (`SERVER_TOOL_CLASSES`,
- * in `assistants/server-tools.ts`), provided together under `SERVER_TOOLS`, and run by
- * `ToolsService`, which finds them by name.
+ * Each tool is a class with a static `descriptor`; the classes are registered in one list
+ * (`SERVER_TOOL_CLASSES`, in `assistants/server-tools.ts`), provided together under
+ * `SERVER_TOOLS`, and run by `ToolsService`, which finds them by name.
  */
 export interface ServerTool {
-  /** The function name the model calls, and the `type` of the tool in an assistant's settings. */
-  readonly name: string;
   /** How the model sees the tool: a function with a JSON schema for its arguments. */
   readonly definition: FunctionTool;
   /** Results a call returns when the assistant's settings do not say (`max_results`). */
   readonly defaultMaxResults: number;
-  /** What one call that ran costs the caller, in millicents (from the configuration where it sets one). */
-  readonly priceMillicents: number;
   /**
    * Runs one call with the model's JSON arguments and returns the tool message for the
    * model. A call that returns is charged the tool's price. Throw `ToolArgumentsError` when
@@ -25,11 +47,22 @@ export interface ServerTool {
   run(args: string, context: ToolContext): Promise<string>;
 }
 
-/** A class implementing a server tool, with its name readable before any instance exists. */
-export type ServerToolClass = Type<ServerTool> & { readonly toolName: string };
+/** A class implementing a server tool, with what it says of itself readable before any instance exists. */
+export type ServerToolClass = Type<ServerTool> & { readonly descriptor: ServerToolDescriptor };
 
-/** Injection token of every registered tool, as an array (see `ToolsModule.register`). */
+/** A tool as registered: its class's descriptor and its instance. */
+export interface RegisteredTool {
+  readonly descriptor: ServerToolDescriptor;
+  readonly tool: ServerTool;
+}
+
+/** Injection token of every registered tool, as a `RegisteredTool` array (see `ToolsModule.register`). */
 export const SERVER_TOOLS = Symbol('SERVER_TOOLS');
+
+/** The registered list of `classes`, from their instances in the same order (a provider's factory). */
+export function registeredTools(classes: readonly ServerToolClass[]): (...instances: ServerTool[]) => RegisteredTool[] {
+  return (...instances) => classes.map((type, index) => ({ descriptor: type.descriptor, tool: instances[index] }));
+}
 
 /** An assistant's settings for one of its tools, as stored on the assistant. */
 export interface ToolSettings {

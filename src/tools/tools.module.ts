@@ -1,5 +1,5 @@
 import { DynamicModule, Module, ModuleMetadata } from '@nestjs/common';
-import { SERVER_TOOLS, ServerTool, ServerToolClass } from './server-tool';
+import { registeredTools, SERVER_TOOLS, ServerToolClass } from './server-tool';
 import { ToolsService } from './tools.service';
 
 export interface ServerToolsOptions {
@@ -11,9 +11,10 @@ export interface ServerToolsOptions {
 
 /**
  * Server tools as strategies: `ToolsModule.register({ tools, imports })` provides the tool
- * classes, gathers them under one token, and exports the `ToolsService` that runs them by
- * name. The module that registers them (the assistants module, which knows every tool an
- * assistant can offer) re-exports it. This folder depends on no tool's backend.
+ * classes, gathers them with their descriptors under one token, and exports the
+ * `ToolsService` that runs them by name and describes them to the dashboard and the
+ * Responses API. The module that registers them (the assistants module, which knows every
+ * tool an assistant can offer) re-exports it. This folder depends on no tool's backend.
  */
 @Module({})
 export class ToolsModule {
@@ -21,11 +22,7 @@ export class ToolsModule {
     return {
       module: ToolsModule,
       imports,
-      providers: [
-        ...tools,
-        { provide: SERVER_TOOLS, useFactory: (...instances: ServerTool[]) => instances, inject: [...tools] },
-        ToolsService,
-      ],
+      providers: [...tools, { provide: SERVER_TOOLS, useFactory: registeredTools(tools), inject: [...tools] }, ToolsService],
       exports: [ToolsService],
     };
   }

@@ -1,7 +1,17 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
+import type { AppConfig } from '../config/app-config';
+import { InjectConfig } from '../config/config.module';
 import type { FunctionTool } from '../providers/provider-adapter';
 import { MicroMillicents, microsOf } from '../wallet/cost';
-import { SERVER_TOOLS, ServerTool, ToolArgumentsError, ToolCallError, ToolHost, ToolSettings } from './server-tool';
+import {
+  RegisteredTool,
+  SERVER_TOOLS,
+  ServerToolDescriptor,
+  ToolArgumentsError,
+  ToolCallError,
+  ToolHost,
+  ToolSettings,
+} from './server-tool';
 
 export interface ServerToolCall {
   id: string;
@@ -17,25 +27,51 @@ export interface ToolOutcome {
   ran: boolean;
 }
 
+/** A registered tool with the configured price its descriptor names. */
+interface PricedTool extends RegisteredTool {
+  readonly priceMicros: MicroMillicents;
+}
+
 /**
  * The registered server tools (`SERVER_TOOLS`), found by name: their definitions for the
- * model, their prices for holds, and running a call. Knows no tool in particular.
+ * model, their prices for holds, running a call, and their descriptors for whoever lists
+ * them (the dashboard's switches, the Responses API's hosted tools). Knows no tool in particular.
  */
 @Injectable()
 export class ToolsService {
   private readonly logger = new Logger('Tools');
-  private readonly byName = new Map<string, ServerTool>();
+  private readonly byName = new Map<string, PricedTool>();
+  /** The Responses API's hosted tool types, each tool's name and aliases, to the tool's name. */
+  private readonly byHostedType = new Map<string, string>();
 
-  constructor(@Inject(SERVER_TOOLS) tools: readonly ServerTool[]) {
-    for (const tool of tools) {
-      if (this.byName.has(tool.name)) throw new Error(`Two server tools are named ${tool.name}.`);
-      this.byName.set(tool.name, tool);
+  constructor(@Inject(SERVER_TOOLS) tools: readonly RegisteredTool[], @InjectConfig() config: AppConfig) {
+    for (const { descriptor, tool } of tools) {
+      const { name } = descriptor;
+      if (this.byName.has(name)) throw new Error(`Two server tools are named ${name}.`);
+      this.byName.set(name, { descriptor, tool, priceMicros: microsOf(config.toolPrices[descriptor.price]) });
+    }
+    for (const { name, responsesAliases = [] } of this.descriptors()) {
+      for (const type of [name, ...responsesAliases]) {
+        const taken = this.byHostedType.get(type);
+        if (taken !== undefined) throw new Error(`The Responses tool type ${type} names two server tools: ${taken} and ${name}.`);
+        this.byHostedType.set(type, name);
+      }
     }
   }
 
-  /** The names an assistant's tool settings may use. */
+  /** The names an assistant's tool settings may use, in the order of registration. */
   names(): string[] {
     return [...this.byName.keys()];
+  }
+
+  /** What each registered tool says of itself, in the order of registration. */
+  descriptors(): ServerToolDescriptor[] {
+    return [...this.byName.values()].map((registered) => registered.descriptor);
+  }
+
+  /** The Responses API's hosted tool types (each tool's name and its aliases), to the name of the tool that serves them. */
+  hostedToolTypes(): ReadonlyMap<string, string> {
+    return this.byHostedType;
   }
 
   isRegistered(name: string): boolean {
@@ -43,7 +79,7 @@ export class ToolsService {
   }
 
   definitions(tools: readonly ToolSettings[]): FunctionTool[] {
-    return this.registered(tools).map((tool) => tool.definition);
+    return this.registered(tools).map((registered) => registered.tool.definition);
   }
 
   /** Whether the model's call of `name` is one of these tools, to be run here rather than returned to the client. */
@@ -53,10 +89,7 @@ export class ToolsService {
 
   /** The most a call of these tools can cost, for holds. */
   maxPriceMicros(tools: readonly ToolSettings[]): MicroMillicents {
-    return this.registered(tools).reduce((max, tool) => {
-      const price = microsOf(tool.priceMillicents);
-      return price > max ? price : max;
-    }, 0n);
+    return this.registered(tools).reduce((max, { priceMicros }) => (priceMicros > max ? priceMicros : max), 0n);
   }
 
   /**
@@ -65,16 +98,16 @@ export class ToolsService {
    * Throws only when `signal` fired.
    */
   async run(call: ServerToolCall, assistant: ToolHost, signal: AbortSignal): Promise<ToolOutcome> {
-    const tool = this.byName.get(call.name);
-    if (!tool) return { content: `${call.name} is not available.`, costMicros: 0n, ran: false };
+    const registered = this.byName.get(call.name);
+    if (!registered) return { content: `${call.name} is not available.`, costMicros: 0n, ran: false };
     const settings = assistant.tools.find((candidate) => candidate.type === call.name);
     try {
-      const content = await tool.run(call.arguments, {
+      const content = await registered.tool.run(call.arguments, {
         assistant,
-        maxResults: settings?.max_results ?? tool.defaultMaxResults,
+        maxResults: settings?.max_results ?? registered.tool.defaultMaxResults,
         signal,
       });
-      return { content, costMicros: microsOf(tool.priceMillicents), ran: true };
+      return { content, costMicros: registered.priceMicros, ran: true };
     } catch (error) {
       if (error instanceof ToolArgumentsError) return { content: error.message, costMicros: 0n, ran: false };
       if (signal.aborted) throw error;
@@ -86,7 +119,7 @@ export class ToolsService {
   }
 
   /** The registered tools among an assistant's settings, in their order. */
-  private registered(tools: readonly ToolSettings[]): ServerTool[] {
+  private registered(tools: readonly ToolSettings[]): PricedTool[] {
     return tools.flatMap((settings) => this.byName.get(settings.type) ?? []);
   }
 }

@@ -4,7 +4,7 @@ import OpenAI from 'openai';
 import type { AddressInfo } from 'node:net';
 import { createApp } from '../../src/app.factory';
 import { AppConfig, loadConfig } from '../../src/config/app-config';
-import type { ServerTool } from '../../src/tools/server-tool';
+import type { ServerToolClass } from '../../src/tools/server-tool';
 import { WorkspacesService } from '../../src/workspaces/workspaces.service';
 import { withServerTools } from './extra-server-tools';
 import { createTestDatabase } from './test-database';
@@ -56,8 +56,8 @@ export async function startTestApp(
   options: {
     config?: TestConfigOverrides;
     databaseUrl?: string;
-    /** Server tools registered beside the built-in ones, for tests of the tool registry. */
-    serverTools?: ServerTool[];
+    /** Server tool classes registered after the built-in ones, for tests of the tool registry. */
+    serverTools?: ServerToolClass[];
   } = {},
 ): Promise<TestApp> {
   const databaseUrl = options.databaseUrl ?? (await createTestDatabase());

@@ -1,4 +1,3 @@
-import { loadConfig } from '../../config/app-config';
 import { ToolArgumentsError, ToolContext } from '../../tools/server-tool';
 import { DocumentSearch } from './document-search';
 import { FileSearchResult, formatResultsForModel } from './documents.service';
@@ -20,33 +19,30 @@ class FakeDocumentSearch extends DocumentSearch {
 }
 
 describe('FileSearchTool', () => {
-  const config = { ...loadConfig({}), toolPrices: { web_search: 1, file_search: 42 } };
   const context = (maxResults = 4): ToolContext => ({ assistant: { id: 'assistant-7', tools: [] }, maxResults, signal: new AbortController().signal });
   const passage: FileSearchResult = { document_id: 'd1', document_name: 'policy.md', position: 2, content: 'Returns within 30 days.', score: 1.5 };
 
-  it('is file_search, priced from the configuration, offered as a function of {"query"}', () => {
-    const tool = new FileSearchTool(config, new FakeDocumentSearch([]));
-    expect(FileSearchTool.toolName).toBe('file_search');
-    expect(tool.name).toBe('file_search');
-    expect(tool.priceMillicents).toBe(42);
+  it('is file_search, priced by FILE_SEARCH_PRICE_MILLICENTS, offered as a function of {"query"}', () => {
+    const tool = new FileSearchTool(new FakeDocumentSearch([]));
+    expect(FileSearchTool.descriptor).toMatchObject({ name: 'file_search', label: 'file_search: search the documents below', price: 'file_search' });
     expect(tool.defaultMaxResults).toBe(5);
     expect(tool.definition.function).toMatchObject({ name: 'file_search', parameters: { required: ['query'] } });
   });
 
   it("searches the assistant's documents with the query and the result count, and renders the passages", async () => {
     const documents = new FakeDocumentSearch([passage]);
-    const content = await new FileSearchTool(config, documents).run('{"query":" returns "}', context(4));
+    const content = await new FileSearchTool(documents).run('{"query":" returns "}', context(4));
     expect(documents.searches).toEqual([{ assistantId: 'assistant-7', query: 'returns', maxResults: 4 }]);
     expect(content).toBe('[1] policy.md, passage 3\nReturns within 30 days.');
   });
 
   it('says when no passage matches', async () => {
-    expect(await new FileSearchTool(config, new FakeDocumentSearch([])).run('{"query":"x"}', context())).toBe('No passage of the documents matches.');
+    expect(await new FileSearchTool(new FakeDocumentSearch([])).run('{"query":"x"}', context())).toBe('No passage of the documents matches.');
   });
 
   it('refuses arguments without a query before searching', async () => {
     const documents = new FakeDocumentSearch([passage]);
-    await expect(new FileSearchTool(config, documents).run('{}', context())).rejects.toThrow(ToolArgumentsError);
+    await expect(new FileSearchTool(documents).run('{}', context())).rejects.toThrow(ToolArgumentsError);
     expect(documents.searches).toEqual([]);
   });
 });

@@ -3,17 +3,27 @@ import type { Assistant, AssistantTool, ServerToolType } from '../../assistants/
 import type { Document } from '../../assistants/documents/entities/document.entity';
 import { formatBytes } from '../../assistants/documents/document-limits';
 import type { ModelDefinition } from '../../models/model-catalog';
+import type { ServerToolDescriptor } from '../../tools/server-tool';
 import { formatDateTime, formatMillicents } from '../format';
 
 export const NAME_MAX_LENGTH = 100;
 export const DESCRIPTION_MAX_LENGTH = 1000;
 /** The form is posted urlencoded, within the dashboard's 100 kB body limit. */
 export const SYSTEM_PROMPT_MAX_LENGTH = 50_000;
-/** The server tools the editor offers as switches, in this order. */
-export const TOOL_SWITCHES: ReadonlyArray<{ type: ServerToolType; label: string; help: string }> = [
-  { type: 'file_search', label: 'file_search: search the documents below', help: 'The model can look up passages of this assistant\'s documents.' },
-  { type: 'web_search', label: 'web_search: search the web', help: 'The model can search the web; each search is charged to the wallet.' },
-];
+
+/** A server tool as the editor offers it: a switch named `tool_<type>`, its label and help line. */
+export interface ToolSwitch {
+  type: ServerToolType;
+  label: string;
+  help: string;
+}
+
+/** The registered server tools (ToolsService's descriptors) as the editor's switches, in the order of their names. */
+export function toolSwitches(tools: readonly ServerToolDescriptor[]): ToolSwitch[] {
+  return tools
+    .map(({ name, label, help }) => ({ type: name as ServerToolType, label, help }))
+    .sort((a, b) => (a.type < b.type ? -1 : a.type > b.type ? 1 : 0));
+}
 
 /** The editor's fields as typed (strings), to show them again with the errors. */
 export interface AssistantFormValues {
@@ -31,7 +41,7 @@ export interface AssistantFormValues {
 export type AssistantForm = { ok: true; fields: AssistantFields } | { ok: false; errors: Record<string, string> };
 
 /** The values of a posted form; a checkbox that is not ticked is not sent. */
-export function formValues(form: Record<string, string | string[] | undefined>): AssistantFormValues {
+export function formValues(form: Record<string, string | string[] | undefined>, switches: readonly ToolSwitch[]): AssistantFormValues {
   const text = (name: string): string => {
     const value = form[name];
     return typeof value === 'string' ? value : '';
@@ -45,7 +55,7 @@ export function formValues(form: Record<string, string | string[] | undefined>):
     temperature: text('temperature'),
     max_tokens: text('max_tokens'),
     max_tool_iterations: text('max_tool_iterations'),
-    tools: TOOL_SWITCHES.filter((tool) => form[`tool_${tool.type}`] !== undefined).map((tool) => tool.type),
+    tools: switches.filter((tool) => form[`tool_${tool.type}`] !== undefined).map((tool) => tool.type),
   };
 }
 

@@ -8,6 +8,7 @@ import type { Assistant } from '../../assistants/entities/assistant.entity';
 import { ApiError } from '../../common/errors/api-error';
 import { TIERS, UNLIMITED } from '../../limits/tier-policy';
 import { ModelsService } from '../../models/models.service';
+import { ToolsService } from '../../tools/tools.service';
 import { DashboardController, RequireRole } from '../dashboard.decorators';
 import type { PageRequest } from '../page-request';
 import { PagesService } from '../pages.service';
@@ -21,7 +22,8 @@ import {
   newAssistantValues,
   readAssistantForm,
   SYSTEM_PROMPT_MAX_LENGTH,
-  TOOL_SWITCHES,
+  ToolSwitch,
+  toolSwitches,
   valuesOf,
 } from './assistant-form';
 import { DocumentsPanel } from './documents-panel';
@@ -37,13 +39,19 @@ type Form = Record<string, string | string[] | undefined>;
  */
 @DashboardController('w/:workspaceId/assistants')
 export class AssistantsController {
+  /** The registered server tools (ToolsService), as the editor's switches. */
+  private readonly toolSwitches: ToolSwitch[];
+
   constructor(
     private readonly pages: PagesService,
     private readonly assistants: AssistantsService,
     private readonly documents: DocumentsService,
     private readonly models: ModelsService,
     private readonly documentsPanel: DocumentsPanel,
-  ) {}
+    tools: ToolsService,
+  ) {
+    this.toolSwitches = toolSwitches(tools.descriptors());
+  }
 
   @Get()
   @RequireRole('member')
@@ -67,7 +75,7 @@ export class AssistantsController {
   @Post()
   @RequireRole('admin')
   async create(@Req() req: PageRequest, @Res() res: Response, @Body() form: Form): Promise<void> {
-    const values = formValues(form);
+    const values = formValues(form, this.toolSwitches);
     const read = readAssistantForm(values, this.models.list());
     if (!read.ok) return this.renderEditor(req, res, null, values, read.errors, 400);
     let created: Assistant;
@@ -93,7 +101,7 @@ export class AssistantsController {
   @RequireRole('admin')
   async update(@Req() req: PageRequest, @Res() res: Response, @Param('assistantId') assistantId: string, @Body() form: Form): Promise<void> {
     const assistant = await this.find(req, assistantId);
-    const values = formValues(form);
+    const values = formValues(form, this.toolSwitches);
     const read = readAssistantForm(values, this.models.list(), assistant.tools);
     if (!read.ok) return this.renderEditor(req, res, assistant, values, read.errors, 400);
     if (!read.fields.slug) return this.renderEditor(req, res, assistant, values, { slug: 'An assistant needs a slug.' }, 400);
@@ -167,7 +175,7 @@ export class AssistantsController {
         errors,
         canManage,
         models: modelChoices(this.models.list()),
-        toolSwitches: TOOL_SWITCHES,
+        toolSwitches: this.toolSwitches,
         limit: count === undefined ? null : this.limitOf(req, count),
         maxLengths: { name: NAME_MAX_LENGTH, description: DESCRIPTION_MAX_LENGTH, systemPrompt: SYSTEM_PROMPT_MAX_LENGTH },
         apiBase: this.pages.absoluteUrl(req, '/v1'),

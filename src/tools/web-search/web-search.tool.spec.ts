@@ -1,4 +1,3 @@
-import { loadConfig } from '../../config/app-config';
 import { ToolArgumentsError, ToolCallError, ToolContext } from '../server-tool';
 import type { SearchResult } from './search-provider';
 import { WebSearchError } from './web-search-error';
@@ -6,7 +5,6 @@ import type { WebSearchService } from './web-search.service';
 import { WebSearchTool } from './web-search.tool';
 
 describe('WebSearchTool', () => {
-  const config = { ...loadConfig({}), toolPrices: { web_search: 1_234, file_search: 1 } };
   const context = (maxResults = 3): ToolContext => ({ assistant: { id: 'a1', tools: [] }, maxResults, signal: new AbortController().signal });
   const toolWith = (search: (query: string, options: { maxResults: number; signal: AbortSignal }) => Promise<SearchResult[]>) => {
     const searches: Array<{ query: string; maxResults: number }> = [];
@@ -16,14 +14,17 @@ describe('WebSearchTool', () => {
         return search(query, options);
       },
     } as unknown as WebSearchService;
-    return { tool: new WebSearchTool(config, service), searches };
+    return { tool: new WebSearchTool(service), searches };
   };
 
-  it('is web_search, priced from the configuration, offered as a function of {"query"}', () => {
+  it('is web_search, priced by WEB_SEARCH_PRICE_MILLICENTS, served to the Responses API under OpenAI\'s names too, offered as a function of {"query"}', () => {
     const { tool } = toolWith(async () => []);
-    expect(WebSearchTool.toolName).toBe('web_search');
-    expect(tool.name).toBe('web_search');
-    expect(tool.priceMillicents).toBe(1_234);
+    expect(WebSearchTool.descriptor).toMatchObject({
+      name: 'web_search',
+      label: 'web_search: search the web',
+      price: 'web_search',
+      responsesAliases: ['web_search_preview', 'web_search_2025_08_26', 'web_search_preview_2025_03_11'],
+    });
     expect(tool.defaultMaxResults).toBe(5);
     expect(tool.definition.function).toMatchObject({ name: 'web_search', parameters: { required: ['query'] } });
   });

@@ -1,8 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import type { AppConfig } from '../../config/app-config';
-import { InjectConfig } from '../../config/config.module';
 import type { FunctionTool } from '../../providers/provider-adapter';
-import { queryArgument, ServerTool, ToolCallError, ToolContext } from '../server-tool';
+import { queryArgument, ServerTool, ServerToolDescriptor, ToolCallError, ToolContext } from '../server-tool';
 import { formatResultsForModel } from './results';
 import { WebSearchError } from './web-search-error';
 import { WebSearchService } from './web-search.service';
@@ -10,14 +8,19 @@ import { WebSearchService } from './web-search.service';
 /** `web_search`: the configured search backend's top results, each with title, URL and snippet. */
 @Injectable()
 export class WebSearchTool implements ServerTool {
-  static readonly toolName = 'web_search';
-  readonly name = WebSearchTool.toolName;
+  static readonly descriptor = {
+    name: 'web_search',
+    label: 'web_search: search the web',
+    help: 'The model can search the web; each search is charged to the wallet.',
+    price: 'web_search',
+    // OpenAI's names of its own web search tool, which clients of the Responses API send.
+    responsesAliases: ['web_search_preview', 'web_search_2025_08_26', 'web_search_preview_2025_03_11'],
+  } as const satisfies ServerToolDescriptor;
   readonly defaultMaxResults = 5;
-  readonly priceMillicents: number;
   readonly definition: FunctionTool = {
     type: 'function',
     function: {
-      name: WebSearchTool.toolName,
+      name: WebSearchTool.descriptor.name,
       description: 'Search the web for current information. Returns the top results with title, URL and snippet.',
       parameters: {
         type: 'object',
@@ -27,15 +30,10 @@ export class WebSearchTool implements ServerTool {
     },
   };
 
-  constructor(
-    @InjectConfig() config: AppConfig,
-    private readonly webSearch: WebSearchService,
-  ) {
-    this.priceMillicents = config.toolPrices.web_search;
-  }
+  constructor(private readonly webSearch: WebSearchService) {}
 
   async run(args: string, { maxResults, signal }: ToolContext): Promise<string> {
-    const query = queryArgument(args, this.name);
+    const query = queryArgument(args, WebSearchTool.descriptor.name);
     try {
       const results = await this.webSearch.search(query, { maxResults, signal });
       return results.length ? formatResultsForModel(results) : 'No web results.';
