@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { PendingSettlementsModule } from '../common/settlements/pending-settlements';
 import { MetricsModule } from '../metrics/metrics.module';
 import { PaymentsModule } from '../payments/payments.module';
 import { AutoTopupRetryJob } from './auto-topup-retry.job';
@@ -26,6 +27,8 @@ import { WalletService } from './wallet.service';
     TypeOrmModule.forFeature([Wallet, WalletTransaction, WalletHold, AutoTopupSettings, AutoTopupAttempt]),
     PaymentsModule,
     MetricsModule,
+    // Balances, ledgers and lease recalls wait for the settlements this process answered for.
+    PendingSettlementsModule,
   ],
   controllers: [WalletController],
   providers: [WalletService, WalletLeases, WalletMetrics, HoldSweeper, AutoTopupService, AutoTopupRetryJob, LedgerQueryService, TopupCheckoutService],
