@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { AssistantsModule } from '../assistants/assistants.module';
 import { BillingModule } from '../billing/billing.module';
+import { ServerDrainModule } from '../common/http/server-drain.module';
 import { ConversationsModule } from '../conversations/conversations.module';
 import { LimitsModule } from '../limits/limits.module';
 import { MetricsModule } from '../metrics/metrics.module';
@@ -12,7 +13,7 @@ import { ChatController } from './chat.controller';
 import { ChatService } from './chat.service';
 
 @Module({
-  imports: [ModelsModule, ProvidersModule, WalletModule, UsageModule, AssistantsModule, ConversationsModule, LimitsModule, MetricsModule, BillingModule],
+  imports: [ModelsModule, ProvidersModule, WalletModule, UsageModule, AssistantsModule, ConversationsModule, LimitsModule, MetricsModule, BillingModule, ServerDrainModule],
   controllers: [ChatController],
   providers: [ChatService],
   // The dashboard's playground runs requests through the same service.
