@@ -1,5 +1,5 @@
 import { CanActivate, DynamicModule, LoggerService, NestApplicationOptions } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
+import { ApplicationConfig, NestFactory } from '@nestjs/core';
 import { type ExpressAdapter, NestExpressApplication } from '@nestjs/platform-express';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import express, { type NextFunction, type RequestHandler, type Response } from 'express';
@@ -9,7 +9,7 @@ import { chatCompletionsRoute } from './chat/chat-direct-route';
 import { ChatRefusalFilter } from './chat/chat-refusal.filter';
 import { ChatController } from './chat/chat.controller';
 import { ChatService } from './chat/chat.service';
-import { ExpressPrototypesAdapter, serveDirectRoutes } from './common/http/direct-route';
+import { DirectRouteRefused, ExpressPrototypesAdapter, serveDirectRoutes } from './common/http/direct-route';
 import { ApiExceptionFilter } from './common/errors/api-exception.filter';
 import { ERROR_PAGE_RENDERER, ErrorPageRenderer } from './common/errors/error-pages';
 import { API_RESPONSE_HEADERS } from './common/openapi/api-responses';
@@ -21,7 +21,7 @@ import { appLogger } from './common/logging/pino-logger';
 import { ServerDrain } from './common/http/server-drain';
 import { inputGuardMiddleware } from './common/validation/input-guard';
 import { createValidationPipe } from './common/validation/validation.pipe';
-import type { AppConfig } from './config/app-config';
+import { type AppConfig, ConfigError } from './config/app-config';
 import { basePathMiddleware, useDashboard } from './dashboard/dashboard.setup';
 import { httpMetricsMiddleware } from './metrics/http-metrics.middleware';
 import { MetricsService } from './metrics/metrics.service';
@@ -83,22 +83,34 @@ export async function createApp(
   app.use((error: unknown, req: ApiRequest, res: Response, next: NextFunction) =>
     error ? filter.respond(error, req, res) : next(),
   );
-  // Chat completions skip Express's router and Nest's pipeline, a fifth to a quarter of their CPU (README, "The direct route").
-  serveDirectRoutes(app.getHttpServer(), {
-    app: app.getHttpAdapter().getInstance(),
-    middleware: requestMiddleware,
-    onError: (error, req, res) => filter.respond(error, req, res),
-    basePath: config.dashboard.basePath,
-    routes: [
-      chatCompletionsRoute(
-        app.get(ChatController),
-        API_GUARDS.map((guard) => app.get<CanActivate>(guard)),
-        new ChatRefusalFilter(app.get(ChatService)),
-      ),
-    ],
-  });
   app.useGlobalPipes(createValidationPipe());
   setUpSwagger(app);
+  // Chat completions skip Express's router and Nest's pipeline, a fifth to a quarter of their CPU (README, "The direct route"),
+  // unless DIRECT_ROUTE=off. Last: it refuses to start if Nest would run around the handler anything it does not, and
+  // the global enhancers are all known only once the ones above are added. app.useGlobal* on the app returned here
+  // throws (serveDirectRoutes): add them above.
+  if (config.directRoute === 'on') {
+    try {
+      serveDirectRoutes(app.getHttpServer(), {
+        app: app.getHttpAdapter().getInstance(),
+        middleware: requestMiddleware,
+        onError: (error, req, res) => filter.respond(error, req, res),
+        basePath: config.dashboard.basePath,
+        routes: [
+          chatCompletionsRoute(
+            app.get(ChatController),
+            API_GUARDS.map((guard) => app.get<CanActivate>(guard)),
+            new ChatRefusalFilter(app.get(ChatService)),
+          ),
+        ],
+        application: app.get(ApplicationConfig),
+      });
+    } catch (error) {
+      await app.close();
+      // Told as a configuration error (the operator's way out is DIRECT_ROUTE=off): its message, without a stack.
+      throw error instanceof DirectRouteRefused ? new ConfigError(error.problems) : error;
+    }
+  }
   return app;
 }
 

@@ -1,24 +1,43 @@
+import {
+  CallHandler,
+  CanActivate,
+  Catch,
+  ExceptionFilter,
+  ExecutionContext,
+  Injectable,
+  Module,
+  NestInterceptor,
+} from '@nestjs/common';
+import { APP_GUARD, APP_INTERCEPTOR, NestFactory } from '@nestjs/core';
+import type { NestExpressApplication } from '@nestjs/platform-express';
+import type { Response as ExpressResponse } from 'express';
+import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DataSource } from 'typeorm';
+import { type AppCreator, createApp } from '../src/app.factory';
+import { ConfigError } from '../src/config/app-config';
 import { ApiKeysService } from '../src/workspaces/api-keys.service';
 import { WorkspacesService } from '../src/workspaces/workspaces.service';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
-import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
+import { openAiClient, startTestApp, TestApp, TestWorkspace, testConfig } from './support/test-app';
+import { createTestDatabase } from './support/test-database';
 
 /**
  * POST /v1/chat/completions is served in front of Express's router and Nest's pipeline
  * (src/common/http/direct-route.ts), except with an Idempotency-Key, which Nest's interceptor
  * handles. Both ways must answer alike: same status, body and headers (only Express's ETag,
  * which the direct route does not compute, tells them apart), the same refusals, and the same
- * usage records.
+ * usage records. With DIRECT_ROUTE=off every request goes through Nest: the same suite holds.
  */
-describe('chat completions on the direct route and through Nest', () => {
+describe.each(['on', 'off'] as const)('chat completions on the direct route and through Nest (DIRECT_ROUTE=%s)', (directRoute) => {
   let upstream: FakeOpenAi;
   let t: TestApp;
 
   beforeAll(async () => {
     upstream = await startFakeOpenAi();
-    t = await startTestApp({ config: { providers: { openai: { apiKey: 'sk-upstream', baseUrl: upstream.url } }, llmSimulator: 'off' } });
+    t = await startTestApp({
+      config: { providers: { openai: { apiKey: 'sk-upstream', baseUrl: upstream.url } }, llmSimulator: 'off', directRoute },
+    });
   });
   afterAll(async () => {
     await t.close();
@@ -40,7 +59,7 @@ describe('chat completions on the direct route and through Nest', () => {
     rateLimit: ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset'].filter((name) => response.headers.has(name)),
   });
 
-  it('answers a completion with the same status, headers and body shape either way; only the Nest one has an ETag', async () => {
+  it('answers a completion with the same status, headers and body shape either way; only the Nest one has an ETag (both, when off)', async () => {
     const workspace = await t.createWorkspace({ balanceMillicents: 100_000 });
     upstream.script({ kind: 'text', text: 'Hi.' });
     const direct = await post(workspace, BODY);
@@ -54,8 +73,9 @@ describe('chat completions on the direct route and through Nest', () => {
       requestId: true,
       rateLimit: ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset'],
     });
-    expect(direct.headers.get('etag')).toBeNull();
-    expect(nest.headers.get('etag')).not.toBeNull();
+    // Express's ETag: what tells Nest's answer from the direct route's.
+    expect(direct.headers.has('etag')).toBe(directRoute === 'off');
+    expect(nest.headers.has('etag')).toBe(true);
     const [directBody, nestBody] = (await Promise.all([direct.json(), nest.json()])) as Record<string, unknown>[];
     expect(Object.keys(directBody).sort()).toEqual(Object.keys(nestBody).sort());
     expect(directBody).toMatchObject({ object: 'chat.completion', choices: [{ message: { content: 'Hi.' } }] });
@@ -103,5 +123,108 @@ describe('chat completions on the direct route and through Nest', () => {
       if (records.length === 0) await sleep(100);
     }
     expect(records).toEqual([{ status: 'error', error_code: 'rate_limit_exceeded' }]);
+  });
+});
+
+/** An interceptor of the application's own, which the direct route does not run: it marks the answers it wraps. */
+@Injectable()
+class AuditInterceptor implements NestInterceptor {
+  intercept(context: ExecutionContext, next: CallHandler) {
+    context.switchToHttp().getResponse<ExpressResponse>().setHeader('x-audited', 'yes');
+    return next.handle();
+  }
+}
+@Injectable()
+class AuditGuard implements CanActivate {
+  canActivate() {
+    return true;
+  }
+}
+class AuditFailure extends Error {}
+@Catch(AuditFailure)
+class AuditFailureFilter implements ExceptionFilter {
+  catch() {}
+}
+/** APP_* providers in a module of its own, as a feature module would bring them. */
+@Module({
+  providers: [
+    { provide: APP_INTERCEPTOR, useClass: AuditInterceptor },
+    { provide: APP_GUARD, useClass: AuditGuard },
+  ],
+})
+class AuditModule {}
+
+/** createApp's application with AuditModule beside the root module, and a filter added with app.useGlobalFilters. */
+const withAudit: AppCreator = async (module, options, adapter) => {
+  @Module({ imports: [module, AuditModule] })
+  class AuditedApp {}
+  const app = await NestFactory.create<NestExpressApplication>(AuditedApp, adapter, options);
+  app.useGlobalFilters(new AuditFailureFilter());
+  return app;
+};
+
+describe('the direct route fails closed', () => {
+  let upstream: FakeOpenAi;
+  let databaseUrl: string;
+  beforeAll(async () => {
+    upstream = await startFakeOpenAi();
+    databaseUrl = await createTestDatabase();
+  });
+  afterAll(() => upstream.close());
+  const configWith = (directRoute: 'on' | 'off') =>
+    testConfig({ providers: { openai: { apiKey: 'sk-upstream', baseUrl: upstream.url } }, llmSimulator: 'off', directRoute });
+
+  it('refuses to start with a global interceptor, guard or filter it does not run, naming each and the way out', async () => {
+    const refusal = await createApp(configWith('on'), databaseUrl, { logger: false, create: withAudit }).then(
+      async (app) => {
+        await app.close();
+        return undefined;
+      },
+      (error: unknown) => error,
+    );
+    expect(refusal).toBeInstanceOf(ConfigError);
+    const problems = (refusal as ConfigError).problems;
+    expect(problems.map((problem) => /does not run the (global \w+ \w+)/.exec(problem)?.[1]).sort()).toEqual([
+      'global filter AuditFailureFilter',
+      'global guard AuditGuard',
+      'global interceptor AuditInterceptor',
+    ]);
+    for (const problem of problems) {
+      expect(problem).toContain('the direct route of POST /v1/chat/completions');
+      expect(problem).toContain('src/chat/chat-direct-route.ts');
+      expect(problem).toContain('or set DIRECT_ROUTE=off');
+    }
+  });
+
+  it('refuses a global enhancer added to the app createApp returned (in main.ts, say), which it could not check', async () => {
+    // abortOnError: false, or Nest's proxy would end the process on the throw (after logging it: what main.ts would do).
+    const create: AppCreator = (module, options, adapter) => NestFactory.create<NestExpressApplication>(module, adapter, { ...options, abortOnError: false });
+    const app = await createApp(configWith('on'), databaseUrl, { logger: false, create });
+    try {
+      expect(() => app.useGlobalInterceptors(new AuditInterceptor())).toThrow(
+        'app.useGlobalInterceptors() after the direct routes were checked: add it in createApp before serveDirectRoutes (src/app.factory.ts), or set DIRECT_ROUTE=off',
+      );
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('with DIRECT_ROUTE=off starts with them and serves chat completions through Nest, which runs them', async () => {
+    const app = await createApp(configWith('off'), databaseUrl, { logger: false, create: withAudit });
+    try {
+      await app.listen(0, '127.0.0.1');
+      const baseUrl = `http://127.0.0.1:${(app.getHttpServer().address() as AddressInfo).port}`;
+      const created = await app.get(WorkspacesService).create({ name: 'Audited', tier: 'pro', balanceMillicents: 100_000 });
+      upstream.script({ kind: 'text', text: 'Hi.' });
+      const { data, response } = await openAiClient(baseUrl, created.apiKey)
+        .chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'Hello' }], max_tokens: 16 })
+        .withResponse();
+      expect(data.choices[0].message.content).toBe('Hi.');
+      // Only Nest's pipeline runs the interceptor, and only Express's res.json adds an ETag.
+      expect(response.headers.get('x-audited')).toBe('yes');
+      expect(response.headers.has('etag')).toBe(true);
+    } finally {
+      await app.close();
+    }
   });
 });

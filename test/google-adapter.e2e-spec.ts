@@ -541,7 +541,8 @@ describe('GoogleAdapter streaming', () => {
     const pending = iterator.next();
     controller.abort();
     const error = await pending.catch((e: unknown) => e);
-    expect(Date.now() - started).toBeLessThan(150);
+    // Well before the ~10 s the stream would still take (a wide margin: the machine may be loaded).
+    expect(Date.now() - started).toBeLessThan(2_000);
     expect(isAbort(error)).toBe(true);
     await fake.requests[0].finished;
     expect(fake.requests[0].clientClosedEarly).toBe(true);

@@ -1,31 +1,97 @@
 import type { CanActivate } from '@nestjs/common';
+import { ApplicationConfig } from '@nestjs/core';
 import { GUARDS_METADATA, INTERCEPTORS_METADATA } from '@nestjs/common/constants';
 import type { Response } from 'express';
 import { of } from 'rxjs';
 import { ApiError } from '../common/errors/api-error';
+import { ApiExceptionFilter } from '../common/errors/api-exception.filter';
+import { unrunEnhancers } from '../common/http/direct-route';
+import { createValidationPipe } from '../common/validation/validation.pipe';
+import { IdempotencyInterceptor } from '../idempotency/idempotency.interceptor';
 import type { ApiRequest } from '../common/http/request-context';
 import { chatCompletionsRoute } from './chat-direct-route';
 import type { ChatRefusalFilter } from './chat-refusal.filter';
 import { ChatController } from './chat.controller';
 
-describe('chatCompletionsRoute', () => {
-  const make = () => chatCompletionsRoute({} as ChatController, [], {} as ChatRefusalFilter);
+/** A stand-in for the API's guards (the real ones need the database). */
+class KeyGuard implements CanActivate {
+  canActivate() {
+    return true;
+  }
+}
 
-  it('is made for the controller as it is: its one filter, no guard, interceptor or pipe of its own', () => {
-    expect(make()).toMatchObject({ method: 'POST', path: '/v1/chat/completions' });
+/** The global enhancers createApp gives the application, as instances of their classes (without their dependencies). */
+function productionGlobals(guards: CanActivate[]): ApplicationConfig {
+  const application = new ApplicationConfig();
+  application.useGlobalGuards(...guards);
+  application.useGlobalInterceptors(Object.create(IdempotencyInterceptor.prototype) as IdempotencyInterceptor);
+  application.useGlobalFilters(Object.create(ApiExceptionFilter.prototype) as ApiExceptionFilter);
+  application.useGlobalPipes(createValidationPipe());
+  return application;
+}
+
+describe('chatCompletionsRoute', () => {
+  const guards = [new KeyGuard()];
+  const make = () => chatCompletionsRoute({} as ChatController, guards, {} as ChatRefusalFilter);
+  const unrun = (application = productionGlobals(guards)) => unrunEnhancers([make()], application);
+
+  it("runs, or knowingly does without, every enhancer of Nest's route as the application has it, each with why", () => {
+    expect(make()).toMatchObject({ method: 'POST', path: '/v1/chat/completions', handler: { controller: ChatController, method: 'create' } });
+    expect(unrun()).toEqual([]);
+    expect(make().runs.map((known) => `${known.kind} ${known.type.name}`)).toEqual([
+      'guard KeyGuard',
+      'interceptor IdempotencyInterceptor',
+      'filter ApiExceptionFilter',
+      'filter ChatRefusalFilter',
+      'pipe ValidationPipe',
+    ]);
+    for (const known of make().runs) expect(known.why.length).toBeGreaterThan(20);
   });
 
   it.each([
-    ['a guard on the handler', GUARDS_METADATA, ChatController.prototype.create],
-    ['an interceptor on the controller', INTERCEPTORS_METADATA, ChatController],
-  ])('refuses to be made once the controller has %s, which it would skip', (_name, key, target) => {
+    ['a guard on the handler', 'route guard Added', GUARDS_METADATA, ChatController.prototype.create],
+    ['an interceptor on the controller', 'route interceptor Added', INTERCEPTORS_METADATA, ChatController],
+  ])('names %s, which it would skip', (_name, named, key, target) => {
     Reflect.defineMetadata(key, [class Added {}], target);
     try {
-      expect(make).toThrow(`ChatController has ${key}`);
+      expect(unrun()).toEqual([expect.stringContaining(`does not run the ${named} (on ChatController.create)`)]);
     } finally {
       Reflect.deleteMetadata(key, target);
     }
-    expect(make).not.toThrow();
+    expect(unrun()).toEqual([]);
+  });
+
+  it('names a global guard it was not given, and a global interceptor, pipe or filter it does not know', () => {
+    const application = productionGlobals(guards);
+    class AuditInterceptor {
+      intercept = () => undefined;
+    }
+    application.useGlobalGuards(new (class TenantGuard extends KeyGuard {})());
+    application.useGlobalInterceptors(new AuditInterceptor() as never);
+    application.useGlobalPipes(new (class TrimPipe {
+      transform = (value: unknown) => value;
+    })());
+    application.useGlobalFilters(new (class SentryFilter {
+      catch = () => undefined;
+    })());
+    expect(unrun(application).map((problem) => /the (global \w+ \w+)/.exec(problem)?.[1])).toEqual([
+      'global guard TenantGuard',
+      'global interceptor AuditInterceptor',
+      'global pipe TrimPipe',
+      'global filter SentryFilter',
+    ]);
+  });
+
+  it('does without the global ValidationPipe only while create takes no class, which the pipe would validate', () => {
+    const types = Reflect.getMetadata('design:paramtypes', ChatController.prototype, 'create') as unknown[];
+    class ChatRequestDto {}
+    Reflect.defineMetadata('design:paramtypes', [Object, ChatRequestDto, Object, Object], ChatController.prototype, 'create');
+    try {
+      expect(unrun()).toEqual([expect.stringContaining('does not run the global pipe ValidationPipe')]);
+    } finally {
+      Reflect.defineMetadata('design:paramtypes', types, ChatController.prototype, 'create');
+    }
+    expect(unrun()).toEqual([]);
   });
 
   it('leaves a request with an Idempotency-Key to Nest (its interceptor)', () => {

@@ -1,12 +1,13 @@
-import { CanActivate } from '@nestjs/common';
-import { EXCEPTION_FILTERS_METADATA, GUARDS_METADATA, INTERCEPTORS_METADATA, PIPES_METADATA } from '@nestjs/common/constants';
+import { CanActivate, type Type, ValidationPipe } from '@nestjs/common';
 import { ExecutionContextHost } from '@nestjs/core/helpers/execution-context-host';
 import type { Response } from 'express';
 import type { IncomingMessage } from 'node:http';
 import { isObservable, lastValueFrom } from 'rxjs';
 import { ApiError } from '../common/errors/api-error';
-import type { DirectRoute } from '../common/http/direct-route';
+import { ApiExceptionFilter } from '../common/errors/api-exception.filter';
+import type { DirectRoute, KnownEnhancer } from '../common/http/direct-route';
 import type { ApiRequest } from '../common/http/request-context';
+import { IdempotencyInterceptor } from '../idempotency/idempotency.interceptor';
 import { ChatRefusalFilter } from './chat-refusal.filter';
 import { ChatController } from './chat.controller';
 
@@ -14,17 +15,19 @@ import { ChatController } from './chat.controller';
  * `POST /v1/chat/completions` as a direct route (common/http/direct-route.ts): the API's
  * guards (the API key, then the workspace's rate limit), then ChatController.create, then
  * its answer (200, as `@HttpCode` says, without Express's ETag); an ApiError goes through the
- * controller's ChatRefusalFilter, as in Nest. Of Nest's pipeline this route uses only the
- * global guards and the idempotency interceptor: a request with an `Idempotency-Key` is left
- * to Nest. The controller stays the route's one implementation and its documentation
- * (Swagger); should it gain a guard, an interceptor, a pipe or another filter of its own, the
- * service refuses to start rather than skip it here.
+ * controller's ChatRefusalFilter, as in Nest. Of Nest's pipeline it runs what `runs` lists
+ * (chatCompletionsEnhancers): a request with an `Idempotency-Key` is left to Nest. The
+ * controller stays the route's one implementation and its documentation (Swagger); should
+ * Nest's route gain a guard, an interceptor, a pipe or a filter, global or its own, that the
+ * list does not name, the service refuses to start rather than skip it here.
  */
 export function chatCompletionsRoute(controller: ChatController, guards: CanActivate[], refusals: ChatRefusalFilter): DirectRoute {
-  assertNothingElseApplies();
   return {
     method: 'POST',
     path: '/v1/chat/completions',
+    handler: { controller: ChatController, method: 'create' },
+    runs: chatCompletionsEnhancers(guards),
+    source: 'src/chat/chat-direct-route.ts',
     accepts: (req: IncomingMessage) => req.headers['idempotency-key'] === undefined,
     async handle(req: ApiRequest, res: Response): Promise<void> {
       // What guards and filters are given in Nest (the handler for their reflector metadata).
@@ -48,17 +51,46 @@ export function chatCompletionsRoute(controller: ChatController, guards: CanActi
   };
 }
 
-/** Nest metadata on the controller or its handler that this route would not apply. */
-function assertNothingElseApplies(): void {
-  const on = [ChatController, ChatController.prototype.create];
-  const unexpected = [GUARDS_METADATA, INTERCEPTORS_METADATA, PIPES_METADATA].filter((key) =>
-    on.some((target) => ((Reflect.getMetadata(key, target) as unknown[] | undefined) ?? []).length > 0),
-  );
-  const filters = on.flatMap((target) => (Reflect.getMetadata(EXCEPTION_FILTERS_METADATA, target) as unknown[] | undefined) ?? []);
-  if (filters.length !== 1 || filters[0] !== ChatRefusalFilter) unexpected.push(EXCEPTION_FILTERS_METADATA);
-  if (unexpected.length > 0) {
-    throw new Error(`ChatController has ${unexpected.join(', ')} that the direct route of chat completions does not apply (src/chat/chat-direct-route.ts)`);
-  }
+/**
+ * The one list of what Nest runs around ChatController.create that this route runs too, or
+ * knowingly does without, and why. serveDirectRoutes compares it with the enhancers Nest's
+ * route has at start; any other refuses the start.
+ */
+export function chatCompletionsEnhancers(guards: readonly CanActivate[]): KnownEnhancer[] {
+  return [
+    ...guards.map((guard) => ({
+      kind: 'guard' as const,
+      type: guard.constructor as KnownEnhancer['type'],
+      why: 'run before the handler in the order of API_GUARDS (app.module.ts), the order Nest registers them in as APP_GUARD',
+    })),
+    {
+      kind: 'interceptor',
+      type: IdempotencyInterceptor,
+      why: 'a request with an Idempotency-Key is left to Nest (accepts); without one the interceptor only calls the handler',
+    },
+    {
+      kind: 'filter',
+      type: ApiExceptionFilter,
+      why: "every error this route does not answer itself goes to its respond() (the routing's onError, app.factory.ts)",
+    },
+    { kind: 'filter', type: ChatRefusalFilter, why: "an ApiError of a guard or of the handler goes to its catch(), as in Nest" },
+    // Only while create takes no class: a DTO parameter would need the pipe's validation here.
+    ...(takesNoClass(ChatController, 'create')
+      ? [
+          {
+            kind: 'pipe' as const,
+            type: ValidationPipe,
+            why: 'validates and transforms class-typed parameters only, and create has none (the chat service validates the body): it would pass every argument through',
+          },
+        ]
+      : []),
+  ];
+}
+
+/** Whether every parameter of the method is typed with no class (an interface, `unknown`), so that ValidationPipe leaves it as it is. */
+function takesNoClass(controller: Type<unknown>, method: string): boolean {
+  const types = Reflect.getMetadata('design:paramtypes', controller.prototype as object, method) as unknown[] | undefined;
+  return types !== undefined && types.every((type) => type === Object);
 }
 
 /** What Express's `res.json` sends with status 200, without its ETag (a hash of every answer, which nobody revalidates a POST with). */

@@ -1,4 +1,6 @@
 import { EventEmitter } from 'node:events';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { Response } from 'express';
 import { Observable, Subject } from 'rxjs';
 import { ApiError } from '../common/errors/api-error';
@@ -169,5 +171,28 @@ describe('writeEventStream', () => {
     await written;
     await nextTick();
     expect(res.sent).toEqual(['data: {"n":1}\n\ndata: {"n":2}\n\n', 'data: {"n":3}\n\ndata: [DONE]\n\n']);
+  });
+
+  it('sends a real HTTP client every frame when the last ones are written in the turn the stream ends (corked)', async () => {
+    const server = createServer((_req, res) => {
+      const events = new Observable<unknown>((subscriber) => {
+        subscriber.next({ n: 1 });
+        setTimeout(() => {
+          subscriber.next({ n: 2 });
+          subscriber.next({ n: 3 });
+          subscriber.complete();
+        }, 10);
+      });
+      // Express's one addition that writeEventStream uses.
+      const express = Object.assign(res, { status: (code: number) => Object.assign(res, { statusCode: code }) });
+      void writeEventStream(express as unknown as Response, events, (error) => error as ApiError);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const answer = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`);
+      expect(await answer.text()).toBe('data: {"n":1}\n\ndata: {"n":2}\n\ndata: {"n":3}\n\ndata: [DONE]\n\n');
+    } finally {
+      server.close();
+    }
   });
 });

@@ -35,7 +35,11 @@ export function writeEventStream(res: Response, events: Observable<unknown>, onE
     const subscription = frames.subscribe({
       error: reject,
       complete: () => {
-        if (!res.writableEnded) res.end();
+        if (!res.writableEnded) {
+          // Node 24 drops what was written while corked when the response ends still corked.
+          while (res.writableCorked > 0) res.uncork();
+          res.end();
+        }
         resolve();
       },
     });

@@ -8,7 +8,7 @@ export type PaymentProviderSetting = (typeof PAYMENT_PROVIDER_SETTINGS)[number];
 
 /**
  * The upstream providers, each with the prefix of its variables: `<PREFIX>_API_KEY` and
- * `<PREFIX>_BASE_URL` (a contract: ARCHITECTURE section 7). The catalog's provider names are
+ * `<PREFIX>_BASE_URL` (a contract: docs/architecture.md, "Configuration (contract)"). The catalog's provider names are
  * these and `simulator`; each has an entry in `providers/provider-registry.ts`, which builds its adapter.
  */
 export const UPSTREAM_PROVIDERS = [
@@ -156,6 +156,12 @@ export interface AppConfig {
   };
   /** On SIGTERM, how long requests and streams may go on before open streams are ended with `server_shutting_down`. */
   shutdownDrainMs: number;
+  /**
+   * `on` (the default): POST /v1/chat/completions is served in front of Express and Nest
+   * (common/http/direct-route.ts), and the service refuses to start if Nest would run around
+   * it an enhancer the direct route does not; `off`: through Nest, like every other route.
+   */
+  directRoute: 'on' | 'off';
   /** `/metrics`: a bearer token it requires, and/or a port of its own; with neither it is not served. */
   metrics: { token?: string; port?: number };
 }
@@ -255,6 +261,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
       requestTimeoutMs: read.integer('HTTP_REQUEST_TIMEOUT_MS', 300_000, 0, 3_600_000),
     },
     shutdownDrainMs: read.integer('SHUTDOWN_DRAIN_MS', 30_000, 0, 3_600_000),
+    directRoute: read.oneOf('DIRECT_ROUTE', ['on', 'off'] as const) ?? 'on',
     metrics: {
       token: read.string('METRICS_TOKEN'),
       port: read.optionalInteger('METRICS_PORT', 1, 65535),

@@ -64,7 +64,7 @@ function model(
   };
 }
 
-/** Reads a catalog file (ARCHITECTURE section 7), naming every problem at once. */
+/** Reads a catalog file (docs/architecture.md, "Configuration (contract)"; format in docs/api.md, "Models"), naming every problem at once. */
 export function loadCatalogFile(file: string): ModelDefinition[] {
   let parsed: unknown;
   try {

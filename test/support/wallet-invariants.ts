@@ -1,7 +1,7 @@
 import type { DataSource } from 'typeorm';
 
 /**
- * The wallet invariants of ARCHITECTURE.md section 5, once nothing is in flight: the balance
+ * The wallet invariants of docs/architecture.md, "Money (contract)", once nothing is in flight: the balance
  * is the sum of the ledger, nothing is reserved, no hold is left, and the balance is not
  * negative.
  */

@@ -1,6 +1,6 @@
 import { HttpStatus } from '@nestjs/common';
 
-/** The error identifiers of the spec (and ARCHITECTURE section 6), carried in `error.type`. */
+/** The error identifiers of the spec (docs/architecture.md, "Errors and headers (contract)"), carried in `error.type`. */
 export type ApiErrorType =
   | 'bad_request'
   | 'authentication_error'

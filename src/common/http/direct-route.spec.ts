@@ -1,11 +1,31 @@
+import { type CallHandler, type ExecutionContext, type NestInterceptor } from '@nestjs/common';
+import { ApplicationConfig } from '@nestjs/core';
 import express, { type RequestHandler, type Response } from 'express';
 import { createServer, IncomingMessage, type Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { type DirectRoute, type DirectRouting, ExpressPrototypesAdapter, serveDirectRoutes } from './direct-route';
+import { type DirectRoute, DirectRouteRefused, type DirectRouting, ExpressPrototypesAdapter, serveDirectRoutes } from './direct-route';
 import type { ApiRequest } from './request-context';
 
+/** The Nest handler the routes below stand in for: nothing of its own. */
+class ThingsController {
+  create(): void {}
+}
+const THINGS = { handler: { controller: ThingsController, method: 'create' }, runs: [], source: 'direct-route.spec.ts' };
+
+class AuditInterceptor implements NestInterceptor {
+  intercept(_context: ExecutionContext, next: CallHandler) {
+    return next.handle();
+  }
+}
+
 /** A real HTTP server with a real Express application behind it, as Nest makes them. */
-async function serve(options: { middleware?: RequestHandler[]; route?: Partial<DirectRoute>; basePath?: string; onError?: DirectRouting['onError'] }) {
+async function serve(options: {
+  middleware?: RequestHandler[];
+  route?: Partial<DirectRoute>;
+  basePath?: string;
+  onError?: DirectRouting['onError'];
+  application?: ApplicationConfig;
+}) {
   const app = express();
   const middleware = options.middleware ?? [];
   for (const handler of middleware) app.use(handler);
@@ -26,6 +46,7 @@ async function serve(options: { middleware?: RequestHandler[]; route?: Partial<D
       {
         method: 'POST',
         path: '/v1/things',
+        ...THINGS,
         accepts: () => true,
         handle: async (req: ApiRequest, res: Response) => {
           res.json({ by: 'direct', route: (req.route as { path: string }).path, url: req.url, originalUrl: req.originalUrl, seen: res.locals.seen ?? [], userAgent: req.get('user-agent') });
@@ -33,6 +54,7 @@ async function serve(options: { middleware?: RequestHandler[]; route?: Partial<D
         ...options.route,
       },
     ],
+    application: options.application ?? new ApplicationConfig(),
   };
   serveDirectRoutes(server, routing);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -135,9 +157,46 @@ describe('serveDirectRoutes', () => {
 
   it('refuses a server whose requests go to another listener than the Express application given', () => {
     const other = createServer();
-    expect(() => serveDirectRoutes(other, { app: express(), middleware: [], onError: () => undefined, basePath: '', routes: [] })).toThrow(
-      'does not hand its requests',
+    expect(() =>
+      serveDirectRoutes(other, { app: express(), middleware: [], onError: () => undefined, basePath: '', routes: [], application: new ApplicationConfig() }),
+    ).toThrow('does not hand its requests');
+  });
+
+  it('refuses to serve when Nest has an enhancer around the handler that the route does not list, naming it, and leaves the server to Express', async () => {
+    const application = new ApplicationConfig();
+    application.useGlobalInterceptors(new AuditInterceptor());
+    const app = express();
+    const refused = createServer(app);
+    const route = { method: 'POST', path: '/v1/things', ...THINGS, accepts: () => true, handle: () => Promise.resolve() };
+    let refusal: unknown;
+    try {
+      serveDirectRoutes(refused, { app, middleware: [], onError: () => undefined, basePath: '', routes: [route], application });
+    } catch (error) {
+      refusal = error;
+    }
+    expect(refused.listeners('request')).toEqual([app]);
+    expect(refusal).toBeInstanceOf(DirectRouteRefused);
+    expect((refusal as DirectRouteRefused).problems).toEqual([
+      'the direct route of POST /v1/things does not run the global interceptor AuditInterceptor (an APP_* provider or app.useGlobal*):' +
+        ' teach the route to run it and list it in its `runs` (direct-route.spec.ts), or set DIRECT_ROUTE=off',
+    ]);
+
+    const listed = await serve({ application, route: { runs: [{ kind: 'interceptor', type: AuditInterceptor, why: 'the spec says so' }] } });
+    server = listed.server;
+    expect((await listed.call('POST', '/v1/things')).body.by).toBe('direct');
+  });
+
+  it('refuses, once serving, a global enhancer added later (app.useGlobal*), which it could not check', async () => {
+    const application = new ApplicationConfig();
+    const started = await serve({ application });
+    server = started.server;
+    expect(() => application.useGlobalInterceptors(new AuditInterceptor())).toThrow(
+      'app.useGlobalInterceptors() after the direct routes were checked: add it in createApp before serveDirectRoutes',
     );
+    expect(() => application.useGlobalFilters()).toThrow('app.useGlobalFilters()');
+    expect(() => application.useGlobalGuards()).toThrow('app.useGlobalGuards()');
+    expect(() => application.useGlobalPipes()).toThrow('app.useGlobalPipes()');
+    expect(application.getGlobalInterceptors()).toEqual([]);
   });
 });
 
@@ -170,10 +229,12 @@ describe('ExpressPrototypesAdapter', () => {
         throw error;
       },
       basePath: '',
+      application: new ApplicationConfig(),
       routes: [
         {
           method: 'POST',
           path: '/v1/things',
+          ...THINGS,
           accepts: () => true,
           handle: async (req, res) => {
             record('direct', req, res);

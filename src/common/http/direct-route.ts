@@ -1,8 +1,10 @@
 import { Logger, type NestApplicationOptions } from '@nestjs/common';
+import type { ApplicationConfig } from '@nestjs/core';
 import { ExpressAdapter } from '@nestjs/platform-express';
 import type { Express, NextFunction, RequestHandler, Response } from 'express';
 import { createServer, IncomingMessage, type Server, ServerResponse } from 'node:http';
 import type { ApiRequest } from './request-context';
+import { enhancersOf, type EnhancerKind, type NestHandler, type RouteEnhancer } from './route-enhancers';
 
 /**
  * A route served by the HTTP server's request listener itself, in front of Express's router
@@ -12,11 +14,21 @@ import type { ApiRequest } from './request-context';
  * body parsing and its checks: the list createApp gives Express), with Express's request and
  * response objects, and its errors go to the same filter. Middleware that calls
  * `next('route')` or `next('router')` (none does) would be taken for an error.
+ *
+ * It fails closed: Nest's route for the same handler may gain a guard, an interceptor, a pipe
+ * or a filter (global or its own) that this code does not run; serveDirectRoutes then refuses
+ * to start, naming it, unless the route lists it in `runs`.
  */
 export interface DirectRoute {
   method: string;
   /** The path without BASE_PATH; the query string is ignored. */
   path: string;
+  /** The Nest route it stands in for (the controller's handler), whose enhancers are checked against `runs` at start. */
+  handler: NestHandler;
+  /** Every enhancer of that Nest route it runs, or knowingly does without, each with why: anything else refuses the start. */
+  runs: readonly KnownEnhancer[];
+  /** Where the route is written (and `runs` is to be extended), for the refusal's message. */
+  source: string;
   /** False leaves this request to Express and Nest (a feature the direct route does not have, an Idempotency-Key say). */
   accepts(req: IncomingMessage): boolean;
   /** Runs after the middleware; answers, or throws for the error filter to answer. */
@@ -32,6 +44,38 @@ export interface DirectRouting {
   onError(error: unknown, req: ApiRequest, res: Response): void;
   basePath: string;
   routes: DirectRoute[];
+  /** Nest's global enhancers (`app.get(ApplicationConfig)`), complete: after the last `useGlobal*`. */
+  application: ApplicationConfig;
+}
+
+/** An enhancer a direct route runs (or knowingly replaces or does without), by kind and class. */
+export interface KnownEnhancer {
+  kind: EnhancerKind;
+  type: abstract new (...args: never[]) => unknown;
+  /** How the direct route runs it, or why it need not. */
+  why: string;
+}
+
+/** The direct routes would skip what Nest runs around their handlers: the service must not start (`problems` names each). */
+export class DirectRouteRefused extends Error {
+  constructor(readonly problems: string[]) {
+    super(`The direct route refuses to serve:\n${problems.map((problem) => `  - ${problem}`).join('\n')}`);
+    this.name = 'DirectRouteRefused';
+  }
+}
+
+/** What Nest runs around each route's handler that the route does not list in `runs`, said for an operator (empty: none). */
+export function unrunEnhancers(routes: readonly DirectRoute[], application: ApplicationConfig): string[] {
+  return routes.flatMap((route) =>
+    enhancersOf(application, route.handler)
+      .filter((enhancer) => !route.runs.some((known) => known.kind === enhancer.kind && known.type === enhancer.type))
+      .map(
+        (enhancer: RouteEnhancer) =>
+          `the direct route of ${route.method} ${route.path} does not run the ${enhancer.scope} ${enhancer.kind} ${enhancer.name}` +
+          ` (${enhancer.scope === 'global' ? 'an APP_* provider or app.useGlobal*' : `on ${route.handler.controller.name}.${route.handler.method}`}):` +
+          ` teach the route to run it and list it in its \`runs\` (${route.source}), or set DIRECT_ROUTE=off`,
+      ),
+  );
 }
 
 const logger = new Logger('HTTP');
@@ -72,16 +116,38 @@ function inheriting<T>(base: T, methods: object, name: string): T {
   return subclass as unknown as T;
 }
 
-/** Puts the direct routes in front of Express as the server's request listener. */
+/**
+ * Puts the direct routes in front of Express as the server's request listener; refuses
+ * (DirectRouteRefused) if Nest would run anything around their handlers that they do not.
+ * The check is made here, once: nothing of it is left for the requests.
+ */
 export function serveDirectRoutes(server: Server, routing: DirectRouting): void {
   const { app, basePath } = routing;
+  const unrun = unrunEnhancers(routing.routes, routing.application);
+  if (unrun.length > 0) throw new DirectRouteRefused(unrun);
   if (!server.listeners('request').includes(app)) throw new Error('The HTTP server does not hand its requests to this Express application');
+  refuseLaterGlobalEnhancers(routing.application);
   server.removeListener('request', app);
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     const route = routing.routes.find((candidate) => matches(candidate, req, basePath));
     if (route) serve(route, req, res, routing);
     else app(req, res);
   });
+}
+
+/**
+ * The check above sees the global enhancers added so far; one added later with
+ * `app.useGlobal*` (in main.ts, say) would be run by Nest's routes and skipped here: that
+ * call throws instead, saying where to add it.
+ */
+function refuseLaterGlobalEnhancers(application: ApplicationConfig): void {
+  const refuse = (method: string) => (): never => {
+    throw new Error(`app.${method}() after the direct routes were checked: add it in createApp before serveDirectRoutes (src/app.factory.ts), or set DIRECT_ROUTE=off`);
+  };
+  application.useGlobalGuards = refuse('useGlobalGuards');
+  application.useGlobalInterceptors = refuse('useGlobalInterceptors');
+  application.useGlobalPipes = refuse('useGlobalPipes');
+  application.useGlobalFilters = refuse('useGlobalFilters');
 }
 
 function matches(route: DirectRoute, req: IncomingMessage, basePath: string): boolean {
