@@ -1,4 +1,3 @@
-import { PendingSettlementsModule } from './common/settlements/pending-settlements';
 import { DynamicModule, Module } from '@nestjs/common';
 import { APP_FILTER, APP_GUARD, APP_INTERCEPTOR } from '@nestjs/core';
 import { ScheduleModule } from '@nestjs/schedule';
@@ -48,7 +47,6 @@ export class AppModule {
       module: AppModule,
       imports: [
         ConfigModule.forRoot(config),
-        PendingSettlementsModule,
         TypeOrmModule.forRoot(dataSourceOptions(databaseUrl, config.database)),
         ScheduleModule.forRoot(),
         MetricsModule,

@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import { DataSource } from 'typeorm';
-import { Billing } from '../src/chat/billing/billing';
+import { Billing } from '../src/billing/billing';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
 import { walletInvariants } from './support/wallet-invariants';

@@ -1,5 +1,7 @@
 import { Module } from '@nestjs/common';
 import { AssistantsModule } from '../assistants/assistants.module';
+import { BillingModule } from '../billing/billing.module';
+import { ServerDrainModule } from '../common/http/server-drain.module';
 import { ConversationsModule } from '../conversations/conversations.module';
 import { LimitsModule } from '../limits/limits.module';
 import { MetricsModule } from '../metrics/metrics.module';
@@ -7,14 +9,13 @@ import { ModelsModule } from '../models/models.module';
 import { ProvidersModule } from '../providers/providers.module';
 import { UsageModule } from '../usage/usage.module';
 import { WalletModule } from '../wallet/wallet.module';
-import { Billing } from './billing/billing';
 import { ChatController } from './chat.controller';
 import { ChatService } from './chat.service';
 
 @Module({
-  imports: [ModelsModule, ProvidersModule, WalletModule, UsageModule, AssistantsModule, ConversationsModule, LimitsModule, MetricsModule],
+  imports: [ModelsModule, ProvidersModule, WalletModule, UsageModule, AssistantsModule, ConversationsModule, LimitsModule, MetricsModule, BillingModule, ServerDrainModule],
   controllers: [ChatController],
-  providers: [ChatService, Billing],
+  providers: [ChatService],
   // The dashboard's playground runs requests through the same service.
   exports: [ChatService],
 })

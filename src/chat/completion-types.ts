@@ -1,3 +1,4 @@
+import type { XService } from '../billing/spend';
 import type { ChatCompletion, ChatCompletionChunk } from '../providers/provider-adapter';
 
 /**
@@ -6,13 +7,8 @@ import type { ChatCompletion, ChatCompletionChunk } from '../providers/provider-
  * SSE writer share them without importing one another.
  */
 
-/** The extension object of every completion (spec: "x_service"). */
-export interface XService {
-  cost_millicents: number;
-  iterations: number;
-  tools_used: string[];
-  generated_files: string[] | null;
-}
+/** The extension object of every completion (spec: "x_service"); built by the request's Spend. */
+export type { XService } from '../billing/spend';
 
 export type ChatCompletionResponse = ChatCompletion & { x_service: XService };
 export type ChatCompletionChunkResponse = ChatCompletionChunk & { x_service?: XService };

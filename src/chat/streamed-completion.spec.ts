@@ -6,7 +6,7 @@ import type { ChatCompletionChunk, ChatMessage, CompletionUsage } from '../provi
 import type { OpenedStream } from '../providers/providers.service';
 import type { ServerToolCall, ToolOutcome } from '../tools/tools.service';
 import { ChatCompletionChunkResponse, ChatStreamEvent, isKeepAlive } from './completion-types';
-import { Spend } from './spend';
+import { Spend } from '../billing/spend';
 import { StreamedCall, streamedCompletion } from './streamed-completion';
 import { OUT_OF_CONTEXT_NOTE, OUT_OF_FUNDS_NOTE } from './tool-loop';
 

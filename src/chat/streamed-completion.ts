@@ -3,7 +3,7 @@ import { Cancellation } from '../common/cancellation';
 import { serverShuttingDown } from '../common/http/server-drain';
 import type { ChatMessage } from '../providers/provider-adapter';
 import type { OpenedStream } from '../providers/providers.service';
-import type { BillingSession } from './billing/billing-session';
+import type { BillingSession } from '../billing/billing-session';
 import type { ChatStreamEvent } from './completion-types';
 import { StreamedIteration, StreamRelay } from './stream-relay';
 import { CUT_SHORT_NOTES, LoopEnd, ModelTurn, runToolLoop, ToolLoop } from './tool-loop';

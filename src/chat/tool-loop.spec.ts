@@ -1,7 +1,7 @@
 import type { ModelDefinition } from '../models/model-catalog';
 import type { ChatCompletion, ChatMessage, CompletionUsage } from '../providers/provider-adapter';
 import type { ServerToolCall, ToolOutcome } from '../tools/tools.service';
-import { Spend } from './spend';
+import { Spend } from '../billing/spend';
 import { answerOf, completionTurn, LoopBilling, ModelTurn, OUT_OF_FUNDS_NOTE, runToolLoop, ToolLoop } from './tool-loop';
 
 const MODEL = { id: 'gpt-4o', inputPrice: 250_000, outputPrice: 1_000_000, cachedInputPrice: 125_000 } as ModelDefinition;

@@ -1,6 +1,6 @@
 import type { ChatCompletion, ChatMessage, CompletionUsage } from '../providers/provider-adapter';
 import type { ServerToolCall, ToolOutcome } from '../tools/tools.service';
-import type { BillingSession } from './billing/billing-session';
+import type { BillingSession } from '../billing/billing-session';
 
 /** One model call, as far as the loop needs it. */
 export interface ModelTurn {

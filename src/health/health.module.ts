@@ -1,12 +1,8 @@
-import { Global, Module } from '@nestjs/common';
-import { ServerDrain } from '../common/http/server-drain';
+import { Module } from '@nestjs/common';
+import { ServerDrainModule } from '../common/http/server-drain.module';
 import { DatabaseProbe } from './database-probe';
 import { HealthController } from './health.controller';
 
-/**
- * The probes, and the server's graceful stop they report on. Global: the chat service
- * ends its open streams when the stop's drain deadline passes.
- */
-@Global()
-@Module({ controllers: [HealthController], providers: [ServerDrain, DatabaseProbe], exports: [ServerDrain] })
+/** The probes; readiness reports the server's graceful stop (ServerDrainModule). */
+@Module({ imports: [ServerDrainModule], controllers: [HealthController], providers: [DatabaseProbe] })
 export class HealthModule {}

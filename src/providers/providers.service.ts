@@ -79,7 +79,7 @@ export class ProvidersService implements OnModuleInit {
     const adapter = this.adapterFor(request.model);
     const call = this.upstreamCall(request, run, 'complete');
     try {
-      // The attempt's cancellation first, then the spread: see usageRecord (chat/billing/usage-record.ts).
+      // The attempt's cancellation first, then the spread: see usageRecord (billing/usage-record.ts).
       const completion = await this.withRetries(request, run, () => this.withTimeout(request, run, (cancellation) => adapter.complete({ cancellation, ...request })));
       call.ended();
       return completion;
@@ -189,7 +189,7 @@ export class ProvidersService implements OnModuleInit {
         if (done) return;
         done = true;
         const aborted = error !== undefined && (run.aborted || isAbort(error));
-        // Own labels first, then the spread: see usageRecord (chat/billing/usage-record.ts).
+        // Own labels first, then the spread: see usageRecord (billing/usage-record.ts).
         metrics.upstreamRequests.inc({ outcome: error === undefined ? 'ok' : aborted ? 'aborted' : 'error', ...labels });
         metrics.upstreamDuration.observe({ kind, ...labels }, (performance.now() - started) / 1000);
         if (error !== undefined && !aborted) {

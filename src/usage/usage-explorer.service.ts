@@ -1,4 +1,4 @@
-import { Injectable, Optional } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { Repository } from 'typeorm';
 import { ApiError } from '../common/errors/api-error';
@@ -32,12 +32,12 @@ export class UsageExplorerService {
   constructor(
     @InjectRepository(UsageRecord) private readonly records: Repository<UsageRecord>,
     /** Absent where no chat request is served (the CLI). */
-    @Optional() private readonly pending?: PendingSettlements,
+    private readonly pending: PendingSettlements,
   ) {}
 
   /** Newest first: `limit` records after the cursor (a record id of this workspace). */
   async page(workspaceId: string, filter: UsageRecordFilter, query: { limit: number; startingAfter?: string }): Promise<Page<ExploredRecord>> {
-    await this.pending?.written(workspaceId);
+    await this.pending.written(workspaceId);
     if (query.startingAfter && !(await isRecordOf(this.records.manager, workspaceId, query.startingAfter))) {
       throw ApiError.badRequest('starting_after does not name a usage record of this workspace.', 'starting_after', 'invalid_cursor');
     }
@@ -47,7 +47,7 @@ export class UsageExplorerService {
 
   /** Every record of the filter, newest first, read in batches: for an export of any length. */
   async *all(workspaceId: string, filter: UsageRecordFilter): AsyncGenerator<ExploredRecord> {
-    await this.pending?.written(workspaceId);
+    await this.pending.written(workspaceId);
     let after: string | undefined;
     for (;;) {
       const rows = await this.select(workspaceId, filter, EXPORT_BATCH, after);

@@ -1,4 +1,4 @@
-import { Injectable, Optional } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { Repository } from 'typeorm';
 import { ApiError } from '../common/errors/api-error';
@@ -113,7 +113,7 @@ export class UsageStatsService {
     @InjectRepository(UsageRecord) private readonly records: Repository<UsageRecord>,
     @InjectConfig() private readonly config: AppConfig,
     /** Absent where no chat request is served (the CLI). */
-    @Optional() private readonly pending?: PendingSettlements,
+    private readonly pending: PendingSettlements,
   ) {}
 
   /** The range of a query, defaults applied, or a 400 naming the parameter at fault. */
@@ -122,7 +122,7 @@ export class UsageStatsService {
   }
 
   async summary(workspaceId: string, period: UsagePeriod): Promise<UsageSummaryDto> {
-    await this.pending?.written(workspaceId);
+    await this.pending.written(workspaceId);
     const rows = (await this.records.manager.query(SUMMARY_SQL, [workspaceId, period.startDate, period.endDate])) as SummaryRow[];
     const totals = rows[0];
     return {
@@ -138,7 +138,7 @@ export class UsageStatsService {
   }
 
   async daily(workspaceId: string, period: UsagePeriod): Promise<DailyUsageDto[]> {
-    await this.pending?.written(workspaceId);
+    await this.pending.written(workspaceId);
     const rows = (await this.records.manager.query(DAILY_SQL, [workspaceId, period.startDate, period.endDate])) as DailyRow[];
     return rows.map((row) => ({
       date: row.date,
@@ -153,7 +153,7 @@ export class UsageStatsService {
    * both included), read from the daily totals: as fast at a million records as at ten.
    */
   async totals(workspaceId: string, startDate: string, endDate: string): Promise<UsageTotals> {
-    await this.pending?.written(workspaceId);
+    await this.pending.written(workspaceId);
     const [row] = (await this.records.manager.query(TOTALS_SQL, [workspaceId, startDate, endDate])) as {
       requests: string;
       tokens: string;
@@ -179,7 +179,7 @@ export class UsageStatsService {
   }
 
   async recent(workspaceId: string, query: RecentUsageQuery): Promise<Page<UsageRecordDto>> {
-    await this.pending?.written(workspaceId);
+    await this.pending.written(workspaceId);
     if (query.startingAfter && !(await isRecordOf(this.records.manager, workspaceId, query.startingAfter))) {
       throw ApiError.badRequest(
         'starting_after does not name a usage record of this workspace (records older than the retention window are deleted).',

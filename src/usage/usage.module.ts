@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { PendingSettlementsModule } from '../common/settlements/pending-settlements';
 import { UsageRecord } from './entities/usage-record.entity';
 import { UsageController } from './usage.controller';
 import { UsageExplorerService } from './usage-explorer.service';
@@ -9,7 +10,8 @@ import { UsageService } from './usage.service';
 
 /** The usage records (their table and its daily totals), written with each settlement and read by the statistics endpoints. */
 @Module({
-  imports: [TypeOrmModule.forFeature([UsageRecord])],
+  // The statistics wait for the settlements this process answered for.
+  imports: [TypeOrmModule.forFeature([UsageRecord]), PendingSettlementsModule],
   controllers: [UsageController],
   providers: [UsageService, UsageStatsService, UsageRetention, UsageExplorerService],
   exports: [UsageService, UsageStatsService, UsageExplorerService],

@@ -1,4 +1,4 @@
-import { Injectable, Optional } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { Repository, SelectQueryBuilder } from 'typeorm';
 import { ApiError } from '../common/errors/api-error';
@@ -29,12 +29,12 @@ export class LedgerQueryService {
     @InjectRepository(WalletTransaction) private readonly ledger: Repository<WalletTransaction>,
     @InjectRepository(AutoTopupAttempt) private readonly attempts: Repository<AutoTopupAttempt>,
     /** Absent where no chat request is served (the CLI). */
-    @Optional() private readonly pending?: PendingSettlements,
+    private readonly pending: PendingSettlements,
   ) {}
 
   /** Newest first, `limit` rows after the cursor `startingAfter` (a transaction id of this wallet). */
   async page(workspaceId: string, filter: LedgerFilter, query: { limit: number; startingAfter?: string }): Promise<Page<WalletTransaction>> {
-    await this.pending?.written(workspaceId);
+    await this.pending.written(workspaceId);
     if (query.startingAfter && !(await this.ledger.existsBy({ id: query.startingAfter, workspaceId }))) {
       throw ApiError.badRequest('starting_after does not name a transaction of this wallet.', 'starting_after');
     }
@@ -43,7 +43,7 @@ export class LedgerQueryService {
 
   /** Every row of the filter, newest first, read in batches: for a download of any length. */
   async *all(workspaceId: string, filter: LedgerFilter): AsyncGenerator<WalletTransaction> {
-    await this.pending?.written(workspaceId);
+    await this.pending.written(workspaceId);
     let after: string | undefined;
     for (;;) {
       const rows = await this.select(workspaceId, filter, after).limit(EXPORT_BATCH).getMany();

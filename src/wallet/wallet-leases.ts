@@ -1,4 +1,4 @@
-import { BeforeApplicationShutdown, Injectable, Logger, Optional } from '@nestjs/common';
+import { BeforeApplicationShutdown, Injectable, Logger } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -103,7 +103,7 @@ export class WalletLeases implements BeforeApplicationShutdown {
     @InjectDataSource() private readonly dataSource: DataSource,
     @InjectConfig() config: AppConfig,
     /** Absent where no chat request is served (the CLI). */
-    @Optional() private readonly pending?: PendingSettlements,
+    private readonly pending: PendingSettlements,
   ) {
     this.ttlMs = Math.min(config.holdTtlMs, MAX_LEASE_TTL_MS);
     this.idleMs = config.walletLeaseIdleMs;
@@ -593,7 +593,7 @@ export class WalletLeases implements BeforeApplicationShutdown {
     if (!this.owned().some((lease) => lease.workspaceId === workspaceId)) return;
     void (async () => {
       // A request answered before its settlement committed (the journal) still holds its admission: a moment more.
-      await this.pending?.written(workspaceId);
+      await this.pending.written(workspaceId);
       for (const lease of this.owned()) {
         if (lease.workspaceId !== workspaceId) continue;
         await this.serially(workspaceId, async () => {

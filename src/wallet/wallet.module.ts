@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { PendingSettlementsModule } from '../common/settlements/pending-settlements';
 import { MetricsModule } from '../metrics/metrics.module';
 import { PaymentsModule } from '../payments/payments.module';
 import { AutoTopupAttempts } from './auto-topup-attempts';
@@ -28,6 +29,8 @@ import { WalletService } from './wallet.service';
     TypeOrmModule.forFeature([Wallet, WalletTransaction, WalletHold, AutoTopupSettings, AutoTopupAttempt]),
     PaymentsModule,
     MetricsModule,
+    // Balances, ledgers and lease recalls wait for the settlements this process answered for.
+    PendingSettlementsModule,
   ],
   controllers: [WalletController],
   providers: [

@@ -1,4 +1,4 @@
-import { Injectable, Optional } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { randomUUID } from 'node:crypto';
 import { Observable, Subject } from 'rxjs';
@@ -127,7 +127,7 @@ export class WalletService {
     private readonly leases: WalletLeases,
     @InjectConfig() private readonly config: Pick<AppConfig, 'settlementSynchronousCommit'>,
     /** Absent where no chat request is served (the CLI). */
-    @Optional() private readonly pending?: PendingSettlements,
+    private readonly pending: PendingSettlements,
   ) {}
 
   /** The wallet's statements that run in no caller's transaction. */
@@ -150,7 +150,7 @@ export class WalletService {
    * they will charge is still set aside, so what is available does not change when they commit.
    */
   async balance(workspaceId: string, { afterPendingSettlements = true } = {}): Promise<WalletBalance> {
-    if (afterPendingSettlements) await this.pending?.written(workspaceId);
+    if (afterPendingSettlements) await this.pending.written(workspaceId);
     const own = this.leases.heldBy(workspaceId);
     const [wallet] = await queryRows<{ balance: string; held: string }>(
       this.manager,
@@ -452,7 +452,7 @@ export class WalletService {
 
   /** Newest first, with `limit` and an OpenAI-style `starting_after` cursor. */
   async transactions(workspaceId: string, query: TransactionQuery): Promise<Page<WalletTransaction>> {
-    await this.pending?.written(workspaceId);
+    await this.pending.written(workspaceId);
     const builder = this.ledger
       .createQueryBuilder('t')
       .where('t.workspace_id = :workspaceId', { workspaceId })

@@ -1,4 +1,25 @@
-import { PendingSettlements } from './pending-settlements';
+import { Injectable, Module } from '@nestjs/common';
+import { GLOBAL_MODULE_METADATA, OPTIONAL_DEPS_METADATA, PARAMTYPES_METADATA } from '@nestjs/common/constants';
+import { Test } from '@nestjs/testing';
+import { Billing } from '../../billing/billing';
+import { UsageExplorerService } from '../../usage/usage-explorer.service';
+import { UsageStatsService } from '../../usage/usage-stats.service';
+import { LedgerQueryService } from '../../wallet/ledger-query.service';
+import { WalletLeases } from '../../wallet/wallet-leases';
+import { WalletService } from '../../wallet/wallet.service';
+import { PendingSettlements, PendingSettlementsModule } from './pending-settlements';
+
+/** A reader of balances, as the wallet's and usage's services are. */
+@Injectable()
+class Reader {
+  constructor(readonly pending: PendingSettlements) {}
+}
+
+/** The writer's side, as BillingModule is. */
+@Injectable()
+class Writer {
+  constructor(readonly pending: PendingSettlements) {}
+}
 
 describe('PendingSettlements', () => {
   afterEach(() => jest.useRealTimers());
@@ -22,5 +43,33 @@ describe('PendingSettlements', () => {
     await jest.advanceTimersByTimeAsync(1);
     await read;
     expect(done).toBe(true);
+  });
+
+  it('is injected without @Optional(), from a module that is not global: a wiring mistake fails the start', () => {
+    expect(Reflect.getMetadata(GLOBAL_MODULE_METADATA, PendingSettlementsModule)).toBeFalsy();
+    for (const user of [Billing, WalletService, WalletLeases, LedgerQueryService, UsageStatsService, UsageExplorerService]) {
+      const index = (Reflect.getMetadata(PARAMTYPES_METADATA, user) as unknown[]).indexOf(PendingSettlements);
+      expect({ user: user.name, injected: index >= 0 }).toEqual({ user: user.name, injected: true });
+      const optional = (Reflect.getMetadata(OPTIONAL_DEPS_METADATA, user) as number[] | undefined) ?? [];
+      expect({ user: user.name, optional: optional.includes(index) }).toEqual({ user: user.name, optional: false });
+    }
+  });
+
+  it('fails at start in a module that reads it without importing its module', async () => {
+    @Module({ providers: [Reader] })
+    class Forgetful {}
+    await expect(Test.createTestingModule({ imports: [Forgetful] }).compile()).rejects.toThrow(/PendingSettlements/);
+  });
+
+  it('is one instance across the modules that import it: what the writer registers, readers wait for', async () => {
+    @Module({ imports: [PendingSettlementsModule], providers: [Reader], exports: [Reader] })
+    class Readers {}
+    @Module({ imports: [PendingSettlementsModule], providers: [Writer], exports: [Writer] })
+    class Writers {}
+    const app = await Test.createTestingModule({ imports: [Readers, Writers] }).compile();
+    const asked: string[] = [];
+    app.get(Writer).pending.waitWith(async (workspaceId) => void asked.push(workspaceId));
+    await app.get(Reader).pending.written('ws-1');
+    expect(asked).toEqual(['ws-1']);
   });
 });

@@ -1,4 +1,4 @@
-import { Global, Injectable, Module } from '@nestjs/common';
+import { Injectable, Module } from '@nestjs/common';
 
 /** The longest a read waits for a workspace's settlements; then it reads what has committed. */
 const WAIT_LIMIT_MS = 5_000;
@@ -10,6 +10,10 @@ const WAIT_LIMIT_MS = 5_000;
  * API and in the dashboard. At most WAIT_LIMIT_MS: a settlement that cannot commit (the
  * database is down) does not hold reads up for longer. The chat module's billing says how to
  * wait (`waitWith`); until it does, nothing is pending.
+ *
+ * Here rather than in src/billing/: the wallet and usage modules read it, and billing depends
+ * on both (a folder cycle otherwise). Not global: a module whose providers read it imports
+ * PendingSettlementsModule, and Nest refuses to start when one forgets (see BillingModule).
  */
 @Injectable()
 export class PendingSettlements {
@@ -31,6 +35,6 @@ export class PendingSettlements {
   }
 }
 
-@Global()
+/** One instance for the whole app: Nest shares a module's providers with every module importing it. */
 @Module({ providers: [PendingSettlements], exports: [PendingSettlements] })
 export class PendingSettlementsModule {}

@@ -103,7 +103,7 @@ export class OpenAiHttpClient {
   private post(body: object, accept: 'application/json' | 'text/event-stream', cancellation: Cancellation): Promise<http.IncomingMessage> {
     const transport = this.url.protocol === 'https:' ? https : http;
     return new Promise((resolve, reject) => {
-      // The request's own options first, then the spread: see usageRecord (chat/billing/usage-record.ts).
+      // The request's own options first, then the spread: see usageRecord (billing/usage-record.ts).
       const request = transport.request({ headers: this.headers[accept], ...this.target }, (response) => {
         const status = response.statusCode ?? 502;
         if (status >= 200 && status < 300) return resolve(response);

@@ -26,7 +26,7 @@ export class OpenAiAdapter implements ProviderAdapter {
   }
 
   complete(request: ProviderRequest): Promise<ChatCompletion> {
-    // `stream` first, then the spread: see usageRecord (chat/billing/usage-record.ts).
+    // `stream` first, then the spread: see usageRecord (billing/usage-record.ts).
     return this.client.complete({ stream: false, ...this.params(request) }, request.cancellation);
   }
 

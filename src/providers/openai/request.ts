@@ -75,7 +75,7 @@ export function toOpenAiParams(request: ProviderRequest, compatibleServer: boole
   const capField = request.maxTokensField ?? (compatibleServer ? 'max_tokens' : 'max_completion_tokens');
   checkOpenAiParameters(request.extra);
   return {
-    // Named first, the forwarded ones spread after (none of them is named here): see usageRecord (chat/billing/usage-record.ts).
+    // Named first, the forwarded ones spread after (none of them is named here): see usageRecord (billing/usage-record.ts).
     model: request.model.upstreamModel,
     messages: request.messages,
     ...forwardedParameters(request.extra),

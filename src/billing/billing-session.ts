@@ -1,14 +1,14 @@
 import { Logger } from '@nestjs/common';
-import { storable } from '../../common/database/storable';
-import { ApiError } from '../../common/errors/api-error';
-import { usageErrorCode } from '../../common/errors/usage-error-code';
-import type { AppendTurnParams } from '../../conversations/conversation-turns';
-import type { ModelDefinition } from '../../models/model-catalog';
-import type { ChatMessage, CompletionUsage, FunctionTool } from '../../providers/provider-adapter';
-import { countPromptTokens, countPromptTokensAsync, countTextTokensAsync } from '../../providers/tokens';
-import { ceilMillicents, llmCost, MICROS_PER_MILLICENT, MicroMillicents, toDecimalString, toMillicentsNumber } from '../../wallet/cost';
-import type { Hold, WalletService } from '../../wallet/wallet.service';
-import { checkedUsage, isTokenCount, Spend } from '../spend';
+import { storable } from '../common/database/storable';
+import { ApiError } from '../common/errors/api-error';
+import { usageErrorCode } from '../common/errors/usage-error-code';
+import type { AppendTurnParams } from '../conversations/conversation-turns';
+import type { ModelDefinition } from '../models/model-catalog';
+import type { ChatMessage, CompletionUsage, FunctionTool } from '../providers/provider-adapter';
+import { countPromptTokens, countPromptTokensAsync, countTextTokensAsync } from '../providers/tokens';
+import { ceilMillicents, llmCost, MICROS_PER_MILLICENT, MicroMillicents, toDecimalString, toMillicentsNumber } from '../wallet/cost';
+import type { Hold, WalletService } from '../wallet/wallet.service';
+import { checkedUsage, isTokenCount, Spend } from './spend';
 import type { SettlementWriter } from './settlement-writer';
 import { UsageEnding, usageRecord, UsageSubject } from './usage-record';
 

@@ -2,9 +2,9 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import type { EntityManager } from 'typeorm';
-import type { NewUsageRecord } from '../../usage/usage.service';
-import type { Lease } from '../../wallet/wallet-leases';
-import type { Settlement, SettlementOrder } from '../../wallet/wallet.service';
+import type { NewUsageRecord } from '../usage/usage.service';
+import type { Lease } from '../wallet/wallet-leases';
+import type { Settlement, SettlementOrder } from '../wallet/wallet.service';
 import { JournalEntry, ProcessIdentity, SettlementJournal } from './settlement-journal';
 import { SettlementJob, SettlementWriter, SettlementWriterPorts } from './settlement-writer';
 

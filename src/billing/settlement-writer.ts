@@ -1,9 +1,9 @@
 import type { EntityManager } from 'typeorm';
-import { inSavepoint } from '../../common/database/savepoint';
-import { isDatabaseUnavailable } from '../../common/errors/database-unavailable';
-import type { AppendTurnParams, ConversationTurns } from '../../conversations/conversation-turns';
-import type { NewUsageRecord, UsageService } from '../../usage/usage.service';
-import type { Settlement, SettlementOrder, WalletService } from '../../wallet/wallet.service';
+import { inSavepoint } from '../common/database/savepoint';
+import { isDatabaseUnavailable } from '../common/errors/database-unavailable';
+import type { AppendTurnParams, ConversationTurns } from '../conversations/conversation-turns';
+import type { NewUsageRecord, UsageService } from '../usage/usage.service';
+import type { Settlement, SettlementOrder, WalletService } from '../wallet/wallet.service';
 import { existsSync } from 'node:fs';
 import { JournalEntry, JournalSegment, SettlementJournal } from './settlement-journal';
 

@@ -1,7 +1,14 @@
 import type { ModelDefinition } from '../models/model-catalog';
 import type { ChatMessage, CompletionUsage } from '../providers/provider-adapter';
 import { llmCost, MicroMillicents, TokenCounts, toMillicentsNumber } from '../wallet/cost';
-import type { XService } from './completion-types';
+
+/** The extension object of every completion (spec: "x_service"): what the request cost and did. */
+export interface XService {
+  cost_millicents: number;
+  iterations: number;
+  tools_used: string[];
+  generated_files: string[] | null;
+}
 
 /** What one request has used so far, over all its model calls (iterations) and tool calls. */
 export class Spend {

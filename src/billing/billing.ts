@@ -4,17 +4,17 @@ import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import * as path from 'node:path';
 import { DataSource } from 'typeorm';
-import { usageErrorCode } from '../../common/errors/usage-error-code';
-import { errorKind, RepeatedLog } from '../../common/logging/repeated-log';
-import type { AppConfig } from '../../config/app-config';
-import { InjectConfig } from '../../config/config.module';
-import { ConversationTurns } from '../../conversations/conversation-turns';
-import { UsageService } from '../../usage/usage.service';
-import { toDecimalString } from '../../wallet/cost';
-import { WalletService } from '../../wallet/wallet.service';
-import { MetricsService } from '../../metrics/metrics.service';
+import { usageErrorCode } from '../common/errors/usage-error-code';
+import { errorKind, RepeatedLog } from '../common/logging/repeated-log';
+import type { AppConfig } from '../config/app-config';
+import { InjectConfig } from '../config/config.module';
+import { ConversationTurns } from '../conversations/conversation-turns';
+import { UsageService } from '../usage/usage.service';
+import { toDecimalString } from '../wallet/cost';
+import { WalletService } from '../wallet/wallet.service';
+import { MetricsService } from '../metrics/metrics.service';
 import { BillingIncidents, BillingPorts, BillingSession, Estimate } from './billing-session';
-import { PendingSettlements } from '../../common/settlements/pending-settlements';
+import { PendingSettlements } from '../common/settlements/pending-settlements';
 import { SettlementJournal } from './settlement-journal';
 import { SettlementWriter } from './settlement-writer';
 import { refusedUsageRecord, UsageSubject } from './usage-record';
@@ -45,10 +45,10 @@ export class Billing implements BillingPorts, OnApplicationBootstrap, BeforeAppl
     readonly wallet: WalletService,
     private readonly usage: UsageService,
     conversations: ConversationTurns,
+    /** Reads of balances and usage wait for the settlements answered for (SETTLEMENT_DURABILITY=journal). */
+    pending: PendingSettlements,
     /** Records settlements and incidents (acs_settlements_total, ...); optional for unit tests. */
     @Optional() metrics?: MetricsService,
-    /** Reads of balances and usage wait for the settlements answered for (SETTLEMENT_DURABILITY=journal). */
-    @Optional() pending?: PendingSettlements,
   ) {
     this.holdTtlMs = config.holdTtlMs;
     this.settlements = new SettlementWriter({
@@ -83,7 +83,7 @@ export class Billing implements BillingPorts, OnApplicationBootstrap, BeforeAppl
               `Settlement not written: request ${requestId}, workspace ${charge.workspaceId}, key ${hold.id}, cost ${toDecimalString(charge.costMicros)} millicents (${charge.description}) reached its client and could be neither written nor journaled at the stop; charge it by hand: ${String(error)}`,
             ),
     });
-    pending?.waitWith((workspaceId) => this.settlements.flushed(workspaceId));
+    pending.waitWith((workspaceId) => this.settlements.flushed(workspaceId));
     metrics?.gauge('acs_billing_incidents', 'Writes that failed beside a charge, or settlements that failed, since start, by kind', ['kind'], (gauge) => {
       for (const [kind, count] of Object.entries(this.incidents)) gauge.set({ kind }, count);
     });

@@ -1,13 +1,14 @@
 import { Logger } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
-import { ApiError } from '../../common/errors/api-error';
-import type { AppConfig } from '../../config/app-config';
-import type { AppendTurnParams } from '../../conversations/conversation-turns';
-import type { ModelDefinition } from '../../models/model-catalog';
-import type { ChatMessage } from '../../providers/provider-adapter';
-import { countPromptTokensAsync } from '../../providers/tokens';
-import type { NewUsageRecord } from '../../usage/usage.service';
-import type { Charge, Hold, Settlement, SettlementOrder } from '../../wallet/wallet.service';
+import { ApiError } from '../common/errors/api-error';
+import type { AppConfig } from '../config/app-config';
+import { PendingSettlements } from '../common/settlements/pending-settlements';
+import type { AppendTurnParams } from '../conversations/conversation-turns';
+import type { ModelDefinition } from '../models/model-catalog';
+import type { ChatMessage } from '../providers/provider-adapter';
+import { countPromptTokensAsync } from '../providers/tokens';
+import type { NewUsageRecord } from '../usage/usage.service';
+import type { Charge, Hold, Settlement, SettlementOrder } from '../wallet/wallet.service';
 import { Billing } from './billing';
 import { BillingIncidents, BillingPorts, BillingSession, Estimate } from './billing-session';
 import { SettlementWriter } from './settlement-writer';
@@ -538,7 +539,7 @@ describe('Billing.recordRefused', () => {
 
   it('records a refused request with nothing used and the refusal code, and never charges it', async () => {
     const { wallet, usage, conversations } = setUp();
-    const billing = new Billing({ holdTtlMs: TTL_MS } as AppConfig, undefined as never, wallet as never, usage as never, conversations as never);
+    const billing = new Billing({ holdTtlMs: TTL_MS } as AppConfig, undefined as never, wallet as never, usage as never, conversations as never, new PendingSettlements());
     await billing.recordRefused(subject, 12, new ApiError('insufficient_balance', 'Top up.'));
     expect(usage.records).toEqual([
       {
@@ -565,7 +566,7 @@ describe('Billing.recordRefused', () => {
   it('does not throw when the record cannot be written', async () => {
     const { wallet, usage, conversations } = setUp();
     usage.refuse = true;
-    const billing = new Billing({ holdTtlMs: TTL_MS } as AppConfig, undefined as never, wallet as never, usage as never, conversations as never);
+    const billing = new Billing({ holdTtlMs: TTL_MS } as AppConfig, undefined as never, wallet as never, usage as never, conversations as never, new PendingSettlements());
     await expect(billing.recordRefused(subject, 0, new Error('boom'))).resolves.toBeUndefined();
   });
 });

@@ -1,5 +1,5 @@
 import { refusedUsageRecord, UsageAmounts, usageRecord, UsageSubject } from './usage-record';
-import { sameHiddenClass } from '../../../test/support/hidden-class';
+import { sameHiddenClass } from '../../test/support/hidden-class';
 
 function subject(index: number): UsageSubject {
   return {

@@ -1,5 +1,5 @@
-import type { UsageStatus } from '../../usage/entities/usage-record.entity';
-import { NewUsageRecord, NOTHING_USED } from '../../usage/usage.service';
+import type { UsageStatus } from '../usage/entities/usage-record.entity';
+import { NewUsageRecord, NOTHING_USED } from '../usage/usage.service';
 
 /**
  * Who made a request and what it asked for: the part of its usage record known before it
