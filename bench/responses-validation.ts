@@ -34,8 +34,11 @@ const BODIES: Record<string, () => Record<string, unknown>> = {
   }),
 };
 
+/** The bodies name function tools only: no hosted tool type to look up. */
+const NO_HOSTED_TOOLS = new Map<string, string>();
+
 function prepare(body: Record<string, unknown>): unknown {
-  const request = toResponsesRequest(validateResponsesRequest(body));
+  const request = toResponsesRequest(validateResponsesRequest(body), NO_HOSTED_TOOLS);
   return toChatMessages(request.echo.instructions, request.input);
 }
 

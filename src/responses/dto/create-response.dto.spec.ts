@@ -1,6 +1,5 @@
 import { ApiError } from '../../common/errors/api-error';
 import { toChatMessages, toResponsesRequest } from '../chat-translation';
-import { HOSTED_TOOL_TYPES } from '../hosted-tools';
 import { validateResponsesRequest } from './create-response.dto';
 
 /** The refusal of a body, as the client sees it. */
@@ -15,7 +14,17 @@ function refusal(body: unknown): { message: string; param: string | null; code: 
   throw new Error(`accepted: ${JSON.stringify(body)}`);
 }
 
-const translated = (body: Record<string, unknown>) => toResponsesRequest(validateResponsesRequest(body));
+/** Hosted tool types to server tools, as ToolsService.hostedToolTypes() has them for the built-in tools. */
+const HOSTED_TOOLS = new Map([
+  ['web_search', 'web_search'],
+  ['web_search_preview', 'web_search'],
+  ['web_search_2025_08_26', 'web_search'],
+  ['web_search_preview_2025_03_11', 'web_search'],
+  ['file_search', 'file_search'],
+]);
+const HOSTED_TOOL_TYPES = [...HOSTED_TOOLS.keys()];
+
+const translated = (body: Record<string, unknown>) => toResponsesRequest(validateResponsesRequest(body), HOSTED_TOOLS);
 
 describe('CreateResponseRequestDto', () => {
   describe('accepts', () => {
@@ -153,8 +162,7 @@ describe('CreateResponseRequestDto', () => {
       [{ input: [{ type: 'function_call', call_id: 'c', arguments: '{}' }] }, 'input.0.name', undefined],
       [{ input: [{ type: 'function_call_output', call_id: 'c', output: ['x', { type: 'input_image' }] }] }, 'input.0.output.0', undefined],
       [{ input: 'Hi', tools: {} }, 'tools', undefined],
-      [{ input: 'Hi', tools: [{ type: 'code_interpreter' }] }, 'tools.0.type', 'unsupported_tool'],
-      [{ input: 'Hi', tools: [{ type: 'constructor' }] }, 'tools.0.type', 'unsupported_tool'],
+      [{ input: 'Hi', tools: [{ name: 'f' }] }, 'tools.0.type', undefined],
       [{ input: 'Hi', tool_choice: 'any' }, 'tool_choice', 'unsupported_parameter'],
       [{ input: 'Hi', top_p: '1' }, 'top_p', undefined],
       [{ input: 'Hi', text: { format: { type: 'xml' } } }, 'text.format.type', undefined],
@@ -184,6 +192,16 @@ describe('CreateResponseRequestDto', () => {
       if (code) expect(refused.code).toBe(code);
       // The message says which field, so that it reads alone.
       if (param) expect(refused.message).toContain(param);
+    });
+
+    it.each<[Record<string, unknown>, string, string]>([
+      [{ type: 'code_interpreter' }, 'tools.0.type', 'unsupported_tool'],
+      [{ type: 'constructor' }, 'tools.0.type', 'unsupported_tool'],
+      [{ type: 'web_search_preview' }, 'tools.0', 'tool_requires_assistant'],
+      [{ type: 'file_search', vector_store_ids: ['vs_1'] }, 'tools.0.vector_store_ids', 'unsupported_parameter'],
+    ])('the tool %j, against the registered server tools, when translated', (tool, param, code) => {
+      const assistantMode = code === 'tool_requires_assistant' ? {} : { assistant_id: 'helper' };
+      expect(() => translated({ ...assistantMode, input: 'Hi', tools: [tool] })).toThrow(expect.objectContaining({ param, code }));
     });
 
     it('a hosted tool without an assistant, and a non-text part in an assistant message, when translated', () => {
