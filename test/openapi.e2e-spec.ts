@@ -55,4 +55,14 @@ describe('OpenAPI document and Swagger UI', () => {
     expect(document.paths['/v1/models/{id}'].get.responses).toHaveProperty('404');
     expect(document.components.schemas).toHaveProperty('ErrorBodyDto');
   });
+
+  it('describes the Responses request from the classes that validate it', () => {
+    const body = (document.paths['/v1/responses'].post as unknown as { requestBody: { content: Record<string, { schema: { $ref: string } }> } }).requestBody;
+    expect(body.content['application/json'].schema.$ref).toBe('#/components/schemas/CreateResponseRequestDto');
+    const schemas = document.components.schemas as Record<string, { properties: Record<string, { enum?: string[] }> }>;
+    expect(Object.keys(schemas.CreateResponseRequestDto.properties)).toEqual(expect.arrayContaining(['input', 'tools', 'previous_response_id', 'store', 'stream']));
+    expect(Object.keys(schemas.ToolDto.properties)).toEqual(expect.arrayContaining(['type', 'name', 'parameters', 'vector_store_ids']));
+    expect(Object.keys(schemas.InputItemDto.properties)).toEqual(expect.arrayContaining(['type', 'role', 'content', 'call_id', 'output']));
+    expect(schemas.ContentPartDto.properties.type.enum).toEqual(expect.arrayContaining(['input_text', 'input_image', 'input_file', 'input_audio']));
+  });
 });

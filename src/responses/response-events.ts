@@ -3,7 +3,7 @@ import { ChatStreamEvent, isKeepAlive, KeepAlive, XService } from '../chat/compl
 import type { ApiError } from '../common/errors/api-error';
 import type { ChatCompletionChunk, CompletionUsage } from '../providers/provider-adapter';
 import { FunctionCallItem, finishResponse, MessageItem, outputText, ResponseObject } from './response-object';
-import { newId } from './responses-request';
+import { newId } from './chat-translation';
 
 /** One event of the Responses stream: `type`, `sequence_number` and the event's own fields. */
 export type ResponseEvent = { type: string; sequence_number: number } & Record<string, unknown>;

@@ -1,6 +1,6 @@
 import type { ChatCompletionResponse, XService } from '../chat/completion-types';
 import type { CompletionUsage } from '../providers/provider-adapter';
-import { EchoedFields, newId } from './responses-request';
+import { EchoedFields, newId } from './chat-translation';
 
 /**
  * The Responses object (`object: "response"`) built from what the chat core answered. Its

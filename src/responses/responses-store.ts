@@ -5,7 +5,7 @@ import { ApiError } from '../common/errors/api-error';
 import { queryRows } from '../common/database/query-rows';
 import { storable } from '../common/database/storable';
 import type { ResponseObject } from './response-object';
-import type { InputItem } from './responses-request';
+import type { InputItem } from './chat-translation';
 
 /** A stored response: its object, its conversation and its input items. */
 export interface StoredResponse {

@@ -10,7 +10,8 @@ import { ClientGone } from '../common/http/client-gone.decorator';
 import { Idempotent } from '../common/http/idempotent.decorator';
 import type { ApiRequest, Principal } from '../common/http/request-context';
 import { ApiStandardResponses } from '../common/openapi/api-responses';
-import { CreateResponseRequestDto, DeletedResponseDto, InputItemListDto, ResponseObjectDto } from './dto/responses.dto';
+import { CreateResponseRequestDto } from './dto/create-response.dto';
+import { DeletedResponseDto, InputItemListDto, ResponseObjectDto } from './dto/responses.dto';
 import type { ResponseObject } from './response-object';
 import { ResponsesRefusalFilter } from './responses-refusal.filter';
 import { ResponsesService } from './responses.service';
@@ -54,7 +55,7 @@ export class ResponsesController {
   @ApiStandardResponses({ ok: ResponseObjectDto, errors: [400, 402, 404, 409, 413, 415, 502, 503, 504] })
   async create(
     @CurrentPrincipal() principal: Principal,
-    // Validated by the service, so that refusals name the Responses API's fields.
+    // Validated by the service with CreateResponseRequestDto, so that a refused request still gets its usage record.
     @Body() body: unknown,
     @Req() req: ApiRequest,
     @Res({ passthrough: true }) res: Response,

@@ -10,7 +10,8 @@ import { ConversationTurns } from '../conversations/conversation-turns';
 import { ToolsService } from '../tools/tools.service';
 import { ResponseEvent, responseEvents } from './response-events';
 import { ResponseObject, responseOf, startResponse } from './response-object';
-import { InputItem, newId, parseResponsesRequest, ResponsesRequest, toChatMessages } from './responses-request';
+import { InputItem, newId, ResponsesRequest, toChatMessages, toResponsesRequest } from './chat-translation';
+import { validateResponsesRequest } from './dto/create-response.dto';
 import { ResponsesStore } from './responses-store';
 
 /** A Responses request ready for the chat core: its chat body, and the conversation it goes into. */
@@ -32,7 +33,7 @@ const MAX_ITEM_REFERENCES = 256;
 
 /**
  * `POST /v1/responses` and its stored responses. A request is translated into a chat
- * completion (responses-request.ts) and run by `ChatService`, the one money path: the same
+ * completion (validated by create-response.dto.ts, mapped by chat-translation.ts) and run by `ChatService`, the one money path: the same
  * hold, exact charge, usage record, tool loop and rate limits as `/v1/chat/completions`.
  * `store: true` (the default) puts the turn in a conversation (the chat core's
  * `conversation_id`) and keeps the response object; `previous_response_id` continues that
@@ -156,14 +157,14 @@ export class ResponsesService {
    * Only what the body says of the request is kept, cut to size. Never throws.
    */
   recordRefused(caller: ChatCaller, body: unknown, latencyMs: number, error: unknown): Promise<void> {
-    // The Responses API's `user` is the chat core's `user_id` (responses-request.ts), unless user_id is given.
+    // The Responses API's `user` is the chat core's `user_id` (chat-translation.ts), unless user_id is given.
     const fields = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
     return this.chat.recordRefusedBeforeValidation(caller, { ...fields, user_id: fields.user_id ?? fields.user }, latencyMs, error);
   }
 
   private async prepareTurn(caller: ChatCaller, body: unknown): Promise<PreparedTurn> {
     const { workspaceId } = caller.principal;
-    const request = parseResponsesRequest(body, this.tools.hostedToolTypes());
+    const request = toResponsesRequest(validateResponsesRequest(body), this.tools.hostedToolTypes());
     const input = await this.resolveReferences(workspaceId, request.input);
     const messages = toChatMessages(request.echo.instructions, input);
     await this.checkServerTools(workspaceId, request);
