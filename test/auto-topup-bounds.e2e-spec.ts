@@ -190,6 +190,7 @@ describe('auto top-up bounds (fake Stripe)', () => {
     );
     for (let i = 0; i < 3; i++) {
       await chat(workspace);
+      await t.settled(workspace.id);
       await autoTopup().idle();
     }
     const payments = paymentsOf(workspace.id);
@@ -232,8 +233,9 @@ describe('auto top-up bounds (fake Stripe)', () => {
       }
     };
     await Promise.all(Array.from({ length: 4 }, worker));
-    await autoTopup().idle();
+    // The last charges commit after their answers, and may start a top-up then.
     await t.settled(workspace.id);
+    await autoTopup().idle();
 
     expect(outcomes.answered + outcomes.refused).toBe(100);
     // Without the hourly limit this burst made 7 payment intents.
