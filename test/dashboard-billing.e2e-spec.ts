@@ -23,6 +23,7 @@ jest.setTimeout(60_000);
 
 /** The ledger rows of a workspace, newest first, as the database has them. */
 async function ledgerOf(t: TestApp, workspaceId: string) {
+  await t.settled(workspaceId);
   return (await t.app.get(DataSource).query(
     `SELECT id, type, amount_millicents::bigint AS amount, balance_after_millicents::bigint AS balance_after, description, created_at
        FROM wallet_transactions WHERE workspace_id = $1 ORDER BY created_at DESC, id DESC`,

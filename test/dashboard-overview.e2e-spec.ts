@@ -58,6 +58,7 @@ describe('dashboard: overview', () => {
 
   /** The wallet as stored, and the month's usage as the records say (not the daily totals the page reads). */
   async function fromDatabase(workspaceId = owner.workspaceId) {
+    await t.settled(workspaceId);
     const [wallet] = (await db().query('SELECT balance_millicents, reserved_millicents FROM wallets WHERE workspace_id = $1', [
       workspaceId,
     ])) as { balance_millicents: string; reserved_millicents: string }[];

@@ -69,12 +69,14 @@ describe('nerfing rules', () => {
     return error as InstanceType<typeof OpenAI.RateLimitError>;
   }
 
-  const records = (workspace: TestWorkspace) =>
-    db.query(
+  const records = async (workspace: TestWorkspace) => {
+    await t.settled(workspace.id);
+    return (await db.query(
       `SELECT model, status, error_code, user_id, nerfing, llm_cost_millicents::text AS llm_cost, ${TOKENS_AS_INT}
          FROM usage_records WHERE workspace_id = $1 ORDER BY created_at`,
       [workspace.id],
-    ) as Promise<{ model: string; status: string; error_code: string | null; user_id: string | null; nerfing: unknown[]; llm_cost: string }[]>;
+    )) as { model: string; status: string; error_code: string | null; user_id: string | null; nerfing: unknown[]; llm_cost: string }[];
+  };
 
   it('blocks a user past the threshold with RateLimitError until the window ends, counting each user apart', async () => {
     const workspace = await t.createWorkspace();
@@ -272,6 +274,7 @@ describe('nerfing rules', () => {
     await ask(workspace, anna);
     await ask(workspace, anna);
 
+    await t.settled(workspace.id);
     const rows = (await db.query('SELECT user_id, source, status, nerfing FROM usage_records WHERE workspace_id = $1 ORDER BY created_at', [
       workspace.id,
     ])) as { user_id: string; source: string; status: string; nerfing: unknown[] }[];

@@ -102,6 +102,7 @@ describe('the simulator honours what clients ask for', () => {
     const model = t.app.get(ModelsService).get('gpt-4o-mini');
     const exact = (usage!.prompt_tokens * model.inputPrice + usage!.completion_tokens * model.outputPrice) / 1e6;
     expect(cost).toBe(exact);
+    await t.settled(workspace.id);
     const [record] = await db.query(
       `SELECT *, ${TOKENS_AS_INT} FROM usage_records WHERE workspace_id = $1 ORDER BY created_at DESC LIMIT 1`,
       [workspace.id],
