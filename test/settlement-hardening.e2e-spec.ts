@@ -35,15 +35,20 @@ describe('settlement under hostile providers, stalls and early disconnects', () 
     await upstream.close();
   });
 
-  const ledger = (workspace: TestWorkspace): Promise<Array<{ type: string; amount: number }>> =>
-    db.query('SELECT type, amount_millicents::int AS amount FROM wallet_transactions WHERE workspace_id = $1 ORDER BY created_at', [workspace.id]);
-  const records = (workspace: TestWorkspace) =>
-    db.query(
+  // Direct reads wait for the settlements of the answers given so far to commit.
+  const ledger = async (workspace: TestWorkspace): Promise<Array<{ type: string; amount: number }>> => {
+    await t.settled(workspace.id);
+    return db.query('SELECT type, amount_millicents::int AS amount FROM wallet_transactions WHERE workspace_id = $1 ORDER BY created_at', [workspace.id]);
+  };
+  const records = async (workspace: TestWorkspace) => {
+    await t.settled(workspace.id);
+    return db.query(
       `SELECT status, error_code, input_tokens::float8 AS input_tokens, output_tokens::float8 AS output_tokens,
               total_cost_millicents::float8 AS cost, charged_millicents::int AS charged
          FROM usage_records WHERE workspace_id = $1 ORDER BY created_at`,
       [workspace.id],
     );
+  };
   /** Waits for what a request settles in the background (after a disconnect, say). */
   async function eventually<T>(read: () => Promise<T>, done: (value: T) => boolean): Promise<T> {
     let value = await read();
@@ -54,6 +59,7 @@ describe('settlement under hostile providers, stalls and early disconnects', () 
     return value;
   }
   async function expectConsistent(workspace: TestWorkspace) {
+    await t.quiet(workspace.id);
     const wallet = await walletInvariants(db, workspace.id);
     expect(wallet.balance).toBe(wallet.ledger);
     expect(wallet.reserved).toBe(0);
