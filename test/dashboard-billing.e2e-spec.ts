@@ -264,6 +264,8 @@ describe('dashboard: billing (simulated payments)', () => {
     const created = await t.app.get(ApiKeysService).create(owner.workspaceId, 'billing test');
     const client = openAiClient(t.baseUrl, created.apiKey);
     await client.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'Hello' }], max_tokens: 10 });
+    // The top-up starts once the charge commits, a moment after the answer.
+    await t.settled(owner.workspaceId);
     await t.app.get(AutoTopupService).idle();
 
     const autoRows = (await ledgerOf(t, owner.workspaceId)).filter((row) => row.type === 'auto_topup');
@@ -427,6 +429,7 @@ describeWithBrowser('dashboard: billing through Stripe Checkout (fake Stripe, in
       messages: [{ role: 'user', content: 'Hello' }],
       max_tokens: 10,
     });
+    await t.settled(owner.workspaceId);
     await t.app.get(AutoTopupService).idle();
 
     const [charge] = stripe.created();
