@@ -49,13 +49,20 @@ describe('nerfing rules', () => {
   /** Rules are made through the service the dashboard uses (test/nerfing-dashboard covers the pages). */
   const addRule = (workspace: TestWorkspace, rule: NerfingRuleInput) => t.app.get(NerfingRulesService).add(workspace.id, rule);
 
-  function ask(workspace: TestWorkspace, userId: string | undefined, extra: Record<string, unknown> = {}) {
-    return workspace.client.chat.completions.create({
+  /**
+   * One request, as a user sends them one after the other: its charge commits before the
+   * next one (the token and cost counters move when a charge commits, a moment after its
+   * answer; usage records committed together would share their created_at).
+   */
+  async function ask(workspace: TestWorkspace, userId: string | undefined, extra: Record<string, unknown> = {}) {
+    const answer = await workspace.client.chat.completions.create({
       model: 'gpt-4o',
       messages: [{ role: 'user', content: 'Hello' }],
       ...(userId === undefined ? {} : { user_id: userId }),
       ...extra,
     } as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming);
+    await t.settled(workspace.id);
+    return answer;
   }
 
   async function refusal(promise: Promise<unknown>): Promise<InstanceType<typeof OpenAI.RateLimitError>> {
