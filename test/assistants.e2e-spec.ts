@@ -51,6 +51,7 @@ describe('assistants and the server-side tool loop (through the OpenAI SDK)', ()
   const webSearchCall = (query: string, id = 'call_ws1') => ({ kind: 'tool_calls' as const, calls: [{ id, name: 'web_search', arguments: JSON.stringify({ query }) }] });
 
   async function expectWalletConsistent(workspace: TestWorkspace) {
+    await t.settled(workspace.id);
     const [{ sum }] = await db.query(
       'SELECT coalesce(sum(amount_millicents), 0)::bigint AS sum FROM wallet_transactions WHERE workspace_id = $1',
       [workspace.id],
@@ -86,6 +87,7 @@ describe('assistants and the server-side tool loop (through the OpenAI SDK)', ()
           ],
         });
       }
+      await t.settled(workspace.id);
       const [record] = await db.query('SELECT assistant_id FROM usage_records WHERE workspace_id = $1 LIMIT 1', [workspace.id]);
       expect(record.assistant_id).toBe(bot.id);
     });
@@ -184,6 +186,7 @@ describe('assistants and the server-side tool loop (through the OpenAI SDK)', ()
       ]);
       expect(second[second.length - 1].content).not.toContain('Not wanted');
 
+      await t.settled(workspace.id);
       const [record] = await db.query(`SELECT *, ${TOKENS_AS_INT} FROM usage_records WHERE workspace_id = $1`, [workspace.id]);
       expect(record).toMatchObject({
         assistant_id: bot.id,
@@ -378,6 +381,7 @@ describe('assistants and the server-side tool loop (through the OpenAI SDK)', ()
         .create({ assistant_id: bot.id, messages: [{ role: 'user', content: 'x' }] } as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming)
         .catch((e: unknown) => e);
       expect(error).toBeInstanceOf(OpenAI.InternalServerError);
+      await t.settled(workspace.id);
       const ledger = await db.query(
         'SELECT type, amount_millicents::int AS amount FROM wallet_transactions WHERE workspace_id = $1 ORDER BY created_at, type DESC',
         [workspace.id],
@@ -435,6 +439,7 @@ describe('assistants and the server-side tool loop (through the OpenAI SDK)', ()
       expect(toolMessage.role).toBe('tool');
       expect(toolMessage.content).toContain('policy.md');
       expect(toolMessage.content).toContain('Damaged goods are replaced free of charge');
+      await t.settled(workspace.id);
       const [record] = await db.query('SELECT tool_cost_millicents, tools_used FROM usage_records WHERE workspace_id = $1', [workspace.id]);
       expect(record).toEqual({ tool_cost_millicents: FILE_SEARCH_PRICE.toFixed(6), tools_used: ['file_search'] });
       await expectWalletConsistent(workspace);

@@ -194,6 +194,7 @@ describe('auto top-up bounds (fake Stripe)', () => {
     );
     for (let i = 0; i < 3; i++) {
       await chat(workspace);
+      await t.settled(workspace.id);
       await autoTopupScheduler().idle();
     }
     const payments = paymentsOf(workspace.id);
@@ -236,8 +237,9 @@ describe('auto top-up bounds (fake Stripe)', () => {
       }
     };
     await Promise.all(Array.from({ length: 4 }, worker));
-    await autoTopupScheduler().idle();
+    // The last charges commit after their answers, and may start a top-up then.
     await t.settled(workspace.id);
+    await autoTopupScheduler().idle();
 
     expect(outcomes.answered + outcomes.refused).toBe(100);
     // Without the hourly limit this burst made 7 payment intents.

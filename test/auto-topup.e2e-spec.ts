@@ -53,9 +53,10 @@ function helpers(get: () => TestApp) {
         messages: [{ role: 'user', content: 'Count to three.' }],
         max_tokens: 20,
       }),
-    /** Charges, then waits for the background top-up the charges started. */
+    /** Charges, then waits for the charges to commit and for the background top-up they started. */
     async chargeAndSettle(workspace: TestWorkspace, requests = 1) {
       await Promise.all(Array.from({ length: requests }, () => this.chat(workspace)));
+      await get().settled(workspace.id);
       await autoTopupScheduler().idle();
     },
     topups: (workspace: TestWorkspace): Promise<Array<{ amount: number; description: string; idempotency_key: string }>> =>
@@ -129,6 +130,7 @@ describe('auto top-up through Stripe (a fake Stripe API)', () => {
     // threshold while the payment is under way, and no response waited for it.
     const resume = stripe.pause();
     await Promise.all(Array.from({ length: 50 }, () => h.chat(workspace)));
+    await t.settled(workspace.id);
     const [{ below }] = await h.db().query(
       `SELECT count(*)::int AS below FROM wallet_transactions
         WHERE workspace_id = $1 AND type = 'usage' AND balance_after_millicents < $2`,

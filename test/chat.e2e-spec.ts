@@ -33,15 +33,21 @@ describe('chat completions in direct mode (OpenAI provider, through the OpenAI S
 
   const lastUpstream = () => upstream.requests[upstream.requests.length - 1];
   const wallet = (workspace: TestWorkspace) => t.app.get(WalletService).balance(workspace.id);
-  const usageRecords = (workspace: TestWorkspace) =>
-    db.query(`SELECT *, ${TOKENS_AS_INT} FROM usage_records WHERE workspace_id = $1 ORDER BY created_at`, [workspace.id]);
-  const ledger = (workspace: TestWorkspace) =>
-    db.query('SELECT type, amount_millicents::int AS amount FROM wallet_transactions WHERE workspace_id = $1 ORDER BY created_at', [
+  // Direct reads of the database wait for the settlements of the answers given so far to commit.
+  const usageRecords = async (workspace: TestWorkspace) => {
+    await t.settled(workspace.id);
+    return db.query(`SELECT *, ${TOKENS_AS_INT} FROM usage_records WHERE workspace_id = $1 ORDER BY created_at`, [workspace.id]);
+  };
+  const ledger = async (workspace: TestWorkspace) => {
+    await t.settled(workspace.id);
+    return db.query('SELECT type, amount_millicents::int AS amount FROM wallet_transactions WHERE workspace_id = $1 ORDER BY created_at', [
       workspace.id,
     ]);
+  };
 
-  /** The wallet invariants of the architecture: balance is the ledger's sum, nothing stays reserved. */
+  /** The wallet invariants of the architecture: balance is the ledger's sum, nothing stays reserved (once the lease went back). */
   async function expectWalletConsistent(workspace: TestWorkspace) {
+    await t.quiet(workspace.id);
     const [{ sum }] = await db.query(
       'SELECT coalesce(sum(amount_millicents), 0)::bigint AS sum FROM wallet_transactions WHERE workspace_id = $1',
       [workspace.id],

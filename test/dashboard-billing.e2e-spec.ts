@@ -25,6 +25,7 @@ jest.setTimeout(60_000);
 
 /** The ledger rows of a workspace, newest first, as the database has them. */
 async function ledgerOf(t: TestApp, workspaceId: string) {
+  await t.settled(workspaceId);
   return (await t.app.get(DataSource).query(
     `SELECT id, type, amount_millicents::bigint AS amount, balance_after_millicents::bigint AS balance_after, description, created_at
        FROM wallet_transactions WHERE workspace_id = $1 ORDER BY created_at DESC, id DESC`,
@@ -265,6 +266,8 @@ describe('dashboard: billing (simulated payments)', () => {
     const created = await t.app.get(ApiKeysService).create(owner.workspaceId, 'billing test');
     const client = openAiClient(t.baseUrl, created.apiKey);
     await client.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'Hello' }], max_tokens: 10 });
+    // The top-up starts once the charge commits, a moment after the answer.
+    await t.settled(owner.workspaceId);
     await t.app.get(AutoTopupScheduler).idle();
 
     const autoRows = (await ledgerOf(t, owner.workspaceId)).filter((row) => row.type === 'auto_topup');
@@ -428,6 +431,7 @@ describeWithBrowser('dashboard: billing through Stripe Checkout (fake Stripe, in
       messages: [{ role: 'user', content: 'Hello' }],
       max_tokens: 10,
     });
+    await t.settled(owner.workspaceId);
     await t.app.get(AutoTopupScheduler).idle();
 
     const [charge] = stripe.created();

@@ -269,6 +269,7 @@ describe('dashboard: playground', () => {
     const workspace = await t.createWorkspace();
     upstream.script({ kind: 'text', text: 'api', usage: USAGE });
     await workspace.client.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] });
+    await t.settled(workspace.id);
     const records = await db.query('SELECT source, api_key_id FROM usage_records WHERE workspace_id = $1', [workspace.id]);
     expect(records).toEqual([{ source: 'api', api_key_id: workspace.apiKeyId }]);
     // /v1/usage/recent says where each request came from.
@@ -385,6 +386,7 @@ describeWithBrowser('dashboard: playground in the browser', () => {
     expect(toolMessage.content).toContain(FACT);
 
     // The cost shown is the request's: its usage record (from the dashboard) and what the wallet lost.
+    await t.settled(person.workspaceId);
     const [record] = await t.app.get(DataSource).query(
       `SELECT total_cost_millicents::float8 AS cost, charged_millicents::int AS charged, tools_used, iterations, source
          FROM usage_records WHERE workspace_id = $1`,

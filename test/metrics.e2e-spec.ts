@@ -111,6 +111,8 @@ describe('metrics', () => {
       // A parameterised route, answered 404.
       expect((await fetch(`${t.baseUrl}/v1/conversations/conv_unknown`, { headers: { Authorization: `Bearer ${workspace.apiKey}` } })).status).toBe(404);
 
+      // Token and money counters move when a settlement commits; holds and leases gauges once the lease went back.
+      await t.quiet(workspace.id);
       const samples = await scrape();
       const chat = { method: 'POST', route: '/v1/chat/completions' };
       expect(valueOf(samples, 'acs_http_requests_total', { ...chat, status: '200' })).toBe(2);
@@ -159,6 +161,8 @@ describe('metrics', () => {
       await t.app.get(AutoTopupSettingsService).configure({ workspaceId: workspace.id, enabled: true, thresholdMillicents: 50_000, amountMillicents: 100_000 });
       upstream.script({ kind: 'text', text: 'Hi.', usage: { prompt_tokens: 10, completion_tokens: 5 } });
       await workspace.client.chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'Hello' }] });
+      // The top-up starts once the charge commits.
+      await t.settled(workspace.id);
       await t.app.get(AutoTopupScheduler).idle();
       const [attempt] = await db.query(`SELECT status FROM auto_topup_attempts WHERE workspace_id = $1`, [workspace.id]);
       expect(attempt).toEqual({ status: 'succeeded' });

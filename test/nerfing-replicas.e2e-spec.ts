@@ -58,6 +58,7 @@ describeWithRedisServer('nerfing rules counted across two replicas through Redis
     await ask(clients[1], 'lee');
     await ask(clients[0], 'lee');
 
+    await Promise.all(replicas.map((replica) => replica.settled(workspace.id)));
     const [{ count }] = await a.app
       .get(DataSource)
       .query(`SELECT count(*)::int AS count FROM usage_records WHERE workspace_id = $1 AND nerfing @> '[{"action": "block"}]'`, [workspace.id]);

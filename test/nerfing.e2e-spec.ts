@@ -49,13 +49,20 @@ describe('nerfing rules', () => {
   /** Rules are made through the service the dashboard uses (test/nerfing-dashboard covers the pages). */
   const addRule = (workspace: TestWorkspace, rule: NerfingRuleInput) => t.app.get(NerfingRulesService).add(workspace.id, rule);
 
-  function ask(workspace: TestWorkspace, userId: string | undefined, extra: Record<string, unknown> = {}) {
-    return workspace.client.chat.completions.create({
+  /**
+   * One request, as a user sends them one after the other: its charge commits before the
+   * next one (the token and cost counters move when a charge commits, a moment after its
+   * answer; usage records committed together would share their created_at).
+   */
+  async function ask(workspace: TestWorkspace, userId: string | undefined, extra: Record<string, unknown> = {}) {
+    const answer = await workspace.client.chat.completions.create({
       model: 'gpt-4o',
       messages: [{ role: 'user', content: 'Hello' }],
       ...(userId === undefined ? {} : { user_id: userId }),
       ...extra,
     } as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming);
+    await t.settled(workspace.id);
+    return answer;
   }
 
   async function refusal(promise: Promise<unknown>): Promise<InstanceType<typeof OpenAI.RateLimitError>> {
@@ -69,12 +76,14 @@ describe('nerfing rules', () => {
     return error as InstanceType<typeof OpenAI.RateLimitError>;
   }
 
-  const records = (workspace: TestWorkspace) =>
-    db.query(
+  const records = async (workspace: TestWorkspace) => {
+    await t.settled(workspace.id);
+    return (await db.query(
       `SELECT model, status, error_code, user_id, nerfing, llm_cost_millicents::text AS llm_cost, ${TOKENS_AS_INT}
          FROM usage_records WHERE workspace_id = $1 ORDER BY created_at`,
       [workspace.id],
-    ) as Promise<{ model: string; status: string; error_code: string | null; user_id: string | null; nerfing: unknown[]; llm_cost: string }[]>;
+    )) as { model: string; status: string; error_code: string | null; user_id: string | null; nerfing: unknown[]; llm_cost: string }[];
+  };
 
   it('blocks a user past the threshold with RateLimitError until the window ends, counting each user apart', async () => {
     const workspace = await t.createWorkspace();
@@ -272,6 +281,7 @@ describe('nerfing rules', () => {
     await ask(workspace, anna);
     await ask(workspace, anna);
 
+    await t.settled(workspace.id);
     const rows = (await db.query('SELECT user_id, source, status, nerfing FROM usage_records WHERE workspace_id = $1 ORDER BY created_at', [
       workspace.id,
     ])) as { user_id: string; source: string; status: string; nerfing: unknown[] }[];

@@ -94,6 +94,8 @@ describe('the OpenAI adapter forwards standard parameters only', () => {
       ['prediction', { prediction: { type: 'content', content: 'a long guess' } }],
     ])('%s: %j', async (param, fields) => {
       const before = upstream.requests.length;
+      // The earlier tests' requests committed and their lease went back: nothing is held.
+      await t.quiet(workspace.id);
       const { balance } = await walletInvariants(db, workspace.id);
       for (const stream of [false, true]) {
         const error = await create(workspace.client, { ...fields, stream }).then(

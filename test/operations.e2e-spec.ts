@@ -39,6 +39,7 @@ describe('operations', () => {
 
   /** balance = the ledger's sum, and nothing left reserved. */
   async function expectWalletConsistent(workspace: TestWorkspace): Promise<void> {
+    await t.settled(workspace.id);
     const [{ sum }] = await db.query(
       'SELECT coalesce(sum(amount_millicents), 0)::text AS sum FROM wallet_transactions WHERE workspace_id = $1',
       [workspace.id],
@@ -134,8 +135,10 @@ describe('operations', () => {
         () => null,
         (error: unknown) => error as InstanceType<typeof OpenAI.APIError>,
       );
-    const usageCharges = async (workspace: TestWorkspace) =>
-      (await db.query(`SELECT count(*)::int AS n FROM wallet_transactions WHERE workspace_id = $1 AND type = 'usage'`, [workspace.id]))[0].n;
+    const usageCharges = async (workspace: TestWorkspace) => {
+      await t.settled(workspace.id);
+      return (await db.query(`SELECT count(*)::int AS n FROM wallet_transactions WHERE workspace_id = $1 AND type = 'usage'`, [workspace.id]))[0].n;
+    };
 
     /** What a process killed mid-request leaves: a claim without an answer, last kept alive `ageMs` ago. */
     async function leaveClaim(workspace: TestWorkspace, key: string, content: string, requestId: string, ageMs: number): Promise<void> {

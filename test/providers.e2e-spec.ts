@@ -53,6 +53,7 @@ describe('chat completions through the Anthropic provider', () => {
     // claude-haiku-4-5: 900 x 100000 + 100 cached x 10000 + 4 x 500000, in millionths of a millicent.
     const cost = (900 * 100_000 + 100 * 10_000 + 4 * 500_000) / 1e6;
     expect((completion as unknown as { x_service: { cost_millicents: number } }).x_service.cost_millicents).toBe(cost);
+    await t.settled(workspace.id);
     const [record] = await t.app
       .get(DataSource)
       .query(`SELECT *, ${TOKENS_AS_INT} FROM usage_records WHERE workspace_id = $1 ORDER BY created_at DESC LIMIT 1`, [workspace.id]);

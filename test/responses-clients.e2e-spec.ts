@@ -67,8 +67,10 @@ describe('Responses API clients', () => {
   /** The AI SDK's default model: `createOpenAI(...)(id)` is its Responses API model. */
   const aiSdk = (app: TestApp, workspace: TestWorkspace) => createOpenAI({ baseURL: `${app.baseUrl}/v1`, apiKey: workspace.apiKey });
   const wallet = async (workspace: TestWorkspace) => (await workspace.client.get('/wallet')) as { balanceMillicents: number; reservedMillicents: number };
-  const usageRecords = (app: TestApp, workspace: TestWorkspace) =>
-    app.app.get(DataSource).query(`SELECT *, ${TOKENS_AS_INT} FROM usage_records WHERE workspace_id = $1 ORDER BY created_at`, [workspace.id]);
+  const usageRecords = async (app: TestApp, workspace: TestWorkspace) => {
+    await app.settled(workspace.id);
+    return app.app.get(DataSource).query(`SELECT *, ${TOKENS_AS_INT} FROM usage_records WHERE workspace_id = $1 ORDER BY created_at`, [workspace.id]);
+  };
 
   describe('the AI SDK (createOpenAI(...)(model) calls /responses)', () => {
     it('generates and streams text on the simulator, with usage, and charges it', async () => {

@@ -63,8 +63,10 @@ describe('Responses API (openai SDK, fake OpenAI upstream)', () => {
   });
 
   const lastUpstream = () => upstream.requests[upstream.requests.length - 1].body;
-  const usageRecords = (workspace: TestWorkspace) =>
-    db.query(`SELECT *, ${TOKENS_AS_INT} FROM usage_records WHERE workspace_id = $1 ORDER BY created_at`, [workspace.id]);
+  const usageRecords = async (workspace: TestWorkspace) => {
+    await t.settled(workspace.id);
+    return db.query(`SELECT *, ${TOKENS_AS_INT} FROM usage_records WHERE workspace_id = $1 ORDER BY created_at`, [workspace.id]);
+  };
   const wallet = (workspace: TestWorkspace) => t.app.get(WalletService).balance(workspace.id);
   const create = async (workspace: TestWorkspace, body: Record<string, unknown>) =>
     (await workspace.client.responses.create(body as unknown as OpenAI.Responses.ResponseCreateParamsNonStreaming)) as WithService<OpenAI.Responses.Response>;

@@ -94,10 +94,12 @@ describe('a server tool added by one class and one registration line (calculator
       assistant_id: assistantId,
       messages: [{ role: 'user', content }],
     } as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming)) as Completion;
-  const ledger = (workspace: TestWorkspace) =>
-    db.query('SELECT type, amount_millicents::int AS amount FROM wallet_transactions WHERE workspace_id = $1 ORDER BY created_at, type DESC', [
+  const ledger = async (workspace: TestWorkspace) => {
+    await t.settled(workspace.id);
+    return db.query('SELECT type, amount_millicents::int AS amount FROM wallet_transactions WHERE workspace_id = $1 ORDER BY created_at, type DESC', [
       workspace.id,
     ]);
+  };
 
   it('accepts the registered tool in an assistant, beside a built-in one, and names it among the choices when refusing another', async () => {
     const workspace = await t.createWorkspace();
@@ -146,6 +148,7 @@ describe('a server tool added by one class and one registration line (calculator
       { role: 'tool', tool_call_id: 'call_calc1', content: '42' },
     ]);
 
+    await t.settled(workspace.id);
     const [record] = await db.query(
       'SELECT tools_used, tool_cost_millicents, total_cost_millicents, charged_millicents, iterations FROM usage_records WHERE workspace_id = $1',
       [workspace.id],
@@ -161,6 +164,7 @@ describe('a server tool added by one class and one registration line (calculator
       { type: 'topup', amount: 100_000 },
       { type: 'usage', amount: -(llm + CALCULATOR_PRICE) },
     ]);
+    await t.quiet(workspace.id);
     expect(await walletInvariants(db, workspace.id)).toEqual({ balance: 100_000 - llm - CALCULATOR_PRICE, reserved: 0, ledger: 100_000 - llm - CALCULATOR_PRICE, holds: 0 });
   });
 

@@ -2,6 +2,7 @@ import OpenAI from 'openai';
 import { DataSource } from 'typeorm';
 import { Billing } from '../src/billing/billing';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
+import { waitUntil } from './support/processes';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
 import { walletInvariants } from './support/wallet-invariants';
 
@@ -35,15 +36,20 @@ describe('settlement under hostile providers, stalls and early disconnects', () 
     await upstream.close();
   });
 
-  const ledger = (workspace: TestWorkspace): Promise<Array<{ type: string; amount: number }>> =>
-    db.query('SELECT type, amount_millicents::int AS amount FROM wallet_transactions WHERE workspace_id = $1 ORDER BY created_at', [workspace.id]);
-  const records = (workspace: TestWorkspace) =>
-    db.query(
+  // Direct reads wait for the settlements of the answers given so far to commit.
+  const ledger = async (workspace: TestWorkspace): Promise<Array<{ type: string; amount: number }>> => {
+    await t.settled(workspace.id);
+    return db.query('SELECT type, amount_millicents::int AS amount FROM wallet_transactions WHERE workspace_id = $1 ORDER BY created_at', [workspace.id]);
+  };
+  const records = async (workspace: TestWorkspace) => {
+    await t.settled(workspace.id);
+    return db.query(
       `SELECT status, error_code, input_tokens::float8 AS input_tokens, output_tokens::float8 AS output_tokens,
               total_cost_millicents::float8 AS cost, charged_millicents::int AS charged
          FROM usage_records WHERE workspace_id = $1 ORDER BY created_at`,
       [workspace.id],
     );
+  };
   /** Waits for what a request settles in the background (after a disconnect, say). */
   async function eventually<T>(read: () => Promise<T>, done: (value: T) => boolean): Promise<T> {
     let value = await read();
@@ -54,6 +60,7 @@ describe('settlement under hostile providers, stalls and early disconnects', () 
     return value;
   }
   async function expectConsistent(workspace: TestWorkspace) {
+    await t.quiet(workspace.id);
     const wallet = await walletInvariants(db, workspace.id);
     expect(wallet.balance).toBe(wallet.ledger);
     expect(wallet.reserved).toBe(0);
@@ -152,19 +159,28 @@ describe('settlement under hostile providers, stalls and early disconnects', () 
       });
 
       it('never drops the usage record for a passing failure (a deadlock): the charge fails with it, and nothing is charged', async () => {
-        const workspace = await t.createWorkspace({ balanceMillicents: 100_000 });
-        await refuseWritesTo('usage_records', 'deadlock_detected');
-        const { usage_record_not_stored: dropped, settlement_failed: failed } = t.app.get(Billing).incidents;
-        upstream.script({ kind: 'text', text: 'Fine.', usage: { prompt_tokens: 4_000, completion_tokens: 2 } });
-        const error = await workspace.client.chat.completions
-          .create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'Hi' }] })
-          .then(() => null, (failure: unknown) => failure);
-        expect(error).toBeInstanceOf(OpenAI.InternalServerError);
-        // The record tells an idempotent retry whether it was charged: no record, no charge.
-        expect(await ledger(workspace)).toEqual([{ type: 'topup', amount: 100_000 }]);
-        expect(t.app.get(Billing).incidents.usage_record_not_stored).toBe(dropped);
-        expect(t.app.get(Billing).incidents.settlement_failed).toBeGreaterThan(failed);
-        await expectConsistent(workspace);
+        // Commit mode: only an answer that waits for its commit can fail with it (a journaled one is retried until it commits).
+        const committing = await startTestApp({
+          databaseUrl: t.databaseUrl,
+          config: { providers: { openai: { apiKey: 'sk-upstream-secret', baseUrl: upstream.url } }, llmSimulator: 'off', upstreamMaxRetries: 0, settlementDurability: 'commit' },
+        });
+        try {
+          const workspace = await committing.createWorkspace({ balanceMillicents: 100_000 });
+          await refuseWritesTo('usage_records', 'deadlock_detected');
+          const { usage_record_not_stored: dropped, settlement_failed: failed } = committing.app.get(Billing).incidents;
+          upstream.script({ kind: 'text', text: 'Fine.', usage: { prompt_tokens: 4_000, completion_tokens: 2 } });
+          const error = await workspace.client.chat.completions
+            .create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'Hi' }] })
+            .then(() => null, (failure: unknown) => failure);
+          expect(error).toBeInstanceOf(OpenAI.InternalServerError);
+          // The record tells an idempotent retry whether it was charged: no record, no charge.
+          expect(await ledger(workspace)).toEqual([{ type: 'topup', amount: 100_000 }]);
+          expect(committing.app.get(Billing).incidents.usage_record_not_stored).toBe(dropped);
+          expect(committing.app.get(Billing).incidents.settlement_failed).toBeGreaterThan(failed);
+          await expectConsistent(workspace);
+        } finally {
+          await committing.close();
+        }
       });
     });
   });
@@ -190,7 +206,9 @@ describe('settlement under hostile providers, stalls and early disconnects', () 
         .map((event) => (JSON.parse(event) as OpenAI.Chat.ChatCompletionChunk).choices[0]?.delta?.content ?? '')
         .join('');
       expect(text).toBe('Once upon a time');
-      expect(upstream.requests[upstream.requests.length - 1].closedEarly).toBe(true);
+      // The answer may end (journaled) before the fake has seen its connection close.
+      const stalled = upstream.requests[upstream.requests.length - 1];
+      expect(await waitUntil(() => stalled.closedEarly, 5_000)).toBe(true);
 
       const [record] = await records(workspace);
       expect(record).toMatchObject({ status: 'error', error_code: 'upstream_idle_timeout' });

@@ -65,12 +65,19 @@ describe('the simulator honours what clients ask for', () => {
   });
 
   const messages = (content: string): OpenAI.Chat.ChatCompletionMessageParam[] => [{ role: 'user', content }];
-  const create = (params: Omit<OpenAI.Chat.ChatCompletionCreateParamsNonStreaming, 'model'>) =>
-    workspace.client.chat.completions.create({ model: 'gpt-4o-mini', ...params }) as Promise<Completion>;
+  // Each request's charge commits before the next request: usage records committed in one
+  // batch share their created_at, and expectChargedAsUsage reads the newest.
+  afterEach(() => t.settled(workspace.id));
+  const create = async (params: Omit<OpenAI.Chat.ChatCompletionCreateParamsNonStreaming, 'model'>) => {
+    const completion = (await workspace.client.chat.completions.create({ model: 'gpt-4o-mini', ...params })) as Completion;
+    await t.settled(workspace.id);
+    return completion;
+  };
   async function stream(params: Omit<OpenAI.Chat.ChatCompletionCreateParamsStreaming, 'model' | 'stream'>): Promise<Chunk[]> {
     const chunks: Chunk[] = [];
     const body = { model: 'gpt-4o-mini', stream: true as const, stream_options: { include_usage: true }, ...params };
     for await (const chunk of await workspace.client.chat.completions.create(body)) chunks.push(chunk as Chunk);
+    await t.settled(workspace.id);
     return chunks;
   }
   /** What a stream said, per choice: its text, tool calls, finish and log-probabilities. */
@@ -102,6 +109,7 @@ describe('the simulator honours what clients ask for', () => {
     const model = t.app.get(ModelsService).get('gpt-4o-mini');
     const exact = (usage!.prompt_tokens * model.inputPrice + usage!.completion_tokens * model.outputPrice) / 1e6;
     expect(cost).toBe(exact);
+    await t.settled(workspace.id);
     const [record] = await db.query(
       `SELECT *, ${TOKENS_AS_INT} FROM usage_records WHERE workspace_id = $1 ORDER BY created_at DESC LIMIT 1`,
       [workspace.id],
