@@ -43,7 +43,7 @@ describe('wallet leases and group commit', () => {
     let db: DataSource;
     beforeAll(async () => {
       t = await startTestApp({
-        config: { providers: { openai: { apiKey: 'sk-upstream', baseUrl: upstream.url } }, walletLeaseIdleMs: 300 },
+        config: { providers: { openai: { apiKey: 'sk-upstream', baseUrl: upstream.url } }, walletLeaseIdleMs: 1_000 },
       });
       db = t.app.get<DataSource>(getDataSourceToken());
     });
@@ -66,6 +66,7 @@ describe('wallet leases and group commit', () => {
       expect((await leaseRows(db, workspace.id)).map((row) => row.id)).toEqual([lease.id]);
 
       expect(await waitUntil(async () => (await leaseRows(db, workspace.id)).length === 0, 3_000)).toBe(true);
+      await t.settled(workspace.id);
       const after = await walletInvariants(db, workspace.id);
       // 3 x (10 x 250,000 + 5 x 1,000,000) micro-millicents = 22.5 millicents.
       expect(after).toEqual({ balance: 1_000_000 - 22, reserved: 0, ledger: 1_000_000 - 22, holds: 0 });
@@ -76,6 +77,8 @@ describe('wallet leases and group commit', () => {
       upstream.setDefault({ kind: 'text', text: 'Hi.', usage: { prompt_tokens: 10, completion_tokens: 5 }, delayMs: 20 });
       const answers = await Promise.all(Array.from({ length: 40 }, () => ask(workspace.client)));
       expect(answers.every(({ response }) => response.status === 200)).toBe(true);
+      // Journaled settlements (the default) commit a moment after their answers.
+      await t.settled(workspace.id);
       const [{ records, charged }] = await db.query(
         `SELECT count(*)::int AS records, coalesce(sum(charged_millicents), 0)::int AS charged FROM usage_records WHERE workspace_id = $1`,
         [workspace.id],
