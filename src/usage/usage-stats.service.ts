@@ -171,7 +171,7 @@ export class UsageStatsService {
 
   /** Whether the workspace has made any request that is still on record (one index probe). */
   async hasUsage(workspaceId: string): Promise<boolean> {
-    await this.pending?.written(workspaceId);
+    await this.pending.written(workspaceId);
     const [row] = (await this.records.manager.query(
       'SELECT EXISTS (SELECT 1 FROM usage_records WHERE workspace_id = $1) AS used',
       [workspaceId],
