@@ -246,6 +246,10 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
   const portkeyJs = require.resolve('@portkey-ai/gateway/build/start-server.js');
   log(`1-min load average at start: ${startLoad[0]} on ${os.cpus().length} CPUs`);
 
+  // BENCH_CPU_PROF=<dir>: every gateway process (Portkey's and the service's) writes a V8 CPU profile there when it
+  // stops (open it in Chrome's DevTools); the two side by side say where each spends a request.
+  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(process.env.BENCH_CPU_PROF)}`] : [];
+  log(`Node.js ${process.version} (every process of the run)`);
   const servers: ServerProcess[] = [];
   const start = (name: string, args: string[], env: Record<string, string>) => {
     const server = startNode(name, args, env);
@@ -262,7 +266,7 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
 
   // --- Portkey's gateway in front of it: the peer --------------------------------------
   const portkeyPort = await freePort();
-  const portkey = start('Portkey gateway', ['-r', path.join(__dirname, 'loopback-only.js'), portkeyJs, `--port=${portkeyPort}`, '--headless'], {
+  const portkey = start('Portkey gateway', [...profile, '-r', path.join(__dirname, 'loopback-only.js'), portkeyJs, `--port=${portkeyPort}`, '--headless'], {
     NODE_ENV: 'production',
   });
   const portkeyUrl = `http://127.0.0.1:${portkeyPort}`;
@@ -306,8 +310,6 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
     const port = await freePort();
     // Its own metrics port: the fixed-rate measurements read the event loop's delays and the GC pauses from it.
     const metricsPort = await freePort();
-    // BENCH_CPU_PROF=<dir>: each service process writes a V8 CPU profile there when it stops (open it in Chrome's DevTools).
-    const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(process.env.BENCH_CPU_PROF)}`] : [];
     const server = start(name, [...profile, mainJs], { ...serviceEnv, PORT: String(port), METRICS_PORT: String(metricsPort) });
     const baseUrl = `http://127.0.0.1:${port}`;
     await waitUntilServing(server, `${baseUrl}/health/ready`, 60_000);

@@ -1,5 +1,3 @@
-// First: V8's settings for the server process, before any code that they concern is loaded.
-import './v8-tuning';
 import 'reflect-metadata';
 import { INestApplication, Logger } from '@nestjs/common';
 import type { Server } from 'node:http';
