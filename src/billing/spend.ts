@@ -8,6 +8,18 @@ export interface XService {
   iterations: number;
   tools_used: string[];
   generated_files: string[] | null;
+  /** The provider and deployment (the catalog's label) of the model call that answered; null when none did. */
+  provider: string | null;
+  deployment: string | null;
+  /** Upstream attempts of the whole request, failed ones (moved to another deployment) included. */
+  attempts: number;
+}
+
+/** Who answered a model call: the catalog model, its provider, and the deployment's label. */
+export interface Answerer {
+  model: string;
+  provider: string;
+  deployment: string;
 }
 
 /** What one request has used so far, over all its model calls (iterations) and tool calls. */
@@ -24,6 +36,10 @@ export class Spend {
   llmMicros: MicroMillicents = 0n;
   toolMicros: MicroMillicents = 0n;
   readonly toolsUsed: string[] = [];
+  /** The deployment that answered the last model call (the answer's `model` is its model). */
+  answeredBy: Answerer | null = null;
+  /** Upstream attempts so far, over every model call; only the one that answered each call is charged. */
+  attempts = 0;
 
   /** A model call is about to be made with this prompt. */
   calling(messages: ChatMessage[]): void {
@@ -58,6 +74,9 @@ export class Spend {
       iterations: this.iterations,
       tools_used: [...this.toolsUsed],
       generated_files: null,
+      provider: this.answeredBy?.provider ?? null,
+      deployment: this.answeredBy?.deployment ?? null,
+      attempts: this.attempts,
     };
   }
 

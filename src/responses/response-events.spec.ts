@@ -54,7 +54,7 @@ describe('responseEvents', () => {
     chat.next(chunk({ tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"ci' } }] }));
     chat.next(chunk({ tool_calls: [{ index: 0, function: { arguments: 'ty":"Oslo"}' } }] }));
     chat.next(chunk({}, 'tool_calls'));
-    chat.next({ ...chunk({}), choices: [], usage, x_service: { cost_millicents: 3, iterations: 1, tools_used: [], generated_files: null } });
+    chat.next({ ...chunk({}), choices: [], usage, x_service: { cost_millicents: 3, iterations: 1, tools_used: [], generated_files: null, provider: 'openai', deployment: 'openai', attempts: 1 } });
     chat.complete();
     const list = await all;
 

@@ -12,6 +12,15 @@ export class XServiceDto {
 
   @ApiProperty({ type: [String], nullable: true, description: 'URLs of generated files; null when none.', example: null })
   generated_files: string[] | null;
+
+  @ApiProperty({ type: String, nullable: true, description: 'Provider of the deployment that answered (the last model call); null when none answered.', example: 'openai' })
+  provider: string | null;
+
+  @ApiProperty({ type: String, nullable: true, description: "Label of the deployment that answered, from the model catalog; null when none answered.", example: 'openai-eu' })
+  deployment: string | null;
+
+  @ApiProperty({ description: 'Upstream attempts of this request, including failed attempts on other deployments (which were not charged).', example: 1 })
+  attempts: number;
 }
 
 class ResponseMessageDto {
