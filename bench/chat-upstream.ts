@@ -62,7 +62,8 @@ function send(res: ServerResponse, status: number, contentType: string, body: Bu
   res.end(body);
 }
 
-function handle(req: IncomingMessage, res: ServerResponse): void {
+/** Exported for bench/routing-upstream.ts, which puts its fault modes in front of it. */
+export function handle(req: IncomingMessage, res: ServerResponse): void {
   if (req.method === 'GET' && req.url?.startsWith('/v1/models')) {
     req.resume();
     return send(res, 200, 'application/json', MODELS);
