@@ -247,10 +247,14 @@ describeWithRedisServer('upstream routing across two replicas', () => {
 
   beforeAll(async () => {
     redis = await startRedisServer();
-    fakes = await startFakes(2);
+    fakes = await startFakes(4);
     for (const fake of fakes) fake.setDefault({ kind: 'text', text: 'Ok.', usage: USAGE });
+    fakes[2].setDefault({ kind: 'http_error', status: 500, body: { error: { message: 'down' } } });
     const databaseUrl = await createTestDatabase();
-    const modelCatalogFile = catalog([mini([deployment('budgeted', fakes[0], { rpm: 7, weight: 10 }), deployment('spare', fakes[1])])]);
+    const modelCatalogFile = catalog([
+      mini([deployment('budgeted', fakes[0], { rpm: 7, weight: 10 }), deployment('spare', fakes[1])]),
+      { ...mini([deployment('dead', fakes[2], { weight: 100 }), deployment('alive', fakes[3])]), id: 'shared-cooldown' },
+    ]);
     for (let i = 0; i < 2; i++) {
       replicas.push(await startTestApp({ databaseUrl, config: { llmSimulator: 'off', modelCatalogFile, redisUrl: redis.url } }));
     }
@@ -269,5 +273,17 @@ describeWithRedisServer('upstream routing across two replicas', () => {
     expect(answers).toHaveLength(30);
     expect(chatCount(fakes[0])).toBe(7);
     expect(chatCount(fakes[1])).toBe(23);
+  });
+
+  it('shares a cooldown: a deployment one replica cooled down gets nothing from the other', async () => {
+    const workspace = await replicas[0].createWorkspace({ tier: 'enterprise', balanceMillicents: 10_000_000 });
+    const second = { ...workspace, client: new OpenAI({ baseURL: `${replicas[1].baseUrl}/v1`, apiKey: workspace.apiKey, maxRetries: 0 }) };
+    // Weighted 100:1, "dead" is tried first nearly always: 3 failures on replica 0 cool it down.
+    for (let i = 0; i < 6; i++) await chat(workspace, { model: 'shared-cooldown' });
+    expect(chatCount(fakes[2])).toBe(3);
+    // Replica 1 reads the shared cooldown within a second.
+    await new Promise((resolve) => setTimeout(resolve, 1_200));
+    for (let i = 0; i < 10; i++) expect((await chat(second, { model: 'shared-cooldown' })).x_service.deployment).toBe('alive');
+    expect(chatCount(fakes[2])).toBe(3);
   });
 });
