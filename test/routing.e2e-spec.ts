@@ -98,7 +98,7 @@ describe('upstream routing: deployments, failover, cooldown, fallbacks', () => {
         deployment('hanging', hanging, { timeout_ms: 300 }),
         deployment('dear', healthy, { input_price: DEAR.input, output_price: DEAR.output }),
       ]),
-    ]);
+    ], { metrics: { token: 'metrics-token-0123456789abcdef' } });
     const workspace = await app.createWorkspace({ tier: 'team', balanceMillicents: 10_000_000 });
     const before = await walletInvariants(db, workspace.id);
 
@@ -123,6 +123,15 @@ describe('upstream routing: deployments, failover, cooldown, fallbacks', () => {
     expect(deadCalls()).toBe(deadAfterTwelve);
     expect(answers.slice(12).every((a) => a.x_service.attempts === 1)).toBe(true);
     expect(chatCount(healthy)).toBe(20);
+
+    // /metrics has the same story per deployment.
+    const metrics = await (await fetch(`${app.baseUrl}/metrics`, { headers: { Authorization: 'Bearer metrics-token-0123456789abcdef' } })).text();
+    const value = (name: string, labels: string) => Number(new RegExp(`^${name}\\{${labels}\\} (\\d+)$`, 'm').exec(metrics)?.[1]);
+    expect(value('acs_deployment_attempts_total', 'model="gpt-4o-mini",deployment="dear",outcome="ok"')).toBe(20);
+    expect(value('acs_deployment_attempts_total', 'model="gpt-4o-mini",deployment="failing",outcome="failed"')).toBe(3);
+    expect(value('acs_deployment_cooldown', 'model="gpt-4o-mini",deployment="limited"')).toBe(1);
+    expect(value('acs_deployment_cooldown', 'model="gpt-4o-mini",deployment="dear"')).toBe(0);
+    expect(metrics).toMatch(/^acs_deployment_latency_seconds_count\{model="gpt-4o-mini",deployment="dear"\} 20$/m);
 
     await app.quiet(workspace.id);
     const after = await walletInvariants(db, workspace.id);
