@@ -1,4 +1,5 @@
 import { DataSource } from 'typeorm';
+import { UsageAnswerer1764003250000 } from '../migrations/1764003250000-UsageAnswerer';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
 
 interface UsageSummary {
@@ -667,6 +668,50 @@ describe('usage statistics', () => {
         await runner.release();
       }
       expect(await mismatches()).toEqual([]);
+    });
+
+    it('keeps equal to the records when the provider joins its key (UsageAnswerer, down and up again over existing records)', async () => {
+      const workspace = await t.createWorkspace();
+      await insert(workspace, [
+        { createdAt: `${day(-2)}T08:00:00Z`, model: 'gpt-4o', llmMicro: 1_500_000, provider: 'openai' },
+        { createdAt: `${day(-2)}T09:00:00Z`, model: 'gpt-4o', llmMicro: 2_000_000, provider: 'azure' },
+        { createdAt: `${day(-1)}T09:00:00Z`, model: 'gpt-4o', llmMicro: 3_000_000, provider: null },
+      ]);
+      const runner = db.createQueryRunner();
+      await runner.connect();
+      try {
+        await runner.startTransaction();
+        const migration = new UsageAnswerer1764003250000();
+        await migration.down(runner);
+        expect(await runner.query(`SELECT day::text, requests::int FROM usage_daily_totals WHERE workspace_id = $1 ORDER BY day`, [workspace.id])).toEqual([
+          { day: day(-2), requests: 2 },
+          { day: day(-1), requests: 1 },
+        ]);
+        // As on a database of the previous version: the records' providers are unknown, and their totals keep ''.
+        await migration.up(runner);
+        expect(
+          await runner.query(`SELECT day::text, provider, requests::int FROM usage_daily_totals WHERE workspace_id = $1 ORDER BY day`, [workspace.id]),
+        ).toEqual([
+          { day: day(-2), provider: '', requests: 2 },
+          { day: day(-1), provider: '', requests: 1 },
+        ]);
+        await runner.query(`UPDATE usage_records SET provider = 'openai' WHERE workspace_id = $1 AND created_at < $2`, [
+          workspace.id,
+          `${day(-2)}T08:30:00Z`,
+        ]);
+        await runner.commitTransaction();
+      } catch (error) {
+        await runner.rollbackTransaction();
+        throw error;
+      } finally {
+        await runner.release();
+      }
+      expect(await mismatches()).toEqual([]);
+      const summary = await get<{ data: UsageSummary }>(workspace, '/usage');
+      expect(summary.data.by_provider).toEqual([
+        { provider: null, requests: 2, cost_millicents: 5 },
+        { provider: 'openai', requests: 1, cost_millicents: 1.5 },
+      ]);
     });
   });
 
