@@ -14,7 +14,7 @@ const WEB_SEARCH_PRICE = 1_000;
 const FILE_SEARCH_PRICE = 100;
 
 type Completion = OpenAI.Chat.ChatCompletion & {
-  x_service: { cost_millicents: number; iterations: number; tools_used: string[]; generated_files: null };
+  x_service: { cost_millicents: number; iterations: number; tools_used: string[]; generated_files: null; provider: string | null; deployment: string | null; attempts: number };
 };
 
 describe('assistants and the server-side tool loop (through the OpenAI SDK)', () => {
@@ -167,6 +167,9 @@ describe('assistants and the server-side tool loop (through the OpenAI SDK)', ()
         iterations: 2,
         tools_used: ['web_search'],
         generated_files: null,
+        provider: 'openai',
+        deployment: 'openai',
+        attempts: 2,
       });
       expect(completion.usage).toMatchObject({ prompt_tokens: 600, completion_tokens: 30, total_tokens: 630 });
 
@@ -228,6 +231,9 @@ describe('assistants and the server-side tool loop (through the OpenAI SDK)', ()
         iterations: 2,
         tools_used: ['web_search'],
         generated_files: null,
+        provider: 'openai',
+        deployment: 'openai',
+        attempts: 2,
       });
       await expectWalletConsistent(workspace);
     });
@@ -434,6 +440,9 @@ describe('assistants and the server-side tool loop (through the OpenAI SDK)', ()
         iterations: 2,
         tools_used: ['file_search'],
         generated_files: null,
+        provider: 'openai',
+        deployment: 'openai',
+        attempts: 2,
       });
       const toolMessage = (lastUpstream().body.messages as Array<{ role: string; content: string }>).at(-1)!;
       expect(toolMessage.role).toBe('tool');

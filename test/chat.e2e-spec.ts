@@ -86,6 +86,9 @@ describe('chat completions in direct mode (OpenAI provider, through the OpenAI S
         iterations: 1,
         tools_used: [],
         generated_files: null,
+        provider: 'openai',
+        deployment: 'openai',
+        attempts: 1,
       });
 
       const sent = lastUpstream();
@@ -260,7 +263,7 @@ describe('chat completions in direct mode (OpenAI provider, through the OpenAI S
       expect(last.choices).toEqual([]);
       expect(last.usage).toMatchObject({ prompt_tokens: 20, completion_tokens: 3, total_tokens: 23 });
       const cost = (20 * GPT_4O.input + 3 * GPT_4O.output) / 1e6;
-      expect(last.x_service).toEqual({ cost_millicents: cost, iterations: 1, tools_used: [], generated_files: null });
+      expect(last.x_service).toEqual({ cost_millicents: cost, iterations: 1, tools_used: [], generated_files: null, provider: 'openai', deployment: 'openai', attempts: 1 });
       expect(chunks.every((c) => c.model === 'gpt-4o')).toBe(true);
       expect(lastUpstream().body).toMatchObject({ stream: true, stream_options: { include_usage: true } });
       expect(await wallet(workspace)).toMatchObject({ balanceMillicents: 50_000 - Math.floor(cost) });

@@ -53,7 +53,7 @@ class CalculatorTool implements ServerTool {
   }
 }
 
-type XService = { cost_millicents: number; iterations: number; tools_used: string[]; generated_files: null };
+type XService = { cost_millicents: number; iterations: number; tools_used: string[]; generated_files: null; provider: string | null; deployment: string | null; attempts: number };
 type Completion = OpenAI.Chat.ChatCompletion & { x_service: XService };
 
 describe('a server tool added by one class and one registration line (calculator)', () => {
@@ -135,7 +135,7 @@ describe('a server tool added by one class and one registration line (calculator
     expect(completion.choices[0].message.tool_calls).toBeUndefined();
     // 600 input and 100 output tokens: 9 + 6 = 15 millicents, and the calculator's price.
     const llm = (600 * MINI.input + 100 * MINI.output) / 1e6;
-    expect(completion.x_service).toEqual({ cost_millicents: llm + CALCULATOR_PRICE, iterations: 2, tools_used: ['calculator'], generated_files: null });
+    expect(completion.x_service).toEqual({ cost_millicents: llm + CALCULATOR_PRICE, iterations: 2, tools_used: ['calculator'], generated_files: null, provider: 'openai', deployment: 'openai', attempts: 2 });
 
     // The model was offered both tools, the calculator as the class defines it.
     const offered = upstream.requests[before].body.tools as Array<{ function: { name: string; parameters: unknown } }>;
@@ -188,7 +188,7 @@ describe('a server tool added by one class and one registration line (calculator
     expect(chunks.some((c) => c.choices[0]?.delta?.tool_calls)).toBe(false);
     expect((upstream.requests.at(-1)!.body.messages as Array<{ content: string }>).at(-1)!.content).toBe('3.5');
     const llm = (600 * MINI.input + 100 * MINI.output) / 1e6;
-    expect(chunks.at(-1)!.x_service).toEqual({ cost_millicents: llm + CALCULATOR_PRICE, iterations: 2, tools_used: ['calculator'], generated_files: null });
+    expect(chunks.at(-1)!.x_service).toEqual({ cost_millicents: llm + CALCULATOR_PRICE, iterations: 2, tools_used: ['calculator'], generated_files: null, provider: 'openai', deployment: 'openai', attempts: 2 });
     expect(await t.app.get(WalletService).balance(workspace.id)).toMatchObject({ balanceMillicents: 100_000 - llm - CALCULATOR_PRICE, reservedMillicents: 0 });
   });
 
@@ -208,7 +208,7 @@ describe('a server tool added by one class and one registration line (calculator
       content: 'calculator needs arguments of the form {"expression": "<number> <+-*/> <number>"}.',
     });
     const llm = (600 * MINI.input + 100 * MINI.output) / 1e6;
-    expect(completion.x_service).toEqual({ cost_millicents: llm, iterations: 2, tools_used: [], generated_files: null });
+    expect(completion.x_service).toEqual({ cost_millicents: llm, iterations: 2, tools_used: [], generated_files: null, provider: 'openai', deployment: 'openai', attempts: 2 });
     expect(await ledger(workspace)).toEqual([
       { type: 'topup', amount: 100_000 },
       { type: 'usage', amount: -llm },

@@ -4,7 +4,7 @@ import { ApiError } from '../common/errors/api-error';
 import { usageErrorCode } from '../common/errors/usage-error-code';
 import type { AppendTurnParams } from '../conversations/conversation-turns';
 import type { ModelDefinition } from '../models/model-catalog';
-import type { ChatMessage, CompletionUsage, FunctionTool } from '../providers/provider-adapter';
+import type { ChatMessage, CompletionUsage, FunctionTool, RouteObserver } from '../providers/provider-adapter';
 import { countPromptTokens, countPromptTokensAsync, countTextTokensAsync } from '../providers/tokens';
 import { ceilMillicents, llmCost, MICROS_PER_MILLICENT, MicroMillicents, toDecimalString, toMillicentsNumber } from '../wallet/cost';
 import type { Hold, WalletService } from '../wallet/wallet.service';
@@ -145,6 +145,24 @@ export class BillingSession {
   }
 
   /**
+   * Told of each upstream attempt and of the one that answered: a call is billed at the prices
+   * of the deployment that answered it; an attempt that failed over was not billed by its
+   * provider and costs nothing (only counted in `attempts`).
+   */
+  readonly route: RouteObserver = {
+    attempting: (target) => {
+      this.spend.attempts += 1;
+      this.pricing = target.served;
+    },
+    answered: (target) => {
+      this.pricing = target.served;
+      this.spend.answeredBy = { model: target.model.id, provider: target.served.provider, deployment: target.label };
+    },
+  };
+  /** The prices of the deployment of the call under way (the hold's, the most expensive candidate's, before any). */
+  private pricing: ModelDefinition | undefined;
+
+  /**
    * Adds one model call: the provider's usage report, checked against the model's limits
    * and what we saw generated; our tokenizer's counts where it reported none.
    */
@@ -158,10 +176,11 @@ export class BillingSession {
       maxPromptTokens: model.contextLength,
       maxCompletionTokens: this.maxTokens * this.estimate.choices,
     });
+    const served = this.pricing ?? model;
     if (problems.length > 0) {
-      logger.warn(`${model.provider} reported unusable usage for ${model.id}: ${problems.join('; ')}. Billed the checked counts.`);
+      logger.warn(`${served.provider} reported unusable usage for ${served.id}: ${problems.join('; ')}. Billed the checked counts.`);
     }
-    this.spend.addModelCall(model, usage);
+    this.spend.addModelCall(served, usage);
   }
 
   addToolCall(name: string, micros: MicroMillicents): void {
@@ -269,6 +288,9 @@ export class BillingSession {
     // The hold lives until the charge commits, however long a kept settlement waits for the database.
     const released = () => clearInterval(this.heartbeat);
     const latencyMs = Date.now() - this.estimate.startedAt;
+    // A fallback model that answered is the request's model: in the ledger and the usage record.
+    const answeredModel = spend.answeredBy?.model ?? model.id;
+    const recordSubject = answeredModel === subject.model ? subject : { ...subject, model: answeredModel };
     try {
       await this.ports.settlements.submit({
         requestId: subject.requestId,
@@ -277,7 +299,7 @@ export class BillingSession {
           charge: {
             workspaceId: subject.workspaceId,
             costMicros: spend.totalMicros,
-            description: `${model.id}: ${inputTokens} input + ${outputTokens} output tokens${
+            description: `${answeredModel}: ${inputTokens} input + ${outputTokens} output tokens${
               spend.toolsUsed.length ? `, ${spend.toolsUsed.join(' and ')}` : ''
             }${spend.iterations > 1 ? ` over ${spend.iterations} calls` : ''}`,
           },
@@ -286,7 +308,7 @@ export class BillingSession {
           retry: this.settleAttempts++ > 0,
         },
         record: storable(
-          usageRecord(subject, latencyMs, ending, {
+          usageRecord(recordSubject, latencyMs, ending, {
             inputTokens,
             outputTokens,
             totalTokens: inputTokens + outputTokens,
@@ -353,7 +375,7 @@ export class BillingSession {
     if (!prompt) return;
     const { model } = this.estimate;
     const tokens = await this.countPrompt(prompt);
-    this.spend.addModelCall(model, { prompt_tokens: Math.min(tokens, model.contextLength), completion_tokens: 0, total_tokens: tokens });
+    this.spend.addModelCall(this.pricing ?? model, { prompt_tokens: Math.min(tokens, model.contextLength), completion_tokens: 0, total_tokens: tokens });
   }
 
   private countPrompt(messages: ChatMessage[]): Promise<number> {

@@ -23,6 +23,7 @@ const MAX_CHOICES = 128;
 /** Fields the service handles itself; every other field is forwarded to the provider. */
 const OWN_FIELDS = new Set([
   'model',
+  'models',
   'assistant_id',
   'messages',
   'stream',

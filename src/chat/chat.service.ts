@@ -64,6 +64,10 @@ export function apiCaller(principal: Principal, req: ApiRequest): ChatCaller {
 interface PreparedCall {
   request: ChatRequest;
   model: ModelDefinition;
+  /** Tried in order when no deployment of `model` can answer: the request's `models`, or the catalog's fallbacks. */
+  fallbacks: ModelDefinition[];
+  /** Prompt and output cap: what a call may take from a deployment's token budget. */
+  budgetTokens: number;
   /** Null in direct mode. */
   assistant: Assistant | null;
   billing: BillingSession;
@@ -121,7 +125,7 @@ export class ChatService {
       const completion = answerOf(end, isServerTool);
       await call.billing.settle(completion.choices[0]?.message as ChatMessage | undefined);
       const { spend } = call.billing;
-      return withOurFields(completion, { model: call.model.id, usage: spend.usage(), x_service: spend.xService() });
+      return withOurFields(completion, { model: spend.answeredBy?.model ?? call.model.id, usage: spend.usage(), x_service: spend.xService() });
     } catch (error) {
       // Stopped by the drain deadline rather than by the client: answered 503, not charged.
       const cutByStop = isAbort(error) && call.run.aborted && this.drain.streamsCut.aborted;
@@ -143,7 +147,7 @@ export class ChatService {
       ended.onAbort(link.release);
       const call = await this.prepare(caller, body, ended, link.run);
       return {
-        modelId: call.model.id,
+        modelId: () => call.billing.spend.answeredBy?.model ?? call.model.id,
         includeUsage: call.request.dto.stream_options?.include_usage === true,
         isServerTool: (name) => this.tools.isServerTool(name, call.serverTools),
         openStream: (messages, last, outputCap) => this.providers.openStream(this.providerRequest(call, messages, last, outputCap), call.run),
@@ -176,6 +180,9 @@ export class ChatService {
       // Refused before anything is held or sent: a conversation that would grow past its limits.
       if (conversation) this.conversations.assertRoomFor(conversation, request.messages);
       const assistantAsModel = assistantOfModel(request.dto.model);
+      if (request.dto.models !== undefined && (assistantAsModel !== undefined || request.dto.assistant_id !== undefined)) {
+        throw ApiError.badRequest('models is for direct mode: an assistant runs on its own model.', 'models');
+      }
       if (assistantAsModel !== undefined && request.dto.assistant_id !== undefined) {
         throw ApiError.badRequest(`Name the assistant once: with assistant_id, or with model "${ASSISTANT_MODEL_PREFIX}<slug>".`, 'model');
       }
@@ -188,9 +195,10 @@ export class ChatService {
         assistant = await this.assistants.resolve(workspaceId, conversation.assistantId);
       }
       // `model: "assistant/<slug>"` runs the assistant on its own model; with assistant_id, `model` overrides it.
-      const modelId = assistantAsModel !== undefined ? assistant!.model : (request.dto.model ?? assistant?.model);
+      const modelId = assistantAsModel !== undefined ? assistant!.model : (request.dto.model ?? request.dto.models?.[0] ?? assistant?.model);
       if (!modelId) throw ApiError.badRequest('You must provide a model parameter (or an assistant_id).', 'model');
       model = this.models.get(modelId);
+      let fallbacks = this.fallbacksOf(model, request.dto.models);
 
       const serverTools = assistant?.tools ?? [];
       if (serverTools.length > 0 && request.choices > 1) {
@@ -217,6 +225,7 @@ export class ChatService {
       const minimumOutput = Math.min(outputCap, MIN_USEFUL_OUTPUT_TOKENS);
       // Counted beside other requests, and only up to the context window: megabytes of text are refused, not counted to the end.
       const ownTokens = await countPromptTokensAsync([...systemPrompt, ...request.messages], tools, { limit: model.contextLength });
+      const primary = model;
       if (ownTokens + minimumOutput > model.contextLength) throw contextExceeded(model, ownTokens);
       // Only the newest stored messages that fit beside the request are read.
       const history = conversation ? await this.historyOf(caller, workspaceId, conversation.id, model.contextLength - outputCap - ownTokens) : [];
@@ -224,13 +233,17 @@ export class ChatService {
       const promptTokens = history.length > 0 ? await countPromptTokensAsync(messages, tools, { limit: model.contextLength }) : ownTokens;
       if (promptTokens + minimumOutput > model.contextLength) throw contextExceeded(model, promptTokens);
       const maxIterations = serverTools.length > 0 ? assistant!.maxToolIterations : 1;
+      // A fallback whose context cannot hold the prompt would be refused upstream (400, which never fails over): it is left out.
+      fallbacks = fallbacks.filter((f) => f !== primary && promptTokens + minimumOutput <= f.contextLength);
+      // The hold covers the most expensive deployment or fallback that may answer; the one that answers is charged.
+      const priced = this.providers.priceCeiling(model, fallbacks);
       // Each iteration of a tool loop may cost about the first call again (its results make later prompts longer: the exact cost is settled).
-      const admission = await caller.bounds?.spending?.admit(maxIterations * holdEstimateMillicents(model, promptTokens, outputCap, request.choices));
+      const admission = await caller.bounds?.spending?.admit(maxIterations * holdEstimateMillicents(priced, promptTokens, outputCap, request.choices));
       const billing = await this.openBilling(admission, {
         subject: this.subjectOf(caller, request, model.id, assistant, nerfed),
         startedAt,
         clientGone,
-        model,
+        model: priced,
         promptTokens,
         outputCap,
         choices: request.choices,
@@ -244,6 +257,8 @@ export class ChatService {
       return {
         request,
         model,
+        fallbacks,
+        budgetTokens: promptTokens + outputCap * request.choices,
         assistant,
         billing,
         messages,
@@ -354,7 +369,20 @@ export class ChatService {
       maxTokens: outputCap ?? call.billing.maxTokens,
       maxTokensField: request.maxTokensField,
       extra: call.serverTools.length > 0 && last ? { ...request.extra, tool_choice: 'none' } : request.extra,
+      fallbacks: call.fallbacks,
+      budgetTokens: call.budgetTokens,
+      route: call.billing.route,
     };
+  }
+
+  /**
+   * The models tried after `model`: the request's `models` (OpenRouter's fallback list; ids
+   * the catalog lacks are refused like `model`), or else the catalog's fallbacks of the model.
+   */
+  private fallbacksOf(model: ModelDefinition, requested: string[] | undefined): ModelDefinition[] {
+    if (requested === undefined) return (model.fallbacks ?? []).map((id) => this.models.get(id));
+    const ids = [...new Set(requested)].filter((id) => id !== model.id);
+    return ids.map((id) => this.models.get(id, 'models'));
   }
 }
 

@@ -32,7 +32,8 @@ export class StreamRelay {
 
   constructor(
     private readonly subscriber: Subscriber<ChatCompletionChunkResponse | KeepAlive>,
-    private readonly modelId: string,
+    /** The model the client sees in every chunk: the one that answered (a fallback may have). */
+    private readonly modelId: () => string,
     private readonly isServerTool: (name: string | undefined) => boolean,
   ) {}
 
@@ -126,6 +127,6 @@ export class StreamRelay {
 
   private chunkOf(chunk: ChatCompletionChunk, choices: Choice[]): ChatCompletionChunkResponse {
     const { usage: _usage, ...rest } = chunk;
-    return { ...rest, model: this.modelId, choices };
+    return { ...rest, model: this.modelId(), choices };
   }
 }

@@ -65,7 +65,7 @@ function streamedCall(
     return {
       messages: PROMPT,
       maxIterations: 3,
-      modelId: 'gpt-4o',
+      modelId: () => 'gpt-4o',
       includeUsage: false,
       isServerTool: (name) => name === 'web_search',
       openStream: async () => {

@@ -14,8 +14,8 @@ const KEEP_ALIVE_MS = 5_000;
 /** A streamed request once prepared (its money held): what its tool loop needs. */
 export interface StreamedCall extends Omit<ToolLoop<StreamedTurn>, 'callModel' | 'toolsRunning' | 'billing'> {
   billing: Pick<BillingSession, 'settleStream'> & ToolLoop<StreamedTurn>['billing'];
-  /** The model id the client sees in every chunk. */
-  modelId: string;
+  /** The model id the client sees in every chunk: the model that answered (read at each chunk). */
+  modelId: () => string;
   /** `stream_options.include_usage`: a last chunk carries the usage. */
   includeUsage: boolean;
   isServerTool(name: string | undefined): boolean;

@@ -69,6 +69,8 @@ export interface AppConfig {
   upstreamIdleTimeoutMs: number;
   /** Extra attempts at an upstream call that failed before its first byte. */
   upstreamMaxRetries: number;
+  /** How long a failing deployment gets no traffic (src/providers/routing). */
+  routingCooldownMs: number;
   /** How long a wallet hold lives before the sweeper gives its money back. */
   holdTtlMs: number;
   /** How long a budget lease stays unused before it goes back to the wallet; 0: as soon as nothing is in flight. */
@@ -207,6 +209,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     upstreamTimeoutMs: read.integer('UPSTREAM_TIMEOUT_MS', 120_000, 1_000, 3_600_000),
     upstreamIdleTimeoutMs: read.integer('UPSTREAM_IDLE_TIMEOUT_MS', 60_000, 100, 3_600_000),
     upstreamMaxRetries: read.integer('UPSTREAM_MAX_RETRIES', 2, 0, 10),
+    routingCooldownMs: read.integer('ROUTING_COOLDOWN_MS', 30_000, 100, 3_600_000),
     holdTtlMs: read.integer('HOLD_TTL_MS', 15 * 60_000, 10_000, 24 * 3_600_000),
     walletLeaseIdleMs: read.integer('WALLET_LEASE_IDLE_MS', 500, 0, 60_000),
     settlementSynchronousCommit: read.oneOf('SETTLEMENT_SYNCHRONOUS_COMMIT', ['on', 'off'] as const) ?? 'on',

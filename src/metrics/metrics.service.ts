@@ -76,6 +76,20 @@ export class MetricsService {
     registers: [this.registry],
   });
 
+  readonly deploymentAttempts = new Counter({
+    name: 'acs_deployment_attempts_total',
+    help: 'Upstream attempts per deployment (src/providers/routing), by model, deployment label and outcome (ok; failed: moved on to another deployment or retried; refused: the upstream refused the request itself; aborted)',
+    labelNames: ['model', 'deployment', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly deploymentDuration = new Histogram({
+    name: 'acs_deployment_latency_seconds',
+    help: 'Time of an answered attempt per deployment: a whole completion, or a stream to its first chunk',
+    labelNames: ['model', 'deployment'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+
   readonly tokens = new Counter({
     name: 'acs_tokens_total',
     help: 'Tokens of settled requests, by model and kind (input, output, cached)',

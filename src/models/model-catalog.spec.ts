@@ -59,4 +59,69 @@ describe('model catalog', () => {
     expect(() => loadCatalogFile(catalogFile('{nope'))).toThrow(/could not be read as JSON/);
     expect(() => loadCatalogFile(catalogFile({ models: [] }))).toThrow(/at least one model/);
   });
+
+  describe('deployments', () => {
+    const keyFile = () => {
+      const file = path.join(mkdtempSync(path.join(tmpdir(), 'key-')), 'key.txt');
+      writeFileSync(file, 'sk-from-file\n');
+      return file;
+    };
+    const base = { id: 'gpt-4o-mini', provider: 'openai', context_length: 128000, input_price: 15000, output_price: 60000 };
+
+    it('reads each deployment, its key from a variable or a file, and its own prices', () => {
+      const [model] = loadCatalogFile(
+        catalogFile({
+          models: [
+            {
+              ...base,
+              deployments: [
+                { label: 'eu', provider: 'openai', api_key_env: 'KEY_EU', weight: 3, rpm: 500, tpm: 90000, region: 'eu' },
+                { label: 'compat', provider: 'openai', base_url: 'http://127.0.0.1:9/v1', api_key_file: keyFile(), upstream_model: 'other', input_price: 1, output_price: 2 },
+              ],
+            },
+          ],
+        }),
+        { KEY_EU: 'sk-eu' },
+      );
+      expect(model.deployments).toEqual([
+        { label: 'eu', provider: 'openai', apiKey: 'sk-eu', keySource: 'env KEY_EU', upstreamModel: 'gpt-4o-mini', weight: 3, rpm: 500, tpm: 90000, region: 'eu' },
+        expect.objectContaining({ label: 'compat', apiKey: 'sk-from-file', upstreamModel: 'other', weight: 1, baseUrl: 'http://127.0.0.1:9/v1', prices: { inputPrice: 1, outputPrice: 2, cachedInputPrice: 1 } }),
+      ]);
+    });
+
+    it('names the model and the deployment of every problem, and never prints a key', () => {
+      const file = catalogFile({
+        models: [
+          {
+            ...base,
+            deployments: [
+              { label: 'a', provider: 'openai', api_key_env: 'MISSING_VARIABLE' },
+              { label: 'b', provider: 'openai', api_key_env: 'KEY_B', weight: 0 },
+              { label: 'c', provider: 'nobody', api_key_env: 'KEY_B' },
+              { label: 'd', provider: 'openai', api_key: 'sk-secret-in-file' },
+              { label: 'a', provider: 'openai', api_key_file: '/no/such/file' },
+            ],
+            fallbacks: ['dearer', 'unknown'],
+          },
+          { ...base, id: 'dearer', input_price: 99999 },
+        ],
+      });
+      let message = '';
+      try {
+        loadCatalogFile(file, { KEY_B: 'sk-b' });
+      } catch (error) {
+        message = (error as Error).message;
+      }
+      expect(message).toContain('models[0] ("gpt-4o-mini").deployments[0] ("a").api_key_env: the variable MISSING_VARIABLE is not set');
+      expect(message).toContain('deployments[1] ("b").weight must be a whole number >= 1');
+      expect(message).toContain('deployments[2] ("c").provider must be one of openai, anthropic, google');
+      expect(message).toContain('deployments[3] ("d").api_key: the key itself does not belong in the catalog');
+      expect(message).toContain('deployments[4] ("a").label "a" appears twice');
+      expect(message).toContain('/no/such/file could not be read (ENOENT)');
+      expect(message).toContain('fallbacks: "dearer" costs more than "gpt-4o-mini"');
+      expect(message).toContain('fallbacks: "unknown" is not a model of the catalog');
+      expect(message).not.toContain('sk-secret-in-file');
+      expect(message).not.toContain('sk-b');
+    });
+  });
 });

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { UPSTREAM_PROVIDERS } from '../config/app-config';
+import { UPSTREAM_PROVIDERS, type UpstreamProviderName } from '../config/app-config';
 
 /** The upstream providers of the configuration (UPSTREAM_PROVIDERS), and the built-in simulator. */
 export const PROVIDER_NAMES = [...UPSTREAM_PROVIDERS.map(([name]) => name), 'simulator'] as const;
@@ -20,6 +20,42 @@ export interface ModelDefinition {
   inputPrice: number;
   outputPrice: number;
   cachedInputPrice: number;
+  /**
+   * Where the model is served: several deployments are balanced by weight and fail over to
+   * each other (src/providers/routing). Absent: one, from the provider's single-key variables.
+   */
+  deployments?: DeploymentDefinition[];
+  /** Catalog models tried, in order, when none of this one's deployments could answer; none costs more. */
+  fallbacks?: string[];
+}
+
+/** Prices of a model, millicents per million tokens. */
+export interface Prices {
+  inputPrice: number;
+  outputPrice: number;
+  cachedInputPrice: number;
+}
+
+/** One place a model is served: a provider's API at a base URL with a key, under an upstream name. */
+export interface DeploymentDefinition {
+  /** Unique within its model; names it in x_service, usage records, metrics and the CLI. */
+  label: string;
+  provider: UpstreamProviderName;
+  baseUrl?: string;
+  /** The secret, read at start from `keySource`; never shown. */
+  apiKey: string;
+  /** Where the key was read from (`env OPENAI_KEY_EU`, `file /run/secrets/k`): what may be shown. */
+  keySource: string;
+  upstreamModel: string;
+  weight: number;
+  /** Requests and tokens per minute this deployment may take, across every replica. */
+  rpm?: number;
+  tpm?: number;
+  region?: string;
+  /** Bounds one attempt here (a whole completion, or a stream's first chunk); UPSTREAM_TIMEOUT_MS when absent. */
+  timeoutMs?: number;
+  /** Its own prices, when they differ from the model's. */
+  prices?: Prices;
 }
 
 /**
@@ -65,7 +101,7 @@ function model(
 }
 
 /** Reads a catalog file (docs/architecture.md, "Configuration (contract)"; format in docs/api.md, "Models"), naming every problem at once. */
-export function loadCatalogFile(file: string): ModelDefinition[] {
+export function loadCatalogFile(file: string, env: NodeJS.ProcessEnv = process.env): ModelDefinition[] {
   let parsed: unknown;
   try {
     parsed = JSON.parse(readFileSync(file, 'utf8'));
@@ -77,17 +113,18 @@ export function loadCatalogFile(file: string): ModelDefinition[] {
     throw new Error(`MODEL_CATALOG_FILE ${file} must be {"models": [...]} with at least one model`);
   }
   const problems: string[] = [];
-  const models = entries.map((entry, index) => parseEntry(entry, `models[${index}]`, problems));
+  const models = entries.map((entry, index) => parseEntry(entry, `models[${index}]`, problems, env));
   const ids = new Set<string>();
   for (const m of models) {
     if (ids.has(m.id)) problems.push(`model id "${m.id}" appears twice`);
     ids.add(m.id);
   }
+  models.forEach((m, index) => checkFallbacks(m, `models[${index}] ("${m.id}")`, models, problems));
   if (problems.length > 0) throw new Error(`MODEL_CATALOG_FILE ${file} is invalid:\n  - ${problems.join('\n  - ')}`);
   return models;
 }
 
-function parseEntry(entry: unknown, at: string, problems: string[]): ModelDefinition {
+function parseEntry(entry: unknown, at: string, problems: string[], env: NodeJS.ProcessEnv): ModelDefinition {
   const e = (typeof entry === 'object' && entry !== null ? entry : {}) as Record<string, unknown>;
   const text = (name: string, fallback?: string): string => {
     const value = e[name] ?? fallback;
@@ -107,9 +144,16 @@ function parseEntry(entry: unknown, at: string, problems: string[]): ModelDefini
     return Boolean(value);
   };
   const id = text('id');
-  const provider = text('provider') as ProviderName;
+  const deploymentsAt = `${at} ("${String(e.id)}").deployments`;
+  const deployments = e.deployments === undefined ? undefined : parseDeployments(e.deployments, deploymentsAt, String(e.upstream_model ?? e.id ?? ''), problems, env);
+  const provider = text('provider', deployments?.[0]?.provider) as ProviderName;
   if (!PROVIDER_NAMES.includes(provider)) problems.push(`${at}.provider must be one of ${PROVIDER_NAMES.join(', ')}`);
+  if (deployments && provider === 'simulator') problems.push(`${at}: the simulator has no deployments`);
   const inputPrice = count('input_price');
+  const fallbacks = e.fallbacks === undefined ? undefined : e.fallbacks;
+  if (fallbacks !== undefined && (!Array.isArray(fallbacks) || fallbacks.some((f) => typeof f !== 'string'))) {
+    problems.push(`${at}.fallbacks must be a list of model ids`);
+  }
   return {
     id,
     provider,
@@ -123,5 +167,119 @@ function parseEntry(entry: unknown, at: string, problems: string[]): ModelDefini
     inputPrice,
     outputPrice: count('output_price'),
     cachedInputPrice: count('cached_input_price', inputPrice),
+    ...(deployments ? { deployments } : {}),
+    ...(Array.isArray(fallbacks) ? { fallbacks: fallbacks as string[] } : {}),
   };
+}
+
+const DEPLOYMENT_FIELDS = new Set([
+  'label', 'provider', 'base_url', 'api_key_env', 'api_key_file', 'upstream_model', 'weight', 'rpm', 'tpm', 'region', 'timeout_ms',
+  'input_price', 'output_price', 'cached_input_price',
+]);
+const LABEL = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
+
+function parseDeployments(value: unknown, at: string, upstreamModel: string, problems: string[], env: NodeJS.ProcessEnv): DeploymentDefinition[] {
+  if (!Array.isArray(value) || value.length === 0) {
+    problems.push(`${at} must be a list of at least one deployment`);
+    return [];
+  }
+  const labels = new Set<string>();
+  return value.map((entry, index) => {
+    const d = (typeof entry === 'object' && entry !== null ? entry : {}) as Record<string, unknown>;
+    const where = `${at}[${index}]${typeof d.label === 'string' ? ` ("${d.label}")` : ''}`;
+    for (const key of Object.keys(d)) {
+      if (key === 'api_key') problems.push(`${where}.api_key: the key itself does not belong in the catalog; name its variable (api_key_env) or file (api_key_file)`);
+      else if (!DEPLOYMENT_FIELDS.has(key)) problems.push(`${where}.${key} is not a deployment field`);
+    }
+    const provider = d.provider as UpstreamProviderName;
+    if (!UPSTREAM_PROVIDERS.some(([name]) => name === provider)) {
+      problems.push(`${where}.provider must be one of ${UPSTREAM_PROVIDERS.map(([name]) => name).join(', ')}`);
+    }
+    const label = d.label ?? (value.length === 1 ? String(provider) : `${String(provider)}-${index + 1}`);
+    if (typeof label !== 'string' || !LABEL.test(label)) problems.push(`${where}.label must be 1 to 64 letters, digits, '.', '_', ':' or '-'`);
+    else if (labels.has(label)) problems.push(`${where}.label "${label}" appears twice in this model`);
+    labels.add(String(label));
+    const whole = (name: string, min: number): number | undefined => {
+      const v = d[name];
+      if (v === undefined) return undefined;
+      if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min) {
+        problems.push(`${where}.${name} must be a whole number >= ${min}`);
+        return undefined;
+      }
+      return v;
+    };
+    const key = readKey(d, where, problems, env);
+    const baseUrl = d.base_url;
+    if (baseUrl !== undefined && (typeof baseUrl !== 'string' || !/^https?:\/\/[^/]/.test(baseUrl) || !URL.canParse(baseUrl))) {
+      problems.push(`${where}.base_url must be an http(s) URL`);
+    }
+    if (d.upstream_model !== undefined && (typeof d.upstream_model !== 'string' || d.upstream_model.trim() === '')) {
+      problems.push(`${where}.upstream_model must be a non-empty string`);
+    }
+    if (d.region !== undefined && typeof d.region !== 'string') problems.push(`${where}.region must be a string`);
+    const input = whole('input_price', 0);
+    const output = whole('output_price', 0);
+    const cached = whole('cached_input_price', 0);
+    if ((input === undefined) !== (output === undefined)) problems.push(`${where}: input_price and output_price go together`);
+    const rpm = whole('rpm', 1);
+    const tpm = whole('tpm', 1);
+    const timeoutMs = whole('timeout_ms', 100);
+    return {
+      label: String(label),
+      provider,
+      ...(typeof baseUrl === 'string' ? { baseUrl } : {}),
+      apiKey: key.secret,
+      keySource: key.source,
+      upstreamModel: typeof d.upstream_model === 'string' ? d.upstream_model : upstreamModel,
+      weight: whole('weight', 1) ?? 1,
+      ...(rpm !== undefined ? { rpm } : {}),
+      ...(tpm !== undefined ? { tpm } : {}),
+      ...(typeof d.region === 'string' ? { region: d.region } : {}),
+      ...(timeoutMs !== undefined ? { timeoutMs } : {}),
+      ...(input !== undefined && output !== undefined ? { prices: { inputPrice: input, outputPrice: output, cachedInputPrice: cached ?? input } } : {}),
+    };
+  });
+}
+
+/** A deployment's key, from the variable or the file it names (exactly one); the secret never appears in a message. */
+function readKey(d: Record<string, unknown>, where: string, problems: string[], env: NodeJS.ProcessEnv): { secret: string; source: string } {
+  const { api_key_env: variable, api_key_file: file } = d;
+  if ((variable === undefined) === (file === undefined)) {
+    problems.push(`${where} needs exactly one of api_key_env (a variable's name) and api_key_file (a file's path)`);
+    return { secret: '', source: '' };
+  }
+  if (variable !== undefined) {
+    if (typeof variable !== 'string' || variable === '') {
+      problems.push(`${where}.api_key_env must be a variable's name`);
+      return { secret: '', source: '' };
+    }
+    const secret = env[variable]?.trim() ?? '';
+    if (secret === '') problems.push(`${where}.api_key_env: the variable ${variable} is not set`);
+    return { secret, source: `env ${variable}` };
+  }
+  if (typeof file !== 'string' || file === '') {
+    problems.push(`${where}.api_key_file must be a file's path`);
+    return { secret: '', source: '' };
+  }
+  let secret = '';
+  try {
+    secret = readFileSync(file, 'utf8').trim();
+  } catch (error) {
+    problems.push(`${where}.api_key_file: ${file} could not be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
+    return { secret: '', source: `file ${file}` };
+  }
+  if (secret === '') problems.push(`${where}.api_key_file: ${file} is empty`);
+  return { secret, source: `file ${file}` };
+}
+
+/** Fallbacks name other models of the catalog, none dearer than the model they stand in for. */
+function checkFallbacks(model: ModelDefinition, at: string, models: ModelDefinition[], problems: string[]): void {
+  for (const id of model.fallbacks ?? []) {
+    const fallback = models.find((m) => m.id === id);
+    if (!fallback) problems.push(`${at}.fallbacks: "${id}" is not a model of the catalog`);
+    else if (fallback === model) problems.push(`${at}.fallbacks: a model cannot fall back on itself`);
+    else if (fallback.inputPrice > model.inputPrice || fallback.outputPrice > model.outputPrice) {
+      problems.push(`${at}.fallbacks: "${id}" costs more than "${model.id}" (a fallback is of the same or a lower price)`);
+    }
+  }
 }

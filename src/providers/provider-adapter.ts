@@ -37,8 +37,32 @@ export interface ProviderRequest {
   cancellation: Cancellation;
 }
 
-/** A request as ProvidersService takes it: the cancellation is each upstream attempt's own (see ProvidersService.withTimeout). */
-export type ModelCall = Omit<ProviderRequest, 'cancellation'>;
+/**
+ * A request as ProvidersService takes it: the cancellation is each upstream attempt's own (see
+ * ProvidersService.withTimeout), and the deployment (its `model`) is the router's choice.
+ */
+export type ModelCall = Omit<ProviderRequest, 'cancellation'> & {
+  /** Tried, in order, when none of `model`'s deployments can answer (the catalog's fallbacks, or the request's `models`). */
+  fallbacks?: ModelDefinition[];
+  /** Tokens the call may use (prompt and output cap): taken from a deployment's tpm budget. */
+  budgetTokens?: number;
+  /** Told of every attempt and of the one that answered: the billing prices the call at its deployment. */
+  route?: RouteObserver;
+};
+
+/** Who an attempt goes to: the catalog model, and that model as the deployment serves it (provider, upstream name, prices). */
+export interface AttemptTarget {
+  model: ModelDefinition;
+  served: ModelDefinition;
+  label: string;
+}
+
+export interface RouteObserver {
+  /** An attempt is about to be sent; if the client leaves during it, its prompt is charged at `served`'s prices. */
+  attempting(target: AttemptTarget): void;
+  /** The attempt answered (a completion, or a stream's first chunk): the call is billed at its prices. */
+  answered(target: AttemptTarget): void;
+}
 
 /**
  * One upstream provider. `stream` yields OpenAI chunks and, when the provider reports it,

@@ -1,16 +1,18 @@
-import { Injectable, Logger, OnModuleInit } from '@nestjs/common';
+import { Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Cancellation } from '../common/cancellation';
 import { ApiError } from '../common/errors/api-error';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 import { MetricsService } from '../metrics/metrics.service';
-import type { ModelDefinition, ProviderName } from '../models/model-catalog';
+import type { ModelDefinition } from '../models/model-catalog';
 import { ModelsService } from '../models/models.service';
-import type { ChatCompletion, ChatCompletionChunk, ModelCall, ProviderAdapter } from './provider-adapter';
-import { createConfiguredAdapters } from './provider-registry';
+import type { AttemptTarget, ChatCompletion, ChatCompletionChunk, ModelCall, ProviderAdapter } from './provider-adapter';
+import { buildDeployments, type Deployment } from './routing/deployment';
+import { DeploymentRouter, type DeploymentSnapshot } from './routing/deployment-router';
+import { MemoryRoutingState, RedisRoutingState } from './routing/routing-state';
 import { SimulatorAdapter } from './simulator/simulator.adapter';
-import { isAbort, isRetryable, toUpstreamApiError } from './upstream-errors';
+import { failsOver, isAbort, isRetryable, retryAfterMs, toUpstreamApiError } from './upstream-errors';
 
 /** A stream whose first chunk has arrived: from here on, failures can no longer be retried. */
 export interface OpenedStream {
@@ -27,15 +29,22 @@ interface UpstreamCall {
   ended(error?: unknown): void;
 }
 
+/** The deployment an attempt went to, and what it returned. */
+interface Answered<T> {
+  result: T;
+  deployment: Deployment;
+}
+
 /**
- * Chooses the adapter of a model and makes upstream calls with bounded retries and
- * timeouts, turning every upstream failure into an API error (502, 503, 504, or 400 for
- * what the provider refused).
+ * Makes upstream calls: routes each to a deployment of its model (src/providers/routing),
+ * fails over before the first byte to the next deployment and then to the fallback models,
+ * retries with backoff within UPSTREAM_MAX_RETRIES, bounds each attempt in time, and turns
+ * every upstream failure into an API error (502, 503, 504, or 400 for what the provider refused).
  */
 @Injectable()
-export class ProvidersService implements OnModuleInit {
+export class ProvidersService implements OnModuleInit, OnApplicationShutdown {
   private readonly logger = new Logger('Providers');
-  private readonly adapters: Map<ProviderName, ProviderAdapter>;
+  readonly router: DeploymentRouter;
   private readonly simulator: SimulatorAdapter;
 
   constructor(
@@ -43,8 +52,10 @@ export class ProvidersService implements OnModuleInit {
     private readonly models: ModelsService,
     private readonly metrics: MetricsService,
   ) {
-    this.adapters = createConfiguredAdapters(config);
+    const state = config.redisUrl ? new RedisRoutingState(config.redisUrl) : new MemoryRoutingState();
+    this.router = new DeploymentRouter(state, buildDeployments(models.list(), config), config.routingCooldownMs);
     this.simulator = new SimulatorAdapter({ wordDelayMs: config.simulatorWordDelayMs });
+    this.registerGauges(metrics);
   }
 
   onModuleInit(): void {
@@ -57,32 +68,63 @@ export class ProvidersService implements OnModuleInit {
     }
   }
 
+  onApplicationShutdown(): void {
+    this.router.close();
+  }
+
   isSimulated(model: ModelDefinition): boolean {
     if (model.provider === 'simulator' || this.config.llmSimulator === 'on') return true;
-    if (this.adapters.has(model.provider)) return false;
+    if (this.router.of(model).length > 0) return false;
     return this.config.llmSimulator === 'auto' && !this.config.production;
   }
 
+  private registerGauges(metrics: MetricsService): void {
+    metrics.gauge('acs_deployment_cooldown', 'Whether a deployment is in cooldown (1) or taking traffic (0), as this replica sees it', ['model', 'deployment'], (gauge) => {
+      for (const d of this.router.snapshot()) gauge.set({ model: d.model, deployment: d.label }, d.state === 'cooldown' ? 1 : 0);
+    });
+    metrics.gauge('acs_deployment_in_flight', "Attempts under way per deployment in this replica", ['model', 'deployment'], (gauge) => {
+      for (const d of this.router.snapshot()) gauge.set({ model: d.model, deployment: d.label }, d.inFlight);
+    });
+    metrics.gauge(
+      'acs_deployment_budget_used',
+      "What a deployment's own per-minute budget has taken in its current window, across replicas, by budget (rpm, tpm)",
+      ['model', 'deployment', 'budget'],
+      async (gauge) => {
+        for (const b of await this.router.budgets()) gauge.set({ model: b.model, deployment: b.label, budget: b.budget }, b.used);
+      },
+    );
+  }
+
+  /** The adapter of the model's first deployment: what checks a request before money is held. */
   adapterFor(model: ModelDefinition): ProviderAdapter {
     if (this.isSimulated(model)) return this.simulator;
-    const adapter = this.adapters.get(model.provider);
-    if (!adapter) {
-      throw new ApiError('service_unavailable', `The model ${model.id} is not available: its provider (${model.provider}) is not configured.`, {
-        code: 'provider_not_configured',
-      });
-    }
-    return adapter;
+    const first = this.router.of(model)[0];
+    if (!first) throw notConfigured(model);
+    return first.adapter;
+  }
+
+  /** Every deployment's state, recent traffic and latency in this replica (the CLI and /metrics). */
+  deployments(): DeploymentSnapshot[] {
+    return this.router.snapshot();
+  }
+
+  /** The most a call to `model`, or to one of `fallbacks`, can cost per token: what the hold covers. */
+  priceCeiling(model: ModelDefinition, fallbacks: readonly ModelDefinition[] = []): ModelDefinition {
+    const served = [model, ...fallbacks].flatMap((m) => (this.isSimulated(m) ? [m] : this.router.of(m).map((d) => d.served)));
+    const max = (price: (m: ModelDefinition) => number) => Math.max(price(model), ...served.map(price));
+    return { ...model, inputPrice: max((m) => m.inputPrice), outputPrice: max((m) => m.outputPrice), cachedInputPrice: max((m) => m.cachedInputPrice) };
   }
 
   /** A whole completion; `run` aborts it (the client leaving, the stop's drain deadline). */
   async complete(request: ModelCall, run: Cancellation): Promise<ChatCompletion> {
-    const adapter = this.adapterFor(request.model);
     const call = this.upstreamCall(request, run, 'complete');
     try {
-      // The attempt's cancellation first, then the spread: see usageRecord (billing/usage-record.ts).
-      const completion = await this.withRetries(request, run, () => this.withTimeout(request, run, (cancellation) => adapter.complete({ cancellation, ...request })));
+      const { result } = await this.routed(request, run, { linkedAfter: false }, (d, cancellation) =>
+        // The attempt's own fields first, then the spread: see usageRecord (billing/usage-record.ts).
+        d.adapter.complete({ cancellation, ...providerRequest(request, d) }),
+      );
       call.ended();
-      return completion;
+      return result;
     } catch (error) {
       call.ended(error);
       throw error;
@@ -90,46 +132,128 @@ export class ProvidersService implements OnModuleInit {
   }
 
   /**
-   * Opens a stream and waits (bounded by the upstream timeout) for its first chunk, retrying
-   * failures until then. After that, each further chunk must come within
-   * UPSTREAM_IDLE_TIMEOUT_MS, or the upstream call is aborted and the stream fails with
+   * Opens a stream and waits (bounded by the deployment's timeout) for its first chunk, failing
+   * over until then. After that, it is never replayed elsewhere: each further chunk must come
+   * within UPSTREAM_IDLE_TIMEOUT_MS, or the upstream call is aborted and the stream fails with
    * `upstream_timeout` (code `upstream_idle_timeout`); failures mid-stream arrive as API errors.
    */
   async openStream(request: ModelCall, run: Cancellation): Promise<OpenedStream> {
-    const adapter = this.adapterFor(request.model);
     const call = this.upstreamCall(request, run, 'stream');
     try {
-      const opened = await this.withRetries(request, run, () =>
-        this.withTimeout(
-          request,
-          run,
-          async (upstream, unlink) => {
-            const chunks = adapter.stream({ cancellation: upstream, ...request })[Symbol.asyncIterator]();
-            const first = await chunks.next();
-            if (first.done) throw Object.assign(new Error('The upstream stream ended before its first chunk'), { status: 502 });
-            return { first: first.value, rest: this.watched(chunks, request, run, { upstream, unlink }, call) };
-          },
-          { linkedAfter: true },
-        ),
-      );
+      const { result } = await this.routed(request, run, { linkedAfter: true }, async (d, upstream, unlink) => {
+        const chunks = d.adapter.stream({ cancellation: upstream, ...providerRequest(request, d) })[Symbol.asyncIterator]();
+        const first = await chunks.next();
+        if (first.done) throw Object.assign(new Error('The upstream stream ended before its first chunk'), { status: 502 });
+        return { first: first.value, rest: this.watched(chunks, d.served, run, { upstream, unlink }, call) };
+      });
       call.firstChunk();
-      return opened;
+      return result;
     } catch (error) {
       call.ended(error);
       throw error;
     }
   }
 
+  /**
+   * Tries the call's deployments in the router's order until one answers. A failure the
+   * request is not to blame for (no connection, a timeout, 429, 5xx, 401/403/404 of that
+   * deployment) moves it to the next deployment at once; once every one was tried, retries
+   * with backoff (UPSTREAM_MAX_RETRIES) go to the best one again, for failures worth
+   * retrying. A 400 is the request's own: never tried elsewhere. Deployments at their own
+   * rpm/tpm budget are skipped. Every attempt is told to `request.route`.
+   */
+  private async routed<T>(
+    request: ModelCall,
+    run: Cancellation,
+    options: { linkedAfter: boolean },
+    attempt: (d: Deployment, upstream: Cancellation, unlink: () => void) => Promise<T>,
+  ): Promise<Answered<T>> {
+    let plan = this.plan(request);
+    let next = 0;
+    let retries = 0;
+    let lastError: unknown;
+    let last: Deployment | undefined;
+    for (;;) {
+      const d: (Deployment & { simulated?: boolean }) | undefined = plan[next++];
+      if (!d) {
+        if (retries >= this.config.upstreamMaxRetries || lastError === undefined || !isRetryable(lastError)) break;
+        const delay = BASE_BACKOFF_MS * 2 ** retries * (0.5 + Math.random());
+        retries += 1;
+        this.logger.warn(`Upstream ${last!.id} failed (${describe(lastError)}); retry ${retries} in ${Math.round(delay)} ms`);
+        await sleep(delay, undefined, { signal: run.signal });
+        plan = this.plan(request).slice(0, 1);
+        next = 0;
+        continue;
+      }
+      if (!d.simulated && !(await this.router.admit(d, request.budgetTokens ?? 0))) continue;
+      const target: AttemptTarget = { model: d.model, served: d.served, label: d.label };
+      request.route?.attempting(target);
+      this.router.begin(d);
+      const started = performance.now();
+      try {
+        const result = await this.withTimeout(d, run, (upstream, unlink) => attempt(d!, upstream, unlink), options);
+        this.router.answered(d, performance.now() - started);
+        this.metrics.deploymentAttempts.inc({ model: d.model.id, deployment: d.label, outcome: 'ok' });
+        this.metrics.deploymentDuration.observe({ model: d.model.id, deployment: d.label }, (performance.now() - started) / 1000);
+        request.route?.answered(target);
+        return { result, deployment: d };
+      } catch (error) {
+        if (run.aborted || isAbort(error) || !failsOver(error)) {
+          this.router.abandoned(d);
+          this.metrics.deploymentAttempts.inc({ model: d.model.id, deployment: d.label, outcome: run.aborted || isAbort(error) ? 'aborted' : 'refused' });
+          if (run.aborted || isAbort(error)) throw error;
+          throw toUpstreamApiError(error, d.served.provider);
+        }
+        this.metrics.deploymentAttempts.inc({ model: d.model.id, deployment: d.label, outcome: 'failed' });
+        await this.router.failed(d, { rateLimited: statusOf(error) === 429, retryAfterMs: retryAfterMs(error) });
+        if (plan[next]) this.logger.warn(`Upstream ${d.id} failed (${describe(error)}); trying ${plan[next].id}`);
+        lastError = error;
+        last = d;
+      }
+    }
+    if (lastError === undefined) {
+      throw new ApiError('service_unavailable', `Every deployment of ${request.model.id} is at its own request or token budget; retry shortly.`, {
+        code: 'upstream_capacity',
+        headers: { 'Retry-After': '10' },
+      });
+    }
+    throw toUpstreamApiError(lastError, last!.served.provider);
+  }
+
+  /** The deployments to try: the simulator alone for a simulated model; the router's order otherwise. */
+  private plan(request: ModelCall): (Deployment & { simulated?: boolean })[] {
+    const { model } = request;
+    if (this.isSimulated(model)) return [this.simulatedDeployment(model)];
+    const fallbacks = (request.fallbacks ?? []).filter((m) => !this.isSimulated(m));
+    const plan = this.router.plan([model, ...fallbacks]);
+    if (plan.length === 0) throw notConfigured(model);
+    return plan;
+  }
+
+  private simulatedDeployment(model: ModelDefinition): Deployment & { simulated: true } {
+    return {
+      id: `${model.id}/simulator`,
+      label: 'simulator',
+      model,
+      served: { ...model, provider: 'simulator' },
+      adapter: this.simulator,
+      weight: 1,
+      timeoutMs: this.config.upstreamTimeoutMs,
+      keySource: '',
+      simulated: true,
+    };
+  }
+
   /** The rest of a stream, with an idle timeout between chunks and provider errors mapped. */
   private watched(
     chunks: AsyncIterator<ChatCompletionChunk>,
-    request: ModelCall,
+    served: ModelDefinition,
     run: Cancellation,
     { upstream, unlink }: { upstream: Cancellation; unlink: () => void },
     call: UpstreamCall,
   ): AsyncIterator<ChatCompletionChunk> {
     const idleMs = this.config.upstreamIdleTimeoutMs;
-    const { provider } = request.model;
+    const { provider } = served;
     return {
       next: async () => {
         let timer: NodeJS.Timeout | undefined;
@@ -199,34 +323,19 @@ export class ProvidersService implements OnModuleInit {
     };
   }
 
-  private async withRetries<T>(request: ModelCall, run: Cancellation, attempt: () => Promise<T>): Promise<T> {
-    for (let retry = 0; ; retry++) {
-      try {
-        return await attempt();
-      } catch (error) {
-        if (run.aborted || isAbort(error)) throw error;
-        if (retry >= this.config.upstreamMaxRetries || !isRetryable(error)) {
-          throw toUpstreamApiError(error, request.model.provider);
-        }
-        const delay = BASE_BACKOFF_MS * 2 ** retry * (0.5 + Math.random());
-        this.logger.warn(`Upstream ${request.model.provider} failed (${describe(error)}); retry ${retry + 1} in ${Math.round(delay)} ms`);
-        await sleep(delay, undefined, { signal: run.signal });
-      }
-    }
-  }
-
   /**
-   * Bounds one attempt (a whole completion, or a stream's first chunk) by UPSTREAM_TIMEOUT_MS.
-   * The attempt's cancellation follows `run` (the client leaving, the stop's drain deadline)
-   * until the attempt fails or, for a completion, ends; an opened stream stays linked until it
-   * ends (`unlink`, which `watched` calls), so a disconnect still aborts it later on. The
-   * stream's idle timeout aborts it too.
+   * Bounds one attempt (a whole completion, or a stream's first chunk) by the deployment's
+   * timeout (UPSTREAM_TIMEOUT_MS unless the catalog gives it one). The attempt's cancellation
+   * follows `run` (the client leaving, the stop's drain deadline) until the attempt fails or,
+   * for a completion, ends; an opened stream stays linked until it ends (`unlink`, which
+   * `watched` calls), so a disconnect still aborts it later on. The stream's idle timeout
+   * aborts it too.
    */
   private async withTimeout<T>(
-    request: ModelCall,
+    d: Deployment,
     run: Cancellation,
     attempt: (upstream: Cancellation, unlink: () => void) => Promise<T>,
-    options: { linkedAfter: boolean } = { linkedAfter: false },
+    options: { linkedAfter: boolean },
   ): Promise<T> {
     const { cancellation: upstream, unlink } = Cancellation.following(run);
     let timedOut = false;
@@ -234,14 +343,14 @@ export class ProvidersService implements OnModuleInit {
     const timer = setTimeout(() => {
       timedOut = true;
       upstream.abort();
-    }, this.config.upstreamTimeoutMs);
+    }, d.timeoutMs);
     try {
       const result = await attempt(upstream, unlink);
       failed = false;
       return result;
     } catch (error) {
       if (timedOut && !run.aborted) {
-        throw new ApiError('upstream_timeout', `The ${request.model.provider} provider did not answer in time.`);
+        throw new ApiError('upstream_timeout', `The ${d.served.provider} provider did not answer in time.`);
       }
       throw error;
     } finally {
@@ -249,6 +358,30 @@ export class ProvidersService implements OnModuleInit {
       if (failed || !options.linkedAfter) unlink();
     }
   }
+}
+
+/** The call as the deployment gets it: its model (upstream name), and an output cap it accepts. */
+function providerRequest(request: ModelCall, d: Deployment): Omit<ModelCall, 'fallbacks' | 'budgetTokens' | 'route'> {
+  return {
+    model: d.served,
+    messages: request.messages,
+    tools: request.tools,
+    temperature: request.temperature,
+    maxTokens: Math.min(request.maxTokens, d.served.maxOutputTokens),
+    maxTokensField: request.maxTokensField,
+    extra: request.extra,
+  };
+}
+
+function notConfigured(model: ModelDefinition): ApiError {
+  return new ApiError('service_unavailable', `The model ${model.id} is not available: its provider (${model.provider}) is not configured.`, {
+    code: 'provider_not_configured',
+  });
+}
+
+function statusOf(error: unknown): number | undefined {
+  const status = (error as { status?: unknown })?.status;
+  return typeof status === 'number' ? status : undefined;
 }
 
 function describe(error: unknown): string {

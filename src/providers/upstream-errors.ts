@@ -56,6 +56,25 @@ export function isRetryable(error: unknown): boolean {
   return true;
 }
 
+/**
+ * Worth trying on another deployment of the model: everything that is not the request's own
+ * fault (a 400 or 422 it would get anywhere) nor an abort. A timeout and a 401/403/404 are
+ * the deployment's trouble (slow, a bad key, a wrong upstream name), not the request's.
+ */
+export function failsOver(error: unknown): boolean {
+  if (isAbort(error)) return false;
+  if (error instanceof ApiError) return error.type === 'upstream_timeout';
+  const status = (error as { status?: unknown })?.status;
+  if (typeof status === 'number') return !(status === 400 || status === 413 || status === 422);
+  return true;
+}
+
+/** An upstream 429's Retry-After, in ms; undefined without one. */
+export function retryAfterMs(error: unknown): number | undefined {
+  const seconds = retryAfterSeconds((error as { headers?: unknown })?.headers);
+  return seconds === undefined ? undefined : seconds * 1000;
+}
+
 export function isAbort(error: unknown): boolean {
   const name = (error as { name?: string })?.name ?? '';
   return name === 'AbortError' || name === 'APIUserAbortError' || name.endsWith('UserAbortError');

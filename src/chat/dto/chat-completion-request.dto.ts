@@ -1,6 +1,7 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
 import {
+  ArrayMaxSize,
   ArrayNotEmpty,
   IsArray,
   IsBoolean,
@@ -10,6 +11,7 @@ import {
   IsOptional,
   IsString,
   Matches,
+  MaxLength,
   ValidateNested,
 } from 'class-validator';
 import { IsIntegerOfAtLeast, IsNumberBetween, IsStringOfAtMost } from '../../common/validation/decorators';
@@ -139,6 +141,21 @@ export class ChatCompletionRequestDto {
   @IsOptional()
   @IsStringOfAtMost(200)
   model?: string;
+
+  @ApiPropertyOptional({
+    type: [String],
+    description:
+      'Direct mode: models to fall back on, in order, when the first cannot answer (every deployment failing or rate limited before its first byte), as OpenRouter accepts it. ' +
+      'Without `model`, the first is the model; the answer\'s `model` says which one answered. The hold covers the most expensive. At most 5.',
+    example: ['gpt-4o-mini', 'claude-haiku-4-5'],
+  })
+  @IsOptional()
+  @IsArray({ message: 'models must be an array of model ids' })
+  @ArrayNotEmpty({ message: 'models must name at least one model' })
+  @ArrayMaxSize(5, { message: 'models can name at most 5 models' })
+  @IsString({ each: true, message: 'each of models must be a model id' })
+  @MaxLength(200, { each: true, message: 'each of models must be at most 200 characters' })
+  models?: string[];
 
   @ApiPropertyOptional({ description: 'Assistant UUID or slug (assistant mode).' })
   @IsOptional()

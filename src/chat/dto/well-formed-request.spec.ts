@@ -88,7 +88,7 @@ describe('wellFormedRequest', () => {
   it('knows every field the DTOs validate: one added there must be added to wellFormedRequest (and to the generators below)', () => {
     const validated = (dto: new () => object) => [...new Set(getMetadataStorage().getTargetValidationMetadatas(dto, '', true, false).map((m) => m.propertyName))].sort();
     expect(validated(ChatCompletionRequestDto)).toEqual(
-      ['assistant_id', 'conversation_id', 'max_completion_tokens', 'max_tokens', 'messages', 'model', 'stream', 'stream_options', 'subscription_id', 'temperature', 'tools', 'user_id'].sort(),
+      ['assistant_id', 'conversation_id', 'max_completion_tokens', 'max_tokens', 'messages', 'model', 'models', 'stream', 'stream_options', 'subscription_id', 'temperature', 'tools', 'user_id'].sort(),
     );
     expect(validated(ChatMessageDto)).toEqual(['content', 'name', 'role', 'tool_call_id', 'tool_calls']);
     expect(validated(ToolCallDto)).toEqual(['function', 'id', 'type']);

@@ -18,6 +18,8 @@ export function wellFormedRequest(own: Record<string, unknown>): ChatCompletionR
   const { messages, tools, stream_options: streamOptions } = own;
   const wellFormed =
     optionalString(own.model, 200) &&
+    // Rare: a request with fallback models is checked by the decorators.
+    absent(own.models) &&
     optionalString(own.assistant_id, 200) &&
     optionalString(own.user_id, 256) &&
     optionalString(own.subscription_id, 256) &&
