@@ -40,6 +40,8 @@ export class DeploymentHealthReporter implements OnApplicationBootstrap, BeforeA
   readonly replica = replicaName();
   private timer?: NodeJS.Timeout;
   private writing: Promise<void> = Promise.resolve();
+  /** Writes asked for and not yet done: the timer adds none while one is under way (a database that hangs holds one connection, not a queue). */
+  private pending = 0;
   private stopped = false;
   private lastErrorLog = 0;
 
@@ -50,13 +52,16 @@ export class DeploymentHealthReporter implements OnApplicationBootstrap, BeforeA
 
   onApplicationBootstrap(): void {
     if (this.providers.deployments().length === 0) return;
-    this.timer = setInterval(() => void this.report(), REPORT_INTERVAL_MS).unref();
+    this.timer = setInterval(() => {
+      if (this.pending === 0) void this.report();
+    }, REPORT_INTERVAL_MS).unref();
     void this.report();
   }
 
   /** Writes the snapshot now (the timer's work; tests call it to not wait 5 s). One write at a time. */
   report(): Promise<void> {
-    this.writing = this.writing.then(() => this.write());
+    this.pending += 1;
+    this.writing = this.writing.then(() => this.write()).finally(() => (this.pending -= 1));
     return this.writing;
   }
 
