@@ -98,7 +98,7 @@ describe('upstream routing: deployments, failover, cooldown, fallbacks', () => {
         deployment('hanging', hanging, { timeout_ms: 300 }),
         deployment('dear', healthy, { input_price: DEAR.input, output_price: DEAR.output }),
       ]),
-    ]);
+    ], { metrics: { token: 'metrics-token-0123456789abcdef' } });
     const workspace = await app.createWorkspace({ tier: 'team', balanceMillicents: 10_000_000 });
     const before = await walletInvariants(db, workspace.id);
 
@@ -123,6 +123,15 @@ describe('upstream routing: deployments, failover, cooldown, fallbacks', () => {
     expect(deadCalls()).toBe(deadAfterTwelve);
     expect(answers.slice(12).every((a) => a.x_service.attempts === 1)).toBe(true);
     expect(chatCount(healthy)).toBe(20);
+
+    // /metrics has the same story per deployment.
+    const metrics = await (await fetch(`${app.baseUrl}/metrics`, { headers: { Authorization: 'Bearer metrics-token-0123456789abcdef' } })).text();
+    const value = (name: string, labels: string) => Number(new RegExp(`^${name}\\{${labels}\\} (\\d+)$`, 'm').exec(metrics)?.[1]);
+    expect(value('acs_deployment_attempts_total', 'model="gpt-4o-mini",deployment="dear",outcome="ok"')).toBe(20);
+    expect(value('acs_deployment_attempts_total', 'model="gpt-4o-mini",deployment="failing",outcome="failed"')).toBe(3);
+    expect(value('acs_deployment_cooldown', 'model="gpt-4o-mini",deployment="limited"')).toBe(1);
+    expect(value('acs_deployment_cooldown', 'model="gpt-4o-mini",deployment="dear"')).toBe(0);
+    expect(metrics).toMatch(/^acs_deployment_latency_seconds_count\{model="gpt-4o-mini",deployment="dear"\} 20$/m);
 
     await app.quiet(workspace.id);
     const after = await walletInvariants(db, workspace.id);
@@ -247,10 +256,14 @@ describeWithRedisServer('upstream routing across two replicas', () => {
 
   beforeAll(async () => {
     redis = await startRedisServer();
-    fakes = await startFakes(2);
+    fakes = await startFakes(4);
     for (const fake of fakes) fake.setDefault({ kind: 'text', text: 'Ok.', usage: USAGE });
+    fakes[2].setDefault({ kind: 'http_error', status: 500, body: { error: { message: 'down' } } });
     const databaseUrl = await createTestDatabase();
-    const modelCatalogFile = catalog([mini([deployment('budgeted', fakes[0], { rpm: 7, weight: 10 }), deployment('spare', fakes[1])])]);
+    const modelCatalogFile = catalog([
+      mini([deployment('budgeted', fakes[0], { rpm: 7, weight: 10 }), deployment('spare', fakes[1])]),
+      { ...mini([deployment('dead', fakes[2], { weight: 100 }), deployment('alive', fakes[3])]), id: 'shared-cooldown' },
+    ]);
     for (let i = 0; i < 2; i++) {
       replicas.push(await startTestApp({ databaseUrl, config: { llmSimulator: 'off', modelCatalogFile, redisUrl: redis.url } }));
     }
@@ -269,5 +282,17 @@ describeWithRedisServer('upstream routing across two replicas', () => {
     expect(answers).toHaveLength(30);
     expect(chatCount(fakes[0])).toBe(7);
     expect(chatCount(fakes[1])).toBe(23);
+  });
+
+  it('shares a cooldown: a deployment one replica cooled down gets nothing from the other', async () => {
+    const workspace = await replicas[0].createWorkspace({ tier: 'enterprise', balanceMillicents: 10_000_000 });
+    const second = { ...workspace, client: new OpenAI({ baseURL: `${replicas[1].baseUrl}/v1`, apiKey: workspace.apiKey, maxRetries: 0 }) };
+    // Weighted 100:1, "dead" is tried first nearly always: 3 failures on replica 0 cool it down.
+    for (let i = 0; i < 6; i++) await chat(workspace, { model: 'shared-cooldown' });
+    expect(chatCount(fakes[2])).toBe(3);
+    // Replica 1 reads the shared cooldown within a second.
+    await new Promise((resolve) => setTimeout(resolve, 1_200));
+    for (let i = 0; i < 10; i++) expect((await chat(second, { model: 'shared-cooldown' })).x_service.deployment).toBe('alive');
+    expect(chatCount(fakes[2])).toBe(3);
   });
 });
