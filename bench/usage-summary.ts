@@ -196,10 +196,10 @@ async function main({ log, startApp, startedAt }: BenchContext): Promise<number>
   log(`Indexes of usage_records: ${indexes.map((i) => `${i.name} ${i.size}`).join(', ')}`);
   const [{ mismatches }] = (await dataSource.query(
     `SELECT count(*)::int AS mismatches FROM (
-       SELECT workspace_id, (created_at AT TIME ZONE 'UTC')::date AS day, model, count(*) AS requests, sum(total_tokens) AS tokens,
-              sum(total_cost_millicents) AS cost_millicents, sum(latency_ms) AS latency_ms
-         FROM usage_records GROUP BY 1, 2, 3
-     ) AS r FULL JOIN usage_daily_totals AS t USING (workspace_id, day, model)
+       SELECT workspace_id, (created_at AT TIME ZONE 'UTC')::date AS day, model, coalesce(provider, '') AS provider, count(*) AS requests,
+              sum(total_tokens) AS tokens, sum(total_cost_millicents) AS cost_millicents, sum(latency_ms) AS latency_ms
+         FROM usage_records GROUP BY 1, 2, 3, 4
+     ) AS r FULL JOIN usage_daily_totals AS t USING (workspace_id, day, model, provider)
       WHERE r.requests IS DISTINCT FROM t.requests OR r.tokens IS DISTINCT FROM t.tokens
          OR r.cost_millicents IS DISTINCT FROM t.cost_millicents OR r.latency_ms IS DISTINCT FROM t.latency_ms`,
   )) as { mismatches: number }[];

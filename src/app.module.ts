@@ -20,6 +20,7 @@ import { LimitsModule } from './limits/limits.module';
 import { WorkspaceThrottlerGuard } from './limits/workspace-throttler.guard';
 import { ModelsApiModule } from './models/models-api.module';
 import { PaymentsModule } from './payments/payments.module';
+import { DeploymentHealthModule } from './providers/providers.module';
 import { ResponsesModule } from './responses/responses.module';
 import { UsageModule } from './usage/usage.module';
 import { WalletModule } from './wallet/wallet.module';
@@ -58,6 +59,7 @@ export class AppModule {
         ModelsApiModule.register(AssistantsModule),
         WalletModule,
         ChatModule,
+        DeploymentHealthModule,
         ResponsesModule,
         UsageModule,
         ConversationsModule,

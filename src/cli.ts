@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { Module, type INestApplicationContext } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { TypeOrmModule } from '@nestjs/typeorm';
+import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import { randomUUID } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import * as path from 'node:path';
@@ -18,7 +18,12 @@ import { ConfigModule } from './config/config.module';
 import { openDatabase } from './database/database';
 import { dataSourceOptions, runMigrations } from './database/data-source';
 import { EmbeddedPostgresError } from './database/embedded-postgres';
+import { ModelsModule } from './models/models.module';
+import { ModelsService } from './models/models.service';
 import { PaymentsModule } from './payments/payments.module';
+import { ProvidersModule } from './providers/providers.module';
+import { ProvidersService } from './providers/providers.service';
+import { reportedHealth } from './providers/routing/deployment-health-reporter';
 import { AutoTopupSettingsService, autoTopupSettingsJson } from './wallet/auto-topup-settings.service';
 import { WalletService } from './wallet/wallet.service';
 import { WalletModule } from './wallet/wallet.module';
@@ -45,6 +50,8 @@ const USAGE = `Usage: npm run cli -- <command> [options]
   document add --assistant <id> --file <path>        (.txt .md .html .htm .pdf .docx; progress on stderr)
   document list --assistant <id>
   document remove --document <id>
+  deployments        (every upstream deployment of the catalog: its settings, and its state, errors and
+                      latency as the running replicas reported them in the last 30 s)
 
 Each command prints one JSON object. It uses DATABASE_URL, or the embedded database in
 DATA_DIR (the running server's, if it is up).`;
@@ -119,6 +126,7 @@ const COMMANDS: Record<string, Command> = {
     const document = await documents.get(required(o, 'document'));
     return documents.remove(document.workspaceId, document.id);
   },
+  deployments: (app) => listDeployments(app),
   'wallet topup': (app, o) => moveMoney(app, o, 'topup'),
   'wallet adjust': (app, o) => moveMoney(app, o, 'adjustment'),
   'wallet auto-topup': async (app, o) => {
@@ -136,6 +144,43 @@ const COMMANDS: Record<string, Command> = {
     return autoTopupSettingsJson(settings, autoTopup.providerName);
   },
 };
+
+/**
+ * The catalog's deployments (as this process's configuration builds them: MODEL_CATALOG_FILE
+ * and the provider keys), each with the health the servers' replicas wrote in the last 30 s
+ * (DeploymentHealthReporter): the worst state of the replicas, their last minute's attempts
+ * and failures summed, and the largest of their median latencies. "unknown" when no replica
+ * reported it. The key's source is shown, never the key.
+ */
+async function listDeployments(app: INestApplicationContext): Promise<object> {
+  const router = app.get(ProvidersService).router;
+  const health = await reportedHealth(app.get(getDataSourceToken()));
+  const deployments = app.get(ModelsService).list().flatMap((model) => router.of(model));
+  return {
+    deployments: deployments.map((d) => {
+      const h = health.get(d.id);
+      return {
+        id: d.id,
+        model: d.model.id,
+        label: d.label,
+        provider: d.served.provider,
+        region: d.region ?? null,
+        weight: d.weight,
+        rpm: d.rpm ?? null,
+        tpm: d.tpm ?? null,
+        key_source: d.keySource,
+        state: h?.state ?? 'unknown',
+        cooldown_until: h?.cooldownUntil?.toISOString() ?? null,
+        in_flight: h?.inFlight ?? 0,
+        requests: h?.requests ?? 0,
+        errors: h?.errors ?? 0,
+        error_rate: h && h.requests > 0 ? h.errors / h.requests : null,
+        p50_ms: h?.p50Ms ?? null,
+        replicas: h?.replicas ?? 0,
+      };
+    }),
+  };
+}
 
 async function moveMoney(app: INestApplicationContext, o: Options, type: 'topup' | 'adjustment'): Promise<object> {
   const row = await app.get(WalletService).credit({
@@ -276,6 +321,9 @@ function cliModule(config: AppConfig, databaseUrl: string) {
       AssistantsModule,
       DocumentsModule,
       PaymentsModule,
+      ModelsModule,
+      // The router's deployments, without DeploymentHealthModule: the CLI writes no health of its own.
+      ProvidersModule,
     ],
   })
   class CliModule {}
@@ -355,9 +403,11 @@ async function run(argv: string[], io: CliIo): Promise<number> {
       ]),
     ),
   });
-  const commandName = positionals.slice(0, 2).join(' ');
+  // `deployments` is the one command of a single word.
+  const words = positionals[0] === 'deployments' ? 1 : 2;
+  const commandName = positionals.slice(0, words).join(' ');
   const command = COMMANDS[commandName];
-  if (!command || positionals.length !== 2) throw new UsageError(commandName ? `Unknown command "${commandName}"` : 'No command given');
+  if (!command || positionals.length !== words) throw new UsageError(commandName ? `Unknown command "${commandName}"` : 'No command given');
 
   const config = loadConfig(io.env);
   const database = await openDatabase(config);

@@ -98,14 +98,15 @@ describe('upstream routing: deployments, failover, cooldown, fallbacks', () => {
         deployment('hanging', hanging, { timeout_ms: 300 }),
         deployment('dear', healthy, { input_price: DEAR.input, output_price: DEAR.output }),
       ]),
-    ]);
+    ], { metrics: { token: 'metrics-token-0123456789abcdef' } });
     const workspace = await app.createWorkspace({ tier: 'team', balanceMillicents: 10_000_000 });
     const before = await walletInvariants(db, workspace.id);
 
     const answers: Completion[] = [];
-    for (let i = 0; i < 12; i++) answers.push(await chat(workspace));
     const deadCalls = () => chatCount(failing) + chatCount(limited) + chatCount(hanging);
-    const deadAfterTwelve = deadCalls();
+    // Until all three are in cooldown: "limited" after its 429, the others after 3 failures each (their order is drawn at random).
+    for (let i = 0; i < 40 && deadCalls() < 7; i++) answers.push(await chat(workspace));
+    const cooledDownAfter = answers.length;
     for (let i = 0; i < 8; i++) answers.push(await chat(workspace));
 
     // Every answer came from the healthy deployment, billed at its own prices; the failed attempts cost nothing.
@@ -120,18 +121,26 @@ describe('upstream routing: deployments, failover, cooldown, fallbacks', () => {
     expect(chatCount(limited)).toBe(1);
     expect(chatCount(failing)).toBe(3);
     expect(chatCount(hanging)).toBe(3);
-    expect(deadCalls()).toBe(deadAfterTwelve);
-    expect(answers.slice(12).every((a) => a.x_service.attempts === 1)).toBe(true);
-    expect(chatCount(healthy)).toBe(20);
+    expect(answers.slice(cooledDownAfter).every((a) => a.x_service.attempts === 1)).toBe(true);
+    expect(chatCount(healthy)).toBe(answers.length);
+
+    // /metrics has the same story per deployment.
+    const metrics = await (await fetch(`${app.baseUrl}/metrics`, { headers: { Authorization: 'Bearer metrics-token-0123456789abcdef' } })).text();
+    const value = (name: string, labels: string) => Number(new RegExp(`^${name}\\{${labels}\\} (\\d+)$`, 'm').exec(metrics)?.[1]);
+    expect(value('acs_deployment_attempts_total', 'model="gpt-4o-mini",deployment="dear",outcome="ok"')).toBe(answers.length);
+    expect(value('acs_deployment_attempts_total', 'model="gpt-4o-mini",deployment="failing",outcome="failed"')).toBe(3);
+    expect(value('acs_deployment_cooldown', 'model="gpt-4o-mini",deployment="limited"')).toBe(1);
+    expect(value('acs_deployment_cooldown', 'model="gpt-4o-mini",deployment="dear"')).toBe(0);
+    expect(metrics).toMatch(new RegExp(`^acs_deployment_latency_seconds_count\\{model="gpt-4o-mini",deployment="dear"\\} ${answers.length}$`, 'm'));
 
     await app.quiet(workspace.id);
     const after = await walletInvariants(db, workspace.id);
     expect(after).toMatchObject({ reserved: 0, holds: 0, balance: after.ledger });
     const charged = before.balance - after.balance;
-    expect(charged).toBeGreaterThanOrEqual(Math.floor(20 * cost));
-    expect(charged).toBeLessThanOrEqual(Math.ceil(20 * cost));
-    const attempts = await db.query(`SELECT sum(attempts)::int AS attempts FROM usage_records WHERE workspace_id = $1`, [workspace.id]).catch(() => null);
-    if (attempts) expect(attempts[0].attempts).toBe(answers.reduce((sum, a) => sum + a.x_service.attempts, 0));
+    expect(charged).toBeGreaterThanOrEqual(Math.floor(answers.length * cost));
+    expect(charged).toBeLessThanOrEqual(Math.ceil(answers.length * cost));
+    const [recorded] = await db.query(`SELECT sum(attempts)::int AS attempts, count(*) FILTER (WHERE deployment = 'dear')::int AS dear FROM usage_records WHERE workspace_id = $1`, [workspace.id]);
+    expect(recorded).toEqual({ attempts: answers.reduce((sum, a) => sum + a.x_service.attempts, 0), dear: answers.length });
   });
 
   it('streams through the healthy deployment; a stream cut after its first chunk ends in-band and is never replayed elsewhere', async () => {
@@ -142,7 +151,8 @@ describe('upstream routing: deployments, failover, cooldown, fallbacks', () => {
     const app = await start([mini([deployment('failing', failing), deployment('healthy', healthy)])]);
     const workspace = await app.createWorkspace({ tier: 'team', balanceMillicents: 10_000_000 });
 
-    for (let i = 0; i < 4; i++) {
+    // Until "failing" has failed 3 times and cooled down (weights are equal: about every other stream tries it first).
+    for (let i = 0; i < 30 && chatCount(failing) < 3; i++) {
       const { chunks, error } = await streamed(workspace);
       expect(error).toBeUndefined();
       expect(chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('')).toBe('Hello there friend.');
@@ -150,6 +160,8 @@ describe('upstream routing: deployments, failover, cooldown, fallbacks', () => {
       expect(chunks.at(-1)!.x_service).toMatchObject({ provider: 'openai', deployment: 'healthy' });
     }
 
+    expect(chatCount(failing)).toBe(3);
+    expect(app.app.get(ProvidersService).deployments().find((d) => d.label === 'failing')).toMatchObject({ state: 'cooldown' });
     const calls = fakes.map(chatCount);
     healthy.script({ kind: 'stream_failure', words: ['Half', 'an'], failure: 'socket' });
     const cut = await streamed(workspace);
@@ -180,7 +192,9 @@ describe('upstream routing: deployments, failover, cooldown, fallbacks', () => {
     const app = await start([mini([deployment('flaky', flaky), deployment('steady', steady)])], { routingCooldownMs: 1_500 });
     const workspace = await app.createWorkspace({ tier: 'team', balanceMillicents: 10_000_000 });
 
-    for (let i = 0; i < 15; i++) await chat(workspace);
+    // Equal weights: "flaky" is tried first about every other request, until its third failure cools it down.
+    for (let i = 0; i < 40 && chatCount(flaky) < 3; i++) await chat(workspace);
+    for (let i = 0; i < 10; i++) expect((await chat(workspace)).x_service.deployment).toBe('steady');
     expect(chatCount(flaky)).toBe(3);
     const snapshot = () => app.app.get(ProvidersService).deployments().find((d) => d.label === 'flaky');
     expect(snapshot()).toMatchObject({ state: 'cooldown' });
@@ -247,10 +261,14 @@ describeWithRedisServer('upstream routing across two replicas', () => {
 
   beforeAll(async () => {
     redis = await startRedisServer();
-    fakes = await startFakes(2);
+    fakes = await startFakes(4);
     for (const fake of fakes) fake.setDefault({ kind: 'text', text: 'Ok.', usage: USAGE });
+    fakes[2].setDefault({ kind: 'http_error', status: 500, body: { error: { message: 'down' } } });
     const databaseUrl = await createTestDatabase();
-    const modelCatalogFile = catalog([mini([deployment('budgeted', fakes[0], { rpm: 7, weight: 10 }), deployment('spare', fakes[1])])]);
+    const modelCatalogFile = catalog([
+      mini([deployment('budgeted', fakes[0], { rpm: 7, weight: 10 }), deployment('spare', fakes[1])]),
+      { ...mini([deployment('dead', fakes[2], { weight: 100 }), deployment('alive', fakes[3])]), id: 'shared-cooldown' },
+    ]);
     for (let i = 0; i < 2; i++) {
       replicas.push(await startTestApp({ databaseUrl, config: { llmSimulator: 'off', modelCatalogFile, redisUrl: redis.url } }));
     }
@@ -269,5 +287,17 @@ describeWithRedisServer('upstream routing across two replicas', () => {
     expect(answers).toHaveLength(30);
     expect(chatCount(fakes[0])).toBe(7);
     expect(chatCount(fakes[1])).toBe(23);
+  });
+
+  it('shares a cooldown: a deployment one replica cooled down gets nothing from the other', async () => {
+    const workspace = await replicas[0].createWorkspace({ tier: 'enterprise', balanceMillicents: 10_000_000 });
+    const second = { ...workspace, client: new OpenAI({ baseURL: `${replicas[1].baseUrl}/v1`, apiKey: workspace.apiKey, maxRetries: 0 }) };
+    // Weighted 100:1, "dead" is tried first nearly always: 3 failures on replica 0 cool it down.
+    for (let i = 0; i < 6; i++) await chat(workspace, { model: 'shared-cooldown' });
+    expect(chatCount(fakes[2])).toBe(3);
+    // Replica 1 reads the shared cooldown within a second.
+    await new Promise((resolve) => setTimeout(resolve, 1_200));
+    for (let i = 0; i < 10; i++) expect((await chat(second, { model: 'shared-cooldown' })).x_service.deployment).toBe('alive');
+    expect(chatCount(fakes[2])).toBe(3);
   });
 });

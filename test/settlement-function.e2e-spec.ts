@@ -1,5 +1,7 @@
 import fc from 'fast-check';
 import { createHash, randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import * as path from 'node:path';
 import { isUUID } from 'class-validator';
 import { DataSource, QueryRunner } from 'typeorm';
 import { SettlementRecordIds1764002300000 } from '../migrations/1764002300000-SettlementRecordIds';
@@ -288,6 +290,27 @@ describe('settle_charges()', () => {
     expect(totals).toEqual({ requests: '2', tokens: '24' });
   });
 
+  it('keeps who answered and the attempts from the usage row, and 0 attempts for a row that names none (the previous version)', async () => {
+    const ws = await wallet(1_000n, 100n, 0n);
+    const [a, b] = [await hold(ws, 50n), await hold(ws, 50n)];
+    await settle(ws, [
+      { key: 'routed', holdRowId: a, costMicros: 5n * M, usageRow: usageRow(ws, 'req-routed', { provider: 'openai', deployment: 'openai-b', attempts: 3 }) },
+      { key: 'old', holdRowId: b, costMicros: 5n * M, usageRow: usageRow(ws, 'req-old') },
+    ]);
+    expect(
+      await db.query(`SELECT request_id, provider, deployment, attempts FROM usage_records WHERE workspace_id = $1 ORDER BY request_id`, [ws]),
+    ).toEqual([
+      { request_id: 'req-old', provider: null, deployment: null, attempts: 0 },
+      { request_id: 'req-routed', provider: 'openai', deployment: 'openai-b', attempts: 3 },
+    ]);
+    expect(
+      await db.query(`SELECT provider, requests::int FROM usage_daily_totals WHERE workspace_id = $1 ORDER BY provider`, [ws]),
+    ).toEqual([
+      { provider: '', requests: 1 },
+      { provider: 'openai', requests: 1 },
+    ]);
+  });
+
   it('says which orders left their wallet below its auto top-up threshold', async () => {
     const ws = await wallet(1_000n, 200n, 0n);
     await db.query(
@@ -467,6 +490,8 @@ describe('settle_charges()', () => {
       expect(await signatures()).toEqual(['settle_charges(text[], uuid[], uuid[], boolean[], bigint[], boolean[], text[], boolean, text, jsonb)']);
       await migration.up(runner);
       await migration.up(runner);
+      // Its insert_usage_records() is older than the one a later migration (UsageAnswerer) made: the current one back.
+      await runner.query(readFileSync(path.join(__dirname, '../src/billing/sql/insert_usage_records.sql'), 'utf8'));
     } finally {
       await runner.release();
     }

@@ -21,11 +21,11 @@ describe('usage retention', () => {
   afterAll(() => t.close());
   afterEach(() => jest.restoreAllMocks());
 
-  /** Inserts one usage record per timestamp (ISO, up to microseconds). */
+  /** Inserts one usage record per timestamp (ISO, up to microseconds), answered by providers in turn (or none). */
   async function insertAt(workspace: TestWorkspace, timestamps: string[], prefix: string): Promise<void> {
     await db.query(
-      `INSERT INTO usage_records (workspace_id, request_id, model, status, created_at)
-       SELECT $1, $2 || '_' || ord, 'gpt-4o-mini', 'success', at
+      `INSERT INTO usage_records (workspace_id, request_id, model, status, created_at, provider)
+       SELECT $1, $2 || '_' || ord, 'gpt-4o-mini', 'success', at, (ARRAY['openai', 'azure', NULL])[ord % 3 + 1]
          FROM unnest($3::timestamptz[]) WITH ORDINALITY AS u(at, ord)`,
       [workspace.id, prefix, timestamps],
     );
@@ -71,16 +71,17 @@ describe('usage retention', () => {
       );
     }
     expect(await db.query('SELECT id, amount_millicents FROM wallet_transactions ORDER BY id')).toEqual(ledgerBefore);
-    // The statistics' daily totals lost exactly the purged records.
+    // The statistics' daily totals lost exactly the purged records, provider by provider.
     expect(
       await db.query(
-        `SELECT workspace_id, day, requests::int FROM usage_daily_totals WHERE workspace_id = ANY($1) ORDER BY workspace_id, day`,
+        `SELECT workspace_id, day, nullif(provider, '') AS provider, requests::int FROM usage_daily_totals
+          WHERE workspace_id = ANY($1) ORDER BY 1, 2, 3`,
         [[a.id, b.id]],
       ),
     ).toEqual(
       (await db.query(
-        `SELECT workspace_id, (created_at AT TIME ZONE 'UTC')::date AS day, count(*)::int AS requests FROM usage_records
-          WHERE workspace_id = ANY($1) GROUP BY 1, 2 ORDER BY 1, 2`,
+        `SELECT workspace_id, (created_at AT TIME ZONE 'UTC')::date AS day, provider, count(*)::int AS requests FROM usage_records
+          WHERE workspace_id = ANY($1) GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`,
         [[a.id, b.id]],
       )) as unknown[],
     );

@@ -1,10 +1,12 @@
 import { DataSource } from 'typeorm';
+import { UsageAnswerer1764003250000 } from '../migrations/1764003250000-UsageAnswerer';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
 
 interface UsageSummary {
   period: { start: string; end: string };
   summary: { total_requests: number; total_tokens: number; total_cost_millicents: number; average_latency_ms: number };
   by_model: { model: string; requests: number; cost_millicents: number }[];
+  by_provider: { provider: string | null; requests: number; cost_millicents: number }[];
 }
 interface DailyEntry {
   date: string;
@@ -17,6 +19,9 @@ interface UsageRecordOut {
   request_id: string;
   assistant_id: string | null;
   model: string;
+  provider: string | null;
+  deployment: string | null;
+  attempts: number;
   input_tokens: number;
   output_tokens: number;
   total_tokens: number;
@@ -57,6 +62,9 @@ interface Row {
   assistantId?: string | null;
   toolsUsed?: string[];
   requestId?: string;
+  provider?: string | null;
+  deployment?: string | null;
+  attempts?: number;
 }
 
 const DAY_MS = 86_400_000;
@@ -91,14 +99,15 @@ describe('usage statistics', () => {
     const result = (await db.query(
       `INSERT INTO usage_records (workspace_id, request_id, assistant_id, model, input_tokens, output_tokens, total_tokens,
                                   llm_cost_millicents, tool_cost_millicents, total_cost_millicents, latency_ms, status,
-                                  error_code, user_id, subscription_id, tools_used, created_at)
+                                  error_code, user_id, subscription_id, tools_used, created_at, provider, deployment, attempts)
        SELECT $1, r.request_id, r.assistant_id, r.model, r.input_tokens, r.output_tokens, r.input_tokens + r.output_tokens,
               r.llm, r.tool, r.llm + r.tool, r.latency_ms, r.status, r.error_code, r.user_id, r.subscription_id,
-              string_to_array(r.tools, ','), r.created_at
+              string_to_array(r.tools, ','), r.created_at, r.provider, r.deployment, r.attempts
          FROM unnest($2::text[], $3::uuid[], $4::text[], $5::int[], $6::int[], $7::numeric[], $8::numeric[], $9::int[],
-                     $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::timestamptz[], $16::int[])
+                     $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::timestamptz[], $16::int[],
+                     $17::text[], $18::text[], $19::int[])
            AS r(request_id, assistant_id, model, input_tokens, output_tokens, llm, tool, latency_ms, status, error_code,
-                user_id, subscription_id, tools, created_at, ord)
+                user_id, subscription_id, tools, created_at, ord, provider, deployment, attempts)
         ORDER BY r.ord
        RETURNING id`,
       [
@@ -118,6 +127,9 @@ describe('usage statistics', () => {
         column((row) => (row.toolsUsed ?? []).join(',')),
         column((row) => row.createdAt),
         column((_, i) => i),
+        column((row) => row.provider ?? null),
+        column((row) => row.deployment ?? null),
+        column((row) => row.attempts ?? 0),
       ],
     )) as { id: string }[];
     return result.map((row) => row.id);
@@ -139,6 +151,8 @@ describe('usage statistics', () => {
       const other = await t.createWorkspace();
       const next = random(20_261_122);
       const models = ['gpt-4o', 'gpt-4o-mini', 'claude-sonnet-4-6', 'gemini-2.5-flash', 'o4-mini'];
+      // Who answered, in turn (not drawn: the draws above stay as they were); null: no provider did.
+      const providers = ['openai', 'anthropic', 'openai-compatible', null];
       const startOffset = -60;
       const endOffset = -15;
       const rows: Row[] = [];
@@ -159,6 +173,7 @@ describe('usage statistics', () => {
             latencyMs: 50 + Math.floor(next() * 5_000),
             status: failed ? 'error' : 'success',
             errorCode: failed ? 'upstream_error' : null,
+            provider: providers[rows.length % providers.length],
           });
         }
       }
@@ -193,6 +208,19 @@ describe('usage statistics', () => {
         .map(({ model, requests, cost }) => ({ model, requests, cost_millicents: asMillicents(cost) }));
       expect(answer.data.by_model).toEqual(expectedByModel);
       expect(answer.data.by_model.length).toBe(models.length);
+      const expectedByProvider = providers
+        .map((provider) => {
+          const ofProvider = inRange.filter((row) => (row.provider ?? null) === provider);
+          return { provider, requests: ofProvider.length, cost: sumMicro(ofProvider) };
+        })
+        .sort((a, b) => (b.cost > a.cost ? 1 : b.cost < a.cost ? -1 : 0))
+        .map(({ provider, requests, cost }) => ({ provider, requests, cost_millicents: asMillicents(cost) }));
+      expect(answer.data.by_provider).toEqual(expectedByProvider);
+      // The groups partition the requests: their sums are the totals, exactly.
+      expect(answer.data.by_provider.reduce((sum, entry) => sum + entry.requests, 0)).toBe(answer.data.summary.total_requests);
+      expect(answer.data.by_provider.reduce((sum, entry) => sum + BigInt(Math.round(entry.cost_millicents * 1_000_000)), 0n)).toBe(
+        sumMicro(inRange),
+      );
 
       const daily = await get<{ data: DailyEntry[] }>(workspace, '/usage/daily', { start_date: day(startOffset), end_date: day(endOffset) });
       const expectedDaily: DailyEntry[] = [];
@@ -278,6 +306,7 @@ describe('usage statistics', () => {
         period: summary.data.period,
         summary: { total_requests: 0, total_tokens: 0, total_cost_millicents: 0, average_latency_ms: 0 },
         by_model: [],
+        by_provider: [],
       });
       const emptyDaily = await get<{ data: DailyEntry[] }>(empty, '/usage/daily');
       expect(emptyDaily.data.every((entry) => entry.requests === 0 && entry.tokens === 0 && entry.cost_millicents === 0)).toBe(true);
@@ -337,6 +366,9 @@ describe('usage statistics', () => {
           subscriptionId: 'sub-9',
           assistantId,
           toolsUsed: ['web_search'],
+          provider: 'openai',
+          deployment: 'openai-b',
+          attempts: 2,
         },
         { createdAt: new Date(base + 1).toISOString(), requestId: 'req_newer', status: 'error', errorCode: 'upstream_timeout', llmMicro: 0 },
       ]);
@@ -348,6 +380,9 @@ describe('usage statistics', () => {
             request_id: 'req_newer',
             assistant_id: null,
             model: 'gpt-4o-mini',
+            provider: null,
+            deployment: null,
+            attempts: 0,
             input_tokens: 10,
             output_tokens: 5,
             total_tokens: 15,
@@ -369,6 +404,9 @@ describe('usage statistics', () => {
             request_id: 'req_older',
             assistant_id: assistantId,
             model: 'gpt-4o',
+            provider: 'openai',
+            deployment: 'openai-b',
+            attempts: 2,
             input_tokens: 1_000,
             output_tokens: 3,
             total_tokens: 1_003,
@@ -559,11 +597,11 @@ describe('usage statistics', () => {
     const mismatches = async () =>
       (await db.query(`
         SELECT coalesce(r.workspace_id, t.workspace_id) AS workspace_id, coalesce(r.day, t.day) AS day, coalesce(r.model, t.model) AS model,
-               r.requests AS records_requests, t.requests AS rollup_requests
-          FROM (SELECT workspace_id, (created_at AT TIME ZONE 'UTC')::date AS day, model, count(*) AS requests,
-                       sum(total_tokens) AS tokens, sum(total_cost_millicents) AS cost, sum(latency_ms) AS latency
-                  FROM usage_records GROUP BY 1, 2, 3) AS r
-          FULL JOIN usage_daily_totals AS t USING (workspace_id, day, model)
+               coalesce(r.provider, t.provider) AS provider, r.requests AS records_requests, t.requests AS rollup_requests
+          FROM (SELECT workspace_id, (created_at AT TIME ZONE 'UTC')::date AS day, model, coalesce(provider, '') AS provider,
+                       count(*) AS requests, sum(total_tokens) AS tokens, sum(total_cost_millicents) AS cost, sum(latency_ms) AS latency
+                  FROM usage_records GROUP BY 1, 2, 3, 4) AS r
+          FULL JOIN usage_daily_totals AS t USING (workspace_id, day, model, provider)
          WHERE r.requests IS DISTINCT FROM t.requests OR r.tokens IS DISTINCT FROM t.tokens
             OR r.cost IS DISTINCT FROM t.cost_millicents OR r.latency IS DISTINCT FROM t.latency_ms`)) as unknown[];
 
@@ -571,9 +609,9 @@ describe('usage statistics', () => {
       const workspace = await t.createWorkspace();
       const doomed = await t.createWorkspace();
       const ids = await insert(workspace, [
-        { createdAt: `${day(-4)}T08:00:00Z`, model: 'gpt-4o', llmMicro: 1_500_000, latencyMs: 10 },
-        { createdAt: `${day(-4)}T09:00:00Z`, model: 'gpt-4o', llmMicro: 2_000_000, latencyMs: 20 },
-        { createdAt: `${day(-3)}T09:00:00Z`, model: 'o4-mini', llmMicro: 3_000_000, latencyMs: 30 },
+        { createdAt: `${day(-4)}T08:00:00Z`, model: 'gpt-4o', llmMicro: 1_500_000, latencyMs: 10, provider: 'openai' },
+        { createdAt: `${day(-4)}T09:00:00Z`, model: 'gpt-4o', llmMicro: 2_000_000, latencyMs: 20, provider: 'openai' },
+        { createdAt: `${day(-3)}T09:00:00Z`, model: 'o4-mini', llmMicro: 3_000_000, latencyMs: 30, provider: 'azure' },
       ]);
       await insert(doomed, [{ createdAt: `${day(-2)}T00:00:00Z` }]);
       expect(await mismatches()).toEqual([]);
@@ -589,11 +627,29 @@ describe('usage statistics', () => {
         { model: 'o4-mini', requests: 2, cost_millicents: 7 },
         { model: 'gpt-4o', requests: 1, cost_millicents: 2 },
       ]);
+      expect(summary.data.by_provider).toEqual([
+        { provider: 'openai', requests: 2, cost_millicents: 6 },
+        { provider: 'azure', requests: 1, cost_millicents: 3 },
+      ]);
+
+      // Only the provider changes (same day and model): another key of the totals; none is null there.
+      await db.query(`UPDATE usage_records SET provider = NULL WHERE id = $1`, [ids[2]]);
+      expect(await mismatches()).toEqual([]);
+      summary = await get<{ data: UsageSummary }>(workspace, '/usage');
+      expect(summary.data.by_provider).toEqual([
+        { provider: 'openai', requests: 2, cost_millicents: 6 },
+        { provider: null, requests: 1, cost_millicents: 3 },
+      ]);
+      expect(await db.query(`SELECT 1 FROM usage_daily_totals WHERE workspace_id = $1 AND provider = 'azure'`, [workspace.id])).toEqual([]);
 
       await db.query('DELETE FROM usage_records WHERE id = $1', [ids[1]]);
       expect(await mismatches()).toEqual([]);
       summary = await get<{ data: UsageSummary }>(workspace, '/usage');
       expect(summary.data.by_model).toEqual([{ model: 'o4-mini', requests: 2, cost_millicents: 7 }]);
+      expect(summary.data.by_provider).toEqual([
+        { provider: 'openai', requests: 1, cost_millicents: 4 },
+        { provider: null, requests: 1, cost_millicents: 3 },
+      ]);
       expect(await db.query(`SELECT 1 FROM usage_daily_totals WHERE workspace_id = $1 AND model = 'gpt-4o'`, [workspace.id])).toEqual([]);
 
       // Deleting a workspace cascades to its records and its totals, and the triggers let it.
@@ -612,6 +668,50 @@ describe('usage statistics', () => {
         await runner.release();
       }
       expect(await mismatches()).toEqual([]);
+    });
+
+    it('keeps equal to the records when the provider joins its key (UsageAnswerer, down and up again over existing records)', async () => {
+      const workspace = await t.createWorkspace();
+      await insert(workspace, [
+        { createdAt: `${day(-2)}T08:00:00Z`, model: 'gpt-4o', llmMicro: 1_500_000, provider: 'openai' },
+        { createdAt: `${day(-2)}T09:00:00Z`, model: 'gpt-4o', llmMicro: 2_000_000, provider: 'azure' },
+        { createdAt: `${day(-1)}T09:00:00Z`, model: 'gpt-4o', llmMicro: 3_000_000, provider: null },
+      ]);
+      const runner = db.createQueryRunner();
+      await runner.connect();
+      try {
+        await runner.startTransaction();
+        const migration = new UsageAnswerer1764003250000();
+        await migration.down(runner);
+        expect(await runner.query(`SELECT day::text, requests::int FROM usage_daily_totals WHERE workspace_id = $1 ORDER BY day`, [workspace.id])).toEqual([
+          { day: day(-2), requests: 2 },
+          { day: day(-1), requests: 1 },
+        ]);
+        // As on a database of the previous version: the records' providers are unknown, and their totals keep ''.
+        await migration.up(runner);
+        expect(
+          await runner.query(`SELECT day::text, provider, requests::int FROM usage_daily_totals WHERE workspace_id = $1 ORDER BY day`, [workspace.id]),
+        ).toEqual([
+          { day: day(-2), provider: '', requests: 2 },
+          { day: day(-1), provider: '', requests: 1 },
+        ]);
+        await runner.query(`UPDATE usage_records SET provider = 'openai' WHERE workspace_id = $1 AND created_at < $2`, [
+          workspace.id,
+          `${day(-2)}T08:30:00Z`,
+        ]);
+        await runner.commitTransaction();
+      } catch (error) {
+        await runner.rollbackTransaction();
+        throw error;
+      } finally {
+        await runner.release();
+      }
+      expect(await mismatches()).toEqual([]);
+      const summary = await get<{ data: UsageSummary }>(workspace, '/usage');
+      expect(summary.data.by_provider).toEqual([
+        { provider: null, requests: 2, cost_millicents: 5 },
+        { provider: 'openai', requests: 1, cost_millicents: 1.5 },
+      ]);
     });
   });
 
@@ -635,7 +735,7 @@ describe('usage statistics', () => {
       schema: { minimum: number; maximum: number; default: number };
     };
     expect(limit.schema).toMatchObject({ minimum: 1, maximum: 100, default: 20 });
-    for (const schema of ['UsageTotalsDto', 'ModelUsageDto', 'UsageRecordDto', 'DailyUsageDto', 'UsagePeriodDto']) {
+    for (const schema of ['UsageTotalsDto', 'ModelUsageDto', 'ProviderUsageDto', 'UsageRecordDto', 'DailyUsageDto', 'UsagePeriodDto']) {
       for (const [property, definition] of Object.entries(document.components.schemas[schema].properties)) {
         expect({ schema, property, hasExample: 'example' in definition }).toEqual({ schema, property, hasExample: true });
       }

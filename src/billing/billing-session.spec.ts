@@ -313,6 +313,9 @@ describe('BillingSession', () => {
       const session = await BillingSession.open(ports, estimate({ conversation: { id: 'conv-1', messages: PROMPT } }));
       await session.meter(PROMPT, { prompt_tokens: 1_000, completion_tokens: 100, total_tokens: 1_100 }, 'Sunny.');
       session.addToolCall('web_search', 2_500_000n);
+      // The router's account of the call: the second deployment answered after the first failed.
+      session.spend.answeredBy = { model: MODEL.id, provider: 'openai', deployment: 'openai-b' };
+      session.spend.attempts = 2;
       await session.settle(REPLY);
 
       expect(wallet.settled).toHaveLength(1);
@@ -332,6 +335,9 @@ describe('BillingSession', () => {
           chargedMillicents: 353,
           toolsUsed: ['web_search'],
           iterations: 1,
+          provider: 'openai',
+          deployment: 'openai-b',
+          attempts: 2,
         }),
       ]);
       expect(conversations.turns).toEqual([
@@ -554,6 +560,9 @@ describe('Billing.recordRefused', () => {
         chargedMillicents: 0,
         toolsUsed: [],
         iterations: 0,
+        provider: null,
+        deployment: null,
+        attempts: 0,
         nerfing: [],
         latencyMs: 12,
         status: 'error',

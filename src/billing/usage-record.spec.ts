@@ -26,6 +26,9 @@ const used: UsageAmounts = {
   totalCostMillicents: 9,
   toolsUsed: [],
   iterations: 1,
+  provider: 'openai',
+  deployment: 'openai-b',
+  attempts: 2,
 };
 
 describe('usageRecord', () => {
@@ -43,6 +46,9 @@ describe('usageRecord', () => {
       errorCode: 'insufficient_balance',
       chargedMillicents: 0,
       totalCostMillicents: 0,
+      provider: null,
+      deployment: null,
+      attempts: 0,
     });
   });
 

@@ -11,7 +11,10 @@ export type UsageSubject = Pick<
 > &
   Partial<Pick<NewUsageRecord, 'nerfing'>>;
 
-/** What a request used and cost: tokens, costs, tools and model calls (what was charged, its settlement fills in). */
+/**
+ * What a request used and cost: tokens, costs, tools and model calls (what was charged, its
+ * settlement fills in), and who answered it after how many upstream attempts.
+ */
 export type UsageAmounts = Pick<
   NewUsageRecord,
   | 'inputTokens'
@@ -23,6 +26,9 @@ export type UsageAmounts = Pick<
   | 'totalCostMillicents'
   | 'toolsUsed'
   | 'iterations'
+  | 'provider'
+  | 'deployment'
+  | 'attempts'
 >;
 
 export interface UsageEnding {
@@ -60,6 +66,9 @@ export function usageRecord(subject: UsageSubject, latencyMs: number, ending: Us
     totalCostMillicents: used.totalCostMillicents,
     toolsUsed: used.toolsUsed,
     iterations: used.iterations,
+    provider: used.provider,
+    deployment: used.deployment,
+    attempts: used.attempts,
     latencyMs,
     status: ending.status,
     errorCode: ending.errorCode,

@@ -1,4 +1,4 @@
-import type { AppConfig, UpstreamProviderName } from '../config/app-config';
+import type { UpstreamProviderName } from '../config/app-config';
 import type { ProviderName } from '../models/model-catalog';
 import { AnthropicAdapter } from './anthropic/anthropic.adapter';
 import { GoogleAdapter } from './google/google.adapter';
@@ -28,13 +28,3 @@ export const PROVIDERS: readonly ProviderEntry[] = [
   { name: 'anthropic', create: (options) => new AnthropicAdapter(options) },
   { name: 'google', create: (options) => new GoogleAdapter(options) },
 ];
-
-/** The adapters of the providers that have an API key; the others are not configured (the simulator may stand in). */
-export function createConfiguredAdapters(config: AppConfig): Map<ProviderName, ProviderAdapter> {
-  const adapters = new Map<ProviderName, ProviderAdapter>();
-  for (const { name, create } of PROVIDERS) {
-    const { apiKey, baseUrl } = config.providers[name];
-    if (apiKey) adapters.set(name, create({ apiKey, baseUrl, timeoutMs: config.upstreamTimeoutMs }));
-  }
-  return adapters;
-}

@@ -20,7 +20,7 @@ export interface UsageRecordFilter {
 }
 
 /** The costs as text: exact decimal strings of millicents, whatever the driver makes of numerics. */
-const RECORD_COLUMNS = `id, request_id, assistant_id, model, input_tokens, output_tokens, total_tokens,
+const RECORD_COLUMNS = `id, request_id, assistant_id, model, provider, deployment, attempts, input_tokens, output_tokens, total_tokens,
   llm_cost_millicents::text AS llm_cost_millicents, tool_cost_millicents::text AS tool_cost_millicents,
   total_cost_millicents::text AS total_cost_millicents, latency_ms, status, error_code,
   user_id, subscription_id, tools_used, source, nerfing, created_at`;
@@ -31,6 +31,9 @@ export interface RecordRow {
   request_id: string;
   assistant_id: string | null;
   model: string;
+  provider: string | null;
+  deployment: string | null;
+  attempts: number;
   /** bigint columns: strings from pg. */
   input_tokens: string;
   output_tokens: string;
@@ -93,6 +96,9 @@ export function toRecordDto(row: RecordRow): UsageRecordDto {
     request_id: row.request_id,
     assistant_id: row.assistant_id,
     model: row.model,
+    provider: row.provider,
+    deployment: row.deployment,
+    attempts: row.attempts,
     input_tokens: Number(row.input_tokens),
     output_tokens: Number(row.output_tokens),
     total_tokens: Number(row.total_tokens),

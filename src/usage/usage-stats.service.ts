@@ -23,10 +23,10 @@ export interface RecentUsageQuery {
 /*
  * The statements are exported so that bench/usage-summary.ts explains exactly these.
  *
- * The summary and the daily series read usage_daily_totals (see the UsageIndexes migration):
- * per workspace, UTC day and model, the request count and the exact sums of tokens, cost and
+ * The summary and the daily series read usage_daily_totals (see the UsageIndexes and
+ * UsageAnswerer migrations): per workspace, UTC day, model and provider, the request count and the exact sums of tokens, cost and
  * latency, kept equal to the records by triggers. A range is whole UTC days, so its totals
- * are the sum of at most (days x models) rows, whatever the number of requests.
+ * are the sum of at most (days x models x providers) rows, whatever the number of requests.
  */
 
 /**
@@ -47,6 +47,20 @@ export const SUMMARY_SQL = `
    GROUP BY model
   HAVING sum(requests) > 0
    ORDER BY cost DESC, requests DESC, model`;
+
+/**
+ * Grouped by the provider that answered ('' in the totals: none did, answered as null),
+ * highest cost first. $1 workspace, $2 first day, $3 last day (both included, `YYYY-MM-DD`).
+ */
+export const BY_PROVIDER_SQL = `
+  SELECT nullif(provider, '') AS provider,
+         sum(requests) AS requests,
+         sum(cost_millicents) AS cost
+    FROM usage_daily_totals
+   WHERE workspace_id = $1 AND day >= $2::date AND day <= $3::date
+   GROUP BY provider
+  HAVING sum(requests) > 0
+   ORDER BY cost DESC, requests DESC, provider`;
 
 /**
  * Every UTC day of the range, newest first, days without requests as zeros.
@@ -98,6 +112,12 @@ interface SummaryRow {
   average_latency: string;
 }
 
+interface ProviderRow {
+  provider: string | null;
+  requests: string;
+  cost: string;
+}
+
 interface DailyRow {
   date: string;
   requests: string;
@@ -123,7 +143,11 @@ export class UsageStatsService {
 
   async summary(workspaceId: string, period: UsagePeriod): Promise<UsageSummaryDto> {
     await this.pending.written(workspaceId);
-    const rows = (await this.records.manager.query(SUMMARY_SQL, [workspaceId, period.startDate, period.endDate])) as SummaryRow[];
+    const parameters = [workspaceId, period.startDate, period.endDate];
+    const [rows, providers] = (await Promise.all([
+      this.records.manager.query(SUMMARY_SQL, parameters),
+      this.records.manager.query(BY_PROVIDER_SQL, parameters),
+    ])) as [SummaryRow[], ProviderRow[]];
     const totals = rows[0];
     return {
       period: { start: period.start, end: period.end },
@@ -134,6 +158,7 @@ export class UsageStatsService {
         average_latency_ms: totals ? Number(totals.average_latency) : 0,
       },
       by_model: rows.map((row) => ({ model: row.model, requests: Number(row.requests), cost_millicents: Number(row.cost) })),
+      by_provider: providers.map((row) => ({ provider: row.provider, requests: Number(row.requests), cost_millicents: Number(row.cost) })),
     };
   }
 

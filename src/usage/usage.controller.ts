@@ -26,7 +26,7 @@ export class UsageController {
   @ApiStandardResponses({ ok: UsageSummaryResponseDto, errors: [400] })
   @ApiOperation({
     summary: 'Usage summary for a date range',
-    description: `Totals of the workspace's requests (successful and failed) and their cost per model, highest cost first. ${RANGE_RULES}`,
+    description: `Totals of the workspace's requests (successful and failed) and their cost per model and per provider that answered, highest cost first. ${RANGE_RULES}`,
   })
   async summary(
     @CurrentPrincipal() principal: Principal,

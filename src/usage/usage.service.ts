@@ -47,7 +47,7 @@ export class UsageService {
   }
 }
 
-/** The token, cost and tool fields of the usage record of a request refused before it cost anything. */
+/** The token, cost, tool and upstream fields of the usage record of a request refused before it cost anything. */
 export const NOTHING_USED = {
   inputTokens: 0,
   outputTokens: 0,
@@ -59,4 +59,7 @@ export const NOTHING_USED = {
   chargedMillicents: 0,
   toolsUsed: [] as string[],
   iterations: 0,
+  provider: null,
+  deployment: null,
+  attempts: 0,
 } as const;

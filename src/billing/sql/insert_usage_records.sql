@@ -1,8 +1,8 @@
 -- insert_usage_records(): Inserts a settlement batch's usage records, their ids derived from the settlement keys (settle_charges).
--- As migrations/1764002300000-SettlementRecordIds.ts last defined it. To change it, edit this file and add a
+-- As migrations/1764003250000-UsageAnswerer.ts last defined it. To change it, edit this file and add a
 -- migration that applies the new text (see src/billing/billing.module.ts, "Changing an SQL function").
 
-CREATE FUNCTION insert_usage_records(p_records jsonb, p_keys text[], p_kept bigint[], p_applied boolean[]) RETURNS void
+CREATE OR REPLACE FUNCTION insert_usage_records(p_records jsonb, p_keys text[], p_kept bigint[], p_applied boolean[]) RETURNS void
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 BEGIN
   INSERT INTO usage_records
@@ -10,7 +10,8 @@ BEGIN
     FROM jsonb_array_elements(p_records) WITH ORDINALITY AS e(record, n),
          LATERAL jsonb_populate_record(
            NULL::usage_records,
-           e.record || jsonb_build_object('id', usage_record_id(p_keys[e.n::int]), 'created_at', now(), 'charged_millicents', p_kept[e.n::int])
+           jsonb_build_object('attempts', 0) || e.record
+             || jsonb_build_object('id', usage_record_id(p_keys[e.n::int]), 'created_at', now(), 'charged_millicents', p_kept[e.n::int])
          ) AS r
    WHERE p_applied[e.n::int] AND jsonb_typeof(e.record) = 'object';
 END $$;

@@ -47,6 +47,7 @@ export function buildDeployments(models: readonly ModelDefinition[], config: App
   for (const model of models) {
     if (model.provider === 'simulator') continue;
     const definitions = model.deployments ?? singleKeyDeployment(model, config);
+    if (definitions.length === 0) continue;
     byModel.set(
       model.id,
       definitions.map((d) => ({

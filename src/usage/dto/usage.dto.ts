@@ -110,6 +110,22 @@ export class ModelUsageDto {
   cost_millicents: number;
 }
 
+export class ProviderUsageDto {
+  @ApiProperty({
+    type: String,
+    nullable: true,
+    description: 'The provider that answered the requests; null for those no provider answered (refused, or every upstream attempt failed).',
+    example: 'openai',
+  })
+  provider: string | null;
+
+  @ApiProperty({ type: 'integer', example: 1_020 })
+  requests: number;
+
+  @ApiProperty({ example: 388_112.625 })
+  cost_millicents: number;
+}
+
 export class UsageSummaryDto {
   @ApiProperty({ type: UsagePeriodDto })
   period: UsagePeriodDto;
@@ -119,6 +135,12 @@ export class UsageSummaryDto {
 
   @ApiProperty({ type: [ModelUsageDto], description: 'One entry per model used in the range, highest cost first.' })
   by_model: ModelUsageDto[];
+
+  @ApiProperty({
+    type: [ProviderUsageDto],
+    description: 'One entry per provider that answered in the range (null: none did), highest cost first. Records from before upstream routing have provider null.',
+  })
+  by_provider: ProviderUsageDto[];
 }
 
 export class UsageSummaryResponseDto {
@@ -164,6 +186,29 @@ export class UsageRecordDto {
 
   @ApiProperty({ example: 'gpt-4o-mini' })
   model: string;
+
+  @ApiProperty({
+    type: String,
+    nullable: true,
+    description: 'The provider that answered; null when none did (refused, or every upstream attempt failed).',
+    example: 'openai',
+  })
+  provider: string | null;
+
+  @ApiProperty({
+    type: String,
+    nullable: true,
+    description: "The label of the catalog deployment that answered (a model without deployments has one, labelled with its provider's name); null when none did.",
+    example: 'openai-a',
+  })
+  deployment: string | null;
+
+  @ApiProperty({
+    type: 'integer',
+    description: 'Upstream attempts the request made, failed ones (moved to another deployment or fallback model) included; 0 when it reached no upstream.',
+    example: 1,
+  })
+  attempts: number;
 
   @ApiProperty({ type: 'integer', example: 812 })
   input_tokens: number;

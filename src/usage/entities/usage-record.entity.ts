@@ -42,6 +42,17 @@ export class UsageRecord {
   @Column({ type: 'text' })
   model: string;
 
+  /** The provider and deployment (the catalog's label) that answered; null when none did (refused, or every attempt failed). */
+  @Column({ type: 'text', nullable: true })
+  provider: string | null;
+
+  @Column({ type: 'text', nullable: true })
+  deployment: string | null;
+
+  /** Upstream attempts of the request, failed ones (moved to another deployment) included; 0 when none was made. */
+  @Column({ type: 'integer', default: 0 })
+  attempts: number;
+
   @Column({ name: 'input_tokens', type: 'bigint', default: 0, transformer: bigintToNumber })
   inputTokens: number;
 
