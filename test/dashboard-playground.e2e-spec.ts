@@ -124,7 +124,7 @@ describe('dashboard: playground', () => {
     expect(answer.done).toBe(true);
     expect(answer.text).toBe('Hello **there**, from the fake.');
     const xService = answer.events.at(-1)?.x_service;
-    expect(xService).toEqual({ cost_millicents: COST, iterations: 1, tools_used: [], generated_files: null });
+    expect(xService).toEqual({ cost_millicents: COST, iterations: 1, tools_used: [], generated_files: null, provider: 'openai', deployment: 'openai', attempts: 1 });
     // The same upstream request as the API makes: the message, the model, streamed.
     expect(upstream.requests.length).toBe(requestsBefore + 1);
     expect(upstream.requests.at(-1)!.body).toMatchObject({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'Say hello' }] });

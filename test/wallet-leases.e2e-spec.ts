@@ -55,6 +55,8 @@ describe('wallet leases and group commit', () => {
       const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
       upstream.setDefault({ kind: 'text', text: 'Hi.', usage: { prompt_tokens: 10, completion_tokens: 5 } });
       await ask(workspace.client);
+      // The answer's settlement commits a moment after it (journal): it takes the charge from the lease.
+      await t.settled(workspace.id);
       const [lease] = await leaseRows(db, workspace.id);
       expect(lease).toBeDefined();
       // Right after the answer the lease is still there, but nothing is shown as reserved: no request holds any of it.

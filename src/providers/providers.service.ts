@@ -174,7 +174,7 @@ export class ProvidersService implements OnModuleInit, OnApplicationShutdown {
     let lastError: unknown;
     let last: Deployment | undefined;
     for (;;) {
-      const d: (Deployment & { simulated?: boolean }) | undefined = plan[next++];
+      const d: Deployment | undefined = plan[next++];
       if (!d) {
         if (retries >= this.config.upstreamMaxRetries || lastError === undefined || !isRetryable(lastError)) break;
         const delay = BASE_BACKOFF_MS * 2 ** retries * (0.5 + Math.random());
@@ -185,13 +185,14 @@ export class ProvidersService implements OnModuleInit, OnApplicationShutdown {
         next = 0;
         continue;
       }
-      if (!d.simulated && !(await this.router.admit(d, request.budgetTokens ?? 0))) continue;
+      // Only a deployment with a budget of its own costs a look at the shared windows.
+      if ((d.rpm !== undefined || d.tpm !== undefined) && !(await this.router.admit(d, request.budgetTokens ?? 0))) continue;
       const target: AttemptTarget = { model: d.model, served: d.served, label: d.label };
       request.route?.attempting(target);
       this.router.begin(d);
       const started = performance.now();
       try {
-        const result = await this.withTimeout(d, run, (upstream, unlink) => attempt(d!, upstream, unlink), options);
+        const result = await this.withTimeout(d, run, (upstream, unlink) => attempt(d, upstream, unlink), options);
         this.router.answered(d, performance.now() - started);
         this.metrics.deploymentAttempts.inc({ model: d.model.id, deployment: d.label, outcome: 'ok' });
         this.metrics.deploymentDuration.observe({ model: d.model.id, deployment: d.label }, (performance.now() - started) / 1000);
@@ -221,7 +222,7 @@ export class ProvidersService implements OnModuleInit, OnApplicationShutdown {
   }
 
   /** The deployments to try: the simulator alone for a simulated model; the router's order otherwise. */
-  private plan(request: ModelCall): (Deployment & { simulated?: boolean })[] {
+  private plan(request: ModelCall): Deployment[] {
     const { model } = request;
     if (this.isSimulated(model)) return [this.simulatedDeployment(model)];
     const fallbacks = (request.fallbacks ?? []).filter((m) => !this.isSimulated(m));
@@ -230,7 +231,8 @@ export class ProvidersService implements OnModuleInit, OnApplicationShutdown {
     return plan;
   }
 
-  private simulatedDeployment(model: ModelDefinition): Deployment & { simulated: true } {
+  /** The simulator as a deployment: never budgeted, never cooled down (it does not fail over). */
+  private simulatedDeployment(model: ModelDefinition): Deployment {
     return {
       id: `${model.id}/simulator`,
       label: 'simulator',
@@ -240,7 +242,6 @@ export class ProvidersService implements OnModuleInit, OnApplicationShutdown {
       weight: 1,
       timeoutMs: this.config.upstreamTimeoutMs,
       keySource: '',
-      simulated: true,
     };
   }
 
