@@ -18,8 +18,8 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from 'pg';
+import { type Check, readAccounting, settleAndCheck } from './accounting';
 import { saturate, type SaturatedRun, type Target } from './chat-load';
 import { cpuDuring, firstLine, freePort, postmasterPid, runNode, startNode, waitUntilServing } from './chat-processes';
 import { type BenchContext, runBench, summarize, table, writeResults } from './harness';
@@ -73,79 +73,6 @@ const STREAM_BODY = JSON.stringify({ model: SETTINGS.model, messages: [{ role: '
 const round1 = (v: number) => Math.round(v * 10) / 10;
 const round3 = (v: number) => Math.round(v * 1000) / 1000;
 const ms = (ns: number) => round3(ns / 1e6);
-
-// ---------------------------------------------------------------------------------------
-// The accounting checks (as bench/chat.ts's): nothing reserved, ledger = balance, one usage
-// record per request.
-// ---------------------------------------------------------------------------------------
-interface Accounting {
-  reservedMillicents: bigint;
-  ledgerMismatches: number;
-  usageRecords: number;
-  usageByStatus: Record<string, number>;
-}
-
-async function readAccounting(db: Client, workspaceId: string): Promise<Accounting> {
-  const wallet = await db.query<{ balance: string; reserved: string; ledger: string }>(
-    `SELECT w.balance_millicents::text AS balance, w.reserved_millicents::text AS reserved,
-            COALESCE((SELECT SUM(t.amount_millicents) FROM wallet_transactions t WHERE t.workspace_id = w.workspace_id), 0)::text AS ledger
-       FROM wallets w WHERE w.workspace_id = $1`,
-    [workspaceId],
-  );
-  const usage = await db.query<{ status: string; n: string }>('SELECT status, COUNT(*)::text AS n FROM usage_records WHERE workspace_id = $1 GROUP BY status', [workspaceId]);
-  const usageByStatus = Object.fromEntries(usage.rows.map((r) => [r.status, Number(r.n)]));
-  return {
-    reservedMillicents: BigInt(wallet.rows[0].reserved),
-    ledgerMismatches: wallet.rows.filter((r) => r.balance !== r.ledger).length,
-    usageRecords: Object.values(usageByStatus).reduce((a, b) => a + b, 0),
-    usageByStatus,
-  };
-}
-
-interface Check {
-  measurement: string;
-  answered2xx: number;
-  sent: number;
-  usageRecords: number;
-  usageByStatus: Record<string, number>;
-  reservedMillicents: string;
-  ledgerMatches: boolean;
-  nothingReserved: boolean;
-  /** Every answered request has its record, and no request has two (nor one per attempt): 2xx <= records <= sent. */
-  usageMatches: boolean;
-  waitedMs: number;
-  pass: boolean;
-}
-
-/** Waits until nothing is reserved and the usage records stop moving (at most settleGraceMs), then checks. */
-async function settleAndCheck(db: Client, workspaceId: string, measurement: string, before: Accounting, counted: { answered2xx: number; sent: number }): Promise<Check> {
-  const started = Date.now();
-  let now = await readAccounting(db, workspaceId);
-  let stableSince = Date.now();
-  while (Date.now() - started < SETTINGS.settleGraceMs) {
-    await sleep(250);
-    const next = await readAccounting(db, workspaceId);
-    if (next.usageRecords !== now.usageRecords || next.reservedMillicents !== now.reservedMillicents) stableSince = Date.now();
-    now = next;
-    if (now.reservedMillicents === 0n && Date.now() - stableSince >= 1_000) break;
-  }
-  const usageRecords = now.usageRecords - before.usageRecords;
-  const usageByStatus = Object.fromEntries(
-    Object.keys({ ...before.usageByStatus, ...now.usageByStatus }).map((s) => [s, (now.usageByStatus[s] ?? 0) - (before.usageByStatus[s] ?? 0)]),
-  );
-  const check = {
-    measurement,
-    ...counted,
-    usageRecords,
-    usageByStatus,
-    reservedMillicents: now.reservedMillicents.toString(),
-    ledgerMatches: now.ledgerMismatches === 0,
-    nothingReserved: now.reservedMillicents === 0n,
-    usageMatches: usageRecords >= counted.answered2xx && usageRecords <= counted.sent,
-    waitedMs: Date.now() - started,
-  };
-  return { ...check, pass: check.nothingReserved && check.ledgerMatches && check.usageMatches };
-}
 
 // ---------------------------------------------------------------------------------------
 // What the scenario's requests say.
@@ -392,9 +319,9 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
   onCleanup(() => db.end());
   const checks: Check[] = [];
   const measureService = async <T>(label: string, measure: () => Promise<T>, counted: (r: T) => { answered2xx: number; sent: number }) => {
-    const before = await readAccounting(db, workspaceId);
+    const before = await readAccounting(db, [workspaceId]);
     const result = await measure();
-    const check = await settleAndCheck(db, workspaceId, label, before, counted(result));
+    const check = await settleAndCheck(db, [workspaceId], label, before, counted(result), SETTINGS.settleGraceMs);
     checks.push(check);
     log(
       `  accounting after "${label}": reserved ${check.reservedMillicents} (${check.nothingReserved ? 'PASS' : 'FAIL'}), ledger = balance (${check.ledgerMatches ? 'PASS' : 'FAIL'}), ` +
