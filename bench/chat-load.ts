@@ -143,14 +143,14 @@ async function openLoopClient(job: OpenLoopJob): Promise<OpenLoopResult> {
 
   const result: OpenLoopResult = { latenciesNs: [], sentAtNs: [], sendLagNs: [], sent: 0, totalOk2xx: 0, ok2xx: 0, non2xx: 0, errors: 0, statusCodes: {}, sampleBodies: {}, errorCounts: {}, wallSeconds: 0 };
   let outstanding = 0;
-  let scheduledCount = 0;
+  let fired = () => 0;
   let lastAnswerAt = 0n;
   const start = process.hrtime.bigint() + 10_000_000n;
   const measuredFrom = start + BigInt(warmupCount) * intervalNs;
 
   return new Promise((resolve) => {
     const finishIfDone = () => {
-      if (scheduledCount === total && outstanding === 0) {
+      if (fired() === total && outstanding === 0) {
         agent.destroy();
         result.wallSeconds = Number(lastAnswerAt - measuredFrom) / 1e9;
         resolve(result);
@@ -203,22 +203,32 @@ async function openLoopClient(job: OpenLoopJob): Promise<OpenLoopResult> {
       req.on('error', (error) => done(undefined, error.message));
       req.end(body);
     };
-    // Fires every send whose time has come, then sleeps until the next one: never waits for answers.
-    const tick = () => {
-      const now = process.hrtime.bigint();
-      while (scheduledCount < total) {
-        const scheduled = start + BigInt(scheduledCount) * intervalNs;
-        if (scheduled > now) break;
-        fire(scheduledCount, scheduled);
-        scheduledCount += 1;
-      }
-      if (scheduledCount < total) {
-        const next = start + BigInt(scheduledCount) * intervalNs;
-        setTimeout(tick, Math.max(0, Number(next - process.hrtime.bigint()) / 1e6));
-      } else finishIfDone();
-    };
-    setTimeout(tick, 10);
+    fired = fireOnSchedule(start, intervalNs, total, fire, finishIfDone);
   });
+}
+
+/**
+ * Calls `fire(i, scheduledAt)` for i = 0 .. total - 1 at `start + i x intervalNs` (monotonic
+ * clock): every send whose time has come, then a sleep until the next one. It never waits for
+ * answers (an open loop). Calls `allFired` after the last; returns how many have fired so far.
+ */
+export function fireOnSchedule(start: bigint, intervalNs: bigint, total: number, fire: (index: number, scheduled: bigint) => void, allFired: () => void): () => number {
+  let count = 0;
+  const tick = () => {
+    const now = process.hrtime.bigint();
+    while (count < total) {
+      const scheduled = start + BigInt(count) * intervalNs;
+      if (scheduled > now) break;
+      fire(count, scheduled);
+      count += 1;
+    }
+    if (count < total) {
+      const next = start + BigInt(count) * intervalNs;
+      setTimeout(tick, Math.max(0, Number(next - process.hrtime.bigint()) / 1e6));
+    } else allFired();
+  };
+  setTimeout(tick, Math.max(0, Number(start - process.hrtime.bigint()) / 1e6));
+  return () => count;
 }
 
 if (!isMainThread && (workerData as { role?: string } | null)?.role === 'chat-open-loop') {

@@ -11,6 +11,7 @@
  */
 import * as http from 'node:http';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+import { fireOnSchedule } from './chat-load';
 
 export interface RoutingLoadJob {
   baseUrl: string;
@@ -70,11 +71,11 @@ async function client(job: RoutingLoadJob): Promise<RoutingLoadResult> {
   const result: RoutingLoadResult = { records: [], sent: 0, totalOk2xx: 0, sendLagP99Ns: 0 };
   const lags: number[] = [];
   let outstanding = 0;
-  let scheduledCount = 0;
+  let fired = () => 0;
 
   return new Promise((resolve) => {
     const finishIfDone = () => {
-      if (scheduledCount === total && outstanding === 0) {
+      if (fired() === total && outstanding === 0) {
         agent.destroy();
         lags.sort((a, b) => a - b);
         result.sendLagP99Ns = lags[Math.floor(0.99 * lags.length)] ?? 0;
@@ -127,20 +128,7 @@ async function client(job: RoutingLoadJob): Promise<RoutingLoadResult> {
       req.on('error', (error) => done(undefined, error.message));
       req.end(body);
     };
-    const tick = () => {
-      const now = process.hrtime.bigint();
-      while (scheduledCount < total) {
-        const scheduled = start + BigInt(scheduledCount) * intervalNs;
-        if (scheduled > now) break;
-        fire(scheduledCount, scheduled);
-        scheduledCount += 1;
-      }
-      if (scheduledCount < total) {
-        const next = start + BigInt(scheduledCount) * intervalNs;
-        setTimeout(tick, Math.max(0, Number(next - process.hrtime.bigint()) / 1e6));
-      } else finishIfDone();
-    };
-    setTimeout(tick, Math.max(0, Number(start - process.hrtime.bigint()) / 1e6));
+    fired = fireOnSchedule(start, intervalNs, total, fire, finishIfDone);
   });
 }
 
