@@ -184,6 +184,20 @@ describe('upstream routing: deployments, failover, cooldown, fallbacks', () => {
     expect(chatCount(first) + chatCount(second)).toBe(1);
   });
 
+  it('answers 503 upstream_capacity, holding nothing, when every deployment is at its own budget', async () => {
+    fakes = await startFakes(1);
+    fakes[0].setDefault({ kind: 'text', text: 'Ok.', usage: USAGE });
+    const app = await start([mini([deployment('tiny', fakes[0], { rpm: 2 })])]);
+    const workspace = await app.createWorkspace({ tier: 'team', balanceMillicents: 10_000_000 });
+    await chat(workspace);
+    await chat(workspace);
+    await expect(chat(workspace)).rejects.toMatchObject({ status: 503, code: 'upstream_capacity' });
+    expect(chatCount(fakes[0])).toBe(2);
+    await app.quiet(workspace.id);
+    const after = await walletInvariants(db, workspace.id);
+    expect(after).toMatchObject({ reserved: 0, holds: 0, balance: after.ledger });
+  });
+
   it('puts a failing deployment in cooldown, sends it nothing meanwhile, probes it after, and gives it traffic again once it answers', async () => {
     fakes = await startFakes(2);
     const [flaky, steady] = fakes;

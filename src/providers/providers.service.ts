@@ -29,12 +29,6 @@ interface UpstreamCall {
   ended(error?: unknown): void;
 }
 
-/** The deployment an attempt went to, and what it returned. */
-interface Answered<T> {
-  result: T;
-  deployment: Deployment;
-}
-
 /**
  * Makes upstream calls: routes each to a deployment of its model (src/providers/routing),
  * fails over before the first byte to the next deployment and then to the fallback models,
@@ -110,8 +104,12 @@ export class ProvidersService implements OnModuleInit, OnApplicationShutdown {
 
   /** The most a call to `model`, or to one of `fallbacks`, can cost per token: what the hold covers. */
   priceCeiling(model: ModelDefinition, fallbacks: readonly ModelDefinition[] = []): ModelDefinition {
-    const served = [model, ...fallbacks].flatMap((m) => (this.isSimulated(m) ? [m] : this.router.of(m).map((d) => d.served)));
-    const max = (price: (m: ModelDefinition) => number) => Math.max(price(model), ...served.map(price));
+    // A simulated model is billed at its own prices, whatever deployments the catalog gives it.
+    const ceiling = (m: ModelDefinition) => (this.isSimulated(m) ? m : this.router.priceCeiling(m));
+    const own = ceiling(model);
+    if (fallbacks.length === 0) return own;
+    const all = [own, ...fallbacks.map(ceiling)];
+    const max = (price: (m: ModelDefinition) => number) => Math.max(...all.map(price));
     return { ...model, inputPrice: max((m) => m.inputPrice), outputPrice: max((m) => m.outputPrice), cachedInputPrice: max((m) => m.cachedInputPrice) };
   }
 
@@ -119,12 +117,12 @@ export class ProvidersService implements OnModuleInit, OnApplicationShutdown {
   async complete(request: ModelCall, run: Cancellation): Promise<ChatCompletion> {
     const call = this.upstreamCall(request, run, 'complete');
     try {
-      const { result } = await this.routed(request, run, { linkedAfter: false }, (d, cancellation) =>
+      const completion = await this.routed(request, run, { linkedAfter: false }, (d, cancellation) =>
         // The attempt's own fields first, then the spread: see usageRecord (billing/usage-record.ts).
         d.adapter.complete({ cancellation, ...providerRequest(request, d) }),
       );
       call.ended();
-      return result;
+      return completion;
     } catch (error) {
       call.ended(error);
       throw error;
@@ -140,14 +138,14 @@ export class ProvidersService implements OnModuleInit, OnApplicationShutdown {
   async openStream(request: ModelCall, run: Cancellation): Promise<OpenedStream> {
     const call = this.upstreamCall(request, run, 'stream');
     try {
-      const { result } = await this.routed(request, run, { linkedAfter: true }, async (d, upstream, unlink) => {
+      const opened = await this.routed(request, run, { linkedAfter: true }, async (d, upstream, unlink) => {
         const chunks = d.adapter.stream({ cancellation: upstream, ...providerRequest(request, d) })[Symbol.asyncIterator]();
         const first = await chunks.next();
         if (first.done) throw Object.assign(new Error('The upstream stream ended before its first chunk'), { status: 502 });
         return { first: first.value, rest: this.watched(chunks, d.served, run, { upstream, unlink }, call) };
       });
       call.firstChunk();
-      return result;
+      return opened;
     } catch (error) {
       call.ended(error);
       throw error;
@@ -167,7 +165,7 @@ export class ProvidersService implements OnModuleInit, OnApplicationShutdown {
     run: Cancellation,
     options: { linkedAfter: boolean },
     attempt: (d: Deployment, upstream: Cancellation, unlink: () => void) => Promise<T>,
-  ): Promise<Answered<T>> {
+  ): Promise<T> {
     let plan = this.plan(request);
     let next = 0;
     let retries = 0;
@@ -197,7 +195,7 @@ export class ProvidersService implements OnModuleInit, OnApplicationShutdown {
         this.metrics.deploymentAttempts.inc({ model: d.model.id, deployment: d.label, outcome: 'ok' });
         this.metrics.deploymentDuration.observe({ model: d.model.id, deployment: d.label }, (performance.now() - started) / 1000);
         request.route?.answered(target);
-        return { result, deployment: d };
+        return result;
       } catch (error) {
         if (run.aborted || isAbort(error) || !failsOver(error)) {
           this.router.abandoned(d);

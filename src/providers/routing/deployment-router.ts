@@ -64,6 +64,8 @@ export class DeploymentRouter {
   private readonly recent = new Map<string, Recent>();
   private readonly ids: string[];
   private readonly refresher: NodeJS.Timeout;
+  /** Per model with deployments: the model at the highest prices of its deployments (computed once: the hold reads it per request). */
+  private readonly ceilings = new Map<string, ModelDefinition>();
 
   constructor(
     private readonly state: RoutingState,
@@ -71,12 +73,22 @@ export class DeploymentRouter {
     private readonly cooldownMs: number,
   ) {
     this.ids = [...deployments.values()].flat().map((d) => d.id);
+    for (const [id, list] of deployments) {
+      const model = list[0].model;
+      const max = (price: (m: ModelDefinition) => number) => Math.max(price(model), ...list.map((d) => price(d.served)));
+      this.ceilings.set(id, { ...model, inputPrice: max((m) => m.inputPrice), outputPrice: max((m) => m.outputPrice), cachedInputPrice: max((m) => m.cachedInputPrice) });
+    }
     this.refresher = setInterval(() => void this.refresh(), REFRESH_MS).unref();
     void this.refresh();
   }
 
   of(model: ModelDefinition): readonly Deployment[] {
     return this.deployments.get(model.id) ?? [];
+  }
+
+  /** The model at the highest prices any of its deployments charges; the model itself when it has none. */
+  priceCeiling(model: ModelDefinition): ModelDefinition {
+    return this.ceilings.get(model.id) ?? model;
   }
 
   /** The deployments to try for a call to `models[0]`, falling back on the others in order. */
