@@ -13,4 +13,8 @@ module.exports = {
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
   testTimeout: 30_000,
   maxWorkers: 2,
+  // A worker that ends a file above this is replaced: the suites run the app in the worker's own
+  // process, and a heap grown over many files makes a full collection long enough to stall the
+  // timing bounds of the next file (a /health/ready probe at 1.2 s in database-freeze).
+  workerIdleMemoryLimit: '1GB',
 };
