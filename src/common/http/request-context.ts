@@ -8,6 +8,8 @@ export interface Principal {
   tier: TierName;
   /** Requests per minute in force for the workspace; -1 means no limit. */
   rateLimitRpm: number;
+  /** An operator suspended the workspace: the ApiKeyGuard refuses its keys (403 `workspace_suspended`). */
+  suspended?: boolean;
 }
 
 export interface ApiRequest extends Request {
