@@ -1,5 +1,6 @@
 import OpenAI from 'openai';
 import { DataSource } from 'typeorm';
+import { formatMillicents } from '../src/dashboard/format';
 import { describeResult, runCliInProcess } from './support/processes';
 import { DashboardClient, signIn, signUp, SignedUpPerson, textOf } from './support/dashboard-client';
 import { openAiClient, startTestApp, testConfig, TestApp } from './support/test-app';
@@ -29,6 +30,15 @@ describe('operator console', () => {
     operator = await signUp(t.baseUrl, { email: OPERATOR_EMAIL, name: 'Oona Operator' });
     customer = await signUp(t.baseUrl, { email: 'carl@example.com', name: 'Carl Customer' });
     customerKey = await createKey(customer);
+    // Records 5 and 40 days old, for the figures: days before yesterday are read once and kept
+    // (no request settles into them any more), so they are written before any page is seen.
+    await db().query(
+      `INSERT INTO usage_records (workspace_id, request_id, model, total_tokens, total_cost_millicents, charged_millicents, status, error_code, created_at)
+       SELECT $1, 'old-' || g, 'gpt-4o', 100, 1234.5, 1235, CASE WHEN g = 1 THEN 'error' ELSE 'success' END,
+              CASE WHEN g = 1 THEN 'upstream_timeout' END, now() - make_interval(days => CASE WHEN g <= 2 THEN 5 ELSE 40 END)
+         FROM generate_series(1, 3) AS g`,
+      [customer.workspaceId],
+    );
   });
 
   afterAll(async () => {
@@ -191,6 +201,27 @@ describe('operator console', () => {
       { action: 'suspend', before: { status: 'active' }, after: { status: 'suspended' }, reason: 'chargeback' },
       { action: 'resume', before: { status: 'suspended' }, after: { status: 'active' }, reason: 'paid' },
     ]);
+  });
+
+  it('adds up the figures of every workspace from the daily totals, closed days (kept) and today (read each time) alike', async () => {
+    await t.settled(customer.workspaceId);
+    const expected = async (days: number) =>
+      (
+        (await db().query(
+          `SELECT sum(requests)::int AS requests, sum(cost_millicents)::text AS cost FROM usage_daily_totals
+            WHERE day > (now() AT TIME ZONE 'UTC')::date - $1::int`,
+          [days],
+        )) as { requests: number; cost: string }[]
+      )[0];
+    for (const days of [7, 30, 90]) {
+      const page = await operator.client.get(`/operator/figures?days=${days}`);
+      const want = await expected(days);
+      expect(page.html).toContain(`id="figures-requests">${want.requests.toLocaleString('en-US')}<`);
+      expect(page.html).toContain(`id="figures-cost">${formatMillicents(want.cost)}<`);
+    }
+    const month = await operator.client.get('/operator/figures');
+    expect(textOf(month.html)).toMatch(/upstream_timeout 1\b/);
+    expect(textOf(month.html)).toContain('Carl');
   });
 
   it('never shows a workspace’s conversation contents to an operator', async () => {

@@ -17,6 +17,27 @@ export const WORKSPACES_PAGE_SIZE = 50;
 export const WORKSPACES_MAX_PAGE = 400;
 /** Audit entries per page. */
 export const AUDIT_PAGE_SIZE = 50;
+/**
+ * The figures' statements, exported so that bench/operator-pages.ts explains exactly these.
+ * The daily totals of the days $1 to $2 (`YYYY-MM-DD`), per day, per workspace and per model, in one pass.
+ */
+export const GROUPED_TOTALS_SQL = `
+  SELECT day::text AS day, workspace_id, model, sum(requests)::bigint AS requests, sum(tokens)::bigint AS tokens,
+         sum(cost_millicents)::text AS cost, GROUPING(day, workspace_id, model) AS grouping
+    FROM usage_daily_totals
+   WHERE day BETWEEN $1::date AND $2::date
+   GROUP BY GROUPING SETS ((day), (workspace_id), (model))`;
+
+/** Failed requests of the days $1 to $2 per error code, from the partial index of failures (created_at, error_code). */
+export const FAILURES_SQL = `
+  SELECT COALESCE(error_code, 'unknown') AS error_code, count(*)::bigint AS requests
+    FROM usage_records
+   WHERE status = 'error' AND created_at >= $1::date AND created_at < $2::date + 1
+   GROUP BY 1
+   ORDER BY 2 DESC, 1`;
+
+/** Periods whose closed days' figures are kept (each at most one map of workspaces). */
+const CLOSED_DAYS_CACHE = 8;
 /** The longest reason an operator may write. */
 export const REASON_MAX_LENGTH = 500;
 
@@ -83,6 +104,9 @@ export interface MemberRow {
  */
 @Injectable()
 export class OperatorConsoleService {
+  /** `start/end` -> the figures of those closed days (see `figures`). */
+  private readonly closedDaysCache = new Map<string, Promise<GroupedTotals>>();
+
   constructor(
     @InjectDataSource() private readonly db: DataSource,
     private readonly workspaces: WorkspacesService,
@@ -105,13 +129,32 @@ export class OperatorConsoleService {
     ])) as { total: number }[];
     const pages = Math.max(1, Math.min(WORKSPACES_MAX_PAGE, Math.ceil(total / WORKSPACES_PAGE_SIZE)));
     const current = Math.min(Math.max(1, page), pages);
+    const rows = await this.overviews(where, [namePattern, idPrefix], WORKSPACES_PAGE_SIZE, (current - 1) * WORKSPACES_PAGE_SIZE, now);
+    return { rows, total, page: current, pages };
+  }
+
+  /** One workspace as the list shows it; 404 for an unknown id (or not an id). */
+  async workspace(workspaceId: string, now = new Date()): Promise<WorkspaceOverview> {
+    if (!isUUID(workspaceId)) throw ApiError.notFound(`No workspace with id ${workspaceId}.`, 'workspace_not_found');
+    const [found] = await this.overviews('w.id = $1', [workspaceId], 1, 0, now);
+    if (!found) throw ApiError.notFound(`No workspace with id ${workspaceId}.`, 'workspace_not_found');
+    return found;
+  }
+
+  /**
+   * The workspaces `where` selects (its parameters first), newest first, `limit` from
+   * `offset`, with their wallet, this month's usage from the daily totals and their number of
+   * members: aggregates for the selected rows only.
+   */
+  private async overviews(where: string, parameters: unknown[], limit: number, offset: number, now: Date): Promise<WorkspaceOverview[]> {
+    const n = parameters.length;
     const rows = (await this.db.query(
       `WITH page AS (
          SELECT w.id, w.name, w.tier, w.status, w.custom_rate_limit_rpm, w.created_at
            FROM workspaces w
           WHERE ${where}
           ORDER BY w.created_at DESC, w.id DESC
-          LIMIT $3 OFFSET $4
+          LIMIT $${n + 1} OFFSET $${n + 2}
        )
        SELECT p.*, COALESCE(wl.balance_millicents, 0) AS balance, COALESCE(wl.reserved_millicents, 0) AS reserved,
               month.cost, month.requests,
@@ -121,10 +164,10 @@ export class OperatorConsoleService {
          CROSS JOIN LATERAL (
            SELECT COALESCE(sum(t.cost_millicents), 0)::text AS cost, COALESCE(sum(t.requests), 0)::bigint AS requests
              FROM usage_daily_totals t
-            WHERE t.workspace_id = p.id AND t.day >= $5::date
+            WHERE t.workspace_id = p.id AND t.day >= $${n + 3}::date
          ) month
         ORDER BY p.created_at DESC, p.id DESC`,
-      [namePattern, idPrefix, WORKSPACES_PAGE_SIZE, (current - 1) * WORKSPACES_PAGE_SIZE, monthStart(now)],
+      [...parameters, limit, offset, monthStart(now)],
     )) as {
       id: string;
       name: string;
@@ -138,32 +181,19 @@ export class OperatorConsoleService {
       requests: string;
       members: number;
     }[];
-    return {
-      rows: rows.map((row) => ({
-        id: row.id,
-        name: row.name,
-        tier: row.tier,
-        status: row.status,
-        customRateLimitRpm: row.custom_rate_limit_rpm,
-        createdAt: row.created_at,
-        balanceMillicents: Number(row.balance),
-        reservedMillicents: Number(row.reserved),
-        spendMonthMillicents: row.cost,
-        requestsMonth: Number(row.requests),
-        members: row.members,
-      })),
-      total,
-      page: current,
-      pages,
-    };
-  }
-
-  /** One workspace as the list shows it; 404 for an unknown id (or not an id). */
-  async workspace(workspaceId: string, now = new Date()): Promise<WorkspaceOverview> {
-    if (!isUUID(workspaceId)) throw ApiError.notFound(`No workspace with id ${workspaceId}.`, 'workspace_not_found');
-    const found = (await this.listWorkspaces(workspaceId, 1, now)).rows.find((row) => row.id === workspaceId);
-    if (!found) throw ApiError.notFound(`No workspace with id ${workspaceId}.`, 'workspace_not_found');
-    return found;
+    return rows.map((row) => ({
+      id: row.id,
+      name: row.name,
+      tier: row.tier,
+      status: row.status,
+      customRateLimitRpm: row.custom_rate_limit_rpm,
+      createdAt: row.created_at,
+      balanceMillicents: Number(row.balance),
+      reservedMillicents: Number(row.reserved),
+      spendMonthMillicents: row.cost,
+      requestsMonth: Number(row.requests),
+      members: row.members,
+    }));
   }
 
   /** Its members: who to contact. */
@@ -178,68 +208,74 @@ export class OperatorConsoleService {
 
   /**
    * Platform-wide figures of the days from `startDate` to `endDate` (UTC, both included):
-   * one pass over the period's daily totals grouped three ways (day, workspace, model), and
-   * failed requests counted from the partial index of failures.
+   * the daily totals grouped three ways (day, workspace, model) in one pass, and failed
+   * requests counted from the partial index of failures. The days before yesterday no longer
+   * change (a request settles within seconds of its day), so their part is computed once per
+   * period and day and kept (CLOSED_DAYS_CACHE entries); yesterday and today are read each time,
+   * through the index on the day.
    */
-  async figures(startDate: string, endDate: string, top = 10): Promise<PlatformFigures> {
-    const [grouped, failures] = (await Promise.all([
-      this.db.query(
-        `SELECT day::text AS day, workspace_id, model, sum(requests)::bigint AS requests, sum(tokens)::bigint AS tokens,
-                sum(cost_millicents)::text AS cost, GROUPING(day, workspace_id, model) AS grouping
-           FROM usage_daily_totals
-          WHERE day BETWEEN $1::date AND $2::date
-          GROUP BY GROUPING SETS ((day), (workspace_id), (model))`,
-        [startDate, endDate],
-      ),
-      this.db.query(
-        `SELECT COALESCE(error_code, 'unknown') AS error_code, count(*)::bigint AS requests
-           FROM usage_records
-          WHERE status = 'error' AND created_at >= $1::date AND created_at < $2::date + 1
-          GROUP BY 1
-          ORDER BY 2 DESC, 1`,
-        [startDate, endDate],
-      ),
-    ])) as [
-      { day: string | null; workspace_id: string | null; model: string | null; requests: string; tokens: string; cost: string; grouping: number }[],
-      { error_code: string; requests: string }[],
-    ];
-    // GROUPING bits, in the order (day, workspace_id, model): 1 = that column is aggregated away.
-    const byDay = grouped.filter((row) => row.grouping === 0b011);
-    const byWorkspace = grouped.filter((row) => row.grouping === 0b101);
-    const byModel = grouped.filter((row) => row.grouping === 0b110);
-    const byCost = (a: { cost: string }, b: { cost: string }) => Number(b.cost) - Number(a.cost);
-    const topWorkspaces = byWorkspace.sort(byCost).slice(0, top);
+  async figures(startDate: string, endDate: string, top = 10, now = new Date()): Promise<PlatformFigures> {
+    const lastClosed = addDays(now.toISOString().slice(0, 10), -2);
+    const closedEnd = endDate < lastClosed ? endDate : lastClosed;
+    const liveStart = startDate > closedEnd ? startDate : addDays(closedEnd, 1);
+    const [closed, live, failures] = await Promise.all([
+      startDate <= closedEnd ? this.closedDays(startDate, closedEnd) : Promise.resolve(emptyTotals()),
+      liveStart <= endDate ? this.groupedTotals(liveStart, endDate) : Promise.resolve(emptyTotals()),
+      this.db.query(FAILURES_SQL, [startDate, endDate]) as Promise<{ error_code: string; requests: string }[]>,
+    ]);
+    const totals = mergeTotals(closed, live);
+    const topWorkspaces = largestCosts(totals.byWorkspace, top);
     const names = new Map<string, string>(
       topWorkspaces.length === 0
         ? []
         : (
-            (await this.db.query(`SELECT id, name FROM workspaces WHERE id = ANY($1::uuid[])`, [
-              topWorkspaces.map((row) => row.workspace_id),
-            ])) as { id: string; name: string }[]
+            (await this.db.query(`SELECT id, name FROM workspaces WHERE id = ANY($1::uuid[])`, [topWorkspaces.map(([id]) => id)])) as {
+              id: string;
+              name: string;
+            }[]
           ).map((row) => [row.id, row.name]),
     );
-    const sumText = (values: string[]) => values.reduce((sum, value) => addDecimal(sum, value), '0');
+    const days = [...totals.byDay].sort(([a], [b]) => (a < b ? 1 : -1));
     return {
-      daily: byDay
-        .sort((a, b) => (a.day! < b.day! ? 1 : -1))
-        .map((row) => ({ date: row.day!, requests: Number(row.requests), tokens: Number(row.tokens), costMillicents: row.cost })),
-      totals: {
-        requests: byDay.reduce((sum, row) => sum + Number(row.requests), 0),
-        tokens: byDay.reduce((sum, row) => sum + Number(row.tokens), 0),
-        costMillicents: sumText(byDay.map((row) => row.cost)),
-      },
-      topWorkspaces: topWorkspaces.map((row) => ({
-        id: row.workspace_id!,
-        name: names.get(row.workspace_id!) ?? null,
-        requests: Number(row.requests),
-        costMillicents: row.cost,
-      })),
-      topModels: byModel
-        .sort(byCost)
-        .slice(0, top)
-        .map((row) => ({ model: row.model!, requests: Number(row.requests), tokens: Number(row.tokens), costMillicents: row.cost })),
+      daily: days.map(([date, sums]) => ({ date, requests: sums.requests, tokens: sums.tokens, costMillicents: sums.cost })),
+      totals: days.reduce(
+        (sum, [, sums]) => ({
+          requests: sum.requests + sums.requests,
+          tokens: sum.tokens + sums.tokens,
+          costMillicents: addDecimal(sum.costMillicents, sums.cost),
+        }),
+        { requests: 0, tokens: 0, costMillicents: '0' },
+      ),
+      topWorkspaces: topWorkspaces.map(([id, sums]) => ({ id, name: names.get(id) ?? null, requests: sums.requests, costMillicents: sums.cost })),
+      topModels: largestCosts(totals.byModel, top).map(([model, sums]) => ({ model, requests: sums.requests, tokens: sums.tokens, costMillicents: sums.cost })),
       failures: failures.map((row) => ({ errorCode: row.error_code, requests: Number(row.requests) })),
     };
+  }
+
+  private closedDays(startDate: string, endDate: string): Promise<GroupedTotals> {
+    const key = `${startDate}/${endDate}`;
+    let cached = this.closedDaysCache.get(key);
+    if (!cached) {
+      cached = this.groupedTotals(startDate, endDate);
+      // A failed read is not kept: the next page asks again.
+      cached.catch(() => this.closedDaysCache.delete(key));
+      if (this.closedDaysCache.size >= CLOSED_DAYS_CACHE) this.closedDaysCache.delete(this.closedDaysCache.keys().next().value!);
+      this.closedDaysCache.set(key, cached);
+    }
+    return cached;
+  }
+
+  private async groupedTotals(startDate: string, endDate: string): Promise<GroupedTotals> {
+    const rows = (await this.db.query(GROUPED_TOTALS_SQL, [startDate, endDate])) as { day: string | null; workspace_id: string | null; model: string | null; requests: string; tokens: string; cost: string; grouping: number }[];
+    const totals = emptyTotals();
+    for (const row of rows) {
+      const sums = { requests: Number(row.requests), tokens: Number(row.tokens), cost: row.cost };
+      // GROUPING bits, in the order (day, workspace_id, model): 1 = that column is aggregated away.
+      if (row.grouping === 0b011) totals.byDay.set(row.day!, sums);
+      else if (row.grouping === 0b101) totals.byWorkspace.set(row.workspace_id!, sums);
+      else if (row.grouping === 0b110) totals.byModel.set(row.model!, sums);
+    }
+    return totals;
   }
 
   /** The audit log, newest first, one workspace's or everyone's; `after` is the last entry id of the previous page. */
@@ -409,6 +445,57 @@ function optionalReason(reason: string | null): string | null {
   const why = (reason ?? '').trim();
   if (why.length > REASON_MAX_LENGTH) throw ApiError.badRequest(`A reason has at most ${REASON_MAX_LENGTH} characters.`, 'reason');
   return why || null;
+}
+
+/** Requests, tokens and exact cost (numeric text) of a group of daily totals. */
+interface Sums {
+  requests: number;
+  tokens: number;
+  cost: string;
+}
+
+/** Daily totals of a range of days, summed per day, per workspace and per model. */
+interface GroupedTotals {
+  byDay: Map<string, Sums>;
+  byWorkspace: Map<string, Sums>;
+  byModel: Map<string, Sums>;
+}
+
+function emptyTotals(): GroupedTotals {
+  return { byDay: new Map(), byWorkspace: new Map(), byModel: new Map() };
+}
+
+/** The totals of two disjoint ranges of days, as one. */
+function mergeTotals(a: GroupedTotals, b: GroupedTotals): GroupedTotals {
+  const merge = (x: Map<string, Sums>, y: Map<string, Sums>) => {
+    const merged = new Map(x);
+    for (const [key, sums] of y) {
+      const other = merged.get(key);
+      merged.set(
+        key,
+        other ? { requests: other.requests + sums.requests, tokens: other.tokens + sums.tokens, cost: addDecimal(other.cost, sums.cost) } : sums,
+      );
+    }
+    return merged;
+  };
+  return { byDay: merge(a.byDay, b.byDay), byWorkspace: merge(a.byWorkspace, b.byWorkspace), byModel: merge(a.byModel, b.byModel) };
+}
+
+/** `YYYY-MM-DD` plus `days` (UTC). */
+function addDays(date: string, days: number): string {
+  return new Date(Date.parse(`${date}T00:00:00Z`) + days * 86_400_000).toISOString().slice(0, 10);
+}
+
+/**
+ * The `top` entries of the largest cost, largest first. Ranked by the cost as a float, parsed
+ * once per entry (10,000 workspaces): the amounts shown stay the exact text.
+ */
+function largestCosts(sums: Map<string, Sums>, top: number): [string, Sums][] {
+  return [...sums]
+    .map((entry) => ({ entry, cost: Number(entry[1].cost) }))
+    .sort((a, b) => b.cost - a.cost || (a.entry[0] < b.entry[0] ? -1 : 1))
+    .slice(0, top)
+    .map(({ entry }) => entry);
 }
 
 /** Sum of two non-negative decimal strings, exactly (costs have fractions of a millicent). */
