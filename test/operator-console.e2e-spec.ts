@@ -103,6 +103,12 @@ describe('operator console', () => {
       const page = await operator.client.get(path);
       expect({ path, status: page.status }).toEqual({ path, status: 200 });
     }
+    // To an operator, the forms check CSRF as every dashboard form does.
+    for (const [path, form] of actionsOf(customer.workspaceId)) {
+      expect({ path, status: (await operator.client.post(path, form, { csrf: false })).status }).toEqual({ path, status: 403 });
+      expect({ path, status: (await operator.client.post(path, form, { csrf: 'not-the-token' })).status }).toEqual({ path, status: 403 });
+    }
+    expect(await auditCount()).toBe(0);
     const list = await operator.client.get('/operator?q=Carl');
     expect(textOf(list.html)).toContain(customer.workspaceId);
     expect(textOf(list.html)).not.toContain(operator.workspaceId);
