@@ -1,6 +1,9 @@
 import OpenAI from 'openai';
 import { DataSource } from 'typeorm';
+import { AssistantsService } from '../src/assistants/assistants.service';
 import { formatMillicents } from '../src/dashboard/format';
+import { defaultWidgetSettings } from '../src/widget/widget-settings';
+import { WidgetsService } from '../src/widget/widgets.service';
 import { describeResult, runCliInProcess } from './support/processes';
 import { DashboardClient, signIn, signUp, SignedUpPerson, textOf } from './support/dashboard-client';
 import { openAiClient, startTestApp, testConfig, TestApp } from './support/test-app';
@@ -182,9 +185,27 @@ describe('operator console', () => {
     const client = openAiClient(t.baseUrl, customerKey);
     const chat = () => client.chat.completions.create({ model: 'gpt-4o-mini', max_tokens: 10, messages: [{ role: 'user', content: 'hello' }] });
     await expect(chat()).resolves.toMatchObject({ object: 'chat.completion' });
+    // The workspace's chat widget, on a shop's site.
+    const site = 'https://shop.example';
+    const assistant = await t.app.get(AssistantsService).create(customer.workspaceId, { name: 'Shop helper', model: 'gpt-4o-mini' });
+    const widget = await t.app
+      .get(WidgetsService)
+      .save(customer.workspaceId, assistant.id, { ...defaultWidgetSettings('Shop helper'), enabled: true, allowedOrigins: [site] });
+    const widgetCall = async (what: string, body: unknown) => {
+      const response = await fetch(`${t.baseUrl}/widget/v1/${widget.publicId}/${what}`, {
+        method: 'POST',
+        headers: { origin: site, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+      return { status: response.status, text: await response.text() };
+    };
+    const visitor = (JSON.parse((await widgetCall('visitors', {})).text) as { visitor: string }).visitor;
     const path = `/operator/workspaces/${customer.workspaceId}`;
     await operator.client.get(path);
     expect((await operator.client.post(`${path}/suspend`, { reason: 'chargeback' })).status).toBe(303);
+    const widgetRefused = await widgetCall('messages', { visitor, message: 'hello' });
+    expect(widgetRefused.status).toBe(403);
+    expect(JSON.parse(widgetRefused.text)).toMatchObject({ error: { code: 'workspace_suspended' } });
 
     const refused = await chat().catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(OpenAI.PermissionDeniedError);
@@ -198,6 +219,7 @@ describe('operator console', () => {
 
     expect((await operator.client.post(`${path}/resume`, { reason: 'paid' })).status).toBe(303);
     await expect(chat()).resolves.toMatchObject({ object: 'chat.completion' });
+    expect((await widgetCall('messages', { visitor, message: 'hello again' })).status).toBe(200);
     expect((await customer.client.get(`/w/${customer.workspaceId}`)).html).not.toContain('id="suspended-banner"');
     const entries = (await db().query(
       `SELECT action, before, after, reason FROM operator_audit_log WHERE workspace_id = $1 AND action IN ('suspend', 'resume') ORDER BY at`,
