@@ -599,9 +599,10 @@ describe('usage statistics', () => {
         SELECT coalesce(r.workspace_id, t.workspace_id) AS workspace_id, coalesce(r.day, t.day) AS day, coalesce(r.model, t.model) AS model,
                coalesce(r.provider, t.provider) AS provider, r.requests AS records_requests, t.requests AS rollup_requests
           FROM (SELECT workspace_id, (created_at AT TIME ZONE 'UTC')::date AS day, model, coalesce(provider, '') AS provider,
+                       coalesce(api_key_id, '00000000-0000-0000-0000-000000000000') AS api_key_id,
                        count(*) AS requests, sum(total_tokens) AS tokens, sum(total_cost_millicents) AS cost, sum(latency_ms) AS latency
-                  FROM usage_records GROUP BY 1, 2, 3, 4) AS r
-          FULL JOIN usage_daily_totals AS t USING (workspace_id, day, model, provider)
+                  FROM usage_records GROUP BY 1, 2, 3, 4, 5) AS r
+          FULL JOIN usage_daily_totals AS t USING (workspace_id, day, model, provider, api_key_id)
          WHERE r.requests IS DISTINCT FROM t.requests OR r.tokens IS DISTINCT FROM t.tokens
             OR r.cost IS DISTINCT FROM t.cost_millicents OR r.latency IS DISTINCT FROM t.latency_ms`)) as unknown[];
 

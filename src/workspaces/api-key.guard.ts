@@ -6,6 +6,7 @@ import { ApiError } from '../common/errors/api-error';
 import type { ApiRequest } from '../common/http/request-context';
 import { RateLimitService } from '../limits/rate-limit.service';
 import { ApiKeysService } from './api-keys.service';
+import { addressAllowed } from './key-limits';
 
 /**
  * Global: every route needs a valid `Authorization: Bearer sk-...` unless marked
@@ -35,6 +36,12 @@ export class ApiKeyGuard implements CanActivate {
     if (!apiKey || !this.apiKeys.seenValid(apiKey)) await this.rateLimits.refuseLimitedClientAddress(req, res);
     const principal = apiKey ? await this.apiKeys.authenticate(apiKey) : null;
     if (principal) {
+      if (principal.allowedFrom && !addressAllowed(principal.allowedFrom, req.ip)) {
+        throw ApiError.permissionDenied(
+          `This API key may not be used from your address (${req.ip ?? 'unknown'}): its allowed IP ranges do not include it.`,
+          'ip_not_allowed',
+        );
+      }
       req.principal = principal;
       // Memory only; written in batches (ApiKeysService.flushLastUsed).
       this.apiKeys.recordUse(principal.apiKeyId);
