@@ -140,6 +140,7 @@ export class KeyUsageDto {
     format: 'uuid',
     nullable: true,
     description: 'The API key the requests were made with; null for requests made without one (the widget, the dashboard playground).',
+    example: '5b2f0c1e-7a3d-4e8f-9b10-2c3d4e5f6a7b',
   })
   api_key_id: string | null;
 
@@ -211,7 +212,13 @@ export class UsageRecordDto {
   @ApiProperty({ description: 'The `X-Request-Id` of the chat request.', example: 'req_4f9a1c2e' })
   request_id: string;
 
-  @ApiProperty({ type: String, format: 'uuid', nullable: true, description: 'The API key it was made with; null without one (the widget, the playground).' })
+  @ApiProperty({
+    type: String,
+    format: 'uuid',
+    nullable: true,
+    description: 'The API key it was made with; null without one (the widget, the playground).',
+    example: '5b2f0c1e-7a3d-4e8f-9b10-2c3d4e5f6a7b',
+  })
   api_key_id: string | null;
 
   @ApiProperty({ type: String, nullable: true, description: 'The name the key had when the request was made.', example: 'staging' })
