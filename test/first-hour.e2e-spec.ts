@@ -158,4 +158,20 @@ describeWithBrowser('the first hour (first-start link, workspace switcher, a doc
     expect(hello.x_service).toMatchObject({ tools_used: [], iterations: 1 });
     expect(hello.choices[0].message.content).toContain('simulator');
   });
+
+  it("shows the widget settings' preview below its heading and text, not over them", async () => {
+    await page.goto(`/w/${workspaceId}/assistants/${assistantId}/widget`);
+    await check();
+    const panel = page.locator('#widget-preview [data-acs-widget] .panel');
+    await panel.waitFor({ state: 'visible' });
+    const intro = await page.locator('#widget-preview').locator('xpath=preceding-sibling::p').boundingBox();
+    const preview = (await page.locator('#widget-preview').boundingBox())!;
+    const drawn = (await panel.boundingBox())!;
+    expect(drawn.y).toBeGreaterThanOrEqual(intro!.y + intro!.height);
+    // Inside the preview's frame, both ways.
+    expect(drawn.y).toBeGreaterThanOrEqual(preview.y);
+    expect(drawn.y + drawn.height).toBeLessThanOrEqual(preview.y + preview.height);
+    expect(drawn.x).toBeGreaterThanOrEqual(preview.x);
+    expect(drawn.x + drawn.width).toBeLessThanOrEqual(preview.x + preview.width);
+  });
 });
