@@ -159,6 +159,19 @@ describeWithBrowser('the first hour (first-start link, workspace switcher, a doc
     expect(hello.choices[0].message.content).toContain('simulator');
   });
 
+  it('says on the usage and billing pages why the ledger shows whole millicents, with a link to the docs', async () => {
+    for (const path of [`/w/${workspaceId}/usage`, `/w/${workspaceId}/billing`]) {
+      await page.goto(path);
+      await check();
+      const note = page.locator('#cost-rounding');
+      await expect(note.textContent()).resolves.toMatch(/charged whole millicents .* carries the rest to the next request:\s+a request that cost 259\.6 millicents shows as \$0\.0026 in usage and as \$0\.00259 in the ledger/);
+      await expect(note.getByRole('link', { name: 'How requests are charged' }).getAttribute('href')).resolves.toBe('/docs#/Wallet');
+    }
+    // The link's target says it too.
+    const openapi = (await (await page.request.get('/docs/openapi.json')).json()) as { tags: { name: string; description: string }[] };
+    expect(openapi.tags.find((tag) => tag.name === 'Wallet')?.description).toContain('carries the fraction of a cost to the next request');
+  });
+
   it("shows the widget settings' preview below its heading and text, not over them", async () => {
     await page.goto(`/w/${workspaceId}/assistants/${assistantId}/widget`);
     await check();
