@@ -315,7 +315,7 @@ describeWithBrowser('dashboard in the browser', () => {
       const switcher = page.getByRole('button', { name: /^Workspace: / });
       await switcher.click();
       await expect(page.locator('#workspace-menu a[aria-current="page"]').isVisible()).resolves.toBe(true);
-      const listed = await page.locator('#workspace-menu a').boundingBox();
+      const listed = await page.locator('#workspace-menu a[aria-current="page"]').boundingBox();
       expect(listed!.x).toBeGreaterThanOrEqual(0);
       expect(listed!.x + listed!.width).toBeLessThanOrEqual(360);
       await switcher.click();
