@@ -196,10 +196,11 @@ async function main({ log, startApp, startedAt }: BenchContext): Promise<number>
   log(`Indexes of usage_records: ${indexes.map((i) => `${i.name} ${i.size}`).join(', ')}`);
   const [{ mismatches }] = (await dataSource.query(
     `SELECT count(*)::int AS mismatches FROM (
-       SELECT workspace_id, (created_at AT TIME ZONE 'UTC')::date AS day, model, coalesce(provider, '') AS provider, count(*) AS requests,
+       SELECT workspace_id, (created_at AT TIME ZONE 'UTC')::date AS day, model, coalesce(provider, '') AS provider,
+              coalesce(api_key_id, '00000000-0000-0000-0000-000000000000') AS api_key_id, count(*) AS requests,
               sum(total_tokens) AS tokens, sum(total_cost_millicents) AS cost_millicents, sum(latency_ms) AS latency_ms
-         FROM usage_records GROUP BY 1, 2, 3, 4
-     ) AS r FULL JOIN usage_daily_totals AS t USING (workspace_id, day, model, provider)
+         FROM usage_records GROUP BY 1, 2, 3, 4, 5
+     ) AS r FULL JOIN usage_daily_totals AS t USING (workspace_id, day, model, provider, api_key_id)
       WHERE r.requests IS DISTINCT FROM t.requests OR r.tokens IS DISTINCT FROM t.tokens
          OR r.cost_millicents IS DISTINCT FROM t.cost_millicents OR r.latency_ms IS DISTINCT FROM t.latency_ms`,
   )) as { mismatches: number }[];
@@ -221,9 +222,9 @@ async function main({ log, startApp, startedAt }: BenchContext): Promise<number>
   const cursor = pageRows[pageRows.length - 1].id;
 
   const cases: { name: string; sql: string; parameters: unknown[]; http?: string }[] = [
-    { name: 'summary, 90 days (1M records)', sql: SUMMARY_SQL, parameters: [id, fullPeriod.startDate, fullPeriod.endDate], http: `/v1/usage?start_date=${fullPeriod.startDate}&end_date=${fullPeriod.endDate}` },
-    { name: 'summary, default 30 days', sql: SUMMARY_SQL, parameters: [id, defaultPeriod.startDate, defaultPeriod.endDate], http: '/v1/usage' },
-    { name: 'daily, 90 days (1M records)', sql: DAILY_SQL, parameters: [id, fullPeriod.startDate, fullPeriod.endDate], http: `/v1/usage/daily?start_date=${fullPeriod.startDate}&end_date=${fullPeriod.endDate}` },
+    { name: 'summary, 90 days (1M records)', sql: SUMMARY_SQL, parameters: [id, fullPeriod.startDate, fullPeriod.endDate, null], http: `/v1/usage?start_date=${fullPeriod.startDate}&end_date=${fullPeriod.endDate}` },
+    { name: 'summary, default 30 days', sql: SUMMARY_SQL, parameters: [id, defaultPeriod.startDate, defaultPeriod.endDate, null], http: '/v1/usage' },
+    { name: 'daily, 90 days (1M records)', sql: DAILY_SQL, parameters: [id, fullPeriod.startDate, fullPeriod.endDate, null], http: `/v1/usage/daily?start_date=${fullPeriod.startDate}&end_date=${fullPeriod.endDate}` },
     { name: 'recent, first page', ...recentSql(id, { limit: 20 }), http: '/v1/usage/recent' },
     { name: 'recent, page after a cursor', ...recentSql(id, { limit: 20, startingAfter: cursor }), http: `/v1/usage/recent?starting_after=${cursor}` },
     { name: 'recent, status=error (2%)', ...recentSql(id, { limit: 20, status: 'error' }), http: '/v1/usage/recent?status=error' },
@@ -231,7 +232,7 @@ async function main({ log, startApp, startedAt }: BenchContext): Promise<number>
     { name: 'recent, model=gpt-4-turbo (3%)', ...recentSql(id, { limit: 20, model: 'gpt-4-turbo' }), http: '/v1/usage/recent?model=gpt-4-turbo' },
     { name: 'recent, user_id without records', ...recentSql(id, { limit: 20, userId: 'nobody' }), http: '/v1/usage/recent?user_id=nobody' },
     { name: 'recent, model without records', ...recentSql(id, { limit: 20, model: 'no-such-model' }), http: '/v1/usage/recent?model=no-such-model' },
-    { name: 'small workspace: summary, 90 days', sql: SUMMARY_SQL, parameters: [small.workspace.id, fullPeriod.startDate, fullPeriod.endDate] },
+    { name: 'small workspace: summary, 90 days', sql: SUMMARY_SQL, parameters: [small.workspace.id, fullPeriod.startDate, fullPeriod.endDate, null] },
     { name: 'small workspace: recent, first page', ...recentSql(small.workspace.id, { limit: 20 }) },
     { name: 'small workspace: recent, status=error', ...recentSql(small.workspace.id, { limit: 20, status: 'error' }) },
   ];
@@ -260,7 +261,7 @@ async function main({ log, startApp, startedAt }: BenchContext): Promise<number>
   log(`\n=== for comparison: summary, 90 days, aggregated from usage_records (no rollup) ===\n${rawExplained.plan}`);
   const rawTimes = await repeat(() => dataSource.query(rawSummary.sql, rawSummary.parameters), 5);
   const [fromRollup, fromRecords] = [
-    await dataSource.query(SUMMARY_SQL, [id, fullPeriod.startDate, fullPeriod.endDate]),
+    await dataSource.query(SUMMARY_SQL, [id, fullPeriod.startDate, fullPeriod.endDate, null]),
     await dataSource.query(RAW_SUMMARY_SQL, rawSummary.parameters),
   ];
   if (JSON.stringify(fromRollup) !== JSON.stringify(fromRecords)) {

@@ -149,7 +149,12 @@ function setUpSwagger(app: NestExpressApplication): void {
       .addTag('Models', 'The curated model list')
       .addTag('Conversations', 'Stored chats, full-text search and statistics')
       .addTag('Usage', 'Usage records and statistics')
-      .addTag('Wallet', 'Balance, reservations and the ledger, in millicents')
+      .addTag(
+        'Wallet',
+        'Balance, reservations and the ledger, in millicents. The wallet is charged whole millicents and carries the fraction of a ' +
+          "cost to the next request: a request that cost 259.6 millicents (its usage record's exact cost, $0.0026) takes 259 from the " +
+          'balance ($0.00259 in the ledger), and its 0.6 millicent is charged with the next one, so charges never drift from costs by a millicent or more.',
+      )
       .addTag('Limits', 'Tiers and rate limits')
       .addTag('Health', 'Liveness and readiness probes, without a key')
       .build(),
@@ -158,6 +163,7 @@ function setUpSwagger(app: NestExpressApplication): void {
   SwaggerModule.setup('docs', app, document, {
     jsonDocumentUrl: 'docs/openapi.json',
     yamlDocumentUrl: 'docs/openapi.yaml',
-    swaggerOptions: { persistAuthorization: true },
+    // deepLinking: the dashboard links to a tag (`/docs#/Wallet`).
+    swaggerOptions: { persistAuthorization: true, deepLinking: true },
   });
 }

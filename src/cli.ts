@@ -30,6 +30,7 @@ import { AutoTopupSettingsService, autoTopupSettingsJson } from './wallet/auto-t
 import { WalletService } from './wallet/wallet.service';
 import { WalletModule } from './wallet/wallet.module';
 import { ApiKeysService } from './workspaces/api-keys.service';
+import type { KeyLimits, KeyLimitsChange } from './workspaces/key-limits';
 import { WorkspacesModule } from './workspaces/workspaces.module';
 import { WorkspacesService } from './workspaces/workspaces.service';
 
@@ -38,6 +39,10 @@ const USAGE = `Usage: npm run cli -- <command> [options]
   workspace create --name <n> [--tier free|hobby|pro|team|enterprise] [--balance <millicents>]
   workspace set-tier --workspace <id> --tier <t> [--rpm <n>]      (--rpm: enterprise only; -1 = no limit)
   key create --workspace <id> [--name <label>] [--expires <ISO 8601 date, e.g. 2026-12-31 or 2026-12-31T18:00:00Z>]
+      [the limits of key limits]
+  key limits --key <id> [--spend-limit <millicents>|none] [--period none|daily|weekly|monthly (UTC)]
+      [--models <id,id>|all] [--assistants <slug,slug>|all] [--rpm <n>|none] [--ips <cidr,cidr>|any]
+      (sets those given; prints the key's limits)
   key revoke --key <id>
   wallet topup  --workspace <id> --amount <millicents> [--description <text>] [--idempotency-key <k>]
   wallet adjust --workspace <id> --amount <signed millicents> [--description <text>] [--idempotency-key <k>]
@@ -105,8 +110,12 @@ const COMMANDS: Record<string, Command> = {
   },
   'key create': async (app, o) => {
     const expiresAt = o.expires === undefined ? undefined : isoDate(o, 'expires');
-    const key = await app.get(ApiKeysService).create(required(o, 'workspace'), { name: o.name, expiresAt });
+    const key = await app.get(ApiKeysService).create(required(o, 'workspace'), { name: o.name, expiresAt, limits: keyLimitsChange(o) });
     return { id: key.id, api_key: key.apiKey, ...(key.expiresAt ? { expires_at: key.expiresAt.toISOString() } : {}) };
+  },
+  'key limits': async (app, o) => {
+    const { id, limits } = await app.get(ApiKeysService).setLimits(required(o, 'key'), keyLimitsChange(o));
+    return { id, ...keyLimitsJson(limits) };
   },
   'key revoke': async (app, o) => app.get(ApiKeysService).revoke(required(o, 'key')),
   'assistant create': async (app, o) => {
@@ -185,6 +194,31 @@ async function listDeployments(app: INestApplicationContext): Promise<object> {
         replicas: h?.replicas ?? 0,
       };
     }),
+  };
+}
+
+/** The key limits among the options (`none`, `all` and `any` clear one). */
+function keyLimitsChange(o: Options): KeyLimitsChange {
+  const list = (name: string, everything: string) => (o[name] === undefined ? undefined : o[name] === everything ? null : o[name]!.split(','));
+  const change: KeyLimitsChange = {
+    spendLimitMillicents: o['spend-limit'] === undefined ? undefined : o['spend-limit'] === 'none' ? null : integer(o, 'spend-limit'),
+    spendLimitPeriod: o.period as KeyLimitsChange['spendLimitPeriod'],
+    allowedModels: list('models', 'all'),
+    allowedAssistants: list('assistants', 'all'),
+    rateLimitRpm: o.rpm === undefined ? undefined : o.rpm === 'none' ? null : integer(o, 'rpm'),
+    allowedIps: list('ips', 'any'),
+  };
+  return Object.fromEntries(Object.entries(change).filter(([, value]) => value !== undefined)) as KeyLimitsChange;
+}
+
+function keyLimitsJson(limits: KeyLimits): object {
+  return {
+    spend_limit_millicents: limits.spendLimitMillicents,
+    spend_limit_period: limits.spendLimitPeriod,
+    allowed_models: limits.allowedModels,
+    allowed_assistants: limits.allowedAssistants,
+    rate_limit_rpm: limits.rateLimitRpm,
+    allowed_ips: limits.allowedIps,
   };
 }
 
@@ -405,6 +439,11 @@ async function run(argv: string[], io: CliIo): Promise<number> {
         'stripe-payment-method',
         'expires',
         'email',
+        'spend-limit',
+        'period',
+        'models',
+        'assistants',
+        'ips',
       ].map((name) => [
         name,
         { type: 'string' as const },

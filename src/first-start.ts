@@ -82,7 +82,7 @@ export async function createDemoWorkspaceOnFirstStart(app: INestApplication, bas
       `     -H "Content-Type: application/json" -d '{"assistant_id": "demo", "messages": [{"role": "user", "content": "Hello!"}]}'`,
       '',
       ` Dashboard: ${dashboard}/  ->  sign in once with: ${dashboard}/sign-in/${signInToken}`,
-      `   (as ${DEMO_OWNER.email}, owner of "Demo"; the link works once, for 24 hours; then set a password on the account page)`,
+      `   (as ${DEMO_OWNER.email}, owner of "Demo"; the link works once, for 24 hours, and opens its Overview: set a password there)`,
       '',
       ` API docs: ${baseUrl}/docs     More keys: npm run cli -- key create --workspace ${demo.workspace.id}`,
       ` Documents for the assistant: npm run cli -- document add --assistant ${assistant.id} --file <path>`,

@@ -1,3 +1,4 @@
+import { NO_KEY_LIMITS } from '../src/workspaces/key-limits';
 import { getRepositoryToken } from '@nestjs/typeorm';
 import OpenAI from 'openai';
 import { DataSource, Repository } from 'typeorm';
@@ -184,6 +185,7 @@ describe('API keys', () => {
         lastUsedAt: null,
         revokedAt: null,
         status: 'active',
+        limits: NO_KEY_LIMITS,
       });
       expect(list[3]).toMatchObject({ name: 'default', createdBy: null });
       expect(await t.app.get(AccountsService).namesOf(list.map((key) => key.createdBy))).toEqual(new Map([[userId, 'Ada Lovelace']]));

@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import { freePort } from '../src/database/embedded-postgres';
-import { describeResult, ProcessResult, runCli, runCliInProcess } from './support/processes';
+import { describeResult, ProcessResult, runCli, runCliInProcess, waitUntil } from './support/processes';
 import { openAiClient, startTestApp, TestApp } from './support/test-app';
 
 /**
@@ -204,6 +204,29 @@ describe('operator CLI', () => {
       expect(await workspace.client.get('/wallet')).toMatchObject({ balanceMillicents: 0 });
 
       expect(await cli('key', 'revoke', '--key', key.id as string)).toEqual(revoked);
+    });
+
+    it("sets a key's limits, which GET /v1/key shows, and clears them", async () => {
+      const workspace = await createWorkspace('pro', 100_000);
+      const key = await cli('key', 'create', '--workspace', workspace.id, '--name', 'capped', '--spend-limit', '5000', '--period', 'weekly');
+      const client = openAiClient(t.baseUrl, key.api_key as string);
+      expect(await client.get('/key')).toMatchObject({ data: { name: 'capped', limit_millicents: 5_000, limit_reset: 'weekly', allowed_models: null } });
+      const set = await cli('key', 'limits', '--key', key.id as string, '--models', 'gpt-4o-mini', '--ips', '127.0.0.1,10.0.0.0/8', '--rpm', '30');
+      expect(set).toEqual({
+        id: key.id,
+        spend_limit_millicents: 5_000,
+        spend_limit_period: 'weekly',
+        allowed_models: ['gpt-4o-mini'],
+        allowed_assistants: null,
+        rate_limit_rpm: 30,
+        allowed_ips: ['127.0.0.1', '10.0.0.0/8'],
+      });
+      // The CLI's change reaches the running app within its key cache (5 s).
+      expect(await waitUntil(async () => (await client.get<{ data: { rate_limit_rpm: number | null } }>('/key')).data.rate_limit_rpm === 30, 8_000)).toBe(true);
+      const cleared = await cli('key', 'limits', '--key', key.id as string, '--spend-limit', 'none', '--models', 'all', '--ips', 'any', '--rpm', 'none');
+      expect(cleared).toMatchObject({ spend_limit_millicents: null, allowed_models: null, allowed_ips: null, rate_limit_rpm: null });
+      expect(await cliFails(1, 'key', 'limits', '--key', key.id as string, '--ips', 'nowhere')).toContain('is not an IP address or a CIDR range');
+      expect(await cliFails(1, 'key', 'limits', '--key', key.id as string, '--period', 'hourly')).toContain('spend_limit_period must be one of');
     });
   });
 

@@ -269,7 +269,8 @@ describeWithBrowser('dashboard in the browser', () => {
       const user = await t.app.get(AccountsService).findByEmail(person.email);
       const token = await t.app.get(AccountsService).issueToken(user!.id, 'sign_in');
       await go(page, problems, `/sign-in/${token}`);
-      await Promise.all([page.waitForURL('**/account'), page.getByRole('button', { name: 'Continue to the dashboard' }).click()]);
+      // The link lands on the person's workspace (it has a password: no prompt there).
+      await Promise.all([page.waitForURL(`**/w/${person.workspaceId}`), page.getByRole('button', { name: 'Continue to the dashboard' }).click()]);
       await check(page, problems);
       // Signed in: the 404 page, the workspace settings and the new-workspace form, all accessible.
       await go(page, problems, '/w/00000000-0000-4000-8000-000000000000', 404);
@@ -311,9 +312,13 @@ describeWithBrowser('dashboard in the browser', () => {
         expect(box!.x + box!.width).toBeLessThanOrEqual(360);
       }
       // The workspace menu opens and lists the workspace; the account menu leads to the account page.
-      await page.locator('details.workspace-switcher summary').click();
-      await expect(page.locator('details.workspace-switcher a[aria-current="page"]').isVisible()).resolves.toBe(true);
-      await page.locator('details.workspace-switcher summary').click();
+      const switcher = page.getByRole('button', { name: /^Workspace: / });
+      await switcher.click();
+      await expect(page.locator('#workspace-menu a[aria-current="page"]').isVisible()).resolves.toBe(true);
+      const listed = await page.locator('#workspace-menu a[aria-current="page"]').boundingBox();
+      expect(listed!.x).toBeGreaterThanOrEqual(0);
+      expect(listed!.x + listed!.width).toBeLessThanOrEqual(360);
+      await switcher.click();
       await page.getByText(person.name, { exact: true }).click();
       const account = page.getByRole('link', { name: 'Account', exact: true });
       const box = await account.boundingBox();

@@ -5,6 +5,7 @@ import { MembersService } from '../src/accounts/members.service';
 import { formatDateTime } from '../src/dashboard/format';
 import { ApiKeysService, hashKey } from '../src/workspaces/api-keys.service';
 import { WorkspacesService } from '../src/workspaces/workspaces.service';
+import { WalletService } from '../src/wallet/wallet.service';
 import { collectConsoleErrors, describeWithBrowser, expectAccessible, launchChromium, newContext, PageProblem } from './support/browser';
 import { DashboardClient, DashboardResponse, signUp, SignedUpPerson, textOf } from './support/dashboard-client';
 import { openAiClient, startTestApp, TestApp } from './support/test-app';
@@ -97,7 +98,7 @@ describe('dashboard: API keys', () => {
     // The list shows it without its secret or hash; the secret is nowhere but in that one answer.
     const list = await owner.client.get(keysPath);
     const row = rowOf(list.html, id);
-    expect(textOf(row)).toMatch(new RegExp(`^ci server ${apiKey.slice(0, 11)}… \\d{4}-\\d{2}-\\d{2} Olga Owner never never active Revoke$`));
+    expect(textOf(row)).toMatch(new RegExp(`^ci server ${apiKey.slice(0, 11)}… \\d{4}-\\d{2}-\\d{2} Olga Owner never never active none Limits Revoke$`));
     expect(list.html).not.toContain(apiKey);
     expect(list.html).not.toContain(apiKey.slice(11));
     expect(list.html).not.toContain(hashKey(apiKey));
@@ -112,7 +113,7 @@ describe('dashboard: API keys', () => {
     expect(revoked.location).toBe(keysPath);
     const after = await owner.client.follow(revoked);
     expect(textOf(after.html)).toContain('is revoked: requests with it are refused within seconds.');
-    expect(textOf(rowOf(after.html, id))).toMatch(/ revoked \d{4}-\d{2}-\d{2}$/);
+    expect(textOf(rowOf(after.html, id))).toMatch(/ revoked \d{4}-\d{2}-\d{2} none$/);
     expect(rowOf(after.html, id)).not.toContain('Revoke');
     await expectRefusedWithin(sdk, 7_000);
   }, 20_000);
@@ -132,7 +133,7 @@ describe('dashboard: API keys', () => {
     expect(response.status).toBe(200);
     expect(response.html.trimStart().startsWith(`<tr id="key-${id}">`)).toBe(true);
     expect(response.html).not.toContain('<html');
-    expect(textOf(rowOf(response.html, id))).toMatch(/ revoked \d{4}-\d{2}-\d{2}$/);
+    expect(textOf(rowOf(response.html, id))).toMatch(/ revoked \d{4}-\d{2}-\d{2} none$/);
     expect(response.html).toContain('<div id="flash-area" hx-swap-oob="true">');
     expect(textOf(response.html)).toContain('requests with it are refused within seconds');
     await expectRefusedWithin(sdk, 7_000);
@@ -151,7 +152,7 @@ describe('dashboard: API keys', () => {
   it('lists keys made by the CLI as made by "CLI"', async () => {
     const cli = await t.app.get(ApiKeysService).create(owner.workspaceId, 'from the cli');
     const row = textOf(rowOf((await owner.client.get(keysPath)).html, cli.id));
-    expect(row).toMatch(new RegExp(`^from the cli ${cli.displayPrefix}… \\d{4}-\\d{2}-\\d{2} CLI never never active Revoke$`));
+    expect(row).toMatch(new RegExp(`^from the cli ${cli.displayPrefix}… \\d{4}-\\d{2}-\\d{2} CLI never never active none Limits Revoke$`));
   });
 
   it('shows the expiry it was given, and the key stops working at it', async () => {
@@ -176,7 +177,7 @@ describe('dashboard: API keys', () => {
     await sdk.models.list();
     await expectRefusedWithin(sdk, 4_000);
     const row = rowOf((await owner.client.get(keysPath)).html, soon.id);
-    expect(textOf(row)).toMatch(/ expired$/);
+    expect(textOf(row)).toMatch(/ expired none$/);
     expect(row).not.toContain('Revoke');
   }, 15_000);
 
@@ -212,6 +213,52 @@ describe('dashboard: API keys', () => {
     expect((await t.app.get(ApiKeysService).list(owner.workspaceId)).find((k) => k.id === key.id)!.status).toBe('active');
   });
 
+  it("sets a key's limits from its page: the list shows them with the spend, and the API enforces them", async () => {
+    const { apiKey, id } = await createKey(owner.client, { name: 'capped' });
+    const limitsPath = `${keysPath}/${id}/limits`;
+    const form = await owner.client.get(limitsPath);
+    expect(form.status).toBe(200);
+    expect(form.html).toContain('id="key-limits-form"');
+
+    // Bad input comes back with the problem, and nothing is saved.
+    const bad = await owner.client.post(limitsPath, { spend_limit: 'five', spend_limit_period: 'daily', rate_limit_rpm: '', allowed_ips: '' });
+    expect(bad.status).toBe(400);
+    expect(bad.html).toContain('Type an amount in dollars');
+    const badRange = await owner.client.post(limitsPath, { spend_limit: '', spend_limit_period: 'none', rate_limit_rpm: '', allowed_ips: '10.0.0.0/33' });
+    expect(badRange.status).toBe(400);
+    expect(badRange.html).toContain('is not an IP address or a CIDR range');
+
+    const saved = await owner.client.post(limitsPath, {
+      spend_limit: '0.05',
+      spend_limit_period: 'daily',
+      allowed_models: 'gpt-4o-mini',
+      rate_limit_rpm: '30',
+      allowed_ips: '127.0.0.1\n203.0.113.0/24',
+    });
+    expect(saved.status).toBe(303);
+    expect((await t.app.get(ApiKeysService).list(owner.workspaceId)).find((key) => key.id === id)!.limits).toEqual({
+      spendLimitMillicents: 5_000,
+      spendLimitPeriod: 'daily',
+      allowedModels: ['gpt-4o-mini'],
+      allowedAssistants: null,
+      rateLimitRpm: 30,
+      allowedIps: ['127.0.0.1', '203.0.113.0/24'],
+    });
+    await t.app.get(WalletService).credit({ workspaceId: owner.workspaceId, amountMillicents: 100_000, type: 'topup', idempotencyKey: 'limits-test' });
+    const client = openAiClient(t.baseUrl, apiKey);
+    await expect(client.chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'Hi' }] })).rejects.toMatchObject({
+      status: 403,
+      code: 'model_not_allowed',
+    });
+    await client.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'Hi' }] });
+    await t.settled(owner.workspaceId);
+    const row = rowOf((await owner.client.get(keysPath)).html, id);
+    expect(textOf(row)).toMatch(/\$0\.05 per day: \$0\.\d+ spent/);
+    expect(textOf(row)).toContain('Models: gpt-4o-mini');
+    expect(textOf(row)).toContain('30 requests per minute');
+    expect((await owner.client.get(limitsPath)).html).toMatch(/Spent with this key: <strong>\$0\.\d+<\/strong> in the current period/);
+  });
+
   describe('a member (view and use only)', () => {
     let member: SignedUpPerson;
 
@@ -219,6 +266,14 @@ describe('dashboard: API keys', () => {
       const invitation = await t.app.get(MembersService).invite(owner.workspaceId, 'mia@example.com', 'member', ownerId);
       member = await signUp(t.baseUrl, { email: 'mia@example.com', name: 'Mia Member', invitation: invitation.token });
       expect(member.workspaceId).toBe(owner.workspaceId);
+    });
+
+    it("sees keys' limits but cannot open or post the limits page", async () => {
+      const key = await t.app.get(ApiKeysService).create(owner.workspaceId, 'limited for members');
+      expect([403, 404]).toContain((await member.client.get(`${keysPath}/${key.id}/limits`)).status);
+      await member.client.get(keysPath);
+      expect([403, 404]).toContain((await member.client.post(`${keysPath}/${key.id}/limits`, { spend_limit: '1', spend_limit_period: 'none' })).status);
+      expect((await t.app.get(ApiKeysService).list(owner.workspaceId)).find((k) => k.id === key.id)!.limits.spendLimitMillicents).toBeNull();
     });
 
     it('sees the list, but no form and no revoke button', async () => {
@@ -358,9 +413,30 @@ describeWithBrowser('dashboard: API keys in the browser', () => {
     expect(page.url()).toBe(`${t.baseUrl}${keysPath}`);
     await expect(openAiClient(t.baseUrl, apiKey).models.list()).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
     await expectAccessible(page, 'keys page after revoking');
+
     // Chromium logs the 400 of the re-rendered form; anything else (CSP, script errors) is a failure.
     expect(problems.filter((problem) => !problem.text.includes('status of 400'))).toEqual([]);
-  }, 30_000);
+  }, 60_000);
+
+  it("sets a key's limits on its page, accessibly, and the list shows them", async () => {
+    const { page, problems } = await signedInPage();
+    const keysPath = `/w/${owner.workspaceId}/settings/keys`;
+    // A key's limits page, with an error and saved.
+    const limited = await t.app.get(ApiKeysService).create(owner.workspaceId, 'limited');
+    await page.goto(`${keysPath}/${limited.id}/limits`);
+    await expectAccessible(page, 'key limits page');
+    await page.getByLabel('Amount in dollars').fill('lots');
+    await page.getByRole('button', { name: 'Save limits' }).click();
+    await page.getByText('Type an amount in dollars').waitFor();
+    await expectAccessible(page, 'key limits page with an error');
+    await page.getByLabel('Amount in dollars').fill('5');
+    await page.getByLabel('Starts again').selectOption('monthly');
+    await page.getByLabel('gpt-4o-mini', { exact: true }).check();
+    await page.getByRole('button', { name: 'Save limits' }).click();
+    await page.locator('#keys-table tr', { hasText: 'limited' }).getByText('$5.00 per month').waitFor();
+    await expectAccessible(page, 'keys page with limits');
+    expect(problems.filter((problem) => !problem.text.includes('status of 400'))).toEqual([]);
+  }, 60_000);
 
   it('fits 360 px: the keys page, the new key page and the overview scroll only their tables', async () => {
     const { page, problems } = await signedInPage(360);

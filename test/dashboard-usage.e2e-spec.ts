@@ -41,13 +41,15 @@ describe('dashboard: usage', () => {
   }
 
   /** Usage records on past days, written as the chat service writes them (the triggers keep the daily totals). */
-  async function seed(rows: { daysAgo: number; model: string; status?: string; user?: string | null; cost: string; assistant?: boolean; tokens?: number }[]) {
+  async function seed(
+    rows: { daysAgo: number; model: string; status?: string; user?: string | null; cost: string; assistant?: boolean; tokens?: number; key?: { id: string; name: string } }[],
+  ) {
     for (const [index, row] of rows.entries()) {
       await t.app.get(DataSource).query(
         `INSERT INTO usage_records (workspace_id, request_id, assistant_id, model, input_tokens, output_tokens, total_tokens,
                                     llm_cost_millicents, tool_cost_millicents, total_cost_millicents, latency_ms, status, error_code,
-                                    user_id, created_at)
-         VALUES ($1, $2, $3, $4, $5::bigint, 5, $5::bigint + 5, $6::numeric, 0, $6::numeric, 100 + $7::int, $8, $9, $10, now() - make_interval(days => $11) - make_interval(secs => $7::int))`,
+                                    user_id, created_at, api_key_id, api_key_name)
+         VALUES ($1, $2, $3, $4, $5::bigint, 5, $5::bigint + 5, $6::numeric, 0, $6::numeric, 100 + $7::int, $8, $9, $10, now() - make_interval(days => $11) - make_interval(secs => $7::int), $12, $13)`,
         [
           owner.workspaceId,
           `req_seed_${index}_${Math.random().toString(36).slice(2)}`,
@@ -60,6 +62,8 @@ describe('dashboard: usage', () => {
           row.status === 'error' ? 'upstream_error' : null,
           row.user ?? null,
           row.daysAgo,
+          row.key?.id ?? null,
+          row.key?.name ?? null,
         ],
       );
     }
@@ -199,6 +203,38 @@ describe('dashboard: usage', () => {
     const unknownCursor = await owner.client.get(`${usage}/requests?after=${owner.workspaceId}`);
     expect(unknownCursor.status).toBe(400);
     expect(unknownCursor.html).toContain('id="requests-cursor-error"');
+  });
+
+  it('splits usage by API key: the summary, its key filter, and the requests filtered by key, as the API does', async () => {
+    const keys = t.app.get(ApiKeysService);
+    const ci = await keys.create(owner.workspaceId, 'ci');
+    const prod = await keys.create(owner.workspaceId, 'prod');
+    await seed([
+      { daysAgo: 2, model: 'gpt-4o', cost: '100', key: { id: ci.id, name: 'ci' } },
+      { daysAgo: 2, model: 'gpt-4o', cost: '200', key: { id: prod.id, name: 'prod' } },
+      { daysAgo: 2, model: 'gpt-4o-mini', cost: '300', key: { id: prod.id, name: 'prod (then)' } },
+    ]);
+    const summary = await owner.client.get(usage);
+    const byKey = summary.html.match(/<table id="by-key-table"[\s\S]*?<\/table>/)![0];
+    expect(textOf(byKey)).toMatch(/prod 2 \$0\.005/);
+    expect(textOf(byKey)).toMatch(/ci 1 \$0\.001/);
+
+    const onlyProd = await owner.client.get(`${usage}?key=${prod.id}`);
+    expect(onlyProd.html).toContain(`<option value="${prod.id}" selected>`);
+    const api = await fetch(`${t.baseUrl}/v1/usage?api_key_id=${prod.id}`, { headers: { authorization: `Bearer ${apiKey}` } });
+    const expected = ((await api.json()) as { data: { summary: { total_requests: number } } }).data.summary.total_requests;
+    expect(textOf(onlyProd.html.match(/id="usage-requests">[^<]*/)![0].slice('id="usage-requests">'.length))).toBe(String(expected));
+    expect(expected).toBe(2);
+
+    const requests = await owner.client.get(`${usage}/requests?key=${prod.id}`);
+    const apiIds = (await fetch(`${t.baseUrl}/v1/usage/recent?api_key_id=${prod.id}`, { headers: { authorization: `Bearer ${apiKey}` } }).then((r) => r.json()) as {
+      data: { id: string }[];
+    }).data.map((row) => row.id);
+    expect(idsIn(requests.html)).toEqual(apiIds);
+    expect(apiIds).toHaveLength(2);
+    // Each record shows the name its key had then.
+    expect(textOf(requests.html)).toContain('prod (then)');
+    expect((await owner.client.get(`${usage}/requests?key=not-a-key`)).status).toBe(400);
   });
 
   it('exports the filtered requests as CSV, every page, with exact costs and safe quoting', async () => {

@@ -117,23 +117,18 @@ describe('first start (dist/src/main.js on an empty DATA_DIR)', () => {
       const page = await browser.get(link);
       expect(page.status).toBe(200);
       expect(page.html).toContain(`action="${new URL(link).pathname}"`);
-      // ...whose form signs in and lands on the account page, with a session cookie.
+      // ...whose form signs in, with a session cookie, and lands on the Overview of the demo
+      // workspace (the workspace of the banner's CLI hint), which asks for a password.
       const signedIn = await browser.post(new URL(link).pathname);
       expect(signedIn.status).toBe(303);
-      expect(signedIn.location).toBe('/account');
+      expect(signedIn.location).toBe(`/w/${demoWorkspaceId}`);
       expect(browser.sessionCookie).toBeDefined();
-      const account = await browser.follow(signedIn);
-      expect(account.status).toBe(200);
-      expect(account.html).toContain('value="owner@localhost"');
-      expect(textOf(account.html)).toContain('Set a password');
-
-      // The owner of the demo workspace (the workspace of the banner's CLI hint).
-      const home = await browser.get('/');
-      expect(home.location).toBe(`/w/${demoWorkspaceId}`);
-      const overview = await browser.get(home.location!);
+      const overview = await browser.follow(signedIn);
       expect(overview.status).toBe(200);
       expect(overview.html).toContain('<h1>Demo</h1>');
       expect(overview.html).toMatch(/Demo <small>\(owner\)<\/small>/);
+      expect(textOf(overview.html)).toContain('Set a password to sign in as owner@localhost next time.');
+      expect((await browser.get('/')).location).toBe(`/w/${demoWorkspaceId}`);
       const keys = await browser.get(`/w/${demoWorkspaceId}/settings/keys`);
       expect(keys.html).toContain('id="create-key-form"');
       expect(keys.html).not.toContain(demoKey);
@@ -313,8 +308,8 @@ describe('first start with a one-model MODEL_CATALOG_FILE', () => {
     const browser = new DashboardClient(`${baseUrl}/acs`);
     expect((await browser.get(link[2])).status).toBe(200);
     const signedIn = await browser.post(new URL(link[2]).pathname);
-    expect({ status: signedIn.status, location: signedIn.location }).toEqual({ status: 303, location: '/acs/account' });
-    expect((await browser.follow(signedIn)).html).toContain('value="owner@localhost"');
+    expect({ status: signedIn.status, location: signedIn.location }).toEqual({ status: 303, location: expect.stringMatching(/^\/acs\/w\/[0-9a-f-]{36}$/) });
+    expect(textOf((await browser.follow(signedIn)).html)).toContain('Set a password to sign in as owner@localhost next time.');
 
     const demo = new OpenAI({ baseURL: `${baseUrl}/v1`, apiKey: key, maxRetries: 0, timeout: 10_000 });
 

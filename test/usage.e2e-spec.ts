@@ -1,5 +1,6 @@
 import { DataSource } from 'typeorm';
 import { UsageAnswerer1764003250000 } from '../migrations/1764003250000-UsageAnswerer';
+import { KeyLimits1764003500000 } from '../migrations/1764003500000-KeyLimits';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
 
 interface UsageSummary {
@@ -307,6 +308,7 @@ describe('usage statistics', () => {
         summary: { total_requests: 0, total_tokens: 0, total_cost_millicents: 0, average_latency_ms: 0 },
         by_model: [],
         by_provider: [],
+        by_api_key: [],
       });
       const emptyDaily = await get<{ data: DailyEntry[] }>(empty, '/usage/daily');
       expect(emptyDaily.data.every((entry) => entry.requests === 0 && entry.tokens === 0 && entry.cost_millicents === 0)).toBe(true);
@@ -378,6 +380,8 @@ describe('usage statistics', () => {
           {
             id: newer,
             request_id: 'req_newer',
+            api_key_id: null,
+            api_key_name: null,
             assistant_id: null,
             model: 'gpt-4o-mini',
             provider: null,
@@ -402,6 +406,8 @@ describe('usage statistics', () => {
           {
             id: older,
             request_id: 'req_older',
+            api_key_id: null,
+            api_key_name: null,
             assistant_id: assistantId,
             model: 'gpt-4o',
             provider: 'openai',
@@ -599,9 +605,10 @@ describe('usage statistics', () => {
         SELECT coalesce(r.workspace_id, t.workspace_id) AS workspace_id, coalesce(r.day, t.day) AS day, coalesce(r.model, t.model) AS model,
                coalesce(r.provider, t.provider) AS provider, r.requests AS records_requests, t.requests AS rollup_requests
           FROM (SELECT workspace_id, (created_at AT TIME ZONE 'UTC')::date AS day, model, coalesce(provider, '') AS provider,
+                       coalesce(api_key_id, '00000000-0000-0000-0000-000000000000') AS api_key_id,
                        count(*) AS requests, sum(total_tokens) AS tokens, sum(total_cost_millicents) AS cost, sum(latency_ms) AS latency
-                  FROM usage_records GROUP BY 1, 2, 3, 4) AS r
-          FULL JOIN usage_daily_totals AS t USING (workspace_id, day, model, provider)
+                  FROM usage_records GROUP BY 1, 2, 3, 4, 5) AS r
+          FULL JOIN usage_daily_totals AS t USING (workspace_id, day, model, provider, api_key_id)
          WHERE r.requests IS DISTINCT FROM t.requests OR r.tokens IS DISTINCT FROM t.tokens
             OR r.cost IS DISTINCT FROM t.cost_millicents OR r.latency IS DISTINCT FROM t.latency_ms`)) as unknown[];
 
@@ -681,6 +688,9 @@ describe('usage statistics', () => {
       await runner.connect();
       try {
         await runner.startTransaction();
+        // The migrations after it first (KeyLimits puts the key in the same grain), then back up in order.
+        const keyLimits = new KeyLimits1764003500000();
+        await keyLimits.down(runner);
         const migration = new UsageAnswerer1764003250000();
         await migration.down(runner);
         expect(await runner.query(`SELECT day::text, requests::int FROM usage_daily_totals WHERE workspace_id = $1 ORDER BY day`, [workspace.id])).toEqual([
@@ -695,6 +705,7 @@ describe('usage statistics', () => {
           { day: day(-2), provider: '', requests: 2 },
           { day: day(-1), provider: '', requests: 1 },
         ]);
+        await keyLimits.up(runner);
         await runner.query(`UPDATE usage_records SET provider = 'openai' WHERE workspace_id = $1 AND created_at < $2`, [
           workspace.id,
           `${day(-2)}T08:30:00Z`,
@@ -721,9 +732,9 @@ describe('usage statistics', () => {
       components: { schemas: Record<string, { properties: Record<string, { example?: unknown }> }> };
     };
     const names = (path: string) => document.paths[path].get.parameters.map((parameter) => parameter.name).sort();
-    expect(names('/v1/usage')).toEqual(['end_date', 'start_date']);
-    expect(names('/v1/usage/daily')).toEqual(['end_date', 'start_date']);
-    expect(names('/v1/usage/recent')).toEqual(['assistant_id', 'limit', 'model', 'starting_after', 'status', 'user_id']);
+    expect(names('/v1/usage')).toEqual(['api_key_id', 'end_date', 'start_date']);
+    expect(names('/v1/usage/daily')).toEqual(['api_key_id', 'end_date', 'start_date']);
+    expect(names('/v1/usage/recent')).toEqual(['api_key_id', 'assistant_id', 'limit', 'model', 'starting_after', 'status', 'user_id']);
     for (const path of ['/v1/usage', '/v1/usage/daily', '/v1/usage/recent']) {
       expect(Object.keys(document.paths[path].get.responses)).toEqual(expect.arrayContaining(['200', '400', '401', '429']));
       for (const parameter of document.paths[path].get.parameters) {
@@ -735,7 +746,7 @@ describe('usage statistics', () => {
       schema: { minimum: number; maximum: number; default: number };
     };
     expect(limit.schema).toMatchObject({ minimum: 1, maximum: 100, default: 20 });
-    for (const schema of ['UsageTotalsDto', 'ModelUsageDto', 'ProviderUsageDto', 'UsageRecordDto', 'DailyUsageDto', 'UsagePeriodDto']) {
+    for (const schema of ['UsageTotalsDto', 'ModelUsageDto', 'ProviderUsageDto', 'KeyUsageDto', 'UsageRecordDto', 'DailyUsageDto', 'UsagePeriodDto']) {
       for (const [property, definition] of Object.entries(document.components.schemas[schema].properties)) {
         expect({ schema, property, hasExample: 'example' in definition }).toEqual({ schema, property, hasExample: true });
       }

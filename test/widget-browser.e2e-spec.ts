@@ -267,7 +267,10 @@ describeWithBrowser('widget in a browser', () => {
     const other = await context.newPage();
     const otherProblems = collectConsoleErrors(other);
     await other.goto(refused.origin);
-    await other.getByText('This chat is not available on this website.').waitFor({ state: 'visible' });
+    const notice = other.getByText('This chat is not available on this website.');
+    await notice.waitFor({ state: 'visible' });
+    // In the widget's own font, not the browser's default serif that the host's reset leaves.
+    await expect(notice.evaluate((element) => getComputedStyle(element).fontFamily)).resolves.toMatch(/^system-ui,/);
     expect(await inWidget(other, 'button').count()).toBe(0);
     expect(await inWidget(other, 'textarea').count()).toBe(0);
     // Chromium itself reports the refused CORS request on the console; the widget throws nothing and logs nothing.

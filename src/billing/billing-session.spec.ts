@@ -191,6 +191,7 @@ function setUp(balanceMillicents = 100_000) {
       workspaceId: 'ws-1',
       requestId: 'req-1',
       apiKeyId: 'key-1',
+      apiKeyName: null,
       assistantId: null,
       model: MODEL.id,
       userId: null,
@@ -226,6 +227,57 @@ describe('BillingSession', () => {
       expect(wallet.holds).toEqual([{ id: 'hold-1', workspaceId: 'ws-1', amountMillicents: FULL_HOLD }]);
       expect(session.maxTokens).toBe(1_000);
       await session.settle(REPLY);
+    });
+
+    describe("against the key's spending limit", () => {
+      /** A key's budget in memory: holds against `limit`, released by id. */
+      const fakeKeys = (limit: number) => {
+        const held = new Map<string, number>();
+        const keys: NonNullable<BillingPorts['keyBudgets']> = {
+          reserve: async (budget, amount) => {
+            const remaining = limit - [...held.values()].reduce((sum, value) => sum + value, 0);
+            if (remaining < amount) return { hold: null, remainingMillicents: remaining };
+            const hold = { id: `key-hold-${held.size + 1}`, budget, amountMillicents: amount };
+            held.set(hold.id, amount);
+            return { hold, remainingMillicents: remaining };
+          },
+          extend: async () => true,
+          keepAlive: async () => undefined,
+          release: async (hold) => void held.delete(hold.id),
+        };
+        return { keys, held };
+      };
+      const budget = { apiKeyId: 'key-1', limitMillicents: 650, period: 'daily' as const };
+
+      it('lowers the output cap to what the key has left, holds both, and releases the key once settled', async () => {
+        const { ports, wallet, estimate } = setUp();
+        const { keys, held } = fakeKeys(650);
+        const session = await BillingSession.open({ ...ports, keyBudgets: keys }, estimate({ keyBudget: budget }));
+        expect(session.maxTokens).toBe(400);
+        expect(wallet.holds[0].amountMillicents).toBe(650);
+        expect([...held.values()]).toEqual([650]);
+        await session.settle(REPLY);
+        await waitFor(() => held.size === 0, 1_000);
+        expect(held.size).toBe(0);
+      });
+
+      it('refuses with 402 key_limit_exceeded and what is left, before the wallet is touched', async () => {
+        const { ports, wallet, estimate } = setUp();
+        const { keys } = fakeKeys(200);
+        await expect(BillingSession.open({ ...ports, keyBudgets: keys }, estimate({ keyBudget: budget }))).rejects.toMatchObject({
+          status: 402,
+          code: 'key_limit_exceeded',
+          remainingMillicents: 200,
+        });
+        expect(wallet.holds).toEqual([]);
+      });
+
+      it("gives the key's hold back when the wallet refuses", async () => {
+        const { ports, estimate } = setUp(100);
+        const { keys, held } = fakeKeys(10_000);
+        await expect(BillingSession.open({ ...ports, keyBudgets: keys }, estimate({ keyBudget: budget }))).rejects.toMatchObject({ code: 'insufficient_balance' });
+        expect(held.size).toBe(0);
+      });
     });
 
     it('lowers the output cap to what the wallet affords', async () => {
@@ -535,6 +587,7 @@ describe('Billing.recordRefused', () => {
     workspaceId: 'ws-1',
     requestId: 'req-2',
     apiKeyId: 'key-1',
+    apiKeyName: null,
     assistantId: null,
     model: 'gpt-4o',
     userId: 'user-7',

@@ -9,6 +9,7 @@ import { countPromptTokens, countPromptTokensAsync, countTextTokensAsync } from 
 import { ceilMillicents, llmCost, MICROS_PER_MILLICENT, MicroMillicents, toDecimalString, toMillicentsNumber } from '../wallet/cost';
 import type { Hold, WalletService } from '../wallet/wallet.service';
 import { checkedUsage, isTokenCount, Spend } from './spend';
+import type { KeyBudget, KeyBudgets, KeyHold } from './key-budgets';
 import type { SettlementWriter } from './settlement-writer';
 import { UsageEnding, usageRecord, UsageSubject } from './usage-record';
 
@@ -33,6 +34,8 @@ export interface BillingPorts {
   settlements: Pick<SettlementWriter, 'submit'>;
   /** How long a hold lives unless its heartbeat pushes the expiry out (HOLD_TTL_MS). */
   holdTtlMs: number;
+  /** API keys' spending limits; needed only for an estimate with a `keyBudget`. */
+  keyBudgets?: Pick<KeyBudgets, 'reserve' | 'extend' | 'keepAlive' | 'release'>;
   incidents: BillingIncidents;
 }
 
@@ -61,6 +64,8 @@ export interface Estimate {
    * unless its usage record shows it was charged.
    */
   idempotent?: boolean;
+  /** The request's API key has a spending limit: the estimate is held against it too, first. */
+  keyBudget?: KeyBudget;
   /** Told the tokens and exact cost charged, once a charge committed (the nerfing rules' counters). */
   onCharged?: (tokens: number, costMicros: MicroMillicents) => void;
   /**
@@ -94,49 +99,75 @@ export class BillingSession {
     private readonly ports: BillingPorts,
     private readonly estimate: Estimate,
     readonly hold: Hold,
-    /** The output cap of each model call: the one asked for, or what the wallet could cover. */
+    /** The output cap of each model call: the one asked for, or what the wallet (and the key's limit) could cover. */
     readonly maxTokens: number,
+    /** What the request holds against its key's spending limit, if the key has one. */
+    private readonly keyHold: KeyHold | null,
   ) {
     // A request may run longer than a hold lives (a long stream): its expiry is pushed out
     // meanwhile. A leased request needs none: its lease lives as long as its process.
     const ttl = ports.holdTtlMs;
-    if (hold.lease) return;
+    if (hold.lease && !keyHold) return;
     this.heartbeat = setInterval(() => {
-      ports.wallet.keepHoldAlive(hold, ttl).catch((error) => logger.warn(`Could not extend hold ${hold.id}: ${String(error)}`));
+      if (!hold.lease) ports.wallet.keepHoldAlive(hold, ttl).catch((error) => logger.warn(`Could not extend hold ${hold.id}: ${String(error)}`));
+      if (keyHold) ports.keyBudgets!.keepAlive(keyHold, ttl).catch((error) => logger.warn(`Could not extend key hold ${keyHold.id}: ${String(error)}`));
     }, ttl / 3).unref();
   }
 
   /**
-   * Holds prompt + output cap at the model's prices. When the wallet cannot cover the cap,
-   * the cap is lowered to what it can cover; below a useful minimum the request is refused
-   * with 402. One conditional statement per attempt: never a check, then a write.
+   * Holds prompt + output cap at the model's prices: against the key's spending limit first
+   * (when it has one), then in the wallet. When either cannot cover the cap, the cap is
+   * lowered to what it can cover; below a useful minimum the request is refused with 402
+   * (`key_limit_exceeded` or `insufficient_balance`). One conditional statement per attempt:
+   * never a check, then a write.
    */
   static async open(ports: BillingPorts, estimate: Estimate): Promise<BillingSession> {
     const { model, subject, outputCap, choices } = estimate;
     const promptCost = llmCost(model, { inputTokens: estimate.promptTokens, outputTokens: 0, cachedTokens: 0 });
     const outputCost = (tokens: number) => BigInt(tokens) * BigInt(choices) * BigInt(model.outputPrice);
-    const hold = (cap: number) => ports.wallet.reserve(subject.workspaceId, subject.requestId, holdAmount(promptCost + outputCost(cap)), ports.holdTtlMs);
-
-    const full = await hold(outputCap);
-    if (full) return new BillingSession(ports, estimate, full, outputCap);
-
-    // What a hold can take (other processes' idle lease spare recalled by `reserve`), not what is shown as available.
-    const availableMillicents = await ports.wallet.spendable(subject.workspaceId);
-    const perToken = BigInt(choices) * BigInt(Math.max(model.outputPrice, 1));
-    const spare = BigInt(availableMillicents) * MICROS_PER_MILLICENT - promptCost;
-    const affordable = spare > 0n ? Number(spare / perToken) : 0;
-    const cap = Math.min(outputCap, affordable);
+    const amountFor = (cap: number) => holdAmount(promptCost + outputCost(cap));
     const minimum = Math.min(outputCap, MIN_USEFUL_OUTPUT_TOKENS);
-    if (cap >= minimum) {
-      const lowered = await hold(cap);
-      if (lowered) return new BillingSession(ports, estimate, lowered, cap);
+    /** The largest cap that `availableMillicents` covers, at most the one asked for. */
+    const coveredCap = (availableMillicents: number) => {
+      const perToken = BigInt(choices) * BigInt(Math.max(model.outputPrice, 1));
+      const spare = BigInt(availableMillicents) * MICROS_PER_MILLICENT - promptCost;
+      return Math.min(outputCap, spare > 0n ? Number(spare / perToken) : 0);
+    };
+
+    let cap = outputCap;
+    let keyHold: KeyHold | null = null;
+    if (estimate.keyBudget) {
+      const keys = ports.keyBudgets!;
+      let reserved = await keys.reserve(estimate.keyBudget, amountFor(cap), ports.holdTtlMs);
+      if (!reserved.hold) {
+        cap = coveredCap(reserved.remainingMillicents);
+        if (cap >= minimum) reserved = await keys.reserve(estimate.keyBudget, amountFor(cap), ports.holdTtlMs);
+      }
+      if (!reserved.hold) throw keyLimitExceeded(estimate.keyBudget, reserved.remainingMillicents, ceilMillicents(promptCost + outputCost(minimum)), model);
+      keyHold = reserved.hold;
     }
-    throw new ApiError(
-      'insufficient_balance',
-      `Your wallet's available balance (${availableMillicents} millicents) does not cover this request on ${model.id} ` +
-        `(at least ${ceilMillicents(promptCost + outputCost(minimum))} millicents). Top up the wallet to continue.`,
-      { code: 'insufficient_balance' },
-    );
+    try {
+      const hold = (tokens: number) => ports.wallet.reserve(subject.workspaceId, subject.requestId, amountFor(tokens), ports.holdTtlMs);
+      const full = await hold(cap);
+      if (full) return new BillingSession(ports, estimate, full, cap, keyHold);
+
+      // What a hold can take (other processes' idle lease spare recalled by `reserve`), not what is shown as available.
+      const availableMillicents = await ports.wallet.spendable(subject.workspaceId);
+      const lowered = Math.min(cap, coveredCap(availableMillicents));
+      if (lowered >= minimum) {
+        const held = await hold(lowered);
+        if (held) return new BillingSession(ports, estimate, held, lowered, keyHold);
+      }
+      throw new ApiError(
+        'insufficient_balance',
+        `Your wallet's available balance (${availableMillicents} millicents) does not cover this request on ${model.id} ` +
+          `(at least ${ceilMillicents(promptCost + outputCost(minimum))} millicents). Top up the wallet to continue.`,
+        { code: 'insufficient_balance' },
+      );
+    } catch (error) {
+      if (keyHold) await ports.keyBudgets!.release(keyHold);
+      throw error;
+    }
   }
 
   /** A model call is about to be made with this prompt: a client that leaves before its answer pays for the prompt. */
@@ -196,8 +227,10 @@ export class BillingSession {
     const { model, toolPriceMicros } = this.estimate;
     const nextPromptTokens = (await countPromptTokensAsync(messages)) + toolCalls * TOKENS_PER_TOOL_RESULT;
     const next = llmCost(model, { inputTokens: nextPromptTokens, outputTokens: this.maxTokens, cachedTokens: 0 });
-    const needed = this.spend.totalMicros + BigInt(toolCalls) * toolPriceMicros + next;
-    return this.ports.wallet.extendHold(this.hold, ceilMillicents(needed) - this.hold.amountMillicents, this.ports.holdTtlMs);
+    const needed = ceilMillicents(this.spend.totalMicros + BigInt(toolCalls) * toolPriceMicros + next);
+    const { keyHold } = this;
+    if (keyHold && !(await this.ports.keyBudgets!.extend(keyHold, needed - keyHold.amountMillicents, this.ports.holdTtlMs))) return false;
+    return this.ports.wallet.extendHold(this.hold, needed - this.hold.amountMillicents, this.ports.holdTtlMs);
   }
 
   /**
@@ -285,8 +318,12 @@ export class BillingSession {
     const { spend } = this;
     const refund = options.refund === true;
     const { inputTokens, outputTokens, cachedTokens } = spend.tokens;
-    // The hold lives until the charge commits, however long a kept settlement waits for the database.
-    const released = () => clearInterval(this.heartbeat);
+    // The hold lives until the charge commits, however long a kept settlement waits for the database;
+    // so does the key's (its spend counts from that commit on).
+    const released = () => {
+      clearInterval(this.heartbeat);
+      this.releaseKeyHold();
+    };
     const latencyMs = Date.now() - this.estimate.startedAt;
     // A fallback model that answered is the request's model: in the ledger and the usage record.
     const answeredModel = spend.answeredBy?.model ?? model.id;
@@ -364,10 +401,22 @@ export class BillingSession {
     this.incident('settlement_failed', error, `settling the ${what} failed; its hold ${this.hold.id} is released`);
     // Unknown whether any of it was charged: counted as the whole hold.
     this.estimate.onSettled?.(BigInt(this.hold.amountMillicents) * MICROS_PER_MILLICENT);
+    this.releaseKeyHold();
     await this.ports.wallet.release(this.hold).catch((releaseError) =>
       logger.error(`Could not release hold ${this.hold.id} either; the sweeper frees it at its expiry: ${String(releaseError)}`),
     );
   }
+
+  /** Once, in the background: a hold that could not be deleted is freed at its expiry. */
+  private releaseKeyHold(): void {
+    const { keyHold } = this;
+    if (!keyHold || this.keyHoldReleased) return;
+    this.keyHoldReleased = true;
+    this.ports.keyBudgets!.release(keyHold).catch((error) =>
+      logger.warn(`Could not release key hold ${keyHold.id}; it is freed at its expiry: ${String(error)}`),
+    );
+  }
+  private keyHoldReleased = false;
 
   /** The model call under way when the client left had its prompt sent upstream: that is charged. */
   private async chargeUnansweredPrompt(): Promise<void> {
@@ -388,6 +437,18 @@ export class BillingSession {
     incidents[kind] += 1;
     logger.error(`${kind} for request ${this.estimate.subject.requestId} (${incidents[kind]} so far); ${consequence}: ${String(error)}`);
   }
+}
+
+/** 402 for a request that its key's spending limit cannot cover: what is left, and when it starts again. */
+function keyLimitExceeded(budget: KeyBudget, remainingMillicents: number, neededMillicents: number, model: ModelDefinition): ApiError {
+  const period = budget.period === 'none' ? '' : ` per ${budget.period === 'daily' ? 'day' : budget.period === 'weekly' ? 'week' : 'month'} (UTC)`;
+  return new ApiError(
+    'insufficient_balance',
+    `This API key's spending limit (${budget.limitMillicents} millicents${period}) has ${remainingMillicents} millicents left, ` +
+      `less than this request on ${model.id} needs (at least ${neededMillicents} millicents). ` +
+      (budget.period === 'none' ? 'Raise the key\'s limit to continue.' : 'It starts again at the next period, or raise the key\'s limit.'),
+    { code: 'key_limit_exceeded', remainingMillicents },
+  );
 }
 
 function holdAmount(micros: MicroMillicents): number {

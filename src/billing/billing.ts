@@ -15,6 +15,7 @@ import { WalletService } from '../wallet/wallet.service';
 import { MetricsService } from '../metrics/metrics.service';
 import { BillingIncidents, BillingPorts, BillingSession, Estimate } from './billing-session';
 import { PendingSettlements } from '../common/settlements/pending-settlements';
+import { KeyBudgets } from './key-budgets';
 import { SettlementJournal } from './settlement-journal';
 import { SettlementWriter } from './settlement-writer';
 import { refusedUsageRecord, UsageSubject } from './usage-record';
@@ -34,6 +35,7 @@ export class Billing implements BillingPorts, OnApplicationBootstrap, BeforeAppl
   readonly incidents: BillingIncidents = { conversation_turn_not_stored: 0, usage_record_not_stored: 0, settlement_failed: 0 };
   readonly holdTtlMs: number;
   readonly settlements: SettlementWriter;
+  readonly keyBudgets: KeyBudgets;
   /** Refusals already recorded by the chat service, which the refusal filter must not record again. */
   private readonly recordedRefusals = new WeakSet<object>();
   private orphansTimer?: NodeJS.Timeout;
@@ -51,6 +53,7 @@ export class Billing implements BillingPorts, OnApplicationBootstrap, BeforeAppl
     @Optional() metrics?: MetricsService,
   ) {
     this.holdTtlMs = config.holdTtlMs;
+    this.keyBudgets = new KeyBudgets(() => dataSource.manager);
     this.settlements = new SettlementWriter({
       wallet,
       usage,

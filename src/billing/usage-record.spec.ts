@@ -6,6 +6,7 @@ function subject(index: number): UsageSubject {
     workspaceId: `workspace-${index}`,
     requestId: `request-${index}`,
     apiKeyId: 'key',
+    apiKeyName: 'ci',
     assistantId: null,
     model: 'gpt-4o-mini',
     userId: null,

@@ -7,7 +7,7 @@ import { NewUsageRecord, NOTHING_USED } from '../usage/usage.service';
  */
 export type UsageSubject = Pick<
   NewUsageRecord,
-  'workspaceId' | 'requestId' | 'apiKeyId' | 'assistantId' | 'model' | 'userId' | 'subscriptionId' | 'stream' | 'source'
+  'workspaceId' | 'requestId' | 'apiKeyId' | 'apiKeyName' | 'assistantId' | 'model' | 'userId' | 'subscriptionId' | 'stream' | 'source'
 > &
   Partial<Pick<NewUsageRecord, 'nerfing'>>;
 
@@ -50,6 +50,7 @@ export function usageRecord(subject: UsageSubject, latencyMs: number, ending: Us
     workspaceId: subject.workspaceId,
     requestId: subject.requestId,
     apiKeyId: subject.apiKeyId,
+    apiKeyName: subject.apiKeyName,
     assistantId: subject.assistantId,
     model: subject.model,
     userId: subject.userId,

@@ -11,6 +11,8 @@ import { ConversationTurns } from '../conversations/conversation-turns';
 import { NerfingService } from '../limits/nerfing/nerfing.service';
 import type { ModelDefinition } from '../models/model-catalog';
 import { ModelsService } from '../models/models.service';
+import { assertKeyMayRun } from '../workspaces/key-limits';
+import type { KeyBudget } from '../billing/key-budgets';
 import type { ChatMessage, FunctionTool, ModelCall } from '../providers/provider-adapter';
 import { ProvidersService } from '../providers/providers.service';
 import { countPromptTokensAsync } from '../providers/tokens';
@@ -36,6 +38,13 @@ export interface ChatCaller {
   idempotent?: boolean;
   /** Bounds beyond the API's own, for callers that speak for someone else (the widget's visitors). */
   bounds?: CallerBounds;
+}
+
+/** The caller's key's spending limit, when it has one. */
+function keyBudgetOf(principal: ChatCaller['principal']): KeyBudget | undefined {
+  const limits = principal.keyLimits;
+  if (!principal.apiKeyId || limits?.spendLimitMillicents === null || limits?.spendLimitMillicents === undefined) return undefined;
+  return { apiKeyId: principal.apiKeyId, limitMillicents: limits.spendLimitMillicents, period: limits.spendLimitPeriod };
 }
 
 /** What a caller may bound of its requests: the widget's settings. */
@@ -198,7 +207,11 @@ export class ChatService {
       const modelId = assistantAsModel !== undefined ? assistant!.model : (request.dto.model ?? request.dto.models?.[0] ?? assistant?.model);
       if (!modelId) throw ApiError.badRequest('You must provide a model parameter (or an assistant_id).', 'model');
       model = this.models.get(modelId);
+      const { keyLimits } = caller.principal;
+      if (keyLimits) assertKeyMayRun(keyLimits, { models: request.dto.models ?? [model.id], assistant });
       let fallbacks = this.fallbacksOf(model, request.dto.models);
+      // The catalog's fallbacks that the key may not run are left out, never refused.
+      if (keyLimits?.allowedModels) fallbacks = fallbacks.filter((fallback) => keyLimits.allowedModels!.includes(fallback.id));
 
       const serverTools = assistant?.tools ?? [];
       if (serverTools.length > 0 && request.choices > 1) {
@@ -251,6 +264,7 @@ export class ChatService {
         toolPriceMicros: this.tools.maxPriceMicros(serverTools),
         conversation: conversation ? { id: conversation.id, messages: request.messages } : null,
         idempotent: caller.idempotent === true,
+        keyBudget: keyBudgetOf(caller.principal),
         onCharged: nerfing.settled,
         onSettled: admission && ((charged) => admission.settled(charged)),
       });
@@ -308,6 +322,7 @@ export class ChatService {
       workspaceId: caller.principal.workspaceId,
       requestId: caller.requestId,
       apiKeyId: caller.principal.apiKeyId,
+      apiKeyName: caller.principal.apiKeyName ?? null,
       assistantId: null,
       model: text(fields.model, 200) || 'unknown',
       userId: text(fields.user_id, 256),
@@ -334,6 +349,7 @@ export class ChatService {
       workspaceId: caller.principal.workspaceId,
       requestId: caller.requestId,
       apiKeyId: caller.principal.apiKeyId,
+      apiKeyName: caller.principal.apiKeyName ?? null,
       assistantId: assistant?.id ?? null,
       model,
       userId: request?.dto.user_id ?? null,

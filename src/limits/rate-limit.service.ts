@@ -62,18 +62,18 @@ export class RateLimitService {
 
   /** Counts a request against `key`; sets the `X-RateLimit-*` headers, then throws 429 once it is over `limit`. */
   async enforce(key: string, limit: number, windowMs: number, res: Response): Promise<void> {
-    this.apply(await this.consume(key, limit, windowMs), res, key.startsWith('ws:') ? 'workspace' : 'address');
+    this.apply(await this.consume(key, limit, windowMs), res, key.startsWith('ws:') ? 'workspace' : key.startsWith('key:') ? 'key' : 'address');
   }
 
   /** Sets the `X-RateLimit-*` headers, and throws 429 when the caller must wait. */
-  private apply(state: RateLimitState, res: Response, scope: 'workspace' | 'address'): void {
+  private apply(state: RateLimitState, res: Response, scope: 'workspace' | 'key' | 'address'): void {
     res.setHeader('X-RateLimit-Limit', String(state.limit));
     res.setHeader('X-RateLimit-Remaining', String(state.remaining));
     res.setHeader('X-RateLimit-Reset', String(state.resetAt));
     if (state.retryAfterSeconds > 0) {
       this.metrics?.rateLimitRefusals.inc({ scope });
       throw ApiError.rateLimited(
-        `Rate limit reached: ${state.limit} requests per minute. Try again in ${state.retryAfterSeconds} seconds.`,
+        `${scope === 'key' ? "This API key's rate limit" : 'Rate limit'} reached: ${state.limit} requests per minute. Try again in ${state.retryAfterSeconds} seconds.`,
         state.retryAfterSeconds,
       );
     }

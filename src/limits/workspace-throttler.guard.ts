@@ -65,6 +65,10 @@ export class WorkspaceThrottlerGuard extends ThrottlerGuard {
     const { req, res } = this.getRequestResponse(context);
     const key = generateKey(context, await getTracker(req, context), throttler.name!);
     await this.rateLimits.enforce(key, limit, ttl, res as unknown as Response);
+    // A key's own rate, within its workspace's: its headers are then the key's, the tighter of the two.
+    const caller = (req as unknown as ApiRequest).principal;
+    const keyRpm = caller?.keyLimits?.rateLimitRpm;
+    if (caller && keyRpm) await this.rateLimits.enforce(`key:${caller.apiKeyId}`, keyRpm, ttl, res as unknown as Response);
     return true;
   }
 }

@@ -116,7 +116,7 @@ export class MetricsService {
   });
   readonly rateLimitRefusals = new Counter({
     name: 'acs_rate_limit_refusals_total',
-    help: 'Requests refused with 429 by the rate limit, by scope (workspace, address)',
+    help: 'Requests refused with 429 by the rate limit, by scope (workspace, key, address)',
     labelNames: ['scope'] as const,
     registers: [this.registry],
   });

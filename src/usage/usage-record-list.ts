@@ -12,6 +12,7 @@ import type { NerfingApplication, UsageSource, UsageStatus } from './entities/us
 /** Which records to list; every filter optional. `from` included, `until` excluded. */
 export interface UsageRecordFilter {
   model?: string;
+  apiKeyId?: string;
   assistantId?: string;
   userId?: string;
   status?: UsageStatus;
@@ -20,7 +21,7 @@ export interface UsageRecordFilter {
 }
 
 /** The costs as text: exact decimal strings of millicents, whatever the driver makes of numerics. */
-const RECORD_COLUMNS = `id, request_id, assistant_id, model, provider, deployment, attempts, input_tokens, output_tokens, total_tokens,
+const RECORD_COLUMNS = `id, request_id, api_key_id, api_key_name, assistant_id, model, provider, deployment, attempts, input_tokens, output_tokens, total_tokens,
   llm_cost_millicents::text AS llm_cost_millicents, tool_cost_millicents::text AS tool_cost_millicents,
   total_cost_millicents::text AS total_cost_millicents, latency_ms, status, error_code,
   user_id, subscription_id, tools_used, source, nerfing, created_at`;
@@ -29,6 +30,8 @@ const RECORD_COLUMNS = `id, request_id, assistant_id, model, provider, deploymen
 export interface RecordRow {
   id: string;
   request_id: string;
+  api_key_id: string | null;
+  api_key_name: string | null;
   assistant_id: string | null;
   model: string;
   provider: string | null;
@@ -72,6 +75,7 @@ export function recordsSql(
     where.push(`(created_at, id) < (SELECT c.created_at, c.id FROM usage_records c WHERE c.id = ${add(startingAfter)} AND c.workspace_id = $1)`);
   }
   if (filter.model !== undefined) where.push(`model = ${add(filter.model)}`);
+  if (filter.apiKeyId !== undefined) where.push(`api_key_id = ${add(filter.apiKeyId)}`);
   if (filter.assistantId !== undefined) where.push(`assistant_id = ${add(filter.assistantId)}`);
   if (filter.userId !== undefined) where.push(`user_id = ${add(filter.userId)}`);
   if (filter.status !== undefined) where.push(`status = ${add(filter.status)}`);
@@ -94,6 +98,8 @@ export function toRecordDto(row: RecordRow): UsageRecordDto {
   return {
     id: row.id,
     request_id: row.request_id,
+    api_key_id: row.api_key_id,
+    api_key_name: row.api_key_name,
     assistant_id: row.assistant_id,
     model: row.model,
     provider: row.provider,

@@ -15,6 +15,7 @@ export interface RecentUsageQuery {
   limit: number;
   startingAfter?: string;
   model?: string;
+  apiKeyId?: string;
   assistantId?: string;
   userId?: string;
   status?: UsageStatus;
@@ -32,7 +33,7 @@ export interface RecentUsageQuery {
 /**
  * Grouped by model; the totals are window sums over the per-model groups, so they stay
  * exact numerics (no float addition) and cost no second pass.
- * $1 workspace, $2 first day, $3 last day (both included, `YYYY-MM-DD`).
+ * $1 workspace, $2 first day, $3 last day (both included, `YYYY-MM-DD`), $4 an API key or null (all).
  */
 export const SUMMARY_SQL = `
   SELECT model,
@@ -43,28 +44,47 @@ export const SUMMARY_SQL = `
          sum(sum(cost_millicents)) OVER () AS total_cost,
          round(sum(sum(latency_ms)) OVER () / sum(sum(requests)) OVER (), 2) AS average_latency
     FROM usage_daily_totals
-   WHERE workspace_id = $1 AND day >= $2::date AND day <= $3::date
+   WHERE workspace_id = $1 AND day >= $2::date AND day <= $3::date AND ($4::uuid IS NULL OR api_key_id = $4::uuid)
    GROUP BY model
   HAVING sum(requests) > 0
    ORDER BY cost DESC, requests DESC, model`;
 
 /**
  * Grouped by the provider that answered ('' in the totals: none did, answered as null),
- * highest cost first. $1 workspace, $2 first day, $3 last day (both included, `YYYY-MM-DD`).
+ * highest cost first. $1 workspace, $2 first day, $3 last day (both included, `YYYY-MM-DD`), $4 an API key or null.
  */
 export const BY_PROVIDER_SQL = `
   SELECT nullif(provider, '') AS provider,
          sum(requests) AS requests,
          sum(cost_millicents) AS cost
     FROM usage_daily_totals
-   WHERE workspace_id = $1 AND day >= $2::date AND day <= $3::date
+   WHERE workspace_id = $1 AND day >= $2::date AND day <= $3::date AND ($4::uuid IS NULL OR api_key_id = $4::uuid)
    GROUP BY provider
   HAVING sum(requests) > 0
    ORDER BY cost DESC, requests DESC, provider`;
 
+/** "No key" in usage_daily_totals' grain (a primary key holds no null): requests made without one. */
+export const NO_API_KEY = '00000000-0000-0000-0000-000000000000';
+
+/**
+ * Grouped by the API key the requests were made with (null: none), with the key's name now,
+ * highest cost first. $1 workspace, $2 first day, $3 last day (both included), $4 an API key or null.
+ */
+export const BY_API_KEY_SQL = `
+  SELECT nullif(t.api_key_id, '${NO_API_KEY}'::uuid) AS api_key_id,
+         k.name AS api_key_name,
+         sum(t.requests) AS requests,
+         sum(t.cost_millicents) AS cost
+    FROM usage_daily_totals t
+    LEFT JOIN api_keys k ON k.id = t.api_key_id
+   WHERE t.workspace_id = $1 AND t.day >= $2::date AND t.day <= $3::date AND ($4::uuid IS NULL OR t.api_key_id = $4::uuid)
+   GROUP BY t.api_key_id, k.name
+  HAVING sum(t.requests) > 0
+   ORDER BY cost DESC, requests DESC, t.api_key_id`;
+
 /**
  * Every UTC day of the range, newest first, days without requests as zeros.
- * $1 workspace, $2 first day, $3 last day (both included, `YYYY-MM-DD`).
+ * $1 workspace, $2 first day, $3 last day (both included, `YYYY-MM-DD`), $4 an API key or null.
  */
 export const DAILY_SQL = `
   SELECT to_char(days.day, 'YYYY-MM-DD') AS date,
@@ -74,6 +94,7 @@ export const DAILY_SQL = `
     FROM generate_series($2::timestamp, $3::timestamp, interval '1 day') AS days(day)
     LEFT JOIN usage_daily_totals AS t
            ON t.workspace_id = $1 AND t.day = days.day::date AND t.day >= $2::date AND t.day <= $3::date
+          AND ($4::uuid IS NULL OR t.api_key_id = $4::uuid)
    GROUP BY days.day
    ORDER BY days.day DESC`;
 
@@ -98,8 +119,8 @@ export interface UsageTotals {
 
 /** The newest `query.limit + 1` records (the extra one tells whether more follow) after an optional cursor, filtered. */
 export function recentSql(workspaceId: string, query: RecentUsageQuery): { sql: string; parameters: unknown[] } {
-  const { model, assistantId, userId, status } = query;
-  return recordsSql(workspaceId, { model, assistantId, userId, status }, query.limit + 1, query.startingAfter);
+  const { model, apiKeyId, assistantId, userId, status } = query;
+  return recordsSql(workspaceId, { model, apiKeyId, assistantId, userId, status }, query.limit + 1, query.startingAfter);
 }
 
 interface SummaryRow {
@@ -114,6 +135,13 @@ interface SummaryRow {
 
 interface ProviderRow {
   provider: string | null;
+  requests: string;
+  cost: string;
+}
+
+interface KeyRow {
+  api_key_id: string | null;
+  api_key_name: string | null;
   requests: string;
   cost: string;
 }
@@ -141,13 +169,15 @@ export class UsageStatsService {
     return resolvePeriod(query, { now, retentionDays: this.config.usageRetentionDays });
   }
 
-  async summary(workspaceId: string, period: UsagePeriod): Promise<UsageSummaryDto> {
+  /** With `apiKeyId`: only the requests made with that key. */
+  async summary(workspaceId: string, period: UsagePeriod, apiKeyId?: string): Promise<UsageSummaryDto> {
     await this.pending.written(workspaceId);
-    const parameters = [workspaceId, period.startDate, period.endDate];
-    const [rows, providers] = (await Promise.all([
+    const parameters = [workspaceId, period.startDate, period.endDate, apiKeyId ?? null];
+    const [rows, providers, keys] = (await Promise.all([
       this.records.manager.query(SUMMARY_SQL, parameters),
       this.records.manager.query(BY_PROVIDER_SQL, parameters),
-    ])) as [SummaryRow[], ProviderRow[]];
+      this.records.manager.query(BY_API_KEY_SQL, parameters),
+    ])) as [SummaryRow[], ProviderRow[], KeyRow[]];
     const totals = rows[0];
     return {
       period: { start: period.start, end: period.end },
@@ -159,12 +189,18 @@ export class UsageStatsService {
       },
       by_model: rows.map((row) => ({ model: row.model, requests: Number(row.requests), cost_millicents: Number(row.cost) })),
       by_provider: providers.map((row) => ({ provider: row.provider, requests: Number(row.requests), cost_millicents: Number(row.cost) })),
+      by_api_key: keys.map((row) => ({
+        api_key_id: row.api_key_id,
+        api_key_name: row.api_key_name,
+        requests: Number(row.requests),
+        cost_millicents: Number(row.cost),
+      })),
     };
   }
 
-  async daily(workspaceId: string, period: UsagePeriod): Promise<DailyUsageDto[]> {
+  async daily(workspaceId: string, period: UsagePeriod, apiKeyId?: string): Promise<DailyUsageDto[]> {
     await this.pending.written(workspaceId);
-    const rows = (await this.records.manager.query(DAILY_SQL, [workspaceId, period.startDate, period.endDate])) as DailyRow[];
+    const rows = (await this.records.manager.query(DAILY_SQL, [workspaceId, period.startDate, period.endDate, apiKeyId ?? null])) as DailyRow[];
     return rows.map((row) => ({
       date: row.date,
       requests: Number(row.requests),

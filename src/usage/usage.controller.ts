@@ -26,13 +26,13 @@ export class UsageController {
   @ApiStandardResponses({ ok: UsageSummaryResponseDto, errors: [400] })
   @ApiOperation({
     summary: 'Usage summary for a date range',
-    description: `Totals of the workspace's requests (successful and failed) and their cost per model and per provider that answered, highest cost first. ${RANGE_RULES}`,
+    description: `Totals of the workspace's requests (successful and failed) and their cost per model, per provider that answered and per API key, highest cost first; with \`api_key_id\`, only that key's. ${RANGE_RULES}`,
   })
   async summary(
     @CurrentPrincipal() principal: Principal,
     @Query() query: UsageRangeQueryDto,
   ): Promise<UsageSummaryResponseDto> {
-    return { data: await this.stats.summary(principal.workspaceId, this.stats.period(query)) };
+    return { data: await this.stats.summary(principal.workspaceId, this.stats.period(query), query.api_key_id) };
   }
 
   @Get('recent')
@@ -46,6 +46,7 @@ export class UsageController {
       limit: query.limit ?? 20,
       startingAfter: query.starting_after,
       model: query.model,
+      apiKeyId: query.api_key_id,
       assistantId: query.assistant_id,
       userId: query.user_id,
       status: query.status,
@@ -59,6 +60,6 @@ export class UsageController {
     description: `One entry per UTC day of the range, days without requests included as zeros. ${RANGE_RULES}`,
   })
   async daily(@CurrentPrincipal() principal: Principal, @Query() query: UsageRangeQueryDto): Promise<DailyUsageResponseDto> {
-    return { data: await this.stats.daily(principal.workspaceId, this.stats.period(query)) };
+    return { data: await this.stats.daily(principal.workspaceId, this.stats.period(query), query.api_key_id) };
   }
 }

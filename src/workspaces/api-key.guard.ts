@@ -7,6 +7,7 @@ import type { ApiRequest } from '../common/http/request-context';
 import { RateLimitService } from '../limits/rate-limit.service';
 import { ApiKeysService } from './api-keys.service';
 import { workspaceSuspended } from './workspace-status';
+import { addressAllowed } from './key-limits';
 
 /**
  * Global: every route needs a valid `Authorization: Bearer sk-...` unless marked
@@ -38,6 +39,12 @@ export class ApiKeyGuard implements CanActivate {
     // A valid key of a suspended workspace: refused with a reason, not counted as a guess.
     if (principal?.suspended) throw workspaceSuspended();
     if (principal) {
+      if (principal.allowedFrom && !addressAllowed(principal.allowedFrom, req.ip)) {
+        throw ApiError.permissionDenied(
+          `This API key may not be used from your address (${req.ip ?? 'unknown'}): its allowed IP ranges do not include it.`,
+          'ip_not_allowed',
+        );
+      }
       req.principal = principal;
       // Memory only; written in batches (ApiKeysService.flushLastUsed).
       this.apiKeys.recordUse(principal.apiKeyId);

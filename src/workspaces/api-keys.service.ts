@@ -8,6 +8,7 @@ import type { Principal } from '../common/http/request-context';
 import { ApiKey } from './entities/api-key.entity';
 import { Workspace } from './entities/workspace.entity';
 import { effectiveRateLimitRpm } from '../limits/tier-policy';
+import { addressRanges, checkedKeyLimits, hasKeyLimits, KeyLimits, KeyLimitsChange, NO_KEY_LIMITS as NO_LIMITS } from './key-limits';
 
 /** `sk-` and 43 characters of base64url: 256 bits from the CSPRNG. */
 const KEY_FORMAT = /^sk-[A-Za-z0-9_-]{32,200}$/;
@@ -35,6 +36,8 @@ export interface CreateApiKeyOptions {
   expiresAt?: Date | null;
   /** The dashboard user who makes it; absent for the CLI and first start. */
   createdBy?: string | null;
+  /** Its limits beyond the workspace's (see key-limits.ts); absent: none. */
+  limits?: KeyLimitsChange;
 }
 
 export interface CreatedApiKey {
@@ -65,6 +68,7 @@ export interface ApiKeySummary {
   revokedAt: Date | null;
   /** Revoked wins over expired. */
   status: ApiKeyStatus;
+  limits: KeyLimits;
 }
 
 interface ApiKeySummaryRow {
@@ -76,6 +80,12 @@ interface ApiKeySummaryRow {
   expires_at: Date | null;
   last_used_at: Date | null;
   revoked_at: Date | null;
+  spend_limit_millicents: string | null;
+  spend_limit_period: KeyLimits['spendLimitPeriod'];
+  allowed_models: string[] | null;
+  allowed_assistants: string[] | null;
+  rate_limit_rpm: number | null;
+  allowed_ips: string[] | null;
 }
 
 @Injectable()
@@ -122,6 +132,7 @@ export class ApiKeysService implements OnApplicationBootstrap, BeforeApplication
     assertUuid(workspaceId, 'workspace');
     const fields: CreateApiKeyOptions = typeof options === 'string' ? { name: options } : (options ?? {});
     const { name = null, expiresAt = null, createdBy = null } = fields;
+    const limits = checkedKeyLimits(NO_LIMITS, fields.limits ?? {});
     if (expiresAt !== null) {
       if (!(expiresAt instanceof Date) || Number.isNaN(expiresAt.getTime())) {
         throw ApiError.badRequest('expires_at must be a valid date.', 'expires_at');
@@ -147,6 +158,7 @@ export class ApiKeysService implements OnApplicationBootstrap, BeforeApplication
         createdBy,
         expiresAt,
         lastUsedAt: null,
+        ...limits,
       }),
     );
     return { id: row.id, apiKey, displayPrefix: row.displayPrefix, expiresAt: row.expiresAt };
@@ -156,7 +168,8 @@ export class ApiKeysService implements OnApplicationBootstrap, BeforeApplication
   async list(workspaceId: string): Promise<ApiKeySummary[]> {
     assertUuid(workspaceId, 'workspace');
     const rows: ApiKeySummaryRow[] = await this.keys.query(
-      `SELECT id, name, display_prefix, created_at, created_by, expires_at, last_used_at, revoked_at
+      `SELECT id, name, display_prefix, created_at, created_by, expires_at, last_used_at, revoked_at,
+              spend_limit_millicents, spend_limit_period, allowed_models, allowed_assistants, rate_limit_rpm, allowed_ips
          FROM api_keys
         WHERE workspace_id = $1
         ORDER BY created_at DESC, id DESC`,
@@ -173,7 +186,45 @@ export class ApiKeysService implements OnApplicationBootstrap, BeforeApplication
       lastUsedAt: row.last_used_at,
       revokedAt: row.revoked_at,
       status: row.revoked_at ? 'revoked' : row.expires_at && row.expires_at.getTime() <= now ? 'expired' : 'active',
+      limits: {
+        spendLimitMillicents: row.spend_limit_millicents === null ? null : Number(row.spend_limit_millicents),
+        spendLimitPeriod: row.spend_limit_period,
+        allowedModels: row.allowed_models,
+        allowedAssistants: row.allowed_assistants,
+        rateLimitRpm: row.rate_limit_rpm,
+        allowedIps: row.allowed_ips,
+      },
     }));
+  }
+
+  /**
+   * Sets a key's limits (the fields of `change`; null clears one). With `workspaceId`, a key of
+   * another workspace is not found. Takes effect at once in this process, on other replicas
+   * within KEY_CACHE_TTL_MS; a lowered spending limit holds for requests admitted after it.
+   */
+  async setLimits(keyId: string, change: KeyLimitsChange, workspaceId?: string): Promise<{ id: string; limits: KeyLimits }> {
+    assertUuid(keyId, 'key');
+    if (workspaceId !== undefined) assertUuid(workspaceId, 'workspace');
+    const key = await this.keys.findOneBy(workspaceId === undefined ? { id: keyId } : { id: keyId, workspaceId });
+    if (!key) throw ApiError.notFound(`No API key with id ${keyId}.`, 'api_key_not_found');
+    const limits = checkedKeyLimits(limitsOf(key), change);
+    await this.keys.update({ id: keyId }, limits);
+    this.forget(key.keyHash);
+    return { id: keyId, limits };
+  }
+
+  /** The key's own row, for GET /v1/key: its name, limits and dates. */
+  async describe(keyId: string): Promise<ApiKey> {
+    const key = await this.keys.findOneBy({ id: keyId });
+    if (!key) throw ApiError.notFound(`No API key with id ${keyId}.`, 'api_key_not_found');
+    return key;
+  }
+
+  /** Drops a key's cache entry (and a lookup under way) after a change to it. */
+  private forget(keyHash: string): void {
+    this.cacheGeneration++;
+    this.cache.delete(keyHash);
+    this.lookups.delete(keyHash);
   }
 
   /**
@@ -188,9 +239,7 @@ export class ApiKeysService implements OnApplicationBootstrap, BeforeApplication
     if (!key) throw ApiError.notFound(`No API key with id ${keyId}.`, 'api_key_not_found');
     const revokedAt = key.revokedAt ?? new Date();
     if (!key.revokedAt) await this.keys.update({ id: keyId }, { revokedAt });
-    this.cacheGeneration++;
-    this.cache.delete(key.keyHash);
-    this.lookups.delete(key.keyHash);
+    this.forget(key.keyHash);
     return { id: keyId, revoked_at: revokedAt.toISOString() };
   }
 
@@ -295,6 +344,8 @@ export class ApiKeysService implements OnApplicationBootstrap, BeforeApplication
             tier: key.workspace.tier,
             rateLimitRpm: effectiveRateLimitRpm(key.workspace.tier, key.workspace.customRateLimitRpm),
             suspended: key.workspace.status === 'suspended',
+            apiKeyName: key.name,
+            ...limitsOfKey(key),
           }
         : null;
     // A revocation while this query ran: what it read may be stale, so it is not cached.
@@ -312,6 +363,25 @@ export class ApiKeysService implements OnApplicationBootstrap, BeforeApplication
     }
     this.cache.set(hash, { principal, expiresAt });
   }
+}
+
+/** A key row's limits. */
+export function limitsOf(key: ApiKey): KeyLimits {
+  return {
+    spendLimitMillicents: key.spendLimitMillicents,
+    spendLimitPeriod: key.spendLimitPeriod,
+    allowedModels: key.allowedModels,
+    allowedAssistants: key.allowedAssistants,
+    rateLimitRpm: key.rateLimitRpm,
+    allowedIps: key.allowedIps,
+  };
+}
+
+/** What a principal carries of its key's limits: nothing for a key without any. */
+function limitsOfKey(key: ApiKey): Pick<Principal, 'keyLimits' | 'allowedFrom'> {
+  const limits = limitsOf(key);
+  if (!hasKeyLimits(limits)) return {};
+  return { keyLimits: limits, ...(limits.allowedIps && { allowedFrom: addressRanges(limits.allowedIps) }) };
 }
 
 export function hashKey(apiKey: string): string {

@@ -7,10 +7,14 @@ import { ApiKeysService } from './api-keys.service';
 import { ApiKey } from './entities/api-key.entity';
 import { Workspace } from './entities/workspace.entity';
 import { WorkspacesService } from './workspaces.service';
+import { KeyController } from './key.controller';
+import { KeySpendService } from './key-spend';
+import { PendingSettlementsModule } from '../common/settlements/pending-settlements';
 
 @Module({
-  imports: [TypeOrmModule.forFeature([Workspace, ApiKey]), WalletModule, LimitsModule],
-  providers: [WorkspacesService, ApiKeysService, ApiKeyGuard],
-  exports: [WorkspacesService, ApiKeysService, ApiKeyGuard],
+  imports: [TypeOrmModule.forFeature([Workspace, ApiKey]), WalletModule, LimitsModule, PendingSettlementsModule],
+  controllers: [KeyController],
+  providers: [WorkspacesService, ApiKeysService, ApiKeyGuard, KeySpendService],
+  exports: [WorkspacesService, ApiKeysService, ApiKeyGuard, KeySpendService],
 })
 export class WorkspacesModule {}

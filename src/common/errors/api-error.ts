@@ -35,6 +35,8 @@ export interface ApiErrorBody {
     code: string | null;
     param: string | null;
     retry_after_seconds?: number;
+    /** key_limit_exceeded: what the key may still spend in its period, in whole millicents. */
+    remaining_millicents?: number;
   };
 }
 
@@ -48,6 +50,8 @@ export interface ApiErrorOptions {
   /** Headers the response must carry, e.g. `Retry-After`. */
   headers?: Record<string, string>;
   retryAfterSeconds?: number;
+  /** key_limit_exceeded: what the key may still spend in its period. */
+  remainingMillicents?: number;
 }
 
 /**
@@ -60,6 +64,7 @@ export class ApiError extends Error {
   readonly param: string | null;
   readonly headers: Record<string, string>;
   readonly retryAfterSeconds?: number;
+  readonly remainingMillicents?: number;
 
   constructor(
     readonly type: ApiErrorType,
@@ -73,6 +78,7 @@ export class ApiError extends Error {
     this.param = options.param ?? null;
     this.headers = options.headers ?? {};
     this.retryAfterSeconds = options.retryAfterSeconds;
+    this.remainingMillicents = options.remainingMillicents;
   }
 
   toBody(): ApiErrorBody {
@@ -80,6 +86,7 @@ export class ApiError extends Error {
       error: { type: this.type, message: this.message, code: this.code, param: this.param },
     };
     if (this.retryAfterSeconds !== undefined) body.error.retry_after_seconds = this.retryAfterSeconds;
+    if (this.remainingMillicents !== undefined) body.error.remaining_millicents = this.remainingMillicents;
     return body;
   }
 

@@ -17,6 +17,9 @@ class ErrorDetailDto {
 
   @ApiPropertyOptional({ description: 'Only on 429: seconds until the window resets.', example: 42 })
   retry_after_seconds?: number;
+
+  @ApiPropertyOptional({ description: 'Only on 402 `key_limit_exceeded`: whole millicents the API key may still spend in its period.', example: 1200 })
+  remaining_millicents?: number;
 }
 
 export class ErrorBodyDto {
@@ -37,8 +40,8 @@ export const API_RESPONSE_HEADERS = {
 const ERROR_DESCRIPTIONS: Partial<Record<number, string>> = {
   400: 'bad_request: invalid parameters (`param` names the field)',
   401: 'authentication_error: missing, malformed, unknown or revoked API key',
-  402: 'insufficient_balance: the wallet cannot cover the request',
-  403: 'permission_denied: a tier or feature limit',
+  402: "insufficient_balance: the wallet cannot cover the request (code `insufficient_balance`), or the API key's spending limit cannot (code `key_limit_exceeded`, with `remaining_millicents`)",
+  403: 'permission_denied: a tier or feature limit, or a limit of the API key (codes `model_not_allowed`, `assistant_not_allowed`, `ip_not_allowed`)',
   404: 'not_found',
   409: 'conflict',
   413: 'bad_request: the body is over the size limit',

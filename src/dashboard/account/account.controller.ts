@@ -6,7 +6,7 @@ import { VerificationMail } from '../auth/verification-mail';
 import { DashboardController, SignedIn } from '../dashboard.decorators';
 import type { PageRequest } from '../page-request';
 import { PagesService } from '../pages.service';
-import { formErrors, startSession } from '../sessions';
+import { formErrors, safeNext, startSession } from '../sessions';
 
 /** The signed-in person's own account: name, password, email verification. */
 @DashboardController('account')
@@ -43,7 +43,7 @@ export class AccountController {
   async changePassword(
     @Req() req: PageRequest,
     @Res() res: Response,
-    @Body() form: { current_password?: string; password?: string },
+    @Body() form: { current_password?: string; password?: string; next?: string },
   ): Promise<void> {
     let changedAt: Date;
     try {
@@ -53,7 +53,11 @@ export class AccountController {
     }
     // regenerate() deletes the old session from the store and starts one under a new id.
     await startSession(req, req.user!.id, Math.max(Date.now(), changedAt.getTime()));
-    await this.pages.redirect(req, res, '/account', { kind: 'success', text: 'Your password is changed. Your other sessions have ended.' });
+    // The overview's set-a-password form comes back to the overview.
+    await this.pages.redirect(req, res, safeNext(form.next) ?? '/account', {
+      kind: 'success',
+      text: 'Your password is changed. Your other sessions have ended.',
+    });
   }
 
   @Post('verification')

@@ -3,6 +3,28 @@
 (function () {
   'use strict';
 
+  // Disclosure menus (the workspace switcher): <li data-disclosure><button aria-expanded aria-controls>
+  // and the list it shows. Enter, Space or a click toggle it; Escape or a click elsewhere closes it.
+  document.documentElement.classList.add('js');
+  function setExpanded(toggle, open) {
+    toggle.setAttribute('aria-expanded', open ? 'true' : 'false');
+  }
+  document.addEventListener('click', function (event) {
+    var toggle = event.target.closest && event.target.closest('[data-disclosure] > button[aria-expanded]');
+    document.querySelectorAll('[data-disclosure] > button[aria-expanded="true"]').forEach(function (open) {
+      if (open !== toggle && !open.parentNode.contains(event.target)) setExpanded(open, false);
+    });
+    if (toggle) setExpanded(toggle, toggle.getAttribute('aria-expanded') !== 'true');
+  });
+  document.addEventListener('keydown', function (event) {
+    if (event.key !== 'Escape') return;
+    var container = event.target.closest && event.target.closest('[data-disclosure]');
+    var toggle = container && container.querySelector('button[aria-expanded="true"]');
+    if (!toggle) return;
+    setExpanded(toggle, false);
+    toggle.focus();
+  });
+
   // Copy buttons: <button data-copy="element-id">Copy</button>
   document.addEventListener('click', function (event) {
     var button = event.target.closest && event.target.closest('[data-copy]');

@@ -223,7 +223,11 @@ export class AuthController {
     const userId = await this.accounts.consumeToken(token, 'sign_in');
     if (!userId) return this.expiredLink(req, res, 'login');
     await startSession(req, userId);
-    await this.pages.redirect(req, res, '/account', { kind: 'info', text: 'You are signed in. Set a password to sign in with it next time.' });
+    // Straight to the workspace (the demo one at first start), whose overview asks for a
+    // password: the first steps are there, not on the account page.
+    const workspaces = await this.members.workspacesOf(userId);
+    const workspace = workspaces.find((candidate) => candidate.role === 'owner') ?? workspaces[0];
+    await this.pages.redirect(req, res, workspace ? `/w/${workspace.id}` : '/account', { kind: 'info', text: 'You are signed in.' });
   }
 
   private async signupClosed(req: PageRequest, res: Response): Promise<void> {

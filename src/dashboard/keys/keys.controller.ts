@@ -9,11 +9,21 @@ import type { PageRequest } from '../page-request';
 import { PagesService } from '../pages.service';
 import { formatDateTime } from '../format';
 import { formErrors } from '../sessions';
-import { EXPIRY_CHOICES, KEY_NAME_MAX_LENGTH, keyRow, KeyFormValues, readKeyForm } from './key-form';
+import { EXPIRY_CHOICES, KEY_NAME_MAX_LENGTH, keyRow, KeyFormValues, KeyLimitsFormValues, limitsFormValues, readKeyForm, readKeyLimitsForm } from './key-form';
+import { KeySpendService } from '../../workspaces/key-spend';
+import { SPEND_PERIODS } from '../../workspaces/key-limits';
+import { ModelsService } from '../../models/models.service';
+import { AssistantsService } from '../../assistants/assistants.service';
+import { dollarsField, formatMillicents } from '../../common/dollars';
 
 interface Form {
-  [field: string]: string | undefined;
+  [field: string]: string | string[] | undefined;
 }
+
+/** A form field as one string (the last, if sent twice). */
+const text = (value: string | string[] | undefined): string => (Array.isArray(value) ? (value.at(-1) ?? '') : (value ?? ''));
+/** A form field as a list (checkboxes: absent when none is checked). */
+const list = (value: string | string[] | undefined): string[] => (value === undefined ? [] : Array.isArray(value) ? value : [value]);
 
 /**
  * Settings > API keys: everyone in the workspace sees the list; admins and owners create
@@ -26,6 +36,9 @@ export class KeysController {
     private readonly pages: PagesService,
     private readonly apiKeys: ApiKeysService,
     private readonly accounts: AccountsService,
+    private readonly spend: KeySpendService,
+    private readonly models: ModelsService,
+    private readonly assistants: AssistantsService,
   ) {}
 
   @Get()
@@ -37,7 +50,7 @@ export class KeysController {
   @Post()
   @RequireRole('admin')
   async create(@Req() req: PageRequest, @Res() res: Response, @Body() form: Form): Promise<void> {
-    const values: KeyFormValues = { name: form.name ?? '', expires: form.expires ?? 'never', expires_on: form.expires_on ?? '' };
+    const values: KeyFormValues = { name: text(form.name), expires: text(form.expires) || 'never', expires_on: text(form.expires_on) };
     const read = readKeyForm(values);
     if (!read.ok) return this.renderList(req, res, values, read.errors, 400);
     let created;
@@ -82,7 +95,7 @@ export class KeysController {
       csrfToken: '',
       member: req.member,
       canManage: true,
-      key: keyRow(key, await this.accounts.namesOf([key.createdBy])),
+      key: keyRow(key, await this.accounts.namesOf([key.createdBy]), await this.spend.of(workspaceId, [key.id])),
     });
     // The row first: in a <template>, a <div> after a <tr> is kept, one before it would drop the row.
     const message = await this.pages.fragment('partials/flash', { flash: [flash] });
@@ -91,6 +104,79 @@ export class KeysController {
       .type('html')
       .setHeader('Cache-Control', 'no-store')
       .send(`${row}<div id="flash-area" hx-swap-oob="true">${message}</div>`);
+  }
+
+  /** A key's limits: what it spent in the period, and the form that sets them (admins). */
+  @Get(':keyId/limits')
+  @RequireRole('admin')
+  async limits(@Req() req: PageRequest, @Res() res: Response, @Param('keyId') keyId: string): Promise<void> {
+    const key = await this.keyOf(req, keyId);
+    await this.renderLimits(req, res, key, limitsFormValues(key.limits, dollarsField), {});
+  }
+
+  @Post(':keyId/limits')
+  @RequireRole('admin')
+  async setLimits(@Req() req: PageRequest, @Res() res: Response, @Param('keyId') keyId: string, @Body() form: Form): Promise<void> {
+    const key = await this.keyOf(req, keyId);
+    const values: KeyLimitsFormValues = {
+      spend_limit: text(form.spend_limit),
+      spend_limit_period: text(form.spend_limit_period) || 'none',
+      allowed_models: list(form.allowed_models),
+      allowed_assistants: list(form.allowed_assistants),
+      rate_limit_rpm: text(form.rate_limit_rpm),
+      allowed_ips: text(form.allowed_ips),
+    };
+    const read = readKeyLimitsForm(values);
+    if (!read.ok) return this.renderLimits(req, res, key, values, read.errors, 400);
+    try {
+      await this.apiKeys.setLimits(key.id, read.change, req.member!.id);
+    } catch (error) {
+      return this.renderLimits(req, res, key, values, formErrors(error), 400);
+    }
+    const label = key.name ? `"${key.name}"` : key.displayPrefix;
+    await this.pages.redirect(req, res, `/w/${req.member!.id}/settings/keys`, { kind: 'success', text: `The limits of the key ${label} are saved: they apply within seconds.` });
+  }
+
+  /** A key of the member's workspace; another workspace's is not found, like an unknown id. */
+  private async keyOf(req: PageRequest, keyId: string) {
+    if (!isUUID(keyId)) throw new NotFoundException();
+    const key = (await this.apiKeys.list(req.member!.id)).find((candidate) => candidate.id === keyId);
+    if (!key) throw new NotFoundException();
+    return key;
+  }
+
+  private async renderLimits(
+    req: PageRequest,
+    res: Response,
+    key: Awaited<ReturnType<KeysController['keyOf']>>,
+    values: KeyLimitsFormValues,
+    errors: Record<string, string>,
+    status = 200,
+  ): Promise<void> {
+    const workspaceId = req.member!.id;
+    const spent = (await this.spend.of(workspaceId, [key.id])).get(key.id);
+    const assistants = await this.assistants.list(workspaceId);
+    await this.pages.render(
+      req,
+      res,
+      'key-limits',
+      {
+        key: { id: key.id, label: key.name ?? `${key.displayPrefix}…`, prefix: `${key.displayPrefix}…` },
+        spent: spent && {
+          period: formatMillicents(spent.period),
+          held: formatMillicents(spent.held),
+          today: formatMillicents(spent.today),
+          month: formatMillicents(spent.month),
+        },
+        periodName: key.limits.spendLimitPeriod,
+        values,
+        errors,
+        periods: SPEND_PERIODS,
+        models: this.models.list().map((model) => model.id),
+        assistants: assistants.map((assistant) => ({ slug: assistant.slug, name: assistant.name })),
+      },
+      status,
+    );
   }
 
   private async renderList(
@@ -102,12 +188,13 @@ export class KeysController {
   ): Promise<void> {
     const keys = await this.apiKeys.list(req.member!.id);
     const creators = await this.accounts.namesOf(keys.map((key) => key.createdBy));
+    const spend = await this.spend.of(req.member!.id, keys.filter((key) => key.limits.spendLimitMillicents !== null).map((key) => key.id));
     await this.pages.render(
       req,
       res,
       'keys',
       {
-        keys: keys.map((key) => keyRow(key, creators)),
+        keys: keys.map((key) => keyRow(key, creators, spend)),
         canManage: roleAtLeast(req.member!.role, 'admin'),
         values,
         errors,

@@ -1,6 +1,8 @@
 import { Get, Req, Res } from '@nestjs/common';
 import type { Response } from 'express';
+import { AccountsService } from '../../accounts/accounts.service';
 import { roleAtLeast } from '../../accounts/entities/membership.entity';
+import { PASSWORD_MIN_LENGTH } from '../../accounts/passwords';
 import { UNLIMITED } from '../../limits/tier-policy';
 import { WidgetSpendingService } from '../../widget/widget-spending.service';
 import { DashboardController, RequireRole } from '../dashboard.decorators';
@@ -16,6 +18,7 @@ export class OverviewController {
     private readonly pages: PagesService,
     private readonly overviews: OverviewService,
     private readonly widgetSpending: WidgetSpendingService,
+    private readonly accounts: AccountsService,
   ) {}
 
   @Get()
@@ -23,7 +26,11 @@ export class OverviewController {
   async overview(@Req() req: PageRequest, @Res() res: Response): Promise<void> {
     const workspaceId = req.member!.id;
     req.session.lastWorkspaceId = workspaceId;
-    const [overview, widgetsNearCap] = await Promise.all([this.overviews.of(workspaceId), this.widgetSpending.nearCapToday(workspaceId)]);
+    const [overview, widgetsNearCap, hasPassword] = await Promise.all([
+      this.overviews.of(workspaceId),
+      this.widgetSpending.nearCapToday(workspaceId),
+      this.accounts.hasPassword(req.user!.id),
+    ]);
     const { steps } = overview;
     await this.pages.render(req, res, 'overview', {
       overview,
@@ -42,6 +49,8 @@ export class OverviewController {
           : `${overview.assistants.count} of ${overview.assistants.max}`,
       monthName: new Date(`${overview.month.startDate}T00:00:00Z`).toLocaleString('en-US', { month: 'long', timeZone: 'UTC' }),
       canManage: roleAtLeast(req.member!.role, 'admin'),
+      // Signed in by the first-start link, without a password yet: asked here, where the link lands.
+      setPassword: hasPassword ? null : { minLength: PASSWORD_MIN_LENGTH },
       showFirstSteps: !(steps.key && steps.call && steps.assistant),
       apiBase: this.pages.absoluteUrl(req, '/v1'),
       // Chat widgets near or at their daily cap today: a script may be driving them.

@@ -13,6 +13,7 @@ import type { PageRequest } from '../page-request';
 import { PagesService } from '../pages.service';
 import { formErrors } from '../sessions';
 import { allowedPeriods, lastDays, periodDays, readRequestsQuery, RequestsQuery, requestsQueryOf } from './usage-query';
+import { ApiKeysService } from '../../workspaces/api-keys.service';
 
 /** Requests per page of the recent requests. */
 const REQUESTS_PAGE_SIZE = 50;
@@ -30,20 +31,37 @@ export class UsagePagesController {
     private readonly stats: UsageStatsService,
     private readonly explorer: UsageExplorerService,
     private readonly assistants: AssistantsService,
+    private readonly apiKeys: ApiKeysService,
     @InjectConfig() private readonly config: AppConfig,
   ) {}
 
   @Get()
   @RequireRole('member')
-  async summary(@Req() req: PageRequest, @Res() res: Response, @Query('days') daysAsked: unknown): Promise<void> {
+  async summary(@Req() req: PageRequest, @Res() res: Response, @Query('days') daysAsked: unknown, @Query('key') keyAsked: unknown): Promise<void> {
     const workspaceId = req.member!.id;
     const days = periodDays(daysAsked, this.config.usageRetentionDays);
     const period = this.stats.period(lastDays(days));
-    const [summary, daily] = await Promise.all([this.stats.summary(workspaceId, period), this.stats.daily(workspaceId, period)]);
+    const keys = await this.apiKeys.list(workspaceId);
+    // A key of this workspace, or all of them: anything else is no filter.
+    const key = keys.find((candidate) => candidate.id === keyAsked);
+    const [summary, daily] = await Promise.all([this.stats.summary(workspaceId, period, key?.id), this.stats.daily(workspaceId, period, key?.id)]);
     const usage = `/w/${workspaceId}/usage`;
+    const keyLabel = (id: string | null, name: string | null) =>
+      id === null ? 'No key (widget, playground)' : (name ?? `${keys.find((candidate) => candidate.id === id)?.displayPrefix ?? 'deleted key'}…`);
     await this.pages.render(req, res, 'usage', {
       days,
-      periods: allowedPeriods(this.config.usageRetentionDays).map((value) => ({ days: value, href: `${usage}${value === 30 ? '' : `?days=${value}`}` })),
+      periods: allowedPeriods(this.config.usageRetentionDays).map((value) => ({
+        days: value,
+        href: `${usage}${queryString({ days: value === 30 ? undefined : String(value), key: key?.id })}`,
+      })),
+      keys: keys.map((candidate) => ({ id: candidate.id, label: keyLabel(candidate.id, candidate.name) })),
+      key: key?.id ?? '',
+      byKey: summary.by_api_key.map((row) => ({
+        label: keyLabel(row.api_key_id, row.api_key_name),
+        requests: row.requests.toLocaleString('en-US'),
+        cost: formatMillicents(row.cost_millicents),
+        href: row.api_key_id && `${usage}/requests${queryString({ key: row.api_key_id, from: period.startDate, to: period.endDate })}`,
+      })),
       period: { start: period.startDate, end: period.endDate },
       totals: {
         requests: summary.summary.total_requests.toLocaleString('en-US'),
@@ -56,7 +74,7 @@ export class UsagePagesController {
         model: row.model,
         requests: row.requests.toLocaleString('en-US'),
         cost: formatMillicents(row.cost_millicents),
-        href: `${usage}/requests${queryString({ model: row.model, from: period.startDate, to: period.endDate })}`,
+        href: `${usage}/requests${queryString({ model: row.model, key: key?.id, from: period.startDate, to: period.endDate })}`,
       })),
       daily: daily.map((row) => ({
         date: row.date,
@@ -67,16 +85,17 @@ export class UsagePagesController {
         tokensText: row.tokens.toLocaleString('en-US'),
         cost: formatMillicents(row.cost_millicents),
       })),
-      dailyCsvHref: `${usage}/daily.csv?days=${days}`,
+      dailyCsvHref: `${usage}/daily.csv${queryString({ days: String(days), key: key?.id })}`,
     });
   }
 
   /** The daily table as CSV: the numbers of GET /v1/usage/daily for the period, exact costs in millicents. */
   @Get('daily.csv')
   @RequireRole('member')
-  async dailyCsv(@Req() req: PageRequest, @Res() res: Response, @Query('days') daysAsked: unknown): Promise<void> {
+  async dailyCsv(@Req() req: PageRequest, @Res() res: Response, @Query('days') daysAsked: unknown, @Query('key') keyAsked: unknown): Promise<void> {
     const days = periodDays(daysAsked, this.config.usageRetentionDays);
-    const daily = await this.stats.daily(req.member!.id, this.stats.period(lastDays(days)));
+    const key = (await this.apiKeys.list(req.member!.id)).find((candidate) => candidate.id === keyAsked);
+    const daily = await this.stats.daily(req.member!.id, this.stats.period(lastDays(days)), key?.id);
     await sendCsv(res, `usage-daily-${days}d.csv`, ['date', 'requests', 'tokens', 'cost_millicents'], toAsync(daily), (row) => [
       row.date,
       row.requests,
@@ -100,12 +119,14 @@ export class UsagePagesController {
         errors.after = formErrors(error).starting_after ?? 'That page link is broken.';
       }
     }
-    const [assistants, models] = await Promise.all([
+    const [assistants, keys, models] = await Promise.all([
       this.assistants.list(workspaceId),
+      this.apiKeys.list(workspaceId),
       this.explorer.modelsUsed(workspaceId, lastDays(this.config.usageRetentionDays).start_date),
     ]);
     if (query.model && !models.includes(query.model)) models.push(query.model);
     const names = new Map(assistants.map((assistant) => [assistant.id, assistant.name]));
+    const keyNames = new Map(keys.map((key) => [key.id, key.name ?? `${key.displayPrefix}…`]));
     const filters = { ...query, after: undefined };
     const path = `/w/${workspaceId}/usage/requests`;
     await this.pages.render(
@@ -118,11 +139,14 @@ export class UsagePagesController {
         filtered: REQUESTS_FILTERS.some((field) => query[field]),
         models,
         assistants: assistants.map((assistant) => ({ id: assistant.id, name: assistant.name })),
+        keys: keys.map((key) => ({ id: key.id, name: keyNames.get(key.id)! })),
         rows: page.data.map((row) => ({
           id: row.id,
           at: formatDateTime(new Date(row.created_at)),
           model: row.model,
           assistant: row.assistant_id ? (names.get(row.assistant_id) ?? 'deleted assistant') : null,
+          // The name the key had then; a key deleted since keeps it too.
+          key: row.api_key_id ? (row.api_key_name ?? keyNames.get(row.api_key_id) ?? 'a key') : null,
           status: row.status,
           errorCode: row.error_code,
           tokens: row.total_tokens.toLocaleString('en-US'),
@@ -156,19 +180,20 @@ export class UsagePagesController {
       [
         'id', 'created_at', 'request_id', 'model', 'assistant_id', 'status', 'error_code', 'input_tokens', 'output_tokens',
         'total_tokens', 'llm_cost_millicents', 'tool_cost_millicents', 'total_cost_millicents', 'latency_ms', 'user_id',
-        'subscription_id', 'tools_used', 'source',
+        'subscription_id', 'tools_used', 'source', 'api_key_id', 'api_key_name',
       ],
       this.explorer.all(req.member!.id, read.filter),
       (row) => [
         row.id, row.created_at, row.request_id, row.model, row.assistant_id, row.status, row.error_code, row.input_tokens,
         row.output_tokens, row.total_tokens, row.exact.llmCostMillicents, row.exact.toolCostMillicents,
         row.exact.totalCostMillicents, row.latency_ms, row.user_id, row.subscription_id, row.tools_used.join(' '), row.source,
+        row.api_key_id, row.api_key_name,
       ],
     );
   }
 }
 
-const REQUESTS_FILTERS: (keyof RequestsQuery)[] = ['model', 'assistant', 'status', 'user', 'from', 'to'];
+const REQUESTS_FILTERS: (keyof RequestsQuery)[] = ['model', 'key', 'assistant', 'status', 'user', 'from', 'to'];
 
 async function* toAsync<T>(rows: T[]): AsyncGenerator<T> {
   yield* rows;

@@ -1,6 +1,6 @@
 import { allowedPeriods, lastDays, periodDays, readRequestsQuery } from './usage-query';
 
-const empty = { model: '', assistant: '', status: '', user: '', from: '', to: '', after: '' };
+const empty = { model: '', key: '', assistant: '', status: '', user: '', from: '', to: '', after: '' };
 
 describe('usage page queries', () => {
   it('offers 7, 30 and 90 days within the retention window, 30 by default', () => {
@@ -21,6 +21,7 @@ describe('usage page queries', () => {
     const read = readRequestsQuery({
       ...empty,
       model: 'gpt-4o',
+      key: '5b2f0c1e-7a3d-4e8f-9b10-2c3d4e5f6a7b',
       assistant: '3f1e8a52-9c1d-4b7e-8f00-1d2c3b4a5f60',
       status: 'error',
       user: 'u, 1',
@@ -31,6 +32,7 @@ describe('usage page queries', () => {
       ok: true,
       filter: {
         model: 'gpt-4o',
+        apiKeyId: '5b2f0c1e-7a3d-4e8f-9b10-2c3d4e5f6a7b',
         assistantId: '3f1e8a52-9c1d-4b7e-8f00-1d2c3b4a5f60',
         status: 'error',
         userId: 'u, 1',
@@ -42,7 +44,7 @@ describe('usage page queries', () => {
   });
 
   it('names each bad filter', () => {
-    const read = readRequestsQuery({ ...empty, assistant: 'demo', status: 'ok', from: '2026-13-01', after: '1' });
-    expect(read.ok ? [] : Object.keys(read.errors).sort()).toEqual(['after', 'assistant', 'from', 'status']);
+    const read = readRequestsQuery({ ...empty, key: 'sk-abc', assistant: 'demo', status: 'ok', from: '2026-13-01', after: '1' });
+    expect(read.ok ? [] : Object.keys(read.errors).sort()).toEqual(['after', 'assistant', 'from', 'key', 'status']);
   });
 });

@@ -32,6 +32,7 @@ export function lastDays(days: number, now = new Date()): { start_date: string; 
 /** The filters of the recent requests page, as in its query string. */
 export interface RequestsQuery {
   model: string;
+  key: string;
   assistant: string;
   status: string;
   user: string;
@@ -40,7 +41,7 @@ export interface RequestsQuery {
   after: string;
 }
 
-export const REQUESTS_QUERY_FIELDS: (keyof RequestsQuery)[] = ['model', 'assistant', 'status', 'user', 'from', 'to', 'after'];
+export const REQUESTS_QUERY_FIELDS: (keyof RequestsQuery)[] = ['model', 'key', 'assistant', 'status', 'user', 'from', 'to', 'after'];
 
 export type ReadRequestsQuery =
   | { ok: true; filter: UsageRecordFilter; startingAfter?: string }
@@ -53,6 +54,10 @@ export function readRequestsQuery(query: RequestsQuery): ReadRequestsQuery {
   if (query.model) {
     if (query.model.length > 200) errors.model = 'A model id has at most 200 characters.';
     else filter.model = query.model;
+  }
+  if (query.key) {
+    if (isUUID(query.key)) filter.apiKeyId = query.key;
+    else errors.key = 'Choose one of the keys offered.';
   }
   if (query.assistant) {
     if (isUUID(query.assistant)) filter.assistantId = query.assistant;

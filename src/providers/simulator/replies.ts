@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { decode } from 'gpt-tokenizer';
 import type { ChatMessage, FunctionTool, ProviderRequest } from '../provider-adapter';
 import { countTextTokens, encodeText } from '../tokens';
+import { answerFromPassages, DOCUMENT_SEARCH_TOOL, isSmallTalk } from './document-answers';
 import { isPlainObject, valueForSchema } from './schema-values';
 
 // What the simulator answers a request, before it is shaped as a completion or a stream:
@@ -78,9 +79,11 @@ export function simulate(request: ProviderRequest, options: SimulatorOptions): R
 }
 
 /**
- * The tool to call, if any: `auto` calls the tool the last user message names (as before),
- * `required` and a named choice always call one (the named, else the best match, else the
- * first offered), `none` never does.
+ * The tool to call, if any: `auto` calls the tool the last user message names, else the
+ * assistant's file_search when it is offered and the message is not small talk (a newcomer
+ * who asks about an uploaded document gets an answer from it, not an echo); `required` and a
+ * named choice always call one (the named, else the best match, else the first offered);
+ * `none` never does.
  */
 function chosenTool(request: ProviderRequest, options: SimulatorOptions, last: ChatMessage | undefined, lastText: string): FunctionTool | undefined {
   const { mode, names } = options.toolChoice;
@@ -88,7 +91,8 @@ function chosenTool(request: ProviderRequest, options: SimulatorOptions, last: C
   const allowed = names ? offered.filter((tool) => names.includes(tool.function.name)) : offered;
   if (mode === 'none' || allowed.length === 0) return undefined;
   if (mode === 'required') return mentionedTool(allowed, lastUserText(request.messages)) ?? allowed[0];
-  return last?.role === 'user' ? mentionedTool(allowed, lastText) : undefined;
+  if (last?.role !== 'user') return undefined;
+  return mentionedTool(allowed, lastText) ?? (isSmallTalk(lastText) ? undefined : allowed.find((tool) => tool.function.name === DOCUMENT_SEARCH_TOOL));
 }
 
 /** Strings in the arguments get the user's last words, as a search query would. */
@@ -106,7 +110,7 @@ function toolCallReply(tool: FunctionTool, userText: string, maxTokens: number, 
 function textReply(request: ProviderRequest, options: SimulatorOptions, last: ChatMessage | undefined, lastText: string): Reply {
   const said =
     last?.role === 'tool'
-      ? `[simulator] The tool returned: ${excerpt(lastText, 400)}`
+      ? toolResultAnswer(request.messages, last, lastText)
       : `[simulator] This answer comes from the built-in simulator, not a real model: no API key is configured ` +
         `for the provider of ${request.model.id} (${request.model.provider}). You said: "${excerpt(lastText, 400)}"`;
   const format = options.responseFormat;
@@ -118,6 +122,21 @@ function textReply(request: ProviderRequest, options: SimulatorOptions, last: Ch
         : said;
   const cut = withinTokens(cutAtStop(text, options.stop), request.maxTokens);
   return { kind: 'text', text: cut.text, finishReason: cut.cut ? 'length' : 'stop' };
+}
+
+/**
+ * The answer after a tool ran: from the documents' sentences that match the question when
+ * file_search found passages, else the tool's result as it came.
+ */
+function toolResultAnswer(messages: ChatMessage[], last: ChatMessage, result: string): string {
+  const callId = (last as { tool_call_id?: string }).tool_call_id;
+  const caller = messages.findLast((message) => message.role === 'assistant' && message.tool_calls?.some((call) => call.id === callId));
+  const call = caller?.role === 'assistant' ? caller.tool_calls?.find((candidate) => candidate.id === callId) : undefined;
+  if (call?.type === 'function' && call.function.name === DOCUMENT_SEARCH_TOOL) {
+    const answer = answerFromPassages(lastUserText(messages), result);
+    if (answer) return `[simulator] From your documents: ${answer}`;
+  }
+  return `[simulator] The tool returned: ${excerpt(result, 400)}`;
 }
 
 /**

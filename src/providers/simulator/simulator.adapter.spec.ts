@@ -76,6 +76,40 @@ describe('SimulatorAdapter', () => {
     expect(completion.choices[0].finish_reason).toBe(called ? 'tool_calls' : 'stop');
   });
 
+  it('searches the documents (file_search offered) for a plain question, not for small talk, and answers from the passages', async () => {
+    const fileSearch: FunctionTool = {
+      type: 'function',
+      function: { name: 'file_search', parameters: { type: 'object', properties: { query: { type: 'string' } }, required: ['query'] } },
+    };
+    const asked = (content: string, extra: Record<string, unknown> = {}) =>
+      simulator.complete(request(extra, { tools: [weather, fileSearch], messages: [{ role: 'user', content }] }));
+    const question = await asked('When is the emergency generator tested?');
+    const call = question.choices[0].message.tool_calls?.[0];
+    expect(call?.type === 'function' && [call.function.name, JSON.parse(call.function.arguments)]).toEqual([
+      'file_search',
+      { query: 'When is the emergency generator tested?' },
+    ]);
+    // Small talk gets the usual echo; a named tool and tool_choice "none" keep their meaning.
+    expect((await asked('Hello!')).choices[0].message).toMatchObject({ content: expect.stringContaining('You said: "Hello!"') });
+    expect((await asked('What is the weather? get_weather')).choices[0].message.tool_calls?.[0]).toMatchObject({ function: { name: 'get_weather' } });
+    expect((await asked('When is the generator tested?', { tool_choice: 'none' })).choices[0].message.tool_calls).toBeUndefined();
+
+    const answer = await simulator.complete(
+      request(
+        {},
+        {
+          tools: [weather, fileSearch],
+          messages: [
+            { role: 'user', content: 'When is the emergency generator tested?' },
+            { role: 'assistant', content: null, tool_calls: [{ id: 'fs1', type: 'function', function: { name: 'file_search', arguments: '{}' } }] },
+            { role: 'tool', tool_call_id: 'fs1', content: '[1] handbook.pdf, passage 4\nLifts are serviced monthly. The emergency generator is tested every Tuesday.' },
+          ],
+        },
+      ),
+    );
+    expect(answer.choices[0].message.content).toBe('[simulator] From your documents: The emergency generator is tested every Tuesday. (from handbook.pdf)');
+  });
+
   it('calls the first tool offered when required and none is named, after a tool result too', async () => {
     const completion = await simulator.complete(
       request(

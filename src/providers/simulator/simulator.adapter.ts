@@ -11,7 +11,8 @@ type TokenLogprob = NonNullable<NonNullable<ChatCompletion['choices'][number]['l
 /**
  * A built-in model for development without provider keys. Deterministic: it says that it
  * is a simulator and echoes the last message; when the request offers a function tool
- * whose name the last user message mentions, it calls that tool. It honours what changes
+ * whose name the last user message mentions, it calls that tool, and it searches an
+ * assistant's documents (file_search) for a question that is not small talk. It honours what changes
  * the answer's shape (`tool_choice`, `response_format`, `stop`, `n`, `logprobs`), so that
  * clients relying on them work before any key is set. Tokens are counted with the real
  * tokenizer, so billing works exactly as with a real provider.

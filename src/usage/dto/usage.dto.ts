@@ -52,11 +52,19 @@ export class UsageRangeQueryDto {
     '2026-11-30',
   )
   end_date?: string;
+
+  @OptionalUuid('Only the requests made with this API key of the workspace.')
+  @ApiPropertyOptional({ example: '5b2f0c1e-7a3d-4e8f-9b10-2c3d4e5f6a7b' })
+  api_key_id?: string;
 }
 
 export class RecentUsageQueryDto extends PageQueryDto {
   @OptionalText('Only records of this model id.', 'gpt-4o-mini', 200)
   model?: string;
+
+  @OptionalUuid('Only records of requests made with this API key.')
+  @ApiPropertyOptional({ example: '5b2f0c1e-7a3d-4e8f-9b10-2c3d4e5f6a7b' })
+  api_key_id?: string;
 
   @OptionalUuid('Only records of requests handled by this assistant.')
   @ApiPropertyOptional({ example: '3f1e8a52-9c1d-4b7e-8f00-1d2c3b4a5f60' })
@@ -126,6 +134,26 @@ export class ProviderUsageDto {
   cost_millicents: number;
 }
 
+export class KeyUsageDto {
+  @ApiProperty({
+    type: String,
+    format: 'uuid',
+    nullable: true,
+    description: 'The API key the requests were made with; null for requests made without one (the widget, the dashboard playground).',
+    example: '5b2f0c1e-7a3d-4e8f-9b10-2c3d4e5f6a7b',
+  })
+  api_key_id: string | null;
+
+  @ApiProperty({ type: String, nullable: true, description: "The key's name now (its records keep the name it had then).", example: 'staging' })
+  api_key_name: string | null;
+
+  @ApiProperty({ type: 'integer', example: 1_020 })
+  requests: number;
+
+  @ApiProperty({ example: 388_112.625 })
+  cost_millicents: number;
+}
+
 export class UsageSummaryDto {
   @ApiProperty({ type: UsagePeriodDto })
   period: UsagePeriodDto;
@@ -141,6 +169,9 @@ export class UsageSummaryDto {
     description: 'One entry per provider that answered in the range (null: none did), highest cost first. Records from before upstream routing have provider null.',
   })
   by_provider: ProviderUsageDto[];
+
+  @ApiProperty({ type: [KeyUsageDto], description: 'One entry per API key used in the range, highest cost first.' })
+  by_api_key: KeyUsageDto[];
 }
 
 export class UsageSummaryResponseDto {
@@ -180,6 +211,18 @@ export class UsageRecordDto {
 
   @ApiProperty({ description: 'The `X-Request-Id` of the chat request.', example: 'req_4f9a1c2e' })
   request_id: string;
+
+  @ApiProperty({
+    type: String,
+    format: 'uuid',
+    nullable: true,
+    description: 'The API key it was made with; null without one (the widget, the playground).',
+    example: '5b2f0c1e-7a3d-4e8f-9b10-2c3d4e5f6a7b',
+  })
+  api_key_id: string | null;
+
+  @ApiProperty({ type: String, nullable: true, description: 'The name the key had when the request was made.', example: 'staging' })
+  api_key_name: string | null;
 
   @ApiProperty({ type: String, format: 'uuid', nullable: true, description: 'Assistant that handled the request; null in direct mode.', example: null })
   assistant_id: string | null;

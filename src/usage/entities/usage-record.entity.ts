@@ -36,6 +36,10 @@ export class UsageRecord {
   @Column({ name: 'api_key_id', type: 'uuid', nullable: true })
   apiKeyId: string | null;
 
+  /** The key's name when the request was made (a key renamed later keeps its old name here). */
+  @Column({ name: 'api_key_name', type: 'text', nullable: true })
+  apiKeyName: string | null;
+
   @Column({ name: 'assistant_id', type: 'uuid', nullable: true })
   assistantId: string | null;
 

@@ -30,6 +30,8 @@ var CSS =
   ':where(.acs *){box-sizing:border-box;font:inherit;color:inherit;margin:0;letter-spacing:inherit}' +
   '.launcher,.panel{position:fixed;bottom:20px;right:20px}.left .launcher,.left .panel{right:auto;left:20px}' +
   ':host([data-inline]) .launcher,:host([data-inline]) .panel{position:absolute}' +
+  // In the dashboard's preview the panel fits its frame (580 px): at its page height it rose above it, over the text.
+  ':host([data-inline]) .panel{top:12px;height:auto;width:min(380px,calc(100% - 40px))}' +
   '.launcher{width:56px;height:56px;border-radius:50%;border:0;padding:0;background:var(--accent);color:#fff;cursor:pointer;box-shadow:0 4px 14px rgba(0,0,0,.25);display:flex;align-items:center;justify-content:center}' +
   '.launcher svg{width:28px;height:28px;fill:none;stroke:currentColor;stroke-width:2}' +
   'button:focus-visible,a:focus-visible,textarea:focus-visible,.log:focus-visible{outline:3px solid var(--accent);outline-offset:2px}' +
@@ -322,8 +324,10 @@ function start() {
     });
   }, function () {
     // Refused (this site is not one of the widget's origins), or the service is unreachable.
-    var root = mount(null);
-    root.appendChild(el('p', { class: 'notice', role: 'status' }, 'This chat is not available on this website.'));
+    // Inside .acs, as the widget itself: the host's reset (`all: initial`) leaves the browser's serif otherwise.
+    var box = el('div', { class: 'acs' });
+    box.appendChild(el('p', { class: 'notice', role: 'status' }, 'This chat is not available on this website.'));
+    mount(null).appendChild(box);
   });
 }
 

@@ -1,4 +1,6 @@
 import { Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryGeneratedColumn } from 'typeorm';
+import { bigintToNumber } from '../../common/database/transformers';
+import type { SpendPeriod } from '../key-limits';
 import { Workspace } from './workspace.entity';
 
 /** An API key. The secret itself is never stored: only its SHA-256 and a display prefix. */
@@ -43,4 +45,28 @@ export class ApiKey {
   /** Coarse (minutes): written in batches, not once per request. */
   @Column({ name: 'last_used_at', type: 'timestamptz', nullable: true })
   lastUsedAt: Date | null;
+
+  /** Whole millicents the key may be charged per `spendLimitPeriod`; null: only the wallet limits it. */
+  @Column({ name: 'spend_limit_millicents', type: 'bigint', nullable: true, transformer: bigintToNumber })
+  spendLimitMillicents: number | null;
+
+  /** When the spend counted against the limit starts again (UTC): never, each day, each week (Monday) or each month. */
+  @Column({ name: 'spend_limit_period', type: 'text', default: 'none' })
+  spendLimitPeriod: SpendPeriod;
+
+  /** The models the key may run (directly or through an assistant); null: any. */
+  @Column({ name: 'allowed_models', type: 'text', array: true, nullable: true })
+  allowedModels: string[] | null;
+
+  /** The assistants (slugs) the key may use; null: any. */
+  @Column({ name: 'allowed_assistants', type: 'text', array: true, nullable: true })
+  allowedAssistants: string[] | null;
+
+  /** Requests per minute of this key, within its workspace's; null: the workspace's only. */
+  @Column({ name: 'rate_limit_rpm', type: 'integer', nullable: true })
+  rateLimitRpm: number | null;
+
+  /** Client address ranges (CIDR) the key may be used from; null: anywhere. */
+  @Column({ name: 'allowed_ips', type: 'text', array: true, nullable: true })
+  allowedIps: string[] | null;
 }
