@@ -20,6 +20,8 @@ import { dataSourceOptions, runMigrations } from './database/data-source';
 import { EmbeddedPostgresError } from './database/embedded-postgres';
 import { ModelsModule } from './models/models.module';
 import { ModelsService } from './models/models.service';
+import { OperatorModule } from './operator/operator.module';
+import { OperatorsService } from './operator/operators.service';
 import { PaymentsModule } from './payments/payments.module';
 import { ProvidersModule } from './providers/providers.module';
 import { ProvidersService } from './providers/providers.service';
@@ -55,6 +57,8 @@ const USAGE = `Usage: npm run cli -- <command> [options]
   document add --assistant <id> --file <path>        (.txt .md .html .htm .pdf .docx; progress on stderr)
   document list --assistant <id>
   document remove --document <id>
+  operator grant  --email <e>       (the account sees the operator console: every workspace, audited actions)
+  operator revoke --email <e>       (an email also in OPERATOR_EMAILS stays an operator until removed from it)
   deployments        (every upstream deployment of the catalog: its settings, and its state, errors and
                       latency as the running replicas reported them in the last 30 s)
 
@@ -136,6 +140,8 @@ const COMMANDS: Record<string, Command> = {
     return documents.remove(document.workspaceId, document.id);
   },
   deployments: (app) => listDeployments(app),
+  'operator grant': (app, o) => app.get(OperatorsService).grant(required(o, 'email')),
+  'operator revoke': (app, o) => app.get(OperatorsService).revoke(required(o, 'email')),
   'wallet topup': (app, o) => moveMoney(app, o, 'topup'),
   'wallet adjust': (app, o) => moveMoney(app, o, 'adjustment'),
   'wallet auto-topup': async (app, o) => {
@@ -356,6 +362,7 @@ function cliModule(config: AppConfig, databaseUrl: string) {
       DocumentsModule,
       PaymentsModule,
       ModelsModule,
+      OperatorModule,
       // The router's deployments, without DeploymentHealthModule: the CLI writes no health of its own.
       ProvidersModule,
     ],
@@ -431,6 +438,7 @@ async function run(argv: string[], io: CliIo): Promise<number> {
         'stripe-customer',
         'stripe-payment-method',
         'expires',
+        'email',
         'spend-limit',
         'period',
         'models',

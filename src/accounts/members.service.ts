@@ -9,6 +9,7 @@ import { WorkspacesService } from '../workspaces/workspaces.service';
 import { normalizeEmail } from './accounts.service';
 import { isLinkSecret, newLinkSecret, sha256 } from './link-secrets';
 import { isRole, Membership, Role } from './entities/membership.entity';
+import type { WorkspaceStatus } from '../workspaces/entities/workspace.entity';
 
 /** How long an invitation link can be used. */
 export const INVITATION_LIFETIME_MS = 7 * 24 * 3_600_000;
@@ -29,6 +30,8 @@ export interface MemberWorkspace {
   id: string;
   name: string;
   tier: TierName;
+  /** `suspended`: every page of the workspace shows a banner saying so. */
+  status: WorkspaceStatus;
   role: Role;
 }
 
@@ -72,7 +75,7 @@ export class MembersService {
   async membership(userId: string, workspaceId: string): Promise<MemberWorkspace | null> {
     if (!isUUID(workspaceId)) return null;
     const rows: MemberWorkspace[] = await this.memberships.query(
-      `SELECT w.id, w.name, w.tier, m.role FROM memberships m JOIN workspaces w ON w.id = m.workspace_id
+      `SELECT w.id, w.name, w.tier, w.status, m.role FROM memberships m JOIN workspaces w ON w.id = m.workspace_id
         WHERE m.user_id = $1 AND m.workspace_id = $2`,
       [userId, workspaceId],
     );
@@ -82,7 +85,7 @@ export class MembersService {
   /** Every workspace of the person, by name. */
   async workspacesOf(userId: string): Promise<MemberWorkspace[]> {
     return this.memberships.query(
-      `SELECT w.id, w.name, w.tier, m.role FROM memberships m JOIN workspaces w ON w.id = m.workspace_id
+      `SELECT w.id, w.name, w.tier, w.status, m.role FROM memberships m JOIN workspaces w ON w.id = m.workspace_id
         WHERE m.user_id = $1 ORDER BY lower(w.name), w.created_at`,
       [userId],
     );

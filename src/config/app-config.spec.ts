@@ -84,6 +84,7 @@ describe('loadConfig', () => {
       signupDefaultTier: 'free',
       smtpUrl: undefined,
       mailFrom: expect.any(String),
+      operatorEmails: [],
     });
     const config = loadConfig({
       PUBLIC_URL: 'https://chat.example.com/Acs/',
@@ -92,6 +93,7 @@ describe('loadConfig', () => {
       SIGNUP_DEFAULT_TIER: 'hobby',
       SMTP_URL: 'smtp://user:pass@mail.example.com:587',
       MAIL_FROM: 'Chat <chat@example.com>',
+      OPERATOR_EMAILS: ' Oona@Example.com, ops@example.com,oona@example.com ',
     });
     // The path keeps its case (paths are case-sensitive) and loses its trailing slash.
     expect(config.dashboard).toEqual({
@@ -101,6 +103,7 @@ describe('loadConfig', () => {
       signupDefaultTier: 'hobby',
       smtpUrl: 'smtp://user:pass@mail.example.com:587',
       mailFrom: 'Chat <chat@example.com>',
+      operatorEmails: ['oona@example.com', 'ops@example.com'],
     });
     expect(loadConfig({ BASE_PATH: '/' }).dashboard.basePath).toBe('');
   });
@@ -108,6 +111,9 @@ describe('loadConfig', () => {
   it('refuses a bad dashboard variable by name', () => {
     expect(() => loadConfig({ BASE_PATH: 'acs' })).toThrow(/BASE_PATH/);
     expect(() => loadConfig({ SIGNUP: 'everyone' })).toThrow(/SIGNUP must be one of open, invite, closed/);
+    expect(() => loadConfig({ OPERATOR_EMAILS: 'oona@example.com; ops' })).toThrow(
+      /OPERATOR_EMAILS must be email addresses separated by commas \(not an address: "oona@example.com; ops"\)/,
+    );
     expect(() => loadConfig({ SIGNUP_DEFAULT_TIER: 'gold' })).toThrow(/SIGNUP_DEFAULT_TIER/);
     expect(() => loadConfig({ SMTP_URL: 'http://mail' })).toThrow(/SMTP_URL/);
   });

@@ -143,6 +143,11 @@ export interface AppConfig {
     signupDefaultTier: TierName;
     smtpUrl?: string;
     mailFrom: string;
+    /**
+     * OPERATOR_EMAILS: accounts with these emails (lower case) see the operator console, as
+     * do accounts marked by `cli operator grant`.
+     */
+    operatorEmails: string[];
   };
   logLevel: 'error' | 'warn' | 'log' | 'debug' | 'verbose';
   /** `json`: one pino JSON object per line (production default); `pretty`: Nest's coloured text. */
@@ -255,6 +260,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
       signupDefaultTier: read.oneOf('SIGNUP_DEFAULT_TIER', TIER_NAMES) ?? 'free',
       smtpUrl: read.url('SMTP_URL', ['smtp:', 'smtps:']),
       mailFrom: read.string('MAIL_FROM') ?? 'Assistant Chat Service <no-reply@localhost>',
+      operatorEmails: read.emails('OPERATOR_EMAILS'),
     },
     logLevel: read.oneOf('LOG_LEVEL', ['error', 'warn', 'log', 'debug', 'verbose'] as const) ?? 'log',
     logFormat: read.oneOf('LOG_FORMAT', ['json', 'pretty'] as const) ?? (nodeEnv === 'production' ? 'json' : 'pretty'),
@@ -363,6 +369,19 @@ class EnvReader {
       return fallback;
     }
     return value;
+  }
+
+  /** A comma-separated list of email addresses, lower-cased; [] when unset. */
+  emails(name: string): string[] {
+    const raw = this.string(name);
+    if (raw === undefined) return [];
+    const emails = raw.split(',').map((email) => email.trim().toLowerCase()).filter(Boolean);
+    const bad = emails.filter((email) => !/^[^\s@,]+@[^\s@,]+\.[^\s@,]+$/.test(email));
+    if (bad.length > 0) {
+      this.problems.push(`${name} must be email addresses separated by commas (not an address: "${bad.join('", "')}")`);
+      return [];
+    }
+    return [...new Set(emails)];
   }
 
   /** An integer that has no default: undefined when unset. */

@@ -3,6 +3,7 @@ import { Reflector } from '@nestjs/core';
 import { AccountsService } from '../accounts/accounts.service';
 import { isRole, roleAtLeast } from '../accounts/entities/membership.entity';
 import { MembersService } from '../accounts/members.service';
+import { OperatorsService } from '../operator/operators.service';
 import { csrf } from './dashboard.setup';
 import { PAGE_ACCESS, PageAccess } from './page-access';
 import type { PageRequest } from './page-request';
@@ -26,8 +27,8 @@ const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 /**
  * On every dashboard handler: checks the CSRF token of every state-changing request,
  * recognises the signed-in person (a session older than their last password change is
- * over), and enforces the handler's access: public, signed in, or a role in the route's
- * workspace. Someone who is not a member gets a 404, exactly as for a workspace that
+ * over), and enforces the handler's access: public, signed in, operator, or a role in the
+ * route's workspace. Someone who is not a member gets a 404, exactly as for a workspace that
  * does not exist; a member without the role gets a 403.
  */
 @Injectable()
@@ -36,6 +37,7 @@ export class DashboardGuard implements CanActivate {
     private readonly reflector: Reflector,
     private readonly accounts: AccountsService,
     private readonly members: MembersService,
+    private readonly operators: OperatorsService,
   ) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
@@ -43,6 +45,13 @@ export class DashboardGuard implements CanActivate {
     const access = this.reflector.get<PageAccess | undefined>(PAGE_ACCESS, context.getHandler());
     if (!access) throw new Error(`${context.getClass().name}.${context.getHandler().name} declares no page access`);
 
+    if (access === 'operator') {
+      // Before the CSRF check: to anyone but an operator the console does not exist, whatever they send.
+      req.user = (await this.signedInUser(req)) ?? undefined;
+      if (!req.user || !this.operators.isOperator(req.user)) throw new NotFoundException();
+      if (!SAFE_METHODS.has(req.method) && !csrf.isRequestValid(req)) throw new CsrfTokenInvalid();
+      return true;
+    }
     if (!SAFE_METHODS.has(req.method) && !csrf.isRequestValid(req)) throw new CsrfTokenInvalid();
 
     req.user = (await this.signedInUser(req)) ?? undefined;

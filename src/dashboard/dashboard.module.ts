@@ -30,6 +30,8 @@ import { KeysController } from './keys/keys.controller';
 import { OverviewController } from './overview/overview.controller';
 import { OverviewService } from './overview/overview.service';
 import { ConversationPagesController } from './conversations/conversation-pages.controller';
+import { OperatorModule } from '../operator/operator.module';
+import { OperatorPagesController } from './operator/operator-pages.controller';
 import { PagesService } from './pages.service';
 import { PlaygroundController } from './playground/playground.controller';
 import { LimitsPagesController } from './workspaces/limits.controller';
@@ -41,8 +43,8 @@ import { WorkspacesController } from './workspaces/workspaces.controller';
  * up by useDashboard() in dashboard.setup.ts; its guard checks CSRF, session and role.
  */
 @Module({
-  imports: [AccountsModule, WorkspacesModule, LimitsModule, MailModule, WalletModule, UsageModule, AssistantsModule, ChatModule, ConversationsModule, ModelsModule, AssistantPagesModule, WidgetModule],
-  controllers: [HomeController, AuthController, AccountController, OverviewController, KeysController, WorkspacesController, MembersController, InvitationsController, PlaygroundController, AssistantsController, DocumentsController, WidgetPagesController, BillingController, ConversationPagesController, UsagePagesController, LimitsPagesController],
+  imports: [AccountsModule, WorkspacesModule, LimitsModule, MailModule, WalletModule, UsageModule, AssistantsModule, ChatModule, ConversationsModule, ModelsModule, AssistantPagesModule, WidgetModule, OperatorModule],
+  controllers: [HomeController, AuthController, AccountController, OverviewController, KeysController, WorkspacesController, MembersController, InvitationsController, PlaygroundController, AssistantsController, DocumentsController, WidgetPagesController, BillingController, ConversationPagesController, UsagePagesController, LimitsPagesController, OperatorPagesController],
   providers: [
     PagesService,
     OverviewService,

@@ -6,6 +6,7 @@ import { MembersService } from '../accounts/members.service';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 import { MailService } from '../mail/mail.service';
+import { OperatorsService } from '../operator/operators.service';
 import { csrf } from './dashboard.setup';
 import type { Flash, PageRequest } from './page-request';
 
@@ -24,6 +25,7 @@ export class PagesService {
     @InjectConfig() private readonly config: AppConfig,
     private readonly members: MembersService,
     private readonly mail: MailService,
+    private readonly operators: OperatorsService,
   ) {
     this.eta = new Eta({ views: path.join(__dirname, 'views'), cache: config.production, autoEscape: true });
   }
@@ -43,6 +45,8 @@ export class PagesService {
       csrfToken: req.session ? csrf.generateToken(req) : '',
       path: req.path,
       user: req.user ?? null,
+      // The layout's "Operator" entry: shown to operators only.
+      operator: req.user ? this.operators.isOperator(req.user) : false,
       member: req.member ?? null,
       workspaces,
       flash,

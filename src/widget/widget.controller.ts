@@ -22,6 +22,7 @@ import { VisitorTokens } from './visitor-tokens';
 import { HISTORY_MAX_TOKENS } from './widget-settings';
 import { WidgetSpendingService } from './widget-spending.service';
 import { WidgetsService } from './widgets.service';
+import { assertNotSuspended } from '../workspaces/workspace-status';
 
 /** Messages a visitor may send per minute. */
 export const VISITOR_RATE_LIMIT_RPM = 10;
@@ -167,6 +168,7 @@ export class WidgetController {
     const visitorId = this.visitorTokens.visitorOf((body as { visitor?: unknown } | null)?.visitor, widget.id, addressOf(req));
     const { message } = readVisitorMessage(body);
     const workspace = await this.workspaces.get(widget.workspaceId);
+    assertNotSuspended(workspace);
     const rateLimitRpm = effectiveRateLimitRpm(workspace.tier, workspace.customRateLimitRpm);
     try {
       await this.rateLimits.enforce(`widget-visitor:${widget.id}:${visitorId}`, VISITOR_RATE_LIMIT_RPM, RATE_WINDOW_MS, res);

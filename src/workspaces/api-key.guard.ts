@@ -6,6 +6,7 @@ import { ApiError } from '../common/errors/api-error';
 import type { ApiRequest } from '../common/http/request-context';
 import { RateLimitService } from '../limits/rate-limit.service';
 import { ApiKeysService } from './api-keys.service';
+import { workspaceSuspended } from './workspace-status';
 import { addressAllowed } from './key-limits';
 
 /**
@@ -35,6 +36,8 @@ export class ApiKeyGuard implements CanActivate {
     // database queries once limited.
     if (!apiKey || !this.apiKeys.seenValid(apiKey)) await this.rateLimits.refuseLimitedClientAddress(req, res);
     const principal = apiKey ? await this.apiKeys.authenticate(apiKey) : null;
+    // A valid key of a suspended workspace: refused with a reason, not counted as a guess.
+    if (principal?.suspended) throw workspaceSuspended();
     if (principal) {
       if (principal.allowedFrom && !addressAllowed(principal.allowedFrom, req.ip)) {
         throw ApiError.permissionDenied(

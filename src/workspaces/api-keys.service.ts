@@ -244,6 +244,17 @@ export class ApiKeysService implements OnApplicationBootstrap, BeforeApplication
   }
 
   /**
+   * Forgets every cached lookup, so that a workspace's new status (a suspension) takes effect
+   * on this replica at once; other replicas see it within KEY_CACHE_TTL_MS. Rare enough that
+   * clearing the whole cache costs less than indexing it by workspace.
+   */
+  forgetCachedLookups(): void {
+    this.cacheGeneration++;
+    this.cache.clear();
+    this.lookups.clear();
+  }
+
+  /**
    * True when this process has found the key valid before (its cache entry, fresh or
    * expired, names a caller). Such a key is not a guess, so the guard does not count it
    * against its client address.
@@ -332,6 +343,7 @@ export class ApiKeysService implements OnApplicationBootstrap, BeforeApplication
             apiKeyId: key.id,
             tier: key.workspace.tier,
             rateLimitRpm: effectiveRateLimitRpm(key.workspace.tier, key.workspace.customRateLimitRpm),
+            suspended: key.workspace.status === 'suspended',
             apiKeyName: key.name,
             ...limitsOfKey(key),
           }

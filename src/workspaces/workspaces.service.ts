@@ -96,9 +96,10 @@ export class WorkspacesService {
   /**
    * Moves a workspace to a tier. A custom rate is for the tiers whose policy allows one
    * (enterprise), and moving to another tier drops it. Takes effect on running servers
-   * within the key cache's lifetime.
+   * within the key cache's lifetime. In the caller's transaction when given one (the
+   * operator console writes its audit entry in the same one).
    */
-  async setTier(workspaceId: string, tierName: string, customRateLimitRpm?: number): Promise<Workspace> {
+  async setTier(workspaceId: string, tierName: string, customRateLimitRpm?: number, manager?: EntityManager): Promise<Workspace> {
     const tier = parseTier(tierName);
     const { customRateAllowed } = TIERS[tier];
     if (customRateLimitRpm !== undefined) {
@@ -110,10 +111,11 @@ export class WorkspacesService {
         throw ApiError.badRequest('rpm must be a positive whole number, or -1 for no limit.', 'rpm');
       }
     }
-    const workspace = await this.get(workspaceId);
+    assertUuid(workspaceId, 'workspace');
+    const workspace = manager ? await this.getLocked(manager, workspaceId) : await this.get(workspaceId);
     workspace.tier = tier;
     workspace.customRateLimitRpm = customRateAllowed ? (customRateLimitRpm ?? null) : null;
-    return this.workspaces.save(workspace);
+    return manager ? manager.save(workspace) : this.workspaces.save(workspace);
   }
 
   async get(workspaceId: string): Promise<Workspace> {

@@ -24,6 +24,10 @@ export class User {
   @Column({ name: 'sessions_valid_from', type: 'timestamptz' })
   sessionsValidFrom: Date;
 
+  /** Set by `cli operator grant`; OPERATOR_EMAILS makes operators too (see OperatorsService). */
+  @Column({ name: 'is_operator', type: 'boolean', default: false })
+  isOperator: boolean;
+
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;
 

@@ -27,6 +27,8 @@ export interface Principal {
   tier: TierName;
   /** Requests per minute in force for the workspace; -1 means no limit. */
   rateLimitRpm: number;
+  /** An operator suspended the workspace: the ApiKeyGuard refuses its keys (403 `workspace_suspended`). */
+  suspended?: boolean;
   /** The key's name when the request was made (kept on its usage record). */
   apiKeyName?: string | null;
   /** Set only when the key has a limit of its own: the common key costs nothing more per request. */

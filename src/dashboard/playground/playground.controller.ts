@@ -15,6 +15,7 @@ import type { PageRequest } from '../page-request';
 import { PagesService } from '../pages.service';
 import { transcriptOf } from '../conversations/transcript';
 import { readPlaygroundMessage, titleOf } from './playground-message';
+import { assertNotSuspended } from '../../workspaces/workspace-status';
 
 /** Conversations offered to continue: the newest ones. */
 const RECENT_CONVERSATIONS = 20;
@@ -95,6 +96,7 @@ export class PlaygroundController {
     const workspaceId = req.member!.id;
     const input = readPlaygroundMessage(body);
     const workspace = await this.workspaces.get(workspaceId);
+    assertNotSuspended(workspace);
     const rateLimitRpm = effectiveRateLimitRpm(workspace.tier, workspace.customRateLimitRpm);
     // The same window as the workspace's API keys: the playground is no way around the tier's rate.
     await this.rateLimits.enforce(`ws:${workspaceId}`, rateLimitRpm, RATE_WINDOW_MS, res);

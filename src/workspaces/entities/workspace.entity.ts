@@ -1,6 +1,9 @@
 import { Column, CreateDateColumn, Entity, PrimaryGeneratedColumn, UpdateDateColumn } from 'typeorm';
 import { TierName } from '../../common/tier-name';
 
+/** `suspended`: its API keys and widgets are refused (403 `workspace_suspended`); set by an operator. */
+export type WorkspaceStatus = 'active' | 'suspended';
+
 @Entity({ name: 'workspaces' })
 export class Workspace {
   @PrimaryGeneratedColumn('uuid')
@@ -15,6 +18,9 @@ export class Workspace {
   /** Enterprise only; null means the tier's rate. */
   @Column({ name: 'custom_rate_limit_rpm', type: 'integer', nullable: true })
   customRateLimitRpm: number | null;
+
+  @Column({ type: 'text', default: 'active' })
+  status: WorkspaceStatus;
 
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;
