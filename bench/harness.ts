@@ -11,6 +11,7 @@ import type { INestApplication, INestApplicationContext } from '@nestjs/common';
 import { execFileSync } from 'node:child_process';
 import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
+import { request } from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import type { AppConfig } from '../src/config/app-config';
@@ -165,4 +166,25 @@ function gitCommit(): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** One GET with the session cookie: milliseconds to the response's first byte and to its end, and the status. */
+export function timedGet(url: string, cookie: string): Promise<{ ttfb: number; total: number; status: number; bytes: number }> {
+  return new Promise((resolve, reject) => {
+    const started = process.hrtime.bigint();
+    const req = request(url, { headers: { cookie, accept: 'text/html' } }, (res) => {
+      let ttfb: number | null = null;
+      let bytes = 0;
+      res.on('data', (chunk: Buffer) => {
+        ttfb ??= Number(process.hrtime.bigint() - started) / 1e6;
+        bytes += chunk.length;
+      });
+      res.on('end', () => {
+        const total = Number(process.hrtime.bigint() - started) / 1e6;
+        resolve({ ttfb: ttfb ?? total, total, status: res.statusCode ?? 0, bytes });
+      });
+    });
+    req.on('error', reject);
+    req.end();
+  });
 }

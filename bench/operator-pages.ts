@@ -22,9 +22,8 @@
  * Exit code: 0 every page's p95 TTFB under the target, 2 some page over it, 1 error.
  */
 import 'reflect-metadata';
-import { request } from 'node:http';
 import * as os from 'node:os';
-import { type BenchContext, runBench, summarize, table, writeResults } from './harness';
+import { type BenchContext, runBench, summarize, table, timedGet, writeResults } from './harness';
 
 const SETTINGS = {
   workspaces: 10_000,
@@ -44,26 +43,6 @@ const NAMES = 'Acme Globex Initech Umbrella Hooli Stark Wayne Wonka Cyberdyne Ty
 
 const round2 = (v: number) => Math.round(v * 100) / 100;
 
-/** One GET with the session cookie: milliseconds to the response's first byte and to its end, and the status. */
-function timedGet(url: string, cookie: string): Promise<{ ttfb: number; total: number; status: number; bytes: number }> {
-  return new Promise((resolve, reject) => {
-    const started = process.hrtime.bigint();
-    const req = request(url, { headers: { cookie, accept: 'text/html' } }, (res) => {
-      let ttfb: number | null = null;
-      let bytes = 0;
-      res.on('data', (chunk: Buffer) => {
-        ttfb ??= Number(process.hrtime.bigint() - started) / 1e6;
-        bytes += chunk.length;
-      });
-      res.on('end', () => {
-        const total = Number(process.hrtime.bigint() - started) / 1e6;
-        resolve({ ttfb: ttfb ?? total, total, status: res.statusCode ?? 0, bytes });
-      });
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
 
 /** Signs a person up through the pages, as a browser does; returns the session cookie. */
 async function signUp(baseUrl: string, email: string): Promise<string> {

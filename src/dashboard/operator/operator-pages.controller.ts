@@ -17,7 +17,7 @@ import { formatDateTime, formatMillicents } from '../format';
 import type { PageRequest } from '../page-request';
 import { PagesService } from '../pages.service';
 import { formErrors } from '../sessions';
-import { allowedPeriods, lastDays, periodDays } from '../usage/usage-query';
+import { allowedPeriods, dailyChartRow, lastDays, periodDays } from '../usage/usage-query';
 
 interface Form {
   [field: string]: string | undefined;
@@ -108,15 +108,7 @@ export class OperatorPagesController {
           requests: row.requests.toLocaleString('en-US'),
           cost: formatMillicents(row.cost_millicents),
         })),
-        daily: daily.map((row) => ({
-          date: row.date,
-          requests: row.requests,
-          tokens: row.tokens,
-          costMillicents: row.cost_millicents,
-          requestsText: row.requests.toLocaleString('en-US'),
-          tokensText: row.tokens.toLocaleString('en-US'),
-          cost: formatMillicents(row.cost_millicents),
-        })),
+        daily: daily.map((row) => dailyChartRow({ ...row, costMillicents: row.cost_millicents })),
       },
       audit: audit.rows.map(auditRow),
     });
@@ -187,15 +179,7 @@ export class OperatorPagesController {
         cost: formatMillicents(figures.totals.costMillicents),
         failed: figures.failures.reduce((sum, row) => sum + row.requests, 0).toLocaleString('en-US'),
       },
-      daily: figures.daily.map((row) => ({
-        date: row.date,
-        requests: row.requests,
-        tokens: row.tokens,
-        costMillicents: row.costMillicents,
-        requestsText: row.requests.toLocaleString('en-US'),
-        tokensText: row.tokens.toLocaleString('en-US'),
-        cost: formatMillicents(row.costMillicents),
-      })),
+      daily: figures.daily.map(dailyChartRow),
       topWorkspaces: figures.topWorkspaces.map((row) => ({
         id: row.id,
         name: row.name ?? '(deleted workspace)',

@@ -12,7 +12,7 @@ import { formatDateTime, formatMillicents } from '../format';
 import type { PageRequest } from '../page-request';
 import { PagesService } from '../pages.service';
 import { formErrors } from '../sessions';
-import { allowedPeriods, lastDays, periodDays, readRequestsQuery, RequestsQuery, requestsQueryOf } from './usage-query';
+import { allowedPeriods, dailyChartRow, lastDays, periodDays, readRequestsQuery, RequestsQuery, requestsQueryOf } from './usage-query';
 import { ApiKeysService } from '../../workspaces/api-keys.service';
 
 /** Requests per page of the recent requests. */
@@ -76,15 +76,7 @@ export class UsagePagesController {
         cost: formatMillicents(row.cost_millicents),
         href: `${usage}/requests${queryString({ model: row.model, key: key?.id, from: period.startDate, to: period.endDate })}`,
       })),
-      daily: daily.map((row) => ({
-        date: row.date,
-        requests: row.requests,
-        tokens: row.tokens,
-        costMillicents: row.cost_millicents,
-        requestsText: row.requests.toLocaleString('en-US'),
-        tokensText: row.tokens.toLocaleString('en-US'),
-        cost: formatMillicents(row.cost_millicents),
-      })),
+      daily: daily.map((row) => dailyChartRow({ ...row, costMillicents: row.cost_millicents })),
       dailyCsvHref: `${usage}/daily.csv${queryString({ days: String(days), key: key?.id })}`,
     });
   }

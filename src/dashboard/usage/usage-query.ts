@@ -2,6 +2,7 @@ import { isUUID } from 'class-validator';
 import type { UsageRecordFilter } from '../../usage/usage-explorer.service';
 import { formatDay } from '../../usage/usage-period';
 import { readDaysAndCursor } from '../list-filter';
+import { formatMillicents } from '../format';
 
 const DAY_MS = 86_400_000;
 
@@ -80,4 +81,17 @@ export function readRequestsQuery(query: RequestsQuery): ReadRequestsQuery {
 export function requestsQueryOf(query: Record<string, unknown>): RequestsQuery {
   const text = (value: unknown) => (typeof value === 'string' ? value.trim() : '');
   return Object.fromEntries(REQUESTS_QUERY_FIELDS.map((field) => [field, text(query[field])])) as unknown as RequestsQuery;
+}
+
+/** A day of the usage chart and of its table (the usage page, the operator's figures): the numbers for the chart, the texts for the table. */
+export function dailyChartRow(row: { date: string; requests: number; tokens: number; costMillicents: number | string }) {
+  return {
+    date: row.date,
+    requests: row.requests,
+    tokens: row.tokens,
+    costMillicents: row.costMillicents,
+    requestsText: row.requests.toLocaleString('en-US'),
+    tokensText: row.tokens.toLocaleString('en-US'),
+    cost: formatMillicents(row.costMillicents),
+  };
 }
