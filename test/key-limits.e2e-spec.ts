@@ -5,6 +5,8 @@ import { ApiKeysService } from '../src/workspaces/api-keys.service';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
 
+const ANSWER = 'An answer. '.repeat(130).trim();
+
 interface KeyInfo {
   id: string;
   name: string | null;
@@ -37,8 +39,10 @@ describe('API key limits', () => {
 
   beforeAll(async () => {
     upstream = await startFakeOpenAi();
-    // gpt-4o: $10 per million output tokens, so 500 output tokens cost 500 millicents.
-    upstream.setDefault({ kind: 'text', text: 'An answer.', usage: { prompt_tokens: 20, completion_tokens: 500 } });
+    // About 390 output tokens of gpt-4o ($10 per million): about 390 millicents an answer. No usage
+    // is reported, so the service counts the prompt as its estimate did, as OpenAI's own count
+    // does (a provider that counts more prompt tokens than the estimate: see docs/api.md, "Key limits").
+    upstream.setDefault({ kind: 'text', text: ANSWER, usage: null });
     t = await startTestApp({ config: { providers: { openai: { apiKey: 'sk-test', baseUrl: upstream.url } }, llmSimulator: 'off', upstreamMaxRetries: 0 } });
     db = t.app.get(DataSource);
     keys = t.app.get(ApiKeysService);
@@ -92,7 +96,7 @@ describe('API key limits', () => {
 
     // Another key of the workspace has no limit of its own: the wallet covers it.
     const other = await secondKey(workspace, 'other');
-    await expect(ask(other.client)).resolves.toMatchObject({ choices: [{ message: { content: 'An answer.' } }] });
+    await expect(ask(other.client)).resolves.toMatchObject({ choices: [{ message: { content: ANSWER } }] });
     // The limited key, asked on one by one, is refused once what is left cannot cover a request...
     let refused: unknown;
     for (let attempt = 0; attempt < 10 && !refused; attempt++) refused = await ask(client).then(() => undefined, (error: unknown) => error);
@@ -103,9 +107,9 @@ describe('API key limits', () => {
     // ...until the next day. The database's clock cannot be moved: the key's spend is moved a day back instead, which is what midnight does to it.
     await db.query(`UPDATE api_key_spend SET day = day - 1 WHERE api_key_id = $1`, [workspace.apiKeyId]);
     expect(await keyInfo(client)).toMatchObject({ period_usage_millicents: 0, limit_remaining_millicents: 5_000 });
-    await expect(ask(client)).resolves.toMatchObject({ choices: [{ message: { content: 'An answer.' } }] });
+    await expect(ask(client)).resolves.toMatchObject({ choices: [{ message: { content: ANSWER } }] });
     await t.quiet(workspace.id);
-    expect((await keyInfo(client)).period_usage_millicents).toBeGreaterThan(400);
+    expect((await keyInfo(client)).period_usage_millicents).toBeGreaterThan(300);
   });
 
   it('refuses a model or an assistant the key may not use with 403, before anything is held', async () => {

@@ -12,7 +12,9 @@ import { addressAllowed } from './key-limits';
 /**
  * Global: every route needs a valid `Authorization: Bearer sk-...` unless marked
  * `@Public()`. A request without a valid key is counted against its client address, so key
- * guessing is rate limited too.
+ * guessing is rate limited too. A valid key is refused with 403 when its workspace is
+ * suspended (`workspace_suspended`) or the client address is outside the key's allowed
+ * ranges (`ip_not_allowed`).
  */
 @Injectable()
 export class ApiKeyGuard implements CanActivate {
