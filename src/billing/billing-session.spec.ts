@@ -241,7 +241,13 @@ describe('BillingSession', () => {
             held.set(hold.id, amount);
             return { hold, remainingMillicents: remaining };
           },
-          extend: async () => true,
+          extend: async (hold, extra) => {
+            const remaining = limit - [...held.values()].reduce((sum, value) => sum + value, 0);
+            if (remaining < extra) return false;
+            held.set(hold.id, held.get(hold.id)! + extra);
+            hold.amountMillicents += extra;
+            return true;
+          },
           keepAlive: async () => undefined,
           release: async (hold) => void held.delete(hold.id),
         };
@@ -270,6 +276,17 @@ describe('BillingSession', () => {
           remainingMillicents: 200,
         });
         expect(wallet.holds).toEqual([]);
+      });
+
+      it("ends a tool loop when the key's limit cannot cover the next iteration, the wallet's hold untouched", async () => {
+        const { ports, wallet, estimate } = setUp();
+        const { keys, held } = fakeKeys(2_000);
+        const session = await BillingSession.open({ ...ports, keyBudgets: keys }, estimate({ keyBudget: budget, toolPriceMicros: 1_000_000_000n }));
+        await session.meter(PROMPT, { prompt_tokens: 1_000, completion_tokens: 20, total_tokens: 1_020 }, '');
+        expect(await session.holdNextIteration(PROMPT, 1)).toBe(false);
+        expect(wallet.holds[0].amountMillicents).toBe(FULL_HOLD);
+        expect([...held.values()]).toEqual([FULL_HOLD]);
+        await session.settle(REPLY);
       });
 
       it("gives the key's hold back when the wallet refuses", async () => {

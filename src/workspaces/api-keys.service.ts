@@ -8,7 +8,7 @@ import type { Principal } from '../common/http/request-context';
 import { ApiKey } from './entities/api-key.entity';
 import { Workspace } from './entities/workspace.entity';
 import { effectiveRateLimitRpm } from '../limits/tier-policy';
-import { addressRanges, checkedKeyLimits, hasKeyLimits, KeyLimits, KeyLimitsChange, NO_KEY_LIMITS as NO_LIMITS } from './key-limits';
+import { addressRanges, checkedKeyLimits, hasKeyLimits, KeyLimits, KeyLimitsChange, NO_KEY_LIMITS } from './key-limits';
 
 /** `sk-` and 43 characters of base64url: 256 bits from the CSPRNG. */
 const KEY_FORMAT = /^sk-[A-Za-z0-9_-]{32,200}$/;
@@ -132,7 +132,7 @@ export class ApiKeysService implements OnApplicationBootstrap, BeforeApplication
     assertUuid(workspaceId, 'workspace');
     const fields: CreateApiKeyOptions = typeof options === 'string' ? { name: options } : (options ?? {});
     const { name = null, expiresAt = null, createdBy = null } = fields;
-    const limits = checkedKeyLimits(NO_LIMITS, fields.limits ?? {});
+    const limits = checkedKeyLimits(NO_KEY_LIMITS, fields.limits ?? {});
     if (expiresAt !== null) {
       if (!(expiresAt instanceof Date) || Number.isNaN(expiresAt.getTime())) {
         throw ApiError.badRequest('expires_at must be a valid date.', 'expires_at');
