@@ -15,7 +15,7 @@
  */
 import 'reflect-metadata';
 import * as os from 'node:os';
-import { type BenchContext, runBench, summarize, table, timedGet, writeResults } from './harness';
+import { type BenchContext, coverUsageDays, runBench, summarize, table, timedGet, writeResults } from './harness';
 
 const SETTINGS = {
   usageRecords: 1_000_000,
@@ -75,6 +75,7 @@ async function main({ log, startApp }: BenchContext): Promise<number> {
 
   // --- Data ------------------------------------------------------------------------------
   const seedStarted = Date.now();
+  await coverUsageDays(db, SETTINGS.days);
   const windowStart = `((date_trunc('day', now() AT TIME ZONE 'UTC') - interval '${SETTINGS.days - 1} days') AT TIME ZONE 'UTC')`;
   const n = SETTINGS.usageRecords;
   await db.query(

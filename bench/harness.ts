@@ -188,3 +188,12 @@ export function timedGet(url: string, cookie: string): Promise<{ ttfb: number; t
     req.end();
   });
 }
+
+/**
+ * Creates the daily partitions of usage_records from `daysBack` days ago to a week ahead, so
+ * that records seeded into past days have a partition to land in (the service only keeps
+ * yesterday to a week ahead ready: a real deployment got its past days as they came).
+ */
+export async function coverUsageDays(db: { query: (sql: string) => Promise<unknown> }, daysBack: number): Promise<void> {
+  await db.query(`SELECT ensure_usage_record_partitions((now() AT TIME ZONE 'UTC')::date - ${daysBack}, (now() AT TIME ZONE 'UTC')::date + 7)`);
+}

@@ -23,7 +23,7 @@
  */
 import 'reflect-metadata';
 import * as os from 'node:os';
-import { type BenchContext, runBench, summarize, table, timedGet, writeResults } from './harness';
+import { type BenchContext, coverUsageDays, runBench, summarize, table, timedGet, writeResults } from './harness';
 
 const SETTINGS = {
   workspaces: 10_000,
@@ -117,6 +117,7 @@ async function main({ databaseUrl, log, startApp }: BenchContext): Promise<numbe
        FROM generate_series(1, ${W}) AS g`,
   );
 
+  await coverUsageDays({ query: (sql) => seed(sql) }, SETTINGS.days);
   const windowStart = `((date_trunc('day', now() AT TIME ZONE 'UTC') - interval '${SETTINGS.days - 1} days') AT TIME ZONE 'UTC')`;
   const n = SETTINGS.usageRecords;
   // k: the workspace, 1 + floor(W * u^3) with u uniform in [0, 1): workspace 1 is the busiest.

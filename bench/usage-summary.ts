@@ -21,7 +21,7 @@
 import 'reflect-metadata';
 import * as os from 'node:os';
 import type { DataSource } from 'typeorm';
-import { type BenchContext, runBench, summarize, table } from './harness';
+import { type BenchContext, coverUsageDays, runBench, summarize, table } from './harness';
 
 const SETTINGS = {
   targetRecords: 1_000_000,
@@ -156,6 +156,7 @@ async function main({ log, startApp, startedAt }: BenchContext): Promise<number>
   const small = await workspaces.create({ name: 'Small workspace', tier: 'pro' });
 
   // --- Data ------------------------------------------------------------------------------
+  await coverUsageDays(dataSource, 101);
   const windowStart = `(date_trunc('day', now() AT TIME ZONE 'UTC') - interval '${SETTINGS.days - 1} days') AT TIME ZONE 'UTC'`;
   const inserted = await time(async () => {
     await dataSource.query(insertSql(noise, SETTINGS.expiredRecords, `now() - interval '100 days'`, `now() - interval '91 days'`, 7));

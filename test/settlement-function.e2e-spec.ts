@@ -413,10 +413,29 @@ describe('settle_charges()', () => {
     expect((await usageRecords(ws)).map((record) => `${record.request_id}: ${record.charged_millicents}`).sort()).toEqual(['trace-1: 20', 'trace-1: 30']);
   });
 
+  it('on a retry, finds the record a first attempt wrote in the day before (another partition): no second record', async () => {
+    const ws = await wallet(1_000n, 100n, 0n);
+    const [first, second] = [await hold(ws, 50n), await hold(ws, 50n)];
+    const midnight = Date.parse(new Date().toISOString().slice(0, 10));
+    // The first attempt committed at 23:59:59.999 unseen; the request settles again after midnight.
+    const before = usageRow(ws, 'req-midnight', { created_at: new Date(midnight - 1).toISOString() });
+    const after = usageRow(ws, 'req-midnight', { created_at: new Date(midnight + 1).toISOString() });
+    await settle(ws, [{ key: 'midnight', holdRowId: first, costMicros: 0n, usageRow: before }]);
+    const [again] = await settle(ws, [{ key: 'midnight', holdRowId: second, costMicros: 0n, usageRow: after }], { checkApplied: true });
+    expect(again).toMatchObject({ applied: false, charged: 0 });
+    const rows = (await db.query(
+      `SELECT tableoid::regclass::text AS partition, created_at FROM usage_records WHERE workspace_id = $1 AND request_id = 'req-midnight'`,
+      [ws],
+    )) as { partition: string; created_at: Date }[];
+    expect(rows).toEqual([{ partition: `usage_records_p${new Date(midnight - 1).toISOString().slice(0, 10).replace(/-/g, '')}`, created_at: new Date(midnight - 1) }]);
+  });
+
   it("gives a usage record an id derived from its settlement's key, so that it cannot be inserted twice", async () => {
     const ws = await wallet(1_000n, 100n, 0n);
     const [first, second] = [await hold(ws, 50n), await hold(ws, 50n)];
-    await settle(ws, [{ key: 'once', holdRowId: first, costMicros: 0n, usageRow: usageRow(ws, 'req-once') }]);
+    // Stamped once by the settlement writer, and written again with the same time (a journal kept it).
+    const row = usageRow(ws, 'req-once', { created_at: new Date().toISOString() });
+    await settle(ws, [{ key: 'once', holdRowId: first, costMicros: 0n, usageRow: row }]);
     const [{ id }] = (await db.query(`SELECT id FROM usage_records WHERE workspace_id = $1`, [ws])) as { id: string }[];
     // The key's MD5 with the version (8) and variant digits set: a UUID every check accepts (cursors are checked with isUUID).
     const md5 = createHash('md5').update(`usage:${run}.once`).digest('hex');
@@ -425,7 +444,7 @@ describe('settle_charges()', () => {
     expect(id).toBe(expected);
     expect(isUUID(id, 'all')).toBe(true);
     // Without the retry check, a charge of 0 writes no ledger row: the record's key is what refuses it.
-    await expect(settle(ws, [{ key: 'once', holdRowId: second, costMicros: 0n, usageRow: usageRow(ws, 'req-once') }])).rejects.toMatchObject({
+    await expect(settle(ws, [{ key: 'once', holdRowId: second, costMicros: 0n, usageRow: row }])).rejects.toMatchObject({
       code: '23505',
     });
   });

@@ -132,6 +132,13 @@ export class SettlementWriter {
    */
   private databaseGone = false;
 
+  /**
+   * When a settlement was submitted: its usage record's created_at, kept in the journal with
+   * it, so that however late it commits (a retry, a replay after a crash) the record lands on
+   * the UTC day (and in the partition) of its request. Replaced by tests that move the clock.
+   */
+  clock: () => number = Date.now;
+
   constructor(private readonly ports: SettlementWriterPorts) {}
 
   /** From now on, plain settlements are journaled (see the class). */
@@ -155,6 +162,7 @@ export class SettlementWriter {
     const journal = this.ports.journal;
     const { order } = job;
     const usageRow = this.ports.usage.row(job.record);
+    usageRow.created_at = new Date(this.clock()).toISOString();
     if (journal && !this.databaseGone && order.hold.lease && !job.turn && !job.waitForCommit && !order.refund && !order.retry) {
       try {
         const segment = journal.append(journalEntry(job, usageRow));

@@ -1,31 +1,58 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { Cron } from '@nestjs/schedule';
 import { InjectRepository } from '@nestjs/typeorm';
-import { QueryResult, Repository } from 'typeorm';
+import { QueryResult, QueryRunner, Repository } from 'typeorm';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 import { UsageRecord } from './entities/usage-record.entity';
+import { utcDay } from './usage-partitions';
 
 /** Any number, the same in every replica: only one replica purges at a time. */
 const RETENTION_LOCK_KEY = 4_242_101;
 const DAY_MS = 86_400_000;
+/** Detaching waits for the transactions that may still read the partition: longer than a request's statements may. */
+const DETACH_TIMEOUT = '5min';
 
 export interface PurgeResult {
-  /** Records removed by this run. */
+  /** Records deleted one by one (from a partition that spans the cutoff: a converted table). */
   deleted: number;
-  /** Records created before this instant were removed. */
+  /** The daily partitions dropped whole. */
+  droppedPartitions: string[];
+  /** Records created before this instant (the start of the window's first UTC day) are gone. */
   cutoff: Date;
   /** False when another process was purging already (nothing was done). */
   ran: boolean;
 }
 
+/** A partition of usage_records, with where its range ends. */
+interface PartitionRow {
+  name: string;
+  /** The end of its range (excluded). */
+  upper: Date;
+  detach_pending: boolean;
+}
+
+/** The partitions of usage_records whose whole range is before $1. */
+const EXPIRED_PARTITIONS_SQL = `
+  SELECT c.relname AS name, bound.upper, i.inhdetachpending AS detach_pending
+    FROM pg_inherits i
+    JOIN pg_class c ON c.oid = i.inhrelid
+    CROSS JOIN LATERAL (
+      SELECT substring(pg_get_expr(c.relpartbound, c.oid) FROM 'TO \\(''([^'']+)''\\)')::timestamptz AS upper) bound
+   WHERE i.inhparent = 'usage_records'::regclass AND bound.upper <= $1
+   ORDER BY bound.upper`;
+
 /**
- * Deletes usage records older than USAGE_RETENTION_DAYS, once an hour (minute 17, off the
- * top-of-hour peaks). Only usage_records: the ledger (wallet_transactions) is kept for good.
+ * Keeps the usage records of the last USAGE_RETENTION_DAYS UTC days, today included (the
+ * window the usage endpoints answer for), once an hour at minute 17, off the top-of-hour peaks.
  *
- * Deletes in batches of `batchSize` rows per statement, each its own short transaction, so
- * the first run on a large backlog never holds locks or bloats WAL in one huge statement,
- * and chat requests writing new records are never blocked behind it.
+ * usage_records is partitioned by UTC day: a day out of the window is dropped whole, a
+ * metadata operation whatever its size (detached CONCURRENTLY, which blocks no reader or
+ * writer, then dropped). Its daily totals go with it, so that every row of usage_daily_totals
+ * is the exact sum of records that exist; the totals of the days kept are never touched. A
+ * partition that spans the cutoff (the table converted by the migration, until all of it is
+ * out of the window) has its expired rows deleted in batches, each a short transaction.
+ * The ledger (wallet_transactions) and the keys' spend (api_key_spend) are kept for good.
  */
 @Injectable()
 export class UsageRetention {
@@ -45,13 +72,18 @@ export class UsageRetention {
     }
   }
 
+  /** The first instant kept: the start of the window's first UTC day (today - (retentionDays - 1)). */
+  cutoff(now: Date): Date {
+    return new Date(Date.parse(utcDay(now)) - (this.config.usageRetentionDays - 1) * DAY_MS);
+  }
+
   /**
-   * Removes the records created before `now - retentionDays`. Safe to call at any time and
-   * from several replicas: a session advisory lock lets one run while the others skip.
+   * Removes the records created before the window. Safe to call at any time and from
+   * several replicas: a session advisory lock lets one run while the others skip.
    */
   async purgeExpired(options: { now?: Date; batchSize?: number } = {}): Promise<PurgeResult> {
     const batchSize = options.batchSize ?? 10_000;
-    const cutoff = new Date((options.now ?? new Date()).getTime() - this.config.usageRetentionDays * DAY_MS);
+    const cutoff = this.cutoff(options.now ?? new Date());
     // One connection of the pool for the whole run: the advisory lock belongs to the session.
     const runner = this.records.manager.connection.createQueryRunner();
     await runner.connect();
@@ -59,32 +91,66 @@ export class UsageRetention {
       const [{ locked }] = (await runner.query('SELECT pg_try_advisory_lock($1) AS locked', [RETENTION_LOCK_KEY])) as {
         locked: boolean;
       }[];
-      if (!locked) return { deleted: 0, cutoff, ran: false };
+      if (!locked) return { deleted: 0, droppedPartitions: [], cutoff, ran: false };
       try {
-        let deleted = 0;
-        for (;;) {
-          // usage_records_created_idx finds the oldest rows without scanning the table.
-          const result = (await runner.query(
-            `DELETE FROM usage_records
-              WHERE id IN (SELECT id FROM usage_records WHERE created_at < $1 LIMIT $2)`,
-            [cutoff, batchSize],
-            true,
-          )) as QueryResult;
-          const count = result.affected ?? 0;
-          deleted += count;
-          if (count < batchSize) break;
-        }
-        if (deleted > 0) {
+        const droppedPartitions = await this.dropExpiredPartitions(runner, cutoff);
+        const deleted = await this.deleteInBatches(
+          runner,
+          `DELETE FROM usage_records WHERE (id, created_at) IN (SELECT id, created_at FROM usage_records WHERE created_at < $1 LIMIT $2)`,
+          [cutoff, batchSize],
+          batchSize,
+        );
+        await this.deleteInBatches(
+          runner,
+          `DELETE FROM usage_daily_totals WHERE ctid IN (SELECT ctid FROM usage_daily_totals WHERE day < $1::date LIMIT $2)`,
+          [utcDay(cutoff), batchSize],
+          batchSize,
+        );
+        if (deleted > 0 || droppedPartitions.length > 0) {
           this.logger.log(
-            `Deleted ${deleted} usage record(s) created before ${cutoff.toISOString()} (USAGE_RETENTION_DAYS=${this.config.usageRetentionDays})`,
+            `Removed the usage records created before ${cutoff.toISOString()} (USAGE_RETENTION_DAYS=${this.config.usageRetentionDays}): ` +
+              `${droppedPartitions.length} day(s) dropped whole${droppedPartitions.length ? ` (${droppedPartitions.join(', ')})` : ''}, ${deleted} record(s) deleted`,
           );
         }
-        return { deleted, cutoff, ran: true };
+        return { deleted, droppedPartitions, cutoff, ran: true };
       } finally {
         await runner.query('SELECT pg_advisory_unlock($1)', [RETENTION_LOCK_KEY]);
       }
     } finally {
       await runner.release();
+    }
+  }
+
+  /** Detaches and drops the partitions whose whole range is before the cutoff; returns their names. */
+  private async dropExpiredPartitions(runner: QueryRunner, cutoff: Date): Promise<string[]> {
+    const expired = (await runner.query(EXPIRED_PARTITIONS_SQL, [cutoff])) as PartitionRow[];
+    if (expired.length === 0) return [];
+    const dropped: string[] = [];
+    await runner.query(`SET statement_timeout = '${DETACH_TIMEOUT}'`);
+    await runner.query(`SET lock_timeout = '${DETACH_TIMEOUT}'`);
+    try {
+      for (const partition of expired) {
+        const name = `"${partition.name.replace(/"/g, '""')}"`;
+        // A detach that a stop interrupted is finished; CONCURRENTLY cannot run in a transaction (this is autocommit).
+        await runner.query(`ALTER TABLE usage_records DETACH PARTITION ${name} ${partition.detach_pending ? 'FINALIZE' : 'CONCURRENTLY'}`);
+        await runner.query(`DROP TABLE ${name}`);
+        dropped.push(partition.name);
+      }
+    } finally {
+      await runner.query('RESET statement_timeout');
+      await runner.query('RESET lock_timeout');
+    }
+    return dropped;
+  }
+
+  /** Runs a `LIMIT $2` delete until it deletes fewer than a batch; returns the rows deleted. */
+  private async deleteInBatches(runner: QueryRunner, sql: string, parameters: unknown[], batchSize: number): Promise<number> {
+    let deleted = 0;
+    for (;;) {
+      const result = (await runner.query(sql, parameters, true)) as QueryResult;
+      const count = result.affected ?? 0;
+      deleted += count;
+      if (count < batchSize) return deleted;
     }
   }
 }

@@ -4,6 +4,7 @@ import { PendingSettlementsModule } from '../common/settlements/pending-settleme
 import { UsageRecord } from './entities/usage-record.entity';
 import { UsageController } from './usage.controller';
 import { UsageExplorerService } from './usage-explorer.service';
+import { UsagePartitions } from './usage-partitions';
 import { UsageRetention } from './usage-retention';
 import { UsageStatsService } from './usage-stats.service';
 import { UsageService } from './usage.service';
@@ -13,7 +14,7 @@ import { UsageService } from './usage.service';
   // The statistics wait for the settlements this process answered for.
   imports: [TypeOrmModule.forFeature([UsageRecord]), PendingSettlementsModule],
   controllers: [UsageController],
-  providers: [UsageService, UsageStatsService, UsageRetention, UsageExplorerService],
-  exports: [UsageService, UsageStatsService, UsageExplorerService],
+  providers: [UsageService, UsageStatsService, UsagePartitions, UsageRetention, UsageExplorerService],
+  exports: [UsageService, UsageStatsService, UsageExplorerService, UsagePartitions],
 })
 export class UsageModule {}
