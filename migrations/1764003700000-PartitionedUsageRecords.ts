@@ -15,8 +15,8 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
  *    the same columns (in an order that wastes no alignment padding), indexes, constraints and
  *    the daily-totals triggers; the old table is attached as its partition for everything
  *    before the boundary (the CHECK spares the scan; each index of the new table finds its
- *    twin); and daily partitions are created from the boundary on. A table with no rows
- *    (a new install) is dropped instead, and the days start from yesterday.
+ *    twin). A table with no rows (a new install) is dropped instead.
+ * 3. Daily partitions are created for the days the old table does not cover, to a week ahead.
  * Writers never see a missing table: a statement that names usage_records waits for the lock,
  * then finds the new table (plans are re-made on the rename). The legacy partition's expired
  * rows are deleted in batches by retention until the whole of it is past the window, when it
@@ -57,12 +57,16 @@ export class PartitionedUsageRecords1764003700000 implements MigrationInterface 
         await queryRunner.query(`LOCK TABLE usage_records IN ACCESS EXCLUSIVE MODE`);
         await this.swap(queryRunner, boundary);
         await queryRunner.query('COMMIT');
-        return;
+        break;
       } catch (error) {
         await queryRunner.query('ROLLBACK');
         if (attempt >= 20 || (error as { code?: string }).code !== '55P03') throw error;
       }
     }
+    // After the lock: the days the converted table does not cover (from yesterday on a new install).
+    await queryRunner.query(
+      `SELECT ensure_usage_record_partitions((now() AT TIME ZONE 'UTC')::date - 1, (now() AT TIME ZONE 'UTC')::date + 7)`,
+    );
   }
 
   private async swap(queryRunner: QueryRunner, boundary: string): Promise<void> {
@@ -174,9 +178,6 @@ export class PartitionedUsageRecords1764003700000 implements MigrationInterface 
         END LOOP;
         RETURN created;
       END $$`);
-    await queryRunner.query(
-      `SELECT ensure_usage_record_partitions((now() AT TIME ZONE 'UTC')::date - 1, (now() AT TIME ZONE 'UTC')::date + 7)`,
-    );
   }
 
   /**
