@@ -7,23 +7,25 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
  * It runs outside a transaction, so that a live table is converted without a long lock (a
  * replica of the previous version may go on writing throughout):
  * 1. A unique index on (id, created_at) is built CONCURRENTLY (a partitioned table's key must
- *    hold the partition key), and a CHECK that every row is older than the boundary (the start
- *    of the UTC day after tomorrow) is added NOT VALID, then validated (a scan that blocks no
- *    write). These two take time in proportion to the rows: see the figures in docs/operations.md.
+ *    hold the partition key), with the slimmer indexes of the new table (see INDEXES), and a
+ *    CHECK that every row is older than the boundary (the start of the UTC day after
+ *    tomorrow) is added NOT VALID, then validated (a scan that blocks no write). These take
+ *    time in proportion to the rows: see the figures in docs/operations.md.
  * 2. One short transaction, under a brief ACCESS EXCLUSIVE lock (metadata only): the table is
  *    renamed usage_records_legacy, with its indexes; a partitioned usage_records is created with
  *    the same columns (in an order that wastes no alignment padding), indexes, constraints and
  *    the daily-totals triggers; the old table is attached as its partition for everything
  *    before the boundary (the CHECK spares the scan; each index of the new table finds its
  *    twin). A table with no rows (a new install) is dropped instead.
- * 3. Daily partitions are created for the days the old table does not cover, to a week ahead.
+ * 3. Daily partitions are created for the days the old table does not cover, to a week
+ *    ahead, and the old table's indexes that the slimmer ones replace are dropped CONCURRENTLY.
  * Writers never see a missing table: a statement that names usage_records waits for the lock,
  * then finds the new table (plans are re-made on the rename). The legacy partition's expired
  * rows are deleted in batches by retention until the whole of it is past the window, when it
  * is dropped like a day.
  *
  * usage_records_created_idx is not carried over: a range of days is partition pruning, and
- * retention no longer looks rows up by age. insert_usage_records() takes a record's created_at
+ * retention no longer looks rows up by age (the converted table keeps its own, for its batches). insert_usage_records() takes a record's created_at
  * from the record when it has one (the settlement's time, journaled with it), so that a
  * settlement written again later lands in the same day as the first attempt.
  */
@@ -39,9 +41,14 @@ export class PartitionedUsageRecords1764003700000 implements MigrationInterface 
     // Converted already (a run that stopped after its last step, before it was recorded).
     const [table] = (await queryRunner.query(`SELECT relkind FROM pg_class WHERE oid = 'usage_records'::regclass`)) as { relkind: string }[];
     if (table?.relkind === 'p') return;
-    // A previous run that stopped in step 1 may have left an invalid index or the CHECK behind.
+    // A previous run that stopped in step 1 may have left invalid indexes or the CHECK behind.
     await queryRunner.query(`DROP INDEX CONCURRENTLY IF EXISTS usage_records_id_created_at_key`);
     await queryRunner.query(`CREATE UNIQUE INDEX CONCURRENTLY usage_records_id_created_at_key ON usage_records (id, created_at)`);
+    // The slimmer indexes of the partitioned table, built beside the old ones: each must have its twin to attach to.
+    for (const index of changedIndexes()) {
+      await queryRunner.query(`DROP INDEX CONCURRENTLY IF EXISTS usage_records_slim_${index.name}`);
+      await queryRunner.query(`CREATE INDEX CONCURRENTLY usage_records_slim_${index.name} ON usage_records ${index.on}`);
+    }
     await queryRunner.query(`ALTER TABLE usage_records DROP CONSTRAINT IF EXISTS usage_records_legacy_range`);
     await queryRunner.query(
       `ALTER TABLE usage_records ADD CONSTRAINT usage_records_legacy_range
@@ -67,6 +74,8 @@ export class PartitionedUsageRecords1764003700000 implements MigrationInterface 
     await queryRunner.query(
       `SELECT ensure_usage_record_partitions((now() AT TIME ZONE 'UTC')::date - 1, (now() AT TIME ZONE 'UTC')::date + 7)`,
     );
+    // The converted table's indexes that the slimmer ones replace (its created_at index stays: retention's batches use it).
+    for (const index of changedIndexes()) await queryRunner.query(`DROP INDEX CONCURRENTLY IF EXISTS usage_records_legacy_${index.name}`);
   }
 
   private async swap(queryRunner: QueryRunner, boundary: string): Promise<void> {
@@ -125,7 +134,7 @@ export class PartitionedUsageRecords1764003700000 implements MigrationInterface 
         CONSTRAINT usage_records_status_check CHECK (status = ANY (ARRAY['success'::text, 'error'::text])),
         CONSTRAINT usage_records_source_check CHECK (source = ANY (ARRAY['api'::text, 'dashboard'::text, 'widget'::text]))
       ) PARTITION BY RANGE (created_at)`);
-    for (const index of USAGE_RECORD_INDEXES) await queryRunner.query(index);
+    for (const index of INDEXES) await queryRunner.query(`CREATE INDEX usage_records_${index.name} ON usage_records ${index.on}`);
     for (const trigger of USAGE_RECORD_TRIGGERS) await queryRunner.query(trigger);
 
     await queryRunner.query(
@@ -197,8 +206,7 @@ export class PartitionedUsageRecords1764003700000 implements MigrationInterface 
       await queryRunner.query(
         `ALTER TABLE usage_records ADD CONSTRAINT usage_records_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE`,
       );
-      for (const index of USAGE_RECORD_INDEXES) await queryRunner.query(index);
-      await queryRunner.query(`CREATE INDEX usage_records_created_idx ON usage_records (created_at)`);
+      for (const index of PREVIOUS_INDEXES) await queryRunner.query(`CREATE INDEX usage_records_${index.name} ON usage_records ${index.on}`);
       for (const trigger of USAGE_RECORD_TRIGGERS) await queryRunner.query(trigger);
       await queryRunner.query(`
         CREATE OR REPLACE FUNCTION insert_usage_records(p_records jsonb, p_keys text[], p_kept bigint[], p_applied boolean[]) RETURNS void
@@ -222,20 +230,48 @@ export class PartitionedUsageRecords1764003700000 implements MigrationInterface 
   }
 }
 
-/** The indexes of usage_records, as of this migration (each partition has its own of each). */
-const USAGE_RECORD_INDEXES = [
-  `CREATE INDEX usage_records_request_idx ON usage_records (request_id)`,
-  `CREATE INDEX usage_records_workspace_created_idx ON usage_records (workspace_id, created_at DESC, id DESC)`,
-  `CREATE INDEX usage_records_workspace_model_idx ON usage_records (workspace_id, model, created_at DESC, id DESC)`,
-  `CREATE INDEX usage_records_workspace_assistant_idx ON usage_records (workspace_id, assistant_id, created_at DESC, id DESC)
-     WHERE assistant_id IS NOT NULL`,
-  `CREATE INDEX usage_records_workspace_key_idx ON usage_records (workspace_id, api_key_id, created_at DESC, id DESC)
-     WHERE api_key_id IS NOT NULL`,
-  `CREATE INDEX usage_records_workspace_user_idx ON usage_records (workspace_id, user_id, created_at DESC, id DESC)
-     WHERE user_id IS NOT NULL`,
-  `CREATE INDEX usage_records_workspace_errors_idx ON usage_records (workspace_id, created_at DESC, id DESC) WHERE status = 'error'`,
-  `CREATE INDEX usage_records_errors_created_idx ON usage_records (created_at, error_code) WHERE status = 'error'`,
+interface IndexDefinition {
+  /** Its name after `usage_records_`. */
+  name: string;
+  /** What follows `ON usage_records`. */
+  on: string;
+}
+
+/**
+ * The indexes of usage_records from this migration on (each partition has its own of each).
+ * Slimmer than before: the pages of `(workspace_id, ...)` indexes split half full (each
+ * workspace inserts at its own point), so each byte of a key costs two. Without the id, a
+ * page of records sorts the ties of a millisecond (Incremental Sort on the index's order);
+ * request ids are only ever looked up by equality, which a hash index does in half the bytes.
+ */
+const INDEXES: IndexDefinition[] = [
+  { name: 'request_idx', on: 'USING hash (request_id)' },
+  { name: 'workspace_created_idx', on: '(workspace_id, created_at DESC)' },
+  { name: 'workspace_model_idx', on: '(workspace_id, model, created_at DESC)' },
+  { name: 'workspace_assistant_idx', on: '(workspace_id, assistant_id, created_at DESC) WHERE assistant_id IS NOT NULL' },
+  { name: 'workspace_key_idx', on: '(workspace_id, api_key_id, created_at DESC) WHERE api_key_id IS NOT NULL' },
+  { name: 'workspace_user_idx', on: '(workspace_id, user_id, created_at DESC) WHERE user_id IS NOT NULL' },
+  { name: 'workspace_errors_idx', on: "(workspace_id, created_at DESC) WHERE status = 'error'" },
+  { name: 'errors_created_idx', on: "(created_at, error_code) WHERE status = 'error'" },
 ];
+
+/** The indexes of the single table before this migration (what `down` makes again). */
+const PREVIOUS_INDEXES: IndexDefinition[] = [
+  { name: 'request_idx', on: '(request_id)' },
+  { name: 'workspace_created_idx', on: '(workspace_id, created_at DESC, id DESC)' },
+  { name: 'workspace_model_idx', on: '(workspace_id, model, created_at DESC, id DESC)' },
+  { name: 'workspace_assistant_idx', on: '(workspace_id, assistant_id, created_at DESC, id DESC) WHERE assistant_id IS NOT NULL' },
+  { name: 'workspace_key_idx', on: '(workspace_id, api_key_id, created_at DESC, id DESC) WHERE api_key_id IS NOT NULL' },
+  { name: 'workspace_user_idx', on: '(workspace_id, user_id, created_at DESC, id DESC) WHERE user_id IS NOT NULL' },
+  { name: 'workspace_errors_idx', on: "(workspace_id, created_at DESC, id DESC) WHERE status = 'error'" },
+  { name: 'errors_created_idx', on: "(created_at, error_code) WHERE status = 'error'" },
+  { name: 'created_idx', on: '(created_at)' },
+];
+
+/** The indexes this migration changes: built anew on a converted table, its old ones dropped after. */
+function changedIndexes(): IndexDefinition[] {
+  return INDEXES.filter((index) => PREVIOUS_INDEXES.find((previous) => previous.name === index.name)?.on !== index.on);
+}
 
 /** The statement triggers that keep usage_daily_totals equal to the records (UsageIndexes). */
 const USAGE_RECORD_TRIGGERS = [

@@ -82,11 +82,15 @@ describe('migration PartitionedUsageRecords on a live table', () => {
           }
         }
       });
-      await sleep(300);
+      // Until some answers came and failures did not stop everything (a loaded machine is slow to answer).
+      const answers = async (count: number) => {
+        while (answered.length < count && failures.length === 0) await sleep(20);
+      };
+      await answers(8);
       const during = answered.length;
       await migration.up(runner);
       const after = answered.length;
-      await sleep(300);
+      await answers(after + 8);
       stop = true;
       await Promise.all(clients);
       await t.settled(workspace.id);

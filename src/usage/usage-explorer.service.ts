@@ -23,9 +23,8 @@ export interface ExploredRecord extends UsageRecordDto {
 /**
  * The dashboard's reads of usage records: /v1/usage/recent's list with a date range too.
  * Every filter is a prefix of an index of usage_records ((workspace_id, model | assistant_id
- * | user_id, created_at DESC, id DESC), the errors' partial index, or (workspace_id,
- * created_at DESC, id DESC)), and pages go by keyset, so a page costs the same at the first
- * record and the millionth.
+ * | user_id, created_at DESC), the errors' partial index, or (workspace_id, created_at DESC)),
+ * and pages go by keyset, so a page costs the same at the first record and the millionth.
  */
 @Injectable()
 export class UsageExplorerService {

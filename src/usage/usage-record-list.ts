@@ -58,8 +58,10 @@ export interface RecordRow {
 
 /**
  * The newest `limit` records of the filter after an optional cursor (a record id of this
- * workspace). Every filter is a prefix of an index of usage_records, and the cursor is a
- * keyset position, so a page costs the same at the first record and the millionth.
+ * workspace). Every filter is a prefix of an index of usage_records ending in created_at, and
+ * the cursor is a keyset position, so a page costs the same at the first record and the
+ * millionth: the days (partitions) are read newest first until the page is full, each in its
+ * index's order, and only the ties of one instant are sorted by id.
  */
 export function recordsSql(
   workspaceId: string,
