@@ -101,6 +101,29 @@ describe('usage records partitioned by day', () => {
     }
   });
 
+  it('pages /v1/usage/recent across days (partitions) by keyset, ties of one instant included, as one ordered list', async () => {
+    const workspace = await t.createWorkspace();
+    const today = midnightOf(Date.now());
+    // Four days, with records on both sides of each midnight and several at one instant.
+    const at = [3, 2, 1].flatMap((days) => [today - days * DAY_MS - 1, today - days * DAY_MS, today - days * DAY_MS, today - days * DAY_MS + 1]);
+    await insertAt(workspace, [...at, today - DAY_MS, today - DAY_MS], 'page');
+    const expected = (
+      (await db.query('SELECT id FROM usage_records WHERE workspace_id = $1 ORDER BY created_at DESC, id DESC', [workspace.id])) as { id: string }[]
+    ).map((row) => row.id);
+    expect(expected).toHaveLength(14);
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page = (await workspace.client.get('/usage/recent', { query: { limit: 3, ...(cursor ? { starting_after: cursor } : {}) } })) as {
+        data: { id: string }[];
+        next_cursor: string | null;
+      };
+      seen.push(...page.data.map((record) => record.id));
+      cursor = page.next_cursor;
+    } while (cursor);
+    expect(seen).toEqual(expected);
+  });
+
   it('creates each missing day once when every replica asks at the same time, and keeps a week ahead', async () => {
     const from = new Date(Date.UTC(2032, 0, 1));
     const to = new Date(Date.UTC(2032, 0, 5));
