@@ -26,6 +26,9 @@ import { PaymentsModule } from './payments/payments.module';
 import { ProvidersModule } from './providers/providers.module';
 import { ProvidersService } from './providers/providers.service';
 import { reportedHealth } from './providers/routing/deployment-health-reporter';
+import { UsagePartitions } from './usage/usage-partitions';
+import { UsageRetention } from './usage/usage-retention';
+import { UsageModule } from './usage/usage.module';
 import { AutoTopupSettingsService, autoTopupSettingsJson } from './wallet/auto-topup-settings.service';
 import { WalletService } from './wallet/wallet.service';
 import { WalletModule } from './wallet/wallet.module';
@@ -140,6 +143,15 @@ const COMMANDS: Record<string, Command> = {
     return documents.remove(document.workspaceId, document.id);
   },
   deployments: (app) => listDeployments(app),
+  'usage partitions': async (app) => {
+    // The days from yesterday to a week ahead are made first (as every replica does at start).
+    await app.get(UsagePartitions).ensureAround(new Date());
+    return { data: await app.get(UsagePartitions).list() };
+  },
+  'usage purge': async (app) => {
+    const result = await app.get(UsageRetention).purgeExpired();
+    return { ran: result.ran, cutoff: result.cutoff.toISOString(), dropped_partitions: result.droppedPartitions, deleted: result.deleted };
+  },
   'operator grant': (app, o) => app.get(OperatorsService).grant(required(o, 'email')),
   'operator revoke': (app, o) => app.get(OperatorsService).revoke(required(o, 'email')),
   'wallet topup': (app, o) => moveMoney(app, o, 'topup'),
@@ -363,6 +375,7 @@ function cliModule(config: AppConfig, databaseUrl: string) {
       PaymentsModule,
       ModelsModule,
       OperatorModule,
+      UsageModule,
       // The router's deployments, without DeploymentHealthModule: the CLI writes no health of its own.
       ProvidersModule,
     ],

@@ -112,6 +112,26 @@ describe('operator CLI', () => {
     return openAiClient(t.baseUrl, key.api_key as string);
   }
 
+  describe('usage partitions and usage purge', () => {
+    it('lists the daily partitions to a week ahead, and purges the days out of the window', async () => {
+      const listed = (await cli('usage', 'partitions')).data as { name: string; from: string | null; to: string; bytes: number; detaching: boolean }[];
+      const day = (offset: number) => new Date(Date.now() + offset * 86_400_000).toISOString().slice(0, 10);
+      const names = listed.map((partition) => partition.name);
+      expect(names).toContain(`usage_records_p${day(7).replace(/-/g, '')}`);
+      const today = listed.find((partition) => partition.name === `usage_records_p${day(0).replace(/-/g, '')}`);
+      expect(today).toMatchObject({ from: `${day(0)}T00:00:00.000Z`, to: `${day(1)}T00:00:00.000Z`, detaching: false });
+      expect(today!.bytes).toBeGreaterThan(0);
+      // The template covers 95 days back (test/support/global-setup.ts); the default window is 90 days, today included.
+      const purged = await cli('usage', 'purge');
+      expect(purged).toMatchObject({ ran: true, cutoff: `${day(-89)}T00:00:00.000Z`, deleted: 0 });
+      const dropped = purged.dropped_partitions as string[];
+      expect(dropped).toContain(`usage_records_p${day(-90).replace(/-/g, '')}`);
+      expect(dropped.every((name) => name < `usage_records_p${day(-89).replace(/-/g, '')}`)).toBe(true);
+      const after = ((await cli('usage', 'partitions')).data as { name: string }[]).map((partition) => partition.name);
+      expect(after[0]).toBe(`usage_records_p${day(-89).replace(/-/g, '')}`);
+    });
+  });
+
   describe('workspace create', () => {
     it('prints the workspace id and a key that works on the running app', async () => {
       const created = await cli('workspace', 'create', '--name', 'Acme', '--tier', 'free', '--balance', '5000');

@@ -5,7 +5,7 @@ import { QueryResult, QueryRunner, Repository } from 'typeorm';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 import { UsageRecord } from './entities/usage-record.entity';
-import { utcDay } from './usage-partitions';
+import { UsagePartitions, utcDay } from './usage-partitions';
 
 /** Any number, the same in every replica: only one replica purges at a time. */
 const RETENTION_LOCK_KEY = 4_242_101;
@@ -23,24 +23,6 @@ export interface PurgeResult {
   /** False when another process was purging already (nothing was done). */
   ran: boolean;
 }
-
-/** A partition of usage_records, with where its range ends. */
-interface PartitionRow {
-  name: string;
-  /** The end of its range (excluded). */
-  upper: Date;
-  detach_pending: boolean;
-}
-
-/** The partitions of usage_records whose whole range is before $1. */
-const EXPIRED_PARTITIONS_SQL = `
-  SELECT c.relname AS name, bound.upper, i.inhdetachpending AS detach_pending
-    FROM pg_inherits i
-    JOIN pg_class c ON c.oid = i.inhrelid
-    CROSS JOIN LATERAL (
-      SELECT substring(pg_get_expr(c.relpartbound, c.oid) FROM 'TO \\(''([^'']+)''\\)')::timestamptz AS upper) bound
-   WHERE i.inhparent = 'usage_records'::regclass AND bound.upper <= $1
-   ORDER BY bound.upper`;
 
 /**
  * Keeps the usage records of the last USAGE_RETENTION_DAYS UTC days, today included (the
@@ -61,6 +43,7 @@ export class UsageRetention {
   constructor(
     @InjectRepository(UsageRecord) private readonly records: Repository<UsageRecord>,
     @InjectConfig() private readonly config: AppConfig,
+    private readonly partitions: UsagePartitions,
   ) {}
 
   @Cron('0 17 * * * *', { name: 'usage-retention' })
@@ -123,7 +106,7 @@ export class UsageRetention {
 
   /** Detaches and drops the partitions whose whole range is before the cutoff; returns their names. */
   private async dropExpiredPartitions(runner: QueryRunner, cutoff: Date): Promise<string[]> {
-    const expired = (await runner.query(EXPIRED_PARTITIONS_SQL, [cutoff])) as PartitionRow[];
+    const expired = (await this.partitions.list()).filter((partition) => Date.parse(partition.to) <= cutoff.getTime());
     if (expired.length === 0) return [];
     const dropped: string[] = [];
     await runner.query(`SET statement_timeout = '${DETACH_TIMEOUT}'`);
@@ -132,7 +115,7 @@ export class UsageRetention {
       for (const partition of expired) {
         const name = `"${partition.name.replace(/"/g, '""')}"`;
         // A detach that a stop interrupted is finished; CONCURRENTLY cannot run in a transaction (this is autocommit).
-        await runner.query(`ALTER TABLE usage_records DETACH PARTITION ${name} ${partition.detach_pending ? 'FINALIZE' : 'CONCURRENTLY'}`);
+        await runner.query(`ALTER TABLE usage_records DETACH PARTITION ${name} ${partition.detaching ? 'FINALIZE' : 'CONCURRENTLY'}`);
         await runner.query(`DROP TABLE ${name}`);
         dropped.push(partition.name);
       }

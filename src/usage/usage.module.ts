@@ -15,6 +15,6 @@ import { UsageService } from './usage.service';
   imports: [TypeOrmModule.forFeature([UsageRecord]), PendingSettlementsModule],
   controllers: [UsageController],
   providers: [UsageService, UsageStatsService, UsagePartitions, UsageRetention, UsageExplorerService],
-  exports: [UsageService, UsageStatsService, UsageExplorerService, UsagePartitions],
+  exports: [UsageService, UsageStatsService, UsageExplorerService, UsagePartitions, UsageRetention],
 })
 export class UsageModule {}
