@@ -15,7 +15,7 @@
  */
 import 'reflect-metadata';
 import * as os from 'node:os';
-import { type BenchContext, coverUsageDays, runBench, summarize, table, timedGet, writeResults } from './harness';
+import { type BenchContext, coverUsageDays, runBench, signUp, summarize, table, timedGet, writeResults } from './harness';
 
 const SETTINGS = {
   usageRecords: 1_000_000,
@@ -38,26 +38,6 @@ const WORDS = (
 
 const round2 = (v: number) => Math.round(v * 100) / 100;
 
-
-/** Signs a person up through the pages, as a browser does; returns the session cookie and the new workspace's id. */
-async function signUp(baseUrl: string): Promise<{ cookie: string; workspaceId: string }> {
-  const page = await fetch(`${baseUrl}/signup`);
-  const cookie = page.headers.getSetCookie().map((line) => line.split(';')[0]).join('; ');
-  const csrf = /name="_csrf" value="([^"]+)"/.exec(await page.text())?.[1];
-  if (!csrf) throw new Error('No CSRF token on /signup');
-  const form = new URLSearchParams({ _csrf: csrf, email: 'bench@example.com', name: 'Bench Person', password: 'correct horse battery staple' });
-  const response = await fetch(`${baseUrl}/signup`, {
-    method: 'POST',
-    headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' },
-    body: form,
-    redirect: 'manual',
-  });
-  const workspaceId = /\/w\/([0-9a-f-]{36})$/.exec(response.headers.get('location') ?? '')?.[1];
-  const session = response.headers.getSetCookie().map((line) => line.split(';')[0]).join('; ') || cookie;
-  if (response.status !== 303 || !workspaceId) throw new Error(`Sign-up answered ${response.status}`);
-  return { cookie: session, workspaceId };
-}
-
 async function main({ log, startApp }: BenchContext): Promise<number> {
   const { DataSource } = await import('typeorm');
   const { AssistantsService } = await import('../src/assistants/assistants.service');
@@ -66,7 +46,7 @@ async function main({ log, startApp }: BenchContext): Promise<number> {
   log(`Machine: ${os.cpus().length} CPUs (${os.cpus()[0]?.model}), Node ${process.version}, 1-min load ${round2(os.loadavg()[0])}`);
   const { app, baseUrl } = await startApp();
   const db = app.get(DataSource);
-  const { cookie, workspaceId } = await signUp(baseUrl);
+  const { cookie, workspaceId } = await signUp(baseUrl, 'bench@example.com', 'Bench Person');
   await app.get(WorkspacesService).setTier(workspaceId, 'enterprise');
   const assistants = [
     (await app.get(AssistantsService).create(workspaceId, { name: 'Support', model: 'gpt-4o-mini' })).id,

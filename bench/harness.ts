@@ -108,6 +108,18 @@ export async function closeApp(app: INestApplicationContext): Promise<void> {
   await new Promise((resolve) => setTimeout(resolve, 200));
 }
 
+/**
+ * A positive number from `--<name> N` on the command line, else from the environment variable
+ * `env`, else `fallback`.
+ */
+export function numberOption(name: string, env: string, fallback: number): number {
+  const index = process.argv.indexOf(`--${name}`);
+  const raw = index >= 0 ? process.argv[index + 1] : process.env[env];
+  const value = raw === undefined ? fallback : Number(raw);
+  if (!Number.isFinite(value) || value <= 0) throw new Error(`--${name} must be a positive number (got ${raw})`);
+  return value;
+}
+
 export interface Summary {
   n: number;
   mean: number;
@@ -168,11 +180,15 @@ function gitCommit(): string | undefined {
   }
 }
 
-/** One GET with the session cookie: milliseconds to the response's first byte and to its end, and the status. */
-export function timedGet(url: string, cookie: string): Promise<{ ttfb: number; total: number; status: number; bytes: number }> {
+/**
+ * One GET: milliseconds to the response's first byte and to its end, and the status. `auth` is
+ * the dashboard's session cookie, or the headers to send (an API key's Authorization).
+ */
+export function timedGet(url: string, auth: string | Record<string, string>): Promise<{ ttfb: number; total: number; status: number; bytes: number }> {
+  const headers = typeof auth === 'string' ? { cookie: auth, accept: 'text/html' } : auth;
   return new Promise((resolve, reject) => {
     const started = process.hrtime.bigint();
-    const req = request(url, { headers: { cookie, accept: 'text/html' } }, (res) => {
+    const req = request(url, { headers }, (res) => {
       let ttfb: number | null = null;
       let bytes = 0;
       res.on('data', (chunk: Buffer) => {
@@ -196,4 +212,23 @@ export function timedGet(url: string, cookie: string): Promise<{ ttfb: number; t
  */
 export async function coverUsageDays(db: { query: (sql: string) => Promise<unknown> }, daysBack: number): Promise<void> {
   await db.query(`SELECT ensure_usage_record_partitions((now() AT TIME ZONE 'UTC')::date - ${daysBack}, (now() AT TIME ZONE 'UTC')::date + 7)`);
+}
+
+/** Signs a person up through the pages, as a browser does; returns the session cookie and their new workspace's id. */
+export async function signUp(baseUrl: string, email: string, name: string): Promise<{ cookie: string; workspaceId: string }> {
+  const page = await fetch(`${baseUrl}/signup`);
+  const cookie = page.headers.getSetCookie().map((line) => line.split(';')[0]).join('; ');
+  const csrf = /name="_csrf" value="([^"]+)"/.exec(await page.text())?.[1];
+  if (!csrf) throw new Error('No CSRF token on /signup');
+  const form = new URLSearchParams({ _csrf: csrf, email, name, password: 'correct horse battery staple' });
+  const response = await fetch(`${baseUrl}/signup`, {
+    method: 'POST',
+    headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' },
+    body: form,
+    redirect: 'manual',
+  });
+  const workspaceId = /\/w\/([0-9a-f-]{36})$/.exec(response.headers.get('location') ?? '')?.[1];
+  const session = response.headers.getSetCookie().map((line) => line.split(';')[0]).join('; ') || cookie;
+  if (response.status !== 303 || !workspaceId) throw new Error(`Sign-up answered ${response.status}`);
+  return { cookie: session, workspaceId };
 }

@@ -23,7 +23,8 @@
  */
 import 'reflect-metadata';
 import * as os from 'node:os';
-import { type BenchContext, coverUsageDays, runBench, summarize, table, timedGet, writeResults } from './harness';
+import { type BenchContext, coverUsageDays, runBench, signUp, summarize, table, timedGet, writeResults } from './harness';
+import { seedWorkspaces, workspaceIdSql as ws } from './installation';
 
 const SETTINGS = {
   workspaces: 10_000,
@@ -39,27 +40,8 @@ const SETTINGS = {
 
 const MODELS = ['gpt-4o', 'gpt-4o-mini', 'gpt-4-turbo', 'o4-mini', 'claude-sonnet-4-6', 'claude-haiku-4-5', 'gemini-2.5-pro', 'gemini-2.5-flash'];
 const ERROR_CODES = ['upstream_error', 'upstream_timeout', 'context_length_exceeded', 'rate_limit_exceeded'];
-const NAMES = 'Acme Globex Initech Umbrella Hooli Stark Wayne Wonka Cyberdyne Tyrell Soylent Aperture Vandelay Gringotts Pied Piper'.split(' ');
 
 const round2 = (v: number) => Math.round(v * 100) / 100;
-
-
-/** Signs a person up through the pages, as a browser does; returns the session cookie. */
-async function signUp(baseUrl: string, email: string): Promise<string> {
-  const page = await fetch(`${baseUrl}/signup`);
-  const cookie = page.headers.getSetCookie().map((line) => line.split(';')[0]).join('; ');
-  const csrf = /name="_csrf" value="([^"]+)"/.exec(await page.text())?.[1];
-  if (!csrf) throw new Error('No CSRF token on /signup');
-  const form = new URLSearchParams({ _csrf: csrf, email, name: 'Bench Operator', password: 'correct horse battery staple' });
-  const response = await fetch(`${baseUrl}/signup`, {
-    method: 'POST',
-    headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' },
-    body: form,
-    redirect: 'manual',
-  });
-  if (response.status !== 303) throw new Error(`Sign-up answered ${response.status}`);
-  return response.headers.getSetCookie().map((line) => line.split(';')[0]).join('; ') || cookie;
-}
 
 async function main({ databaseUrl, log, startApp }: BenchContext): Promise<number> {
   const { DataSource } = await import('typeorm');
@@ -69,7 +51,7 @@ async function main({ databaseUrl, log, startApp }: BenchContext): Promise<numbe
   const { app, baseUrl } = await startApp();
   const db = app.get(DataSource);
   const email = 'operator@example.com';
-  const cookie = await signUp(baseUrl, email);
+  const { cookie } = await signUp(baseUrl, email, 'Bench Operator');
   await app.get(OperatorsService).grant(email);
 
   // --- Data ------------------------------------------------------------------------------
@@ -81,41 +63,7 @@ async function main({ databaseUrl, log, startApp }: BenchContext): Promise<numbe
   await seeder.connect();
   const seed = async (sql: string, parameters?: unknown[]): Promise<unknown[]> => (await seeder.query(sql, parameters)).rows as unknown[];
   const W = SETTINGS.workspaces;
-  // Workspace k's id: an md5 shaped as a version-4 UUID (the app accepts no other kind of id).
-  const ws = (expression: string) => `overlay(overlay(md5('bench-ws-' || (${expression})) placing '4' from 13) placing '8' from 17)::uuid`;
-  await seed(
-    `INSERT INTO workspaces (id, name, tier, status, created_at, updated_at)
-     SELECT ${ws('g')}, ($1::text[])[1 + g % ${NAMES.length}] || ' ' || g,
-            (ARRAY['free', 'hobby', 'pro', 'team', 'enterprise'])[1 + g % 5],
-            CASE WHEN g % 50 = 0 THEN 'suspended' ELSE 'active' END,
-            now() - make_interval(mins => g), now()
-       FROM generate_series(1, ${W}) AS g`,
-    [NAMES],
-  );
-  await seed(
-    `INSERT INTO wallets (workspace_id, balance_millicents) SELECT ${ws('g')}, 1000000 + g * 137 FROM generate_series(1, ${W}) AS g`,
-  );
-  await seed(
-    `INSERT INTO wallet_transactions (workspace_id, type, amount_millicents, balance_after_millicents, description, idempotency_key)
-     SELECT ${ws('g')}, 'topup', 1000000 + g * 137, 1000000 + g * 137, 'Opening balance', 'bench-opening:' || g
-       FROM generate_series(1, ${W}) AS g`,
-  );
-  await seed(
-    `INSERT INTO users (id, email, name, email_verified_at)
-     SELECT md5('bench-user-' || g)::uuid, 'person' || g || '@example.com', 'Person ' || g, now()
-       FROM generate_series(1, ${W + W / 5}) AS g`,
-  );
-  await seed(
-    `INSERT INTO memberships (workspace_id, user_id, role)
-     SELECT ${ws('g')}, md5('bench-user-' || g)::uuid, 'owner' FROM generate_series(1, ${W}) AS g
-     UNION ALL
-     SELECT ${ws('(g - 1) / 2 * 10 + 1')}, md5('bench-user-' || (${W} + g))::uuid, 'member' FROM generate_series(1, ${W / 5}) AS g`,
-  );
-  await seed(
-    `INSERT INTO api_keys (workspace_id, name, key_hash, display_prefix)
-     SELECT ${ws('g')}, 'default', encode(sha256(('bench-key-' || g)::bytea), 'hex'), 'sk-' || substr(md5('k' || g), 1, 8)
-       FROM generate_series(1, ${W}) AS g`,
-  );
+  await seedWorkspaces(seed, { first: 1, last: W, members: W / 5 });
 
   await coverUsageDays({ query: (sql) => seed(sql) }, SETTINGS.days);
   const windowStart = `((date_trunc('day', now() AT TIME ZONE 'UTC') - interval '${SETTINGS.days - 1} days') AT TIME ZONE 'UTC')`;

@@ -36,15 +36,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from 'pg';
 import { findHaproxy, startLoadBalancer } from '../test/support/load-balancer';
 import { freePort, memoryOf, runNode, type ServerProcess, startNode, waitUntilServing } from './chat-processes';
-import { type BenchContext, runBench, summarize, table, writeResults } from './harness';
+import { type BenchContext, numberOption, runBench, summarize, table, writeResults } from './harness';
 
-function option(name: string, fallback: number): number {
-  const index = process.argv.indexOf(`--${name}`);
-  const raw = index >= 0 ? process.argv[index + 1] : process.env[`SOAK_${name.toUpperCase()}`];
-  const value = raw === undefined ? fallback : Number(raw);
-  if (!Number.isFinite(value) || value <= 0) throw new Error(`--${name} must be a positive number (got ${raw})`);
-  return value;
-}
+const option = (name: string, fallback: number): number => numberOption(name, `SOAK_${name.toUpperCase()}`, fallback);
 
 const SETTINGS = {
   minutes: option('minutes', 10),
