@@ -225,10 +225,11 @@ async function main({ databaseUrl, log, startApp, startedAt }: BenchContext): Pr
     `Loaded ${thousands(recordsDone)} records and ${thousands(ledgerDone)} ledger rows in ${round1(loadSeconds / 60)} min ` +
       `(${thousands(recordsDone / loadSeconds)} records/s with the ledger rows); then VACUUM (ANALYZE) of the rest ${round1(vacuumSeconds)} s`,
   );
-  // Summed over the workers: with two, the shares add up to about 200%.
-  const spent = [...spentMs].map(([name, ms]) => ({ name, seconds: round1(ms / 1000), share: round1((100 * ms) / 1000 / loadSeconds) }));
+  // Summed over the connections, and each part's share of that sum.
+  const spentTotal = [...spentMs.values()].reduce((sum, ms) => sum + ms, 0);
+  const spent = [...spentMs].map(([name, ms]) => ({ name, seconds: round1(ms / 1000), share: round1((100 * ms) / spentTotal) }));
   log(
-    `Time spent, summed over ${SETTINGS.workers} connection(s) (EXPLAIN ANALYZE of the records' statements), in % of the load's wall time: ` +
+    `Where the records' time went, summed over ${SETTINGS.workers} connection(s) (EXPLAIN ANALYZE of each day's statement): ` +
       spent.map((t) => `${t.name} ${t.seconds} s (${t.share}%)`).join(', '),
   );
 
