@@ -1,6 +1,7 @@
 import { DataSource } from 'typeorm';
 import { AssistantsService } from '../src/assistants/assistants.service';
 import { HEADLINE_LEAD_CHARS, HEADLINE_WINDOW_CHARS, SEARCH_CANDIDATE_LIMIT } from '../src/conversations/conversation-limits';
+import { signUp, textOf } from './support/dashboard-client';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
 
 interface SearchResult {
@@ -252,6 +253,36 @@ describe('conversation search ranks a bounded window of the newest matches', () 
     const second = await wholeWindow(crowded, { q: 'overflow', status: 'archived', before: first.next_before });
     expect([first.results.length, second.results.length, second.next_before]).toEqual([250, 62, null]);
     expect([...first.results, ...second.results]).toEqual(reference);
+  });
+
+  it('the dashboard says how far back it ranked, and links to the older matches', async () => {
+    const person = await signUp(t.baseUrl, { email: 'searcher@example.com', name: 'Searcher' });
+    await db.query(
+      `INSERT INTO conversations (id, workspace_id, title, message_count, created_at, last_message_at)
+       SELECT md5('dashboard' || k)::uuid, $1, 'Ticket ' || k, 2, now() - make_interval(hours => k), now() - make_interval(hours => k)
+         FROM generate_series(1, 600) AS k`,
+      [person.workspaceId],
+    );
+    await db.query(
+      `INSERT INTO conversation_messages (conversation_id, workspace_id, position, role, content, created_at)
+       SELECT md5('dashboard' || k)::uuid, $1, p, 'user', 'Another overflow', now() - make_interval(hours => k) - make_interval(secs => p)
+         FROM generate_series(1, 600) AS k, generate_series(1, 2) AS p`,
+      [person.workspaceId],
+    );
+    const path = `/w/${person.workspaceId}/conversations`;
+    const first = await person.client.get(`${path}?q=overflow`);
+    expect(first.status).toBe(200);
+    expect(textOf(first.html)).toMatch(/Ranked the newest 1,000 matches, back to \d{4}-\d\d-\d\d \d\d:\d\d UTC\. Search older matches/);
+    const older = first.html.match(/href="([^"]+)">Search older matches/)?.[1].replaceAll('&amp;', '&');
+    expect(older).toMatch(new RegExp(`^${path}\\?q=overflow&before=[\\w-]+$`));
+    const second = await person.client.get(older!);
+    expect(second.status).toBe(200);
+    // 600 conversations of 2 matches: the newest 500 in the first window, the other 100 in the second.
+    expect(second.html).not.toContain('Search older matches');
+    expect(second.html).toContain('<strong>Ticket 501</strong>');
+    expect(second.html).not.toContain('<strong>Ticket 500</strong>');
+    // Its pages keep the window.
+    expect(second.html).toMatch(/href="[^"]*&amp;before=[\w-]+&amp;offset=20">More results/);
   });
 
   it('refuses a before that is not a next_before, and finds nothing for stop words', async () => {
