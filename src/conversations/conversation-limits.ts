@@ -30,6 +30,13 @@ export const MESSAGES_PAGE_BYTES = 8 * MB;
 export const HEADLINE_WINDOW_CHARS = 4_000;
 export const HEADLINE_LEAD_CHARS = 200;
 
+/**
+ * Search ranks at most this many matches, the newest (a matching message, or a conversation
+ * whose title matches, dated by its last activity): ranking every match of a common word
+ * took 563 ms at 200,000 messages. Older matches are one `before` continuation away.
+ */
+export const SEARCH_CANDIDATE_LIMIT = 1_000;
+
 /** "32 MB", "31.9 MB": sizes in messages and documentation. */
 export function formatMegabytes(bytes: number): string {
   return `${Number((bytes / MB).toFixed(1))} MB`;

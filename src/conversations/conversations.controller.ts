@@ -4,7 +4,7 @@ import { CurrentPrincipal } from '../common/auth/auth.decorators';
 import { Idempotent } from '../common/http/idempotent.decorator';
 import type { Principal } from '../common/http/request-context';
 import { ApiStandardResponses } from '../common/openapi/api-responses';
-import { formatMegabytes, MESSAGES_PAGE_BYTES } from './conversation-limits';
+import { formatMegabytes, MESSAGES_PAGE_BYTES, SEARCH_CANDIDATE_LIMIT } from './conversation-limits';
 import { ConversationSearch } from './conversation-search';
 import { ConversationStatsService } from './conversation-stats.service';
 import { ConversationStore } from './conversation-store';
@@ -97,7 +97,10 @@ export class ConversationsController {
     description:
       'Full-text search (PostgreSQL, English stemming) over titles and message text. One result per conversation, best ' +
       'match first, with its best matching message and a snippet where the matching words are between `<mark>` and ' +
-      '`</mark>`. Takes the filters of the list; paged with `limit` and `offset`. `q` is required.',
+      '`</mark>`. Takes the filters of the list; paged with `limit` and `offset`. `q` is required. Ranks the newest ' +
+      `${SEARCH_CANDIDATE_LIMIT.toLocaleString('en-US')} matches only, ordered by score, then last activity (newest ` +
+      'first), then id; when more exist, `searched_until` says how far back it looked and `before: next_before` ranks ' +
+      'the next older ones.',
   })
   @ApiStandardResponses({ ok: ConversationSearchPageDto, errors: [400, 404] })
   async search(
@@ -108,6 +111,7 @@ export class ConversationsController {
       q: query.q,
       limit: query.limit ?? 20,
       offset: query.offset ?? 0,
+      before: query.before,
       assistantId: query.assistant_id,
       userId: query.user_id,
       status: query.status,
@@ -124,6 +128,8 @@ export class ConversationsController {
       })),
       has_more: page.has_more,
       next_offset: page.next_offset,
+      searched_until: page.searched_until?.toISOString() ?? null,
+      next_before: page.next_before,
     };
   }
 

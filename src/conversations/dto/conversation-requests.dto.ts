@@ -7,6 +7,7 @@ import {
   ConversationMetadata,
   ConversationStatus,
 } from '../entities/conversation.entity';
+import { SEARCH_CANDIDATE_LIMIT } from '../conversation-limits';
 import { IsMetadata } from './metadata.validator';
 
 export const MAX_TITLE_LENGTH = 512;
@@ -94,6 +95,17 @@ export class SearchConversationsQueryDto extends ConversationFiltersDto {
     description: 'Results are ranked, so they are paged by position: skip this many (the `next_offset` of the previous page).',
   })
   offset?: number;
+
+  @ApiPropertyOptional({
+    description:
+      'Search the matches older than the previous window: the `next_before` of an earlier search (opaque). Only the ' +
+      `newest ${SEARCH_CANDIDATE_LIMIT.toLocaleString('en-US')} matches are ranked in one search; \`offset\` pages ` +
+      'within them. Another value is a `400` naming `before`.',
+    example: 'MjAyNi0xMS0yN1QxNjo0MjowNy4xMjM0NTZafjliMmY3ZjRlLTNjMWQtNGU1NS04YTdiLTZmMGQyYzllMWEzMw',
+  })
+  @IsOptional()
+  @IsStringOfAtMost(200)
+  before?: string;
 }
 
 export class GetConversationQueryDto {

@@ -1,5 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
 import { PageMetaDto } from '../../common/pagination';
+import { SEARCH_CANDIDATE_LIMIT } from '../conversation-limits';
 import {
   CONVERSATION_SOURCES,
   CONVERSATION_STATUSES,
@@ -257,6 +258,28 @@ export class ConversationSearchPageDto {
     example: null,
   })
   next_offset: number | null;
+
+  @ApiProperty({
+    type: String,
+    format: 'date-time',
+    nullable: true,
+    description:
+      `Only the newest ${SEARCH_CANDIDATE_LIMIT.toLocaleString('en-US')} matches (a matching message, by its time; a ` +
+      'matching title, by its conversation\'s last activity) are ranked. When more exist, the time of the oldest match ' +
+      'ranked: the results come from matches at or after it. Null when the search reached the oldest match.',
+    example: null,
+  })
+  searched_until: string | null;
+
+  @ApiProperty({
+    type: String,
+    nullable: true,
+    description:
+      'Pass as `before` (with the same `q` and filters, `offset` 0) to rank the next older matches; null when no older ' +
+      'match is left. A conversation may then appear again, for its older messages.',
+    example: null,
+  })
+  next_before: string | null;
 }
 
 export class ConversationStatsTotalsDto {

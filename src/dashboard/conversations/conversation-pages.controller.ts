@@ -2,6 +2,7 @@ import { Body, Get, Param, Post, Query, Req, Res } from '@nestjs/common';
 import type { Response } from 'express';
 import { roleAtLeast } from '../../accounts/entities/membership.entity';
 import { AssistantsService } from '../../assistants/assistants.service';
+import { SEARCH_CANDIDATE_LIMIT } from '../../conversations/conversation-limits';
 import { ConversationSearch } from '../../conversations/conversation-search';
 import { ConversationStatsService } from '../../conversations/conversation-stats.service';
 import { ConversationStore } from '../../conversations/conversation-store';
@@ -49,6 +50,7 @@ export class ConversationPagesController {
     @Query('q') q?: string,
     @Query('after') after?: string,
     @Query('offset') offsetText?: string,
+    @Query('before') beforeText?: string,
   ): Promise<void> {
     const workspaceId = req.member!.id;
     const query = typeof q === 'string' ? q.trim().slice(0, MAX_QUERY_LENGTH) : '';
@@ -63,8 +65,14 @@ export class ConversationPagesController {
     let list = null;
     if (query !== '') {
       const offset = /^\d{1,6}$/.test(offsetText ?? '') ? Number(offsetText) : 0;
-      const page = await this.conversationSearch.search(workspaceId, { q: query, limit: PAGE_SIZE, offset });
+      // The search's own cursor (next_before); anything else is left out rather than refused.
+      const before = typeof beforeText === 'string' && /^[\w-]{1,200}$/.test(beforeText) ? beforeText : undefined;
+      const page = await this.conversationSearch.search(workspaceId, { q: query, limit: PAGE_SIZE, offset, before });
       search = {
+        before: before ?? null,
+        searchedUntil: page.searched_until ? formatDateTime(page.searched_until) : null,
+        candidateLimit: SEARCH_CANDIDATE_LIMIT.toLocaleString('en-US'),
+        nextBefore: page.next_before,
         hits: page.data.map((hit) => ({
           ...conversationRow(hit.conversation, view),
           snippet: snippetHtml(hit.snippet),
