@@ -25,9 +25,10 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
  * is dropped like a day.
  *
  * usage_records_created_idx is not carried over: a range of days is partition pruning, and
- * retention no longer looks rows up by age (the converted table keeps its own, for its batches). insert_usage_records() takes a record's created_at
- * from the record when it has one (the settlement's time, journaled with it), so that a
- * settlement written again later lands in the same day as the first attempt.
+ * retention no longer looks rows up by age (the converted table keeps its own, for its
+ * batches). insert_usage_records() takes a record's created_at from the record when it has
+ * one (the settlement's time, journaled with it), so that a settlement written again later
+ * lands in the same day as the first attempt.
  */
 export class PartitionedUsageRecords1764003700000 implements MigrationInterface {
   name = 'PartitionedUsageRecords1764003700000';
@@ -38,7 +39,8 @@ export class PartitionedUsageRecords1764003700000 implements MigrationInterface 
     // The same instant in the CHECK and the partition's bound, so that the CHECK proves the bound.
     const today = new Date();
     const boundary = new Date(Date.UTC(today.getUTCFullYear(), today.getUTCMonth(), today.getUTCDate() + 2)).toISOString();
-    // Converted already (a run that stopped after its last step, before it was recorded).
+    // Converted already (a run that stopped after the swap, before it was recorded: a replica's
+    // start makes the days; the old indexes left on the converted table only cost space).
     const [table] = (await queryRunner.query(`SELECT relkind FROM pg_class WHERE oid = 'usage_records'::regclass`)) as { relkind: string }[];
     if (table?.relkind === 'p') return;
     // A previous run that stopped in step 1 may have left invalid indexes or the CHECK behind.
