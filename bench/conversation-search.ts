@@ -20,7 +20,7 @@ import 'reflect-metadata';
 import * as os from 'node:os';
 import { request } from 'node:http';
 import { Client } from 'pg';
-import { type BenchContext, runBench, summarize, table, writeResults } from './harness';
+import { type BenchContext, MESSAGE_WORDS as WORDS, runBench, summarize, table, writeResults } from './harness';
 
 /** `--conversations N` for a quick run on less data. */
 const conversationsArgument = process.argv.indexOf('--conversations');
@@ -38,12 +38,6 @@ const SETTINGS = {
   hardTimeoutMs: 1_800_000,
 } as const;
 
-const WORDS = (
-  'invoice refund shipping delivery warranty battery screen keyboard printer router password account billing ' +
-  'subscription upgrade downgrade cancel order tracking package damaged replacement discount coupon payment card ' +
-  'bank transfer receipt address phone email support ticket escalate manager urgent weekend holiday schedule meeting ' +
-  'report export import spreadsheet database backup restore server network outage latency error'
-).split(' ');
 
 const QUERIES: { name: string; q: string; target: boolean }[] = [
   { name: 'common word', q: 'refund', target: true },

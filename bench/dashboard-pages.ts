@@ -15,7 +15,7 @@
  */
 import 'reflect-metadata';
 import * as os from 'node:os';
-import { type BenchContext, coverUsageDays, runBench, signUp, summarize, table, timedGet, writeResults } from './harness';
+import { type BenchContext, MESSAGE_WORDS as WORDS, coverUsageDays, runBench, signUp, summarize, table, timedGet, writeResults } from './harness';
 
 const SETTINGS = {
   usageRecords: 1_000_000,
@@ -29,12 +29,6 @@ const SETTINGS = {
 } as const;
 
 const MODELS = ['gpt-4o', 'gpt-4o-mini', 'gpt-4-turbo', 'o4-mini', 'claude-sonnet-4-6', 'claude-haiku-4-5', 'gemini-2.5-pro', 'gemini-2.5-flash'];
-const WORDS = (
-  'invoice refund shipping delivery warranty battery screen keyboard printer router password account billing ' +
-  'subscription upgrade downgrade cancel order tracking package damaged replacement discount coupon payment card ' +
-  'bank transfer receipt address phone email support ticket escalate manager urgent weekend holiday schedule meeting ' +
-  'report export import spreadsheet database backup restore server network outage latency error'
-).split(' ');
 
 const round2 = (v: number) => Math.round(v * 100) / 100;
 

@@ -232,3 +232,11 @@ export async function signUp(baseUrl: string, email: string, name: string): Prom
   if (response.status !== 303 || !workspaceId) throw new Error(`Sign-up answered ${response.status}`);
   return { cookie: session, workspaceId };
 }
+
+/** The vocabulary of the seeded conversation messages (dashboard-pages.ts, conversation-search.ts). */
+export const MESSAGE_WORDS = (
+  'invoice refund shipping delivery warranty battery screen keyboard printer router password account billing ' +
+  'subscription upgrade downgrade cancel order tracking package damaged replacement discount coupon payment card ' +
+  'bank transfer receipt address phone email support ticket escalate manager urgent weekend holiday schedule meeting ' +
+  'report export import spreadsheet database backup restore server network outage latency error'
+).split(' ');
