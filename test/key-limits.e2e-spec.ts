@@ -1,6 +1,7 @@
 import OpenAI from 'openai';
 import { DataSource } from 'typeorm';
 import { AssistantsService } from '../src/assistants/assistants.service';
+import { NerfingRulesService } from '../src/limits/nerfing/nerfing-rules.service';
 import { ApiKeysService } from '../src/workspaces/api-keys.service';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
@@ -134,6 +135,38 @@ describe('API key limits', () => {
     await t.app.get(AssistantsService).create(workspace.id, { name: 'Other', slug: 'other-small', model: 'gpt-4o-mini' });
     await expect(ask(client, 'assistant/other-small')).rejects.toMatchObject({ status: 403, code: 'assistant_not_allowed' });
     await t.quiet(workspace.id);
+  });
+
+  it("checks every model a request may run against the key: `model` beside `models`, the Responses API, a nerfing downgrade", async () => {
+    const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+    await keys.setLimits(workspace.apiKeyId, { allowedModels: ['gpt-4o-mini'] });
+    const client = new OpenAI({ apiKey: workspace.apiKey, baseURL: `${t.baseUrl}/v1`, maxRetries: 0 });
+    const servedBefore = upstream.requests.length;
+
+    // `model` runs first; `models` only follows it: both are checked.
+    await expect(ask(client, 'gpt-4o', { models: ['gpt-4o-mini'] })).rejects.toMatchObject({ status: 403, code: 'model_not_allowed' });
+    await expect(client.responses.create({ model: 'gpt-4o', input: 'Hello!', max_output_tokens: 600 })).rejects.toMatchObject({ status: 403, code: 'model_not_allowed' });
+    await expect(client.responses.create({ model: 'gpt-4o-mini', input: 'Hello!', max_output_tokens: 600 })).resolves.toMatchObject({ model: 'gpt-4o-mini' });
+
+    // A key allowed only gpt-4o, under a rule that downgrades gpt-4o to gpt-4o-mini after one request a day: refused, never served by gpt-4o-mini.
+    const big = await secondKey(workspace, 'big only');
+    await keys.setLimits(big.id, { allowedModels: ['gpt-4o'] });
+    await t.app.get(NerfingRulesService).add(workspace.id, { scope: 'all', window: 'day', metric: 'requests', threshold: '1', action: 'downgrade', model: 'gpt-4o-mini' });
+    await expect(ask(big.client)).resolves.toMatchObject({ model: 'gpt-4o' });
+    const downgraded = await ask(big.client).then(
+      (answer) => answer.model,
+      (error: unknown) => error,
+    );
+    expect(downgraded).toMatchObject({ status: 403, code: 'model_not_allowed' });
+    expect((downgraded as Error).message).toMatch(/nerfing rule of the workspace downgrades gpt-4o to it/);
+    // Of all these requests, upstream saw two: the mini one and the first gpt-4o one.
+    expect(upstream.requests.length - servedBefore).toBe(2);
+    await t.quiet(workspace.id);
+    const served = (await db.query(`SELECT api_key_id, model FROM usage_records WHERE workspace_id = $1 AND status = 'success' ORDER BY created_at`, [workspace.id])) as { api_key_id: string; model: string }[];
+    expect(served).toEqual([
+      { api_key_id: workspace.apiKeyId, model: 'gpt-4o-mini' },
+      { api_key_id: big.id, model: 'gpt-4o' },
+    ]);
   });
 
   it('splits usage by key, and the split adds up to the wallet ledger', async () => {

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { DataSource } from 'typeorm';
 import { ProvidersService } from '../src/providers/providers.service';
+import { ApiKeysService } from '../src/workspaces/api-keys.service';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
 import { startRedisServer, describeWithRedisServer, type RedisServer } from './support/redis-server';
 import { createTestDatabase } from './support/test-database';
@@ -265,6 +266,12 @@ describe('upstream routing: deployments, failover, cooldown, fallbacks', () => {
 
     // An unknown model in `models` is refused as `model` is, naming the parameter.
     await expect(chat(workspace, { models: ['gpt-4o-mini', 'no-such-model'] })).rejects.toMatchObject({ status: 404, param: 'models' });
+
+    // A key allowed only big-model never reaches the catalog's fallback it may not run: the request fails as big-model's own deployments did.
+    await app.app.get(ApiKeysService).setLimits(workspace.apiKeyId, { allowedModels: ['big-model'] });
+    const servedBefore = chatCount(up);
+    await expect(chat(workspace, { model: 'big-model' })).rejects.toMatchObject({ status: 502 });
+    expect(chatCount(up)).toBe(servedBefore);
   });
 });
 

@@ -208,7 +208,8 @@ export class ChatService {
       if (!modelId) throw ApiError.badRequest('You must provide a model parameter (or an assistant_id).', 'model');
       model = this.models.get(modelId);
       const { keyLimits } = caller.principal;
-      if (keyLimits) assertKeyMayRun(keyLimits, { models: request.dto.models ?? [model.id], assistant });
+      // Every model the request names may run: `model` first, then each of `models`.
+      if (keyLimits) assertKeyMayRun(keyLimits, { models: [model.id, ...(request.dto.models ?? [])], assistant });
       let fallbacks = this.fallbacksOf(model, request.dto.models);
       // The catalog's fallbacks that the key may not run are left out, never refused.
       if (keyLimits?.allowedModels) fallbacks = fallbacks.filter((fallback) => keyLimits.allowedModels!.includes(fallback.id));
@@ -230,6 +231,8 @@ export class ChatService {
       const nerfing = await this.nerfing.apply({ workspaceId, userId: request.dto.user_id ?? null, source: caller.source ?? 'api' }, model, requestedCap);
       nerfed = nerfing.applications;
       if (nerfing.refusal) throw nerfing.refusal;
+      // A downgrade to a model the key may not run is refused, never skipped: neither control is overridden by the other.
+      if (keyLimits && nerfing.model !== model) assertKeyMayRun(keyLimits, { models: [nerfing.model.id], assistant: null, downgradedFrom: model.id });
       model = nerfing.model;
       const outputCap = Math.min(nerfing.maxTokens, model.maxOutputTokens);
       // What the provider cannot honour, or would bill beyond the catalog's prices, is refused before any money is held.

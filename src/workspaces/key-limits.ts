@@ -104,12 +104,16 @@ export function hasKeyLimits(limits: KeyLimits): boolean {
 
 /**
  * Refuses (403, before anything is held) a request its key may not make: an assistant not
- * among the key's, or a model not among its models (the assistant's own model, and each of a
- * request's `models`).
+ * among the key's, or a model not among its models: each model the request names (its
+ * `model` and each of its `models`), an assistant's own model, and a nerfing rule's
+ * downgrade target (`downgradedFrom`: the model the rule replaced).
  */
-export function assertKeyMayRun(limits: KeyLimits, run: { models: string[]; assistant: { slug: string; model: string } | null }): void {
+export function assertKeyMayRun(
+  limits: KeyLimits,
+  run: { models: string[]; assistant: { slug: string; model: string } | null; downgradedFrom?: string },
+): void {
   const { allowedModels, allowedAssistants } = limits;
-  const { assistant } = run;
+  const { assistant, downgradedFrom } = run;
   if (assistant && allowedAssistants && !allowedAssistants.includes(assistant.slug)) {
     throw ApiError.permissionDenied(
       `This API key may not use the assistant "${assistant.slug}". It may use: ${allowedAssistants.join(', ')}.`,
@@ -118,10 +122,11 @@ export function assertKeyMayRun(limits: KeyLimits, run: { models: string[]; assi
   }
   const refused = allowedModels && run.models.find((model) => !allowedModels.includes(model));
   if (refused) {
-    throw ApiError.permissionDenied(
-      `This API key may not use the model ${refused}${assistant ? ` (the assistant "${assistant.slug}" runs on it)` : ''}. ` +
-        `It may use: ${allowedModels!.join(', ')}.`,
-      'model_not_allowed',
-    );
+    const why = downgradedFrom
+      ? ` (a nerfing rule of the workspace downgrades ${downgradedFrom} to it for this user now)`
+      : assistant
+        ? ` (the assistant "${assistant.slug}" runs on it)`
+        : '';
+    throw ApiError.permissionDenied(`This API key may not use the model ${refused}${why}. It may use: ${allowedModels!.join(', ')}.`, 'model_not_allowed');
   }
 }
