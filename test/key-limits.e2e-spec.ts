@@ -169,6 +169,26 @@ describe('API key limits', () => {
     ]);
   });
 
+  it("replays an Idempotency-Key's stored answer only to the key that made it", async () => {
+    const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+    const open = new OpenAI({ apiKey: workspace.apiKey, baseURL: `${t.baseUrl}/v1`, maxRetries: 0 });
+    const limited = await secondKey(workspace, 'mini only');
+    await keys.setLimits(limited.id, { allowedModels: ['gpt-4o-mini'] });
+    const withKey = (client: OpenAI) =>
+      client.chat.completions.create({ model: 'gpt-4o', max_tokens: 600, messages: [{ role: 'user', content: 'Hello!' }] }, { headers: { 'Idempotency-Key': 'shared' } }).withResponse();
+
+    const first = await withKey(open);
+    const refused = await withKey(limited.client).catch((error: unknown) => error);
+    expect(refused).toMatchObject({ status: 409, code: 'idempotency_key_reused' });
+    expect((refused as Error).message).toMatch(/another API key/);
+    // The key that made it gets its answer again.
+    const again = await withKey(open);
+    expect(again.response.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.data.id).toBe(first.data.id);
+    await t.quiet(workspace.id);
+    expect(await chargedTo(limited.id)).toBe(0);
+  });
+
   it('splits usage by key, and the split adds up to the wallet ledger', async () => {
     const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
     const first = { id: workspace.apiKeyId, client: workspace.client };

@@ -25,7 +25,7 @@ function contextOf(handler: keyof Routes, headers: Record<string, string>, body:
     id: 'req_1',
     method: 'POST',
     body,
-    principal: { workspaceId: 'ws_1' },
+    principal: { workspaceId: 'ws_1', apiKeyId: 'key_1' },
     header: (name: string) => headers[name],
   };
   const context = {
@@ -70,7 +70,7 @@ describe('IdempotencyInterceptor', () => {
   it("claims the key with the body, the route's scope and the status it answers with", async () => {
     const { context, setHeader } = contextOf('marked', { 'Idempotency-Key': 'k' });
     expect(await through(context)).toEqual({ answer: 42 });
-    expect(runs).toEqual([{ workspaceId: 'ws_1', requestId: 'req_1', key: 'k', body: { a: 1 }, scope: 'things', statusCode: 200 }]);
+    expect(runs).toEqual([{ workspaceId: 'ws_1', apiKeyId: 'key_1', requestId: 'req_1', key: 'k', body: { a: 1 }, scope: 'things', statusCode: 200 }]);
     expect(setHeader).not.toHaveBeenCalled();
     await through(contextOf('markedCreated', { 'Idempotency-Key': 'k' }).context);
     expect(runs[1]).toMatchObject({ scope: undefined, statusCode: 201 });

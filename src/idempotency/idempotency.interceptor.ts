@@ -31,6 +31,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
     const claim = {
       workspaceId: req.principal.workspaceId,
+      apiKeyId: req.principal.apiKeyId ?? null,
       requestId: req.id,
       key,
       body: req.body as unknown,

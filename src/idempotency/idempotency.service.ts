@@ -13,6 +13,8 @@ const KEY_FORMAT = /^[\x21-\x7e]{1,255}$/;
 /** One use of an `Idempotency-Key`: whose, by which request, and what that request was. */
 export interface IdempotencyClaim {
   workspaceId: string;
+  /** The API key that sends it: a stored answer is replayed only to that key. */
+  apiKeyId: string | null;
   requestId: string;
   key: string;
   /** The request body; a retry must send the same. */
@@ -38,7 +40,7 @@ export class IdempotencyService {
   ) {}
 
   async run<T>(claim: IdempotencyClaim, execute: () => Promise<T>): Promise<{ response: T; replayed: boolean }> {
-    const { workspaceId, requestId, key, body, scope, statusCode } = claim;
+    const { workspaceId, apiKeyId, requestId, key, body, scope, statusCode } = claim;
     if (!KEY_FORMAT.test(key)) {
       throw ApiError.badRequest('The Idempotency-Key header must be 1 to 255 visible ASCII characters.', 'Idempotency-Key');
     }
@@ -52,10 +54,10 @@ export class IdempotencyService {
     // (whose retry must not run again) by the usage record every settlement writes.
     const claimed = await queryRows<{ claimed: boolean }>(
       this.dataSource.manager,
-      `INSERT INTO idempotent_requests AS claim (workspace_id, idempotency_key, request_hash, request_id)
-       VALUES ($1, $2, $3, $4)
+      `INSERT INTO idempotent_requests AS claim (workspace_id, idempotency_key, request_hash, request_id, api_key_id)
+       VALUES ($1, $2, $3, $4, $6)
        ON CONFLICT (workspace_id, idempotency_key) DO UPDATE
-         SET request_hash = EXCLUDED.request_hash, request_id = EXCLUDED.request_id,
+         SET request_hash = EXCLUDED.request_hash, request_id = EXCLUDED.request_id, api_key_id = EXCLUDED.api_key_id,
              status_code = NULL, response = NULL, created_at = now(), alive_at = now()
          WHERE claim.created_at < now() - interval '24 hours'
             OR (claim.status_code IS NULL
@@ -64,9 +66,9 @@ export class IdempotencyService {
                 AND NOT EXISTS (SELECT 1 FROM usage_records u
                                  WHERE u.workspace_id = $1 AND u.request_id = claim.request_id AND u.created_at >= claim.created_at))
        RETURNING true AS claimed`,
-      [workspaceId, key, hash, requestId, this.config.holdTtlMs],
+      [workspaceId, key, hash, requestId, this.config.holdTtlMs, apiKeyId],
     );
-    if (claimed.length === 0) return { response: await this.replay<T>(workspaceId, key, hash), replayed: true };
+    if (claimed.length === 0) return { response: await this.replay<T>(workspaceId, apiKeyId, key, hash), replayed: true };
 
     let response: T;
     const heartbeat = setInterval(() => {
@@ -110,12 +112,20 @@ export class IdempotencyService {
     }
   }
 
-  private async replay<T>(workspaceId: string, key: string, hash: string): Promise<T> {
+  private async replay<T>(workspaceId: string, apiKeyId: string | null, key: string, hash: string): Promise<T> {
     const [row] = await this.dataSource.query(
-      `SELECT request_hash, status_code, response FROM idempotent_requests WHERE workspace_id = $1 AND idempotency_key = $2`,
+      `SELECT request_hash, status_code, response, api_key_id FROM idempotent_requests WHERE workspace_id = $1 AND idempotency_key = $2`,
       [workspaceId, key],
     );
     if (!row) throw ApiError.conflict('The request with this Idempotency-Key just failed; retry it.', 'idempotent_request_failed');
+    // Another key's answer is never given: it may have run what this key may not (a claim
+    // written before the owner was recorded has none, and replays as it did then).
+    if (row.api_key_id !== null && row.api_key_id !== apiKeyId) {
+      throw ApiError.conflict(
+        'This Idempotency-Key was already used by another API key of this workspace. Use a new key for a new request.',
+        'idempotency_key_reused',
+      );
+    }
     // A request with another body, or the same body sent to another scoped route.
     if (row.request_hash !== hash) {
       throw ApiError.conflict(
