@@ -250,6 +250,7 @@ describe('BillingSession', () => {
           },
           keepAlive: async () => undefined,
           release: async (hold) => void held.delete(hold.id),
+          held: async () => [...held.values()].reduce((sum, value) => sum + value, 0),
         };
         return { keys, held };
       };
@@ -267,15 +268,25 @@ describe('BillingSession', () => {
         expect(held.size).toBe(0);
       });
 
-      it('refuses with 402 key_limit_exceeded and what is left, before the wallet is touched', async () => {
+      it('refuses with 402 key_limit_exceeded, what is left and when it starts again, before the wallet is touched', async () => {
         const { ports, wallet, estimate } = setUp();
         const { keys } = fakeKeys(200);
-        await expect(BillingSession.open({ ...ports, keyBudgets: keys }, estimate({ keyBudget: budget }))).rejects.toMatchObject({
-          status: 402,
-          code: 'key_limit_exceeded',
-          remainingMillicents: 200,
-        });
+        const refusal = BillingSession.open({ ...ports, keyBudgets: keys }, estimate({ keyBudget: budget }));
+        await expect(refusal).rejects.toMatchObject({ status: 402, code: 'key_limit_exceeded', remainingMillicents: 200 });
+        const now = new Date();
+        const tomorrow = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1)).toISOString();
+        await expect(refusal).rejects.toThrow(`It starts again at ${tomorrow}`);
         expect(wallet.holds).toEqual([]);
+      });
+
+      it('refuses with 429 key_limit_held and Retry-After when requests in flight hold what would cover it', async () => {
+        const { ports, estimate } = setUp();
+        const { keys } = fakeKeys(650);
+        const first = await BillingSession.open({ ...ports, keyBudgets: keys }, estimate({ keyBudget: budget }));
+        const refusal = BillingSession.open({ ...ports, keyBudgets: keys }, estimate({ keyBudget: budget }));
+        await expect(refusal).rejects.toMatchObject({ status: 429, code: 'key_limit_held', remainingMillicents: 0, headers: { 'Retry-After': '2' } });
+        await expect(refusal).rejects.toThrow(/held by its requests in flight \(650 millicents\)/);
+        await first.settle(REPLY);
       });
 
       it("ends a tool loop when the key's limit cannot cover the next iteration, the wallet's hold untouched", async () => {

@@ -8,6 +8,7 @@ import type { ChatMessage, CompletionUsage, FunctionTool, RouteObserver } from '
 import { countPromptTokens, countPromptTokensAsync, countTextTokensAsync } from '../providers/tokens';
 import { ceilMillicents, llmCost, MICROS_PER_MILLICENT, MicroMillicents, toDecimalString, toMillicentsNumber } from '../wallet/cost';
 import type { Hold, WalletService } from '../wallet/wallet.service';
+import { spendPeriodOf } from '../workspaces/key-limits';
 import { checkedUsage, isTokenCount, Spend } from './spend';
 import type { KeyBudget, KeyBudgets, KeyHold } from './key-budgets';
 import type { SettlementWriter } from './settlement-writer';
@@ -35,7 +36,7 @@ export interface BillingPorts {
   /** How long a hold lives unless its heartbeat pushes the expiry out (HOLD_TTL_MS). */
   holdTtlMs: number;
   /** API keys' spending limits; needed only for an estimate with a `keyBudget`. */
-  keyBudgets?: Pick<KeyBudgets, 'reserve' | 'extend' | 'keepAlive' | 'release'>;
+  keyBudgets?: Pick<KeyBudgets, 'reserve' | 'extend' | 'keepAlive' | 'release' | 'held'>;
   incidents: BillingIncidents;
 }
 
@@ -143,7 +144,12 @@ export class BillingSession {
         cap = coveredCap(reserved.remainingMillicents);
         if (cap >= minimum) reserved = await keys.reserve(estimate.keyBudget, amountFor(cap), ports.holdTtlMs);
       }
-      if (!reserved.hold) throw keyLimitExceeded(estimate.keyBudget, reserved.remainingMillicents, ceilMillicents(promptCost + outputCost(minimum)), model);
+      if (!reserved.hold) {
+        const needed = ceilMillicents(promptCost + outputCost(minimum));
+        // Only on a refusal: whether the limit is spent, or held by requests in flight that settle for less.
+        const held = await keys.held(estimate.keyBudget);
+        throw keyLimitRefusal(estimate.keyBudget, { remaining: reserved.remainingMillicents, held, needed }, model);
+      }
       keyHold = reserved.hold;
     }
     try {
@@ -439,15 +445,39 @@ export class BillingSession {
   }
 }
 
-/** 402 for a request that its key's spending limit cannot cover: what is left, and when it starts again. */
-function keyLimitExceeded(budget: KeyBudget, remainingMillicents: number, neededMillicents: number, model: ModelDefinition): ApiError {
+/** Seconds a client is asked to wait for the key's requests in flight to settle. */
+export const KEY_HOLD_RETRY_SECONDS = 2;
+
+/**
+ * A request that its key's spending limit cannot cover. When what the key's requests in
+ * flight hold would cover it, the limit is held, not spent: a 429 with `Retry-After`
+ * (`key_limit_held`; the OpenAI SDK retries it), since those requests settle at their exact
+ * cost, usually below their hold. Otherwise a 402 `key_limit_exceeded` that says when the
+ * period starts again.
+ */
+function keyLimitRefusal(budget: KeyBudget, amounts: { remaining: number; held: number; needed: number }, model: ModelDefinition): ApiError {
+  const { remaining, held, needed } = amounts;
   const period = budget.period === 'none' ? '' : ` per ${budget.period === 'daily' ? 'day' : budget.period === 'weekly' ? 'week' : 'month'} (UTC)`;
+  const limit = `This API key's spending limit (${budget.limitMillicents} millicents${period})`;
+  if (held > 0 && remaining + held >= needed) {
+    return new ApiError(
+      'rate_limit_exceeded',
+      `${limit} is held by its requests in flight (${held} millicents), leaving ${remaining} millicents, ` +
+        `less than this request on ${model.id} needs (at least ${needed} millicents). They settle at their exact cost: try again in ${KEY_HOLD_RETRY_SECONDS} seconds.`,
+      {
+        code: 'key_limit_held',
+        remainingMillicents: remaining,
+        retryAfterSeconds: KEY_HOLD_RETRY_SECONDS,
+        headers: { 'Retry-After': String(KEY_HOLD_RETRY_SECONDS) },
+      },
+    );
+  }
+  const next = spendPeriodOf(budget.period);
   return new ApiError(
     'insufficient_balance',
-    `This API key's spending limit (${budget.limitMillicents} millicents${period}) has ${remainingMillicents} millicents left, ` +
-      `less than this request on ${model.id} needs (at least ${neededMillicents} millicents). ` +
-      (budget.period === 'none' ? 'Raise the key\'s limit to continue.' : 'It starts again at the next period, or raise the key\'s limit.'),
-    { code: 'key_limit_exceeded', remainingMillicents },
+    `${limit} has ${remaining} millicents left, less than this request on ${model.id} needs (at least ${needed} millicents). ` +
+      (next ? `It starts again at ${next.end.toISOString()}, or raise the key's limit.` : "Raise the key's limit to continue."),
+    { code: 'key_limit_exceeded', remainingMillicents: remaining },
   );
 }
 

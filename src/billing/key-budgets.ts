@@ -56,6 +56,16 @@ export class KeyBudgets {
     await this.manager().query(`DELETE FROM api_key_holds WHERE id = $1`, [hold.id]);
   }
 
+  /** What the key's requests in flight hold now: the part of its limit that comes back as they settle. */
+  async held(budget: KeyBudget): Promise<number> {
+    const [row] = await queryRows<{ held: string }>(
+      this.manager(),
+      `SELECT coalesce(sum(amount_millicents), 0) AS held FROM api_key_holds WHERE api_key_id = $1 AND expires_at >= now()`,
+      [budget.apiKeyId],
+    );
+    return Number(row.held);
+  }
+
   /** What the key has left, before this amount (held only when that covers it). */
   private async admit(hold: KeyHold, amount: number, ttlMs: number): Promise<number> {
     const { apiKeyId, limitMillicents, period } = hold.budget;
