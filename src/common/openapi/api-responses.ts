@@ -18,7 +18,7 @@ class ErrorDetailDto {
   @ApiPropertyOptional({ description: 'Only on 429: seconds until the window resets.', example: 42 })
   retry_after_seconds?: number;
 
-  @ApiPropertyOptional({ description: 'Only on 402 `key_limit_exceeded`: whole millicents the API key may still spend in its period.', example: 1200 })
+  @ApiPropertyOptional({ description: 'Only on 402 `key_limit_exceeded` and 429 `key_limit_held`: whole millicents the API key may still spend in its period.', example: 1200 })
   remaining_millicents?: number;
 }
 
@@ -46,7 +46,7 @@ const ERROR_DESCRIPTIONS: Partial<Record<number, string>> = {
   409: 'conflict',
   413: 'bad_request: the body is over the size limit',
   415: 'bad_request: the body is not JSON (code `unsupported_media_type`)',
-  429: 'rate_limit_exceeded: over the tier\'s requests per minute; see Retry-After',
+  429: "rate_limit_exceeded: over the tier's or the key's requests per minute, or the key's spending limit is held by its requests in flight (code `key_limit_held`); see Retry-After",
   500: 'internal_error',
   502: 'upstream_error',
   503: 'service_unavailable: the database cannot be reached (code `database_unavailable`, see Retry-After), or a provider is unavailable',
