@@ -169,6 +169,26 @@ describe('chat completions with conversation_id', () => {
     expect(await workspace.client.get('/wallet')).toEqual(before);
   });
 
+  it("fits an assistant's first call to what its context leaves, where a direct request keeps the provider's refusal", async () => {
+    // About 900 tokens of system prompt on a model of 1,000: with max_tokens 200, the call would not fit.
+    const systemPrompt = Array.from({ length: 900 }, () => 'rule').join(' ');
+    await t.app.get(AssistantsService).create(workspace.id, { name: 'Wordy', slug: 'wordy', model: 'tiny', systemPrompt, maxTokens: 200 });
+    const messages = [{ role: 'user', content: 'Hello there' }];
+    const capOf = (body: Record<string, unknown>) => (body.max_completion_tokens ?? body.max_tokens) as number;
+
+    upstream.script({ kind: 'text', text: 'Short.', usage: { prompt_tokens: 910, completion_tokens: 2 } });
+    await chat({ model: 'assistant/wordy', messages, max_tokens: 200 });
+    const fitted = capOf(lastUpstream().body);
+    expect(fitted).toBeLessThan(200);
+    expect(fitted).toBeGreaterThan(0);
+    expect(fitted + 900).toBeLessThanOrEqual(1_000);
+
+    // The same messages sent by the client itself: sent as asked, for the provider to refuse as OpenAI does.
+    upstream.script({ kind: 'text', text: 'Short.', usage: { prompt_tokens: 910, completion_tokens: 2 } });
+    await chat({ model: 'tiny', messages: [{ role: 'system', content: systemPrompt }, ...messages], max_tokens: 200 });
+    expect(capOf(lastUpstream().body)).toBe(200);
+  });
+
   it('refuses a request too long for the context window before anything is held or sent, whatever its history', async () => {
     const conversation = await newConversation();
     const sent = upstream.requests.length;

@@ -234,7 +234,7 @@ export class ChatService {
       // A downgrade to a model the key may not run is refused, never skipped: neither control is overridden by the other.
       if (keyLimits && nerfing.model !== model) assertKeyMayRun(keyLimits, { models: [nerfing.model.id], assistant: null, downgradedFrom: model.id });
       model = nerfing.model;
-      const outputCap = Math.min(nerfing.maxTokens, model.maxOutputTokens);
+      let outputCap = Math.min(nerfing.maxTokens, model.maxOutputTokens);
       // What the provider cannot honour, or would bill beyond the catalog's prices, is refused before any money is held.
       this.providers.adapterFor(model).checkRequest?.(request.extra, request.messages);
       const tools = [...request.tools, ...this.tools.definitions(serverTools)];
@@ -248,6 +248,10 @@ export class ChatService {
       const messages = [...systemPrompt, ...history, ...request.messages];
       const promptTokens = history.length > 0 ? await countPromptTokensAsync(messages, tools, { limit: model.contextLength }) : ownTokens;
       if (promptTokens + minimumOutput > model.contextLength) throw contextExceeded(model, promptTokens);
+      // What the service added (an assistant's system prompt, stored history) must not make the call
+      // fail upstream: the cap is lowered to what the context leaves, as for a tool loop's later
+      // calls. A client's own messages in direct mode keep the provider's refusal, as with OpenAI.
+      if (assistant || history.length > 0) outputCap = Math.min(outputCap, model.contextLength - promptTokens);
       const maxIterations = serverTools.length > 0 ? assistant!.maxToolIterations : 1;
       // A fallback whose context cannot hold the prompt would be refused upstream (400, which never fails over): it is left out.
       fallbacks = fallbacks.filter((f) => f !== primary && promptTokens + minimumOutput <= f.contextLength);
