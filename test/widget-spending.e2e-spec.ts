@@ -380,6 +380,7 @@ describe('widget: spending bounded', () => {
       expect(day).toEqual({ spent: Math.ceil(usage.charged), reserved: 0 });
       expect(wallet.balance).toBe(wallet.ledger);
       expect(wallet).toMatchObject({ reserved: 0, holds: 0 });
+      console.log(`one visitor of a web-search widget: charged ${usage.charged} millicents (${usage.tools} for searches) against a cap of ${cap}`);
     });
 
     it('charges 12 concurrent fresh visitors at most the cap in all', async () => {
