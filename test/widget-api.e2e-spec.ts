@@ -305,6 +305,39 @@ describe('widget: public endpoints', () => {
     expect(await db.query(`SELECT 1 FROM conversations WHERE workspace_id = $1`, [empty.id])).toEqual([]);
   });
 
+  it('refuses everything of a suspended workspace\'s widget (configuration, visitor tokens, messages, transcript) with a visitor\'s wording, until it is resumed', async () => {
+    const suspended = await t.createWorkspace({ tier: 'team', balanceMillicents: 100_000 });
+    const assistant = await t.app.get(AssistantsService).create(suspended.id, { name: 'Paused', model: 'gpt-4o-mini' });
+    const widget = await t.app.get(WidgetsService).save(suspended.id, assistant.id, { ...defaultWidgetSettings('Paused'), enabled: true, allowedOrigins: [SITE] });
+    const token = await newVisitor(widget.publicId);
+    // The operator's suspend (OperatorConsoleService.setStatus) writes this column; the widget reads it at each request, on every replica.
+    await db.query(`UPDATE workspaces SET status = 'suspended' WHERE id = $1`, [suspended.id]);
+    const requestsBefore = upstream.requests.length;
+    const refusals = [
+      await call('GET', `/widget/v1/${widget.publicId}/config`),
+      await call('POST', `/widget/v1/${widget.publicId}/visitors`, { body: {} }),
+      await call('POST', `/widget/v1/${widget.publicId}/visitors`, { body: { visitor: token } }),
+      await send(widget.publicId, token, 'Hello?'),
+      await call('GET', conversationPath(widget.publicId, token)),
+      await call('DELETE', conversationPath(widget.publicId, token)),
+    ];
+    for (const refused of refusals) {
+      expect(refused.status).toBe(403);
+      // Readable by the page, which shows the message.
+      expect(refused.headers.get('access-control-allow-origin')).toBe(SITE);
+      expect(refused.json.error).toMatchObject({
+        type: 'permission_denied',
+        code: 'workspace_suspended',
+        message: 'This chat is not available at the moment. Please try again later.',
+      });
+    }
+    expect(upstream.requests.length).toBe(requestsBefore);
+
+    await db.query(`UPDATE workspaces SET status = 'active' WHERE id = $1`, [suspended.id]);
+    expect((await call('GET', `/widget/v1/${widget.publicId}/config`)).status).toBe(200);
+    expect((await send(widget.publicId, token, 'Hello again?')).status).toBe(200);
+  });
+
   it('limits the reads of one address to one widget (429 after the limit), without touching other widgets', async () => {
     const assistant = await t.app.get(AssistantsService).create(workspace.id, { name: 'Busy', model: 'gpt-4o-mini' });
     const busy = await t.app.get(WidgetsService).save(workspace.id, assistant.id, { ...defaultWidgetSettings('Busy'), enabled: true, allowedOrigins: [SITE] });

@@ -5,11 +5,14 @@ import { MailService } from '../src/mail/mail.service';
 import { WalletService } from '../src/wallet/wallet.service';
 import { NEW_VISITORS_PER_HOUR } from '../src/widget/widget.controller';
 import { defaultWidgetSettings } from '../src/widget/widget-settings';
+import { RESTING_MESSAGE } from '../src/widget/widget-spending.service';
 import { WidgetsService } from '../src/widget/widgets.service';
 import { WorkspacesService } from '../src/workspaces/workspaces.service';
-import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
+import { FakeOpenAi, OpenAiScenario, startFakeOpenAi } from './fakes/fake-openai';
+import { FakeSearch, resultsScenario, startFakeSearch } from './fakes/fake-search';
 import { signUp, SignedUpPerson, textOf } from './support/dashboard-client';
 import { startTestApp, TestApp } from './support/test-app';
+import { walletInvariants } from './support/wallet-invariants';
 
 const SITE = 'https://shop.example.com';
 /** A 4,000-word answer, as in the issue's measurement: the fake ignores max_tokens, the service bills at most that many output tokens. */
@@ -18,6 +21,20 @@ const LONG_ANSWER = Array.from({ length: 4_000 }, (_, i) => `word${i % 97}`).joi
 const MODEL = 'gpt-4o';
 const CAP_MILLICENTS = 5_000;
 const ANSWER_TOKENS = 1_024;
+/** The default price of a web search: $0.01. */
+const SEARCH_PRICE = 1_000;
+/** What the upstream asks for on every call of the search widgets' tests: this many searches at once. */
+const SEARCHES_PER_CALL = 4;
+const SEARCHING: OpenAiScenario = {
+  kind: 'tool_calls',
+  calls: Array.from({ length: SEARCHES_PER_CALL }, (_, i) => ({ id: `call_search_${i}`, name: 'web_search', arguments: JSON.stringify({ query: `product ${i} reviews` }) })),
+};
+/** 20 long results a search: each tool result is longer than the 1,500 tokens a hold assumes before the search runs. */
+const LONG_HITS = Array.from({ length: 20 }, (_, i) => ({
+  title: `Review ${i} of the product, with all the details a shopper may ask about`,
+  url: `https://reviews.example.com/${i}`,
+  snippet: Array.from({ length: 90 }, (_, w) => `detail${(i * 7 + w) % 53}`).join(' '),
+}));
 
 interface Answer {
   status: number;
@@ -36,6 +53,7 @@ interface Answer {
  */
 describe('widget: spending bounded', () => {
   let upstream: FakeOpenAi;
+  let search: FakeSearch;
   let t: TestApp;
   let db: DataSource;
   let owner: SignedUpPerson;
@@ -46,10 +64,18 @@ describe('widget: spending bounded', () => {
 
   beforeAll(async () => {
     upstream = await startFakeOpenAi();
+    search = await startFakeSearch({ apiKey: 'tvly-test' });
+    search.setDefault(resultsScenario(LONG_HITS));
     // No usage in the answers: the service counts the prompt itself and bills at most max_tokens of output.
     upstream.setDefault({ kind: 'text', text: LONG_ANSWER, usage: null });
     t = await startTestApp({
-      config: { providers: { openai: { apiKey: 'sk-upstream-secret-key-000000000000', baseUrl: upstream.url } }, llmSimulator: 'off', upstreamMaxRetries: 0 },
+      config: {
+        providers: { openai: { apiKey: 'sk-upstream-secret-key-000000000000', baseUrl: upstream.url } },
+        llmSimulator: 'off',
+        upstreamMaxRetries: 0,
+        webSearch: { provider: 'tavily', apiKey: 'tvly-test', baseUrl: search.url },
+        toolPrices: { web_search: SEARCH_PRICE, file_search: 100 },
+      },
     });
     db = t.app.get(DataSource);
     owner = await signUp(t.baseUrl, { email: 'olga@example.com', name: 'Olga Owner' });
@@ -78,6 +104,7 @@ describe('widget: spending bounded', () => {
   afterAll(async () => {
     await t?.close();
     await upstream?.close();
+    await search?.close();
   });
 
   /** A request as a script makes it: any Origin it likes, and (behind the trusted loopback proxy) any client address. */
@@ -296,5 +323,95 @@ describe('widget: spending bounded', () => {
     expect(row).toEqual({ cap: 100_000_000, history_messages: 2, max_answer_tokens: ANSWER_TOKENS });
     const address = '10.2.0.1';
     expect((await send(widgetId, address, await token(widgetId, address), 'Still there?')).status).toBe(200);
+  });
+
+  describe('with a web-search assistant whose model keeps asking for searches', () => {
+    /** A workspace of its own (its own rate window and wallet), an assistant with web search, and its widget capped at `capMillicents`. */
+    async function searchWidget(capMillicents: number) {
+      const workspace = await t.createWorkspace({ tier: 'team', balanceMillicents: 10_000_000 });
+      const assistant = await t.app.get(AssistantsService).create(workspace.id, {
+        name: 'Researcher',
+        model: 'gpt-4o-mini',
+        systemPrompt: 'Search before you answer.',
+        tools: [{ type: 'web_search', max_results: 20 }],
+        maxToolIterations: 5,
+      });
+      const widget = await t.app.get(WidgetsService).save(workspace.id, assistant.id, {
+        ...defaultWidgetSettings('Researcher'),
+        enabled: true,
+        allowedOrigins: [SITE],
+        dailyCapMillicents: capMillicents,
+      });
+      return { workspaceId: workspace.id, widget };
+    }
+
+    /** What the widget's day and the workspace's wallet say once nothing is in flight. */
+    async function spendingOf(workspaceId: string, widgetUuid: string) {
+      await t.quiet(workspaceId);
+      const [day] = await db.query(`SELECT spent_millicents::float8 AS spent, reserved_millicents::float8 AS reserved FROM widget_spending WHERE widget_id = $1`, [widgetUuid]);
+      const [usage] = await db.query(
+        `SELECT coalesce(sum(total_cost_millicents), 0)::float8 AS charged, coalesce(sum(tool_cost_millicents), 0)::float8 AS tools, count(*)::int AS records
+           FROM usage_records WHERE workspace_id = $1 AND source = 'widget'`,
+        [workspaceId],
+      );
+      const wallet = await walletInvariants(db, workspaceId);
+      return { day, usage, wallet, ledgerSpent: 10_000_000 - wallet.ledger };
+    }
+
+    beforeEach(() => upstream.setDefault(SEARCHING));
+    afterEach(() => upstream.setDefault({ kind: 'text', text: LONG_ANSWER, usage: null }));
+
+    it('cuts one visitor\'s message short at the cap, rather than charging past it for the searches', async () => {
+      const cap = 5_000;
+      const { workspaceId, widget } = await searchWidget(cap);
+      const searchesBefore = search.requests.length;
+      const address = '10.3.0.1';
+      const answer = await send(widget.publicId, address, await token(widget.publicId, address), 'Which of your products has the best reviews?');
+      expect(answer.status).toBe(200);
+      expect(answer.text).toContain('[DONE]');
+      // One round of searches fits in the cap ($0.04 and the model calls); a second would not: the loop ends there.
+      expect(search.requests.length - searchesBefore).toBe(SEARCHES_PER_CALL);
+
+      const { day, usage, wallet, ledgerSpent } = await spendingOf(workspaceId, widget.id);
+      expect(usage.records).toBe(1);
+      expect(usage.tools).toBe(SEARCHES_PER_CALL * SEARCH_PRICE);
+      expect(usage.charged).toBeLessThanOrEqual(cap);
+      expect(ledgerSpent).toBeLessThanOrEqual(cap);
+      expect(day).toEqual({ spent: Math.ceil(usage.charged), reserved: 0 });
+      expect(wallet.balance).toBe(wallet.ledger);
+      expect(wallet).toMatchObject({ reserved: 0, holds: 0 });
+      console.log(`one visitor of a web-search widget: charged ${usage.charged} millicents (${usage.tools} for searches) against a cap of ${cap}`);
+    });
+
+    it('charges 12 concurrent fresh visitors at most the cap in all', async () => {
+      const cap = 30_000;
+      const { workspaceId, widget } = await searchWidget(cap);
+      const answers = await Promise.all(
+        Array.from({ length: 12 }, async (_, i) => {
+          const address = `10.4.0.${i + 1}`;
+          return send(widget.publicId, address, await token(widget.publicId, address), `Compare product ${i} with its rivals, searching as much as you like.`);
+        }),
+      );
+      for (const answer of answers) {
+        expect([200, 402]).toContain(answer.status);
+        if (answer.status === 402) expect(answer.json.error).toMatchObject({ code: 'widget_daily_cap', message: RESTING_MESSAGE });
+      }
+      expect(answers.filter((answer) => answer.status === 200).length).toBeGreaterThan(1);
+
+      const { day, usage, wallet, ledgerSpent } = await spendingOf(workspaceId, widget.id);
+      // Each message's estimates are upper bounds of what it can cost (the fake reports no more tokens than the service counts): no overshoot at all.
+      expect(usage.tools).toBeGreaterThan(0);
+      expect(usage.charged).toBeLessThanOrEqual(cap);
+      expect(ledgerSpent).toBeLessThanOrEqual(cap);
+      expect(day.reserved).toBe(0);
+      expect(day.spent).toBeLessThanOrEqual(cap);
+      expect(day.spent).toBeGreaterThanOrEqual(Math.floor(usage.charged));
+      expect(wallet.balance).toBe(wallet.ledger);
+      expect(wallet).toMatchObject({ reserved: 0, holds: 0 });
+      console.log(
+        `12 concurrent visitors of a web-search widget: statuses ${answers.map((answer) => answer.status).join(' ')}; ` +
+          `charged ${usage.charged} millicents (${usage.tools} for searches) against a cap of ${cap}`,
+      );
+    });
   });
 });

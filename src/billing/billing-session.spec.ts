@@ -10,7 +10,7 @@ import { countPromptTokensAsync } from '../providers/tokens';
 import type { NewUsageRecord } from '../usage/usage.service';
 import type { Charge, Hold, Settlement, SettlementOrder } from '../wallet/wallet.service';
 import { Billing } from './billing';
-import { BillingIncidents, BillingPorts, BillingSession, Estimate } from './billing-session';
+import { BillingIncidents, BillingPorts, BillingSession, Estimate, SpendingReservation } from './billing-session';
 import { SettlementWriter } from './settlement-writer';
 
 /** gpt-4o's prices, millicents per million tokens. */
@@ -213,6 +213,24 @@ function setUp(balanceMillicents = 100_000) {
   return { wallet, usage, conversations, incidents, ports, client, estimate };
 }
 
+/** A widget's daily cap in memory: a reservation of `reserved` that `cover` raises while the cap allows. */
+class FakeSpending implements SpendingReservation {
+  readonly charges: bigint[] = [];
+  constructor(
+    public reserved: number,
+    private readonly capMillicents: number,
+  ) {}
+  async cover(total: number): Promise<boolean> {
+    if (total <= this.reserved) return true;
+    if (total > this.capMillicents) return false;
+    this.reserved = total;
+    return true;
+  }
+  settled(charged: bigint): void {
+    this.charges.push(charged);
+  }
+}
+
 /** 1,000 prompt tokens and 1,000 output tokens of gpt-4o: 250 + 1,000 millicents. */
 const FULL_HOLD = 1_250;
 
@@ -294,7 +312,7 @@ describe('BillingSession', () => {
         const { keys, held } = fakeKeys(2_000);
         const session = await BillingSession.open({ ...ports, keyBudgets: keys }, estimate({ keyBudget: budget, toolPriceMicros: 1_000_000_000n }));
         await session.meter(PROMPT, { prompt_tokens: 1_000, completion_tokens: 20, total_tokens: 1_020 }, '');
-        expect(await session.holdNextIteration(PROMPT, 1)).toBe(false);
+        expect(await session.holdNextIteration(PROMPT, 1)).toBe('key');
         expect(wallet.holds[0].amountMillicents).toBe(FULL_HOLD);
         expect([...held.values()]).toEqual([FULL_HOLD]);
         await session.settle(REPLY);
@@ -377,13 +395,55 @@ describe('BillingSession', () => {
       expect(wallet.reserved).toBe(0);
     });
 
-    it('answers false when the wallet cannot cover it, leaving the hold as it was', async () => {
+    it("answers 'wallet' when the wallet cannot cover it, leaving the hold as it was", async () => {
       const { ports, wallet, estimate } = setUp(2_000);
       const session = await BillingSession.open(ports, estimate({ toolPriceMicros: 1_000_000_000n }));
       await session.meter(PROMPT, { prompt_tokens: 1_000, completion_tokens: 20, total_tokens: 1_020 }, '');
-      expect(await session.holdNextIteration(PROMPT, 1)).toBe(false);
+      expect(await session.holdNextIteration(PROMPT, 1)).toBe('wallet');
       expect(wallet.holds[0].amountMillicents).toBe(FULL_HOLD);
       await session.settle(REPLY);
+    });
+
+    it("raises the widget's reservation first, answers 'widget' when its cap cannot cover it, and settles the whole reservation once", async () => {
+      const { ports, wallet, estimate } = setUp();
+      const spending = new FakeSpending(FULL_HOLD, 3_000);
+      const session = await BillingSession.open(ports, estimate({ toolPriceMicros: 1_000_000_000n, spending }));
+      await session.meter(PROMPT, { prompt_tokens: 1_000, completion_tokens: 20, total_tokens: 1_020 }, '');
+      // Spent 270, 1,000 a search, and the next call (1,000 output tokens, 1,500 prompt tokens a result): one search fits in 3,000, two do not.
+      expect(await session.holdNextIteration(PROMPT, 2)).toBe('widget');
+      expect(spending.reserved).toBe(FULL_HOLD);
+      expect(wallet.holds[0].amountMillicents).toBe(FULL_HOLD);
+      expect(await session.holdNextIteration(PROMPT, 1)).toBe(true);
+      expect(spending.reserved).toBe(wallet.holds[0].amountMillicents);
+      expect(spending.reserved).toBeLessThanOrEqual(3_000);
+      await session.settle(REPLY);
+      expect(spending.charges).toEqual([270_000_000n]);
+    });
+
+    it("covers the next call as it will be sent once the tools' results are in, when they are longer than assumed", async () => {
+      const { ports, wallet, estimate } = setUp();
+      const spending = new FakeSpending(FULL_HOLD, 5_000);
+      const session = await BillingSession.open(ports, estimate({ toolPriceMicros: 1_000_000_000n, spending }));
+      await session.meter(PROMPT, { prompt_tokens: 1_000, completion_tokens: 20, total_tokens: 1_020 }, '');
+      expect(await session.holdNextIteration(PROMPT, 1)).toBe(true);
+      const assumed = wallet.holds[0].amountMillicents;
+      session.addToolCall('web_search', 1_000_000_000n);
+      // A short result: what was held covers the call.
+      const short: ChatMessage[] = [...PROMPT, { role: 'tool', tool_call_id: 'c1', content: 'Sunny.' }];
+      expect(await session.holdNextCall(short, 1_000)).toBe(true);
+      expect(wallet.holds[0].amountMillicents).toBe(assumed);
+      // A result of about 6,000 tokens, four times what was assumed: every hold is raised to the exact call.
+      const long: ChatMessage[] = [...PROMPT, { role: 'tool', tool_call_id: 'c1', content: 'sunny '.repeat(6_000) }];
+      expect(await session.holdNextCall(long, 1_000)).toBe(true);
+      const exact = 270 + 1_000 + Math.ceil(((await countPromptTokensAsync(long)) * MODEL.inputPrice) / 1e6) + 1_000;
+      expect(wallet.holds[0].amountMillicents).toBe(exact);
+      expect(spending.reserved).toBe(exact);
+      // Twice that result: more than the widget's cap covers.
+      const longer: ChatMessage[] = [...PROMPT, { role: 'tool', tool_call_id: 'c1', content: 'sunny '.repeat(12_000) }];
+      expect(await session.holdNextCall(longer, 1_000)).toBe('widget');
+      expect(spending.reserved).toBe(exact);
+      await session.settle(REPLY);
+      expect(spending.charges).toEqual([1_270_000_000n]);
     });
   });
 

@@ -69,12 +69,27 @@ export interface Estimate {
   keyBudget?: KeyBudget;
   /** Told the tokens and exact cost charged, once a charge committed (the nerfing rules' counters). */
   onCharged?: (tokens: number, costMicros: MicroMillicents) => void;
+  /** What the request reserved of a budget outside the wallet (a widget's daily cap): raised with the holds, settled with them. */
+  spending?: SpendingReservation;
+}
+
+/**
+ * A request's reservation of a budget outside the wallet and the key (a widget's daily cap),
+ * admitted for the first model call's estimate, raised before each further iteration of a tool
+ * loop like the holds are.
+ */
+export interface SpendingReservation {
+  /** Raises the reservation to `totalMillicents` by one conditional statement; false when the budget cannot cover it. */
+  cover(totalMillicents: number): Promise<boolean>;
   /**
    * Told once, however the request ends, what it was charged (0 when refunded; the hold when
-   * the settlement could not be written): the widget's daily spending counter.
+   * the settlement could not be written): the whole reservation becomes that.
    */
-  onSettled?: (chargedMicros: MicroMillicents) => void;
+  settled(chargedMicros: MicroMillicents): void;
 }
+
+/** Which limit refused another iteration of a tool loop: the widget's daily cap, the key's spending limit, or the wallet. */
+export type HoldLimit = 'widget' | 'key' | 'wallet';
 
 /** What `open` holds for a call with this prompt and output cap: the most its first model call can cost. */
 export function holdEstimateMillicents(model: ModelDefinition, promptTokens: number, outputCap: number, choices: number): number {
@@ -225,18 +240,35 @@ export class BillingSession {
   }
 
   /**
-   * Before running tools and calling the model again, makes sure the hold covers what is
-   * spent, these tool calls, and the next call's estimate. False when the wallet cannot:
-   * the request then ends cleanly with what it has.
+   * Before running tools and calling the model again, makes sure the holds (the widget's
+   * reservation, the key's, the wallet's) cover what is spent, these tool calls at the dearest
+   * tool's price, and the next call's estimate (TOKENS_PER_TOOL_RESULT a result: `holdNextCall`
+   * raises it once the results are in). True, or the limit that cannot: the request then ends
+   * cleanly with what it has.
    */
-  async holdNextIteration(messages: ChatMessage[], toolCalls: number): Promise<boolean> {
+  async holdNextIteration(messages: ChatMessage[], toolCalls: number): Promise<true | HoldLimit> {
     const { model, toolPriceMicros } = this.estimate;
-    const nextPromptTokens = (await countPromptTokensAsync(messages)) + toolCalls * TOKENS_PER_TOOL_RESULT;
+    const nextPromptTokens = (await this.countPrompt(messages)) + toolCalls * TOKENS_PER_TOOL_RESULT;
     const next = llmCost(model, { inputTokens: nextPromptTokens, outputTokens: this.maxTokens, cachedTokens: 0 });
-    const needed = ceilMillicents(this.spend.totalMicros + BigInt(toolCalls) * toolPriceMicros + next);
-    const { keyHold } = this;
-    if (keyHold && !(await this.ports.keyBudgets!.extend(keyHold, needed - keyHold.amountMillicents, this.ports.holdTtlMs))) return false;
-    return this.ports.wallet.extendHold(this.hold, needed - this.hold.amountMillicents, this.ports.holdTtlMs);
+    return this.holdUpTo(ceilMillicents(this.spend.totalMicros + BigInt(toolCalls) * toolPriceMicros + next));
+  }
+
+  /**
+   * Once the tools have run, the next call's prompt is known: the holds are raised to cover
+   * it exactly (our count, at the dearest prices, with `outputCap`) when the results were
+   * longer than `holdNextIteration` assumed. True, or the limit that cannot.
+   */
+  async holdNextCall(messages: ChatMessage[], outputCap: number): Promise<true | HoldLimit> {
+    const next = llmCost(this.estimate.model, { inputTokens: await this.countPrompt(messages), outputTokens: outputCap, cachedTokens: 0 });
+    return this.holdUpTo(ceilMillicents(this.spend.totalMicros + next));
+  }
+
+  /** Raises each hold that is below `needed` to it, the narrowest limit first; one conditional statement each. */
+  private async holdUpTo(needed: number): Promise<true | HoldLimit> {
+    const { keyHold, estimate } = this;
+    if (estimate.spending && !(await estimate.spending.cover(needed))) return 'widget';
+    if (keyHold && !(await this.ports.keyBudgets!.extend(keyHold, needed - keyHold.amountMillicents, this.ports.holdTtlMs))) return 'key';
+    return (await this.ports.wallet.extendHold(this.hold, needed - this.hold.amountMillicents, this.ports.holdTtlMs)) || 'wallet';
   }
 
   /**
@@ -377,7 +409,7 @@ export class BillingSession {
       throw error;
     }
     if (!refund) this.estimate.onCharged?.(inputTokens + outputTokens, spend.totalMicros);
-    this.estimate.onSettled?.(refund ? 0n : spend.totalMicros);
+    this.estimate.spending?.settled(refund ? 0n : spend.totalMicros);
   }
 
   /** The conversation turn a successful request stores: its messages and the reply, each with its token count. */
@@ -406,7 +438,7 @@ export class BillingSession {
   private async giveUp(what: string, error: unknown): Promise<void> {
     this.incident('settlement_failed', error, `settling the ${what} failed; its hold ${this.hold.id} is released`);
     // Unknown whether any of it was charged: counted as the whole hold.
-    this.estimate.onSettled?.(BigInt(this.hold.amountMillicents) * MICROS_PER_MILLICENT);
+    this.estimate.spending?.settled(BigInt(this.hold.amountMillicents) * MICROS_PER_MILLICENT);
     this.releaseKeyHold();
     await this.ports.wallet.release(this.hold).catch((releaseError) =>
       logger.error(`Could not release hold ${this.hold.id} either; the sweeper frees it at its expiry: ${String(releaseError)}`),

@@ -19,7 +19,7 @@ import { countPromptTokensAsync } from '../providers/tokens';
 import { isAbort } from '../providers/upstream-errors';
 import { ServerToolCall, ToolsService } from '../tools/tools.service';
 import { Billing } from '../billing/billing';
-import { BillingSession, holdEstimateMillicents, MIN_USEFUL_OUTPUT_TOKENS } from '../billing/billing-session';
+import { BillingSession, holdEstimateMillicents, MIN_USEFUL_OUTPUT_TOKENS, type SpendingReservation } from '../billing/billing-session';
 import type { UsageSubject } from '../billing/usage-record';
 import type { NerfingApplication, UsageSource } from '../usage/entities/usage-record.entity';
 import { ChatRequest, parseChatRequest } from './chat-request';
@@ -54,14 +54,17 @@ export interface CallerBounds {
   historyTokens: number;
   /** Lowers the answer's output cap (never refuses a request for it). */
   maxOutputTokens: number;
-  /** Admits the request's most expensive outcome before anything is held or sent upstream. */
+  /** Admits the request's first model call before anything is held or sent upstream; a tool loop's further iterations raise it. */
   spending?: SpendingGate;
 }
 
 /** A budget outside the wallet (a widget's daily cap) that each request must fit in. */
 export interface SpendingGate {
-  /** Reserves `maxMillicents` or throws the refusal; the admission is told the exact charge once, at settlement. */
-  admit(maxMillicents: number): Promise<{ settled(chargedMicros: bigint): void }>;
+  /**
+   * Reserves the first call's most expensive outcome or throws the refusal; the billing session
+   * raises the reservation before each further iteration and settles it once, at the exact charge.
+   */
+  admit(firstCallMillicents: number): Promise<SpendingReservation>;
 }
 
 /** The caller of a request to the API (chat completions, responses): its key, its request id, and whether it carries an Idempotency-Key. */
@@ -257,8 +260,8 @@ export class ChatService {
       fallbacks = fallbacks.filter((f) => f !== primary && promptTokens + minimumOutput <= f.contextLength);
       // The hold covers the most expensive deployment or fallback that may answer; the one that answers is charged.
       const priced = this.providers.priceCeiling(model, fallbacks);
-      // Each iteration of a tool loop may cost about the first call again (its results make later prompts longer: the exact cost is settled).
-      const admission = await caller.bounds?.spending?.admit(maxIterations * holdEstimateMillicents(priced, promptTokens, outputCap, request.choices));
+      // The first call's most expensive outcome; each further iteration of a tool loop raises it, as it raises the holds.
+      const admission = await caller.bounds?.spending?.admit(holdEstimateMillicents(priced, promptTokens, outputCap, request.choices));
       const billing = await this.openBilling(admission, {
         subject: this.subjectOf(caller, request, model.id, assistant, nerfed),
         startedAt,
@@ -273,7 +276,7 @@ export class ChatService {
         idempotent: caller.idempotent === true,
         keyBudget: keyBudgetOf(caller.principal),
         onCharged: nerfing.settled,
-        onSettled: admission && ((charged) => admission.settled(charged)),
+        spending: admission,
       });
       return {
         request,
@@ -298,7 +301,7 @@ export class ChatService {
   }
 
   /** The wallet's hold; a refusal (402) gives the caller's admission back. */
-  private async openBilling(admission: { settled(chargedMicros: bigint): void } | undefined, estimate: Parameters<Billing['open']>[0]): Promise<BillingSession> {
+  private async openBilling(admission: SpendingReservation | undefined, estimate: Parameters<Billing['open']>[0]): Promise<BillingSession> {
     try {
       return await this.billing.open(estimate);
     } catch (error) {

@@ -82,6 +82,7 @@ function streamedCall(
           spend.addModelCall(MODEL, usage ?? { prompt_tokens: 10, completion_tokens: generated.length, total_tokens: 10 + generated.length }),
         addToolCall: (name, micros) => spend.addToolCall(name, micros),
         holdNextIteration: async () => true,
+        holdNextCall: async () => true,
         nextOutputCap: async () => 100,
         // As the real session: a failure (other than after the client left) is the stream's error.
         settleStream: async (failure, reply, delivered) => {
@@ -220,7 +221,7 @@ describe('streamedCompletion', () => {
   });
 
   it('ends cut short, with a note and finish_reason length, when the wallet cannot cover another iteration', async () => {
-    const { run } = streamedCall([{ chunks: searchCall }], {}, { holdNextIteration: async () => false });
+    const { run } = streamedCall([{ chunks: searchCall }], {}, { holdNextIteration: async () => 'wallet' as const });
     const { events } = await run();
     expect(textOf(events)).toBe(OUT_OF_FUNDS_NOTE);
     expect(chunksOf(events).at(-1)!.choices[0].finish_reason).toBe('length');

@@ -1,6 +1,7 @@
 import type { ModelDefinition } from '../models/model-catalog';
 import type { ChatCompletion, ChatMessage, CompletionUsage } from '../providers/provider-adapter';
 import type { ServerToolCall, ToolOutcome } from '../tools/tools.service';
+import type { HoldLimit } from '../billing/billing-session';
 import { Spend } from '../billing/spend';
 import { answerOf, completionTurn, LoopBilling, ModelTurn, OUT_OF_FUNDS_NOTE, runToolLoop, ToolLoop } from './tool-loop';
 
@@ -15,6 +16,10 @@ class FakeBilling implements LoopBilling {
   readonly prompts: ChatMessage[][] = [];
   extensions = 0;
   funds = Infinity;
+  /** The limit that refuses once extensions run out. */
+  refusedBy: HoldLimit = 'wallet';
+  /** Set: the next call's prompt, once the tools' results are in, needs more than this limit covers. */
+  nextCallRefusedBy: HoldLimit | null = null;
   /** The longest prompt (in messages) that fits the model's context. */
   contextMessages = Infinity;
 
@@ -28,10 +33,13 @@ class FakeBilling implements LoopBilling {
   addToolCall(name: string, micros: bigint): void {
     this.spend.addToolCall(name, micros);
   }
-  async holdNextIteration(): Promise<boolean> {
-    if (this.extensions >= this.funds) return false;
+  async holdNextIteration(): Promise<true | HoldLimit> {
+    if (this.extensions >= this.funds) return this.refusedBy;
     this.extensions += 1;
     return true;
+  }
+  async holdNextCall(): Promise<true | HoldLimit> {
+    return this.nextCallRefusedBy ?? true;
   }
   async nextOutputCap(messages: ChatMessage[]): Promise<number> {
     return messages.length <= this.contextMessages ? 100 : 0;
@@ -136,9 +144,31 @@ describe('runToolLoop', () => {
     billing.funds = 1;
     const end = await runToolLoop(loop);
     expect(end.cutShort).toBe('funds');
+    expect(end.limit).toBe('wallet');
     expect(end.turn.serverCalls).toHaveLength(1);
     expect(toolCalls).toHaveLength(1);
     expect(billing.spend.iterations).toBe(2);
+  });
+
+  it('says which limit ended it: the widget\'s cap or the key\'s', async () => {
+    for (const limit of ['widget', 'key'] as const) {
+      const { loop, billing, toolCalls } = loopOf([searching(), answer('never')]);
+      billing.funds = 0;
+      billing.refusedBy = limit;
+      const end = await runToolLoop(loop);
+      expect(end).toMatchObject({ cutShort: 'funds', limit });
+      expect(toolCalls).toHaveLength(0);
+    }
+  });
+
+  it('ends cut short after the tools ran, without calling the model again, when their results make the next call dearer than a limit covers', async () => {
+    const { loop, billing, calls, toolCalls } = loopOf([searching(), answer('never')]);
+    billing.nextCallRefusedBy = 'widget';
+    const end = await runToolLoop(loop);
+    expect(end).toMatchObject({ cutShort: 'funds', limit: 'widget' });
+    expect(calls).toHaveLength(1);
+    expect(toolCalls).toHaveLength(1);
+    expect(billing.spend.toolsUsed).toEqual(['web_search']);
   });
 
   it('asks a later call for the output cap its prompt leaves of the context', async () => {

@@ -1,6 +1,6 @@
 import type { ChatCompletion, ChatMessage, CompletionUsage } from '../providers/provider-adapter';
 import type { ServerToolCall, ToolOutcome } from '../tools/tools.service';
-import type { BillingSession } from '../billing/billing-session';
+import type { BillingSession, HoldLimit } from '../billing/billing-session';
 
 /** One model call, as far as the loop needs it. */
 export interface ModelTurn {
@@ -18,7 +18,7 @@ export interface ModelTurn {
 }
 
 /** The billing session, as the loop uses it. */
-export type LoopBilling = Pick<BillingSession, 'spend' | 'calling' | 'meter' | 'addToolCall' | 'holdNextIteration' | 'nextOutputCap'>;
+export type LoopBilling = Pick<BillingSession, 'spend' | 'calling' | 'meter' | 'addToolCall' | 'holdNextIteration' | 'holdNextCall' | 'nextOutputCap'>;
 
 /** One request's tool loop: how to call the model and run a tool, plain or streamed. */
 export interface ToolLoop<T extends ModelTurn> {
@@ -47,6 +47,8 @@ export interface LoopEnd<T extends ModelTurn> {
   turn: T;
   /** Set when the answer is cut short (finish_reason `length`). */
   cutShort: CutShort | null;
+  /** With `funds`: which limit could not cover another iteration. */
+  limit?: HoldLimit;
 }
 
 /**
@@ -71,7 +73,8 @@ export async function runToolLoop<T extends ModelTurn>(loop: ToolLoop<T>): Promi
     if (turn.serverCalls.length === 0 || turn.calledClientTools || billing.spend.iterations >= maxIterations) {
       return { turn, cutShort: null };
     }
-    if (!(await billing.holdNextIteration(messages, turn.serverCalls.length))) return { turn, cutShort: 'funds' };
+    const held = await billing.holdNextIteration(messages, turn.serverCalls.length);
+    if (held !== true) return { turn, cutShort: 'funds', limit: held };
     const done = loop.toolsRunning?.();
     try {
       messages = [...messages, assistantTurn(turn.content, turn.serverCalls), ...(await runTools(loop, turn.serverCalls))];
@@ -80,6 +83,9 @@ export async function runToolLoop<T extends ModelTurn>(loop: ToolLoop<T>): Promi
     }
     outputCap = await billing.nextOutputCap(messages);
     if (outputCap === 0) return { turn, cutShort: 'context' };
+    // The tools' results may be longer than the hold assumed: the next call is covered as it will be sent.
+    const covered = await billing.holdNextCall(messages, outputCap);
+    if (covered !== true) return { turn, cutShort: 'funds', limit: covered };
   }
 }
 

@@ -2,6 +2,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DataSource } from 'typeorm';
+import type { SpendingReservation } from '../billing/billing-session';
 import type { SpendingGate } from '../chat/chat.service';
 import { ApiError } from '../common/errors/api-error';
 import { formatMillicents } from '../common/dollars';
@@ -38,10 +39,13 @@ export const RESTING_MESSAGE = 'This chat is resting for today. Please try again
 
 /**
  * Each widget's daily spending cap (a UTC day). A message is admitted by one conditional
- * statement that reserves its most expensive outcome (`spent + reserved + max <= cap`), so no
- * number of concurrent messages or replicas can admit more than the cap; its settlement then
- * moves the reservation to `spent` at its exact cost. A reservation of a process that died is
- * never settled: it keeps counting until the day ends (the cap errs on the safe side).
+ * statement that reserves its first model call's most expensive outcome (`spent + reserved +
+ * amount <= cap`); before each further iteration of a tool loop the reservation is raised the
+ * same way to cover the tools about to run and the next call, or the loop ends there (see
+ * BillingSession.holdNextIteration). So no number of concurrent messages or replicas can
+ * reserve more than the cap. Its settlement then moves the whole reservation to `spent` at the
+ * exact cost. A reservation of a process that died is never settled: it keeps counting until
+ * the day ends (the cap errs on the safe side).
  */
 @Injectable()
 export class WidgetSpendingService {
@@ -56,13 +60,16 @@ export class WidgetSpendingService {
 
   /** The chat service's gate for one widget's messages. */
   gateFor(widget: Widget): SpendingGate {
-    return { admit: (maxMillicents) => this.admit(widget, maxMillicents) };
+    return { admit: (firstCallMillicents) => this.admit(widget, firstCallMillicents) };
   }
 
-  /** Reserves `maxMillicents` of today's cap, or refuses with 402 `widget_daily_cap` (the visitor's wording). */
-  async admit(widget: Widget, maxMillicents: number, now = new Date()): Promise<{ settled(chargedMicros: bigint): void }> {
+  /**
+   * Reserves `firstCallMillicents` of today's cap, or refuses with 402 `widget_daily_cap` (the
+   * visitor's wording). The reservation is raised by `cover` and settled once.
+   */
+  async admit(widget: Widget, firstCallMillicents: number, now = new Date()): Promise<SpendingReservation> {
     const day = utcDay(now);
-    const amount = Math.max(1, Math.ceil(maxMillicents));
+    let reserved = Math.max(1, Math.ceil(firstCallMillicents));
     const admitted = (await this.db.query(
       `INSERT INTO widget_spending AS s (widget_id, day, reserved_millicents, messages)
          SELECT $1::uuid, $2::date, $3::bigint, 1 WHERE $3::bigint <= $4::bigint
@@ -70,7 +77,7 @@ export class WidgetSpendingService {
          SET reserved_millicents = s.reserved_millicents + EXCLUDED.reserved_millicents, messages = s.messages + 1
          WHERE s.spent_millicents + s.reserved_millicents + EXCLUDED.reserved_millicents <= $4::bigint
        RETURNING 1`,
-      [widget.id, day, amount, widget.dailyCapMillicents],
+      [widget.id, day, reserved, widget.dailyCapMillicents],
     )) as unknown[];
     if (admitted.length === 0) {
       await this.db
@@ -85,11 +92,25 @@ export class WidgetSpendingService {
     }
     let settled = false;
     return {
+      // On the day the message was admitted, where its reservation is; never called once settled (the loop has ended).
+      cover: async (totalMillicents) => {
+        const extra = Math.ceil(totalMillicents) - reserved;
+        if (extra <= 0) return true;
+        const raised = (await this.db.query(
+          `UPDATE widget_spending SET reserved_millicents = reserved_millicents + $3
+            WHERE widget_id = $1 AND day = $2::date AND spent_millicents + reserved_millicents + $3 <= $4::bigint
+            RETURNING 1`,
+          [widget.id, day, extra, widget.dailyCapMillicents],
+        )) as [unknown[], number];
+        if (raised[0].length === 0) return false;
+        reserved += extra;
+        return true;
+      },
       // Runs inside the billing session's settlement: it must never throw (settle catches all its own failures).
       settled: (chargedMicros) => {
         if (settled) return;
         settled = true;
-        void this.settle(widget, day, amount, chargedMicros).catch((error) => this.logger.error(`Settling a message of widget ${widget.publicId} failed: ${String(error)}`));
+        void this.settle(widget, day, reserved, chargedMicros).catch((error) => this.logger.error(`Settling a message of widget ${widget.publicId} failed: ${String(error)}`));
       },
     };
   }

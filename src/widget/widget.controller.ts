@@ -15,6 +15,7 @@ import { InjectConfig } from '../config/config.module';
 import { ConversationStore } from '../conversations/conversation-store';
 import { RATE_WINDOW_MS, RateLimitService } from '../limits/rate-limit.service';
 import { effectiveRateLimitRpm } from '../limits/tier-policy';
+import type { Workspace } from '../workspaces/entities/workspace.entity';
 import { WorkspacesService } from '../workspaces/workspaces.service';
 import type { Widget } from './entities/widget.entity';
 import { readVisitorMessage, titleOf, VISITOR_MESSAGES_PER_CONVERSATION } from './visitor-input';
@@ -22,7 +23,6 @@ import { VisitorTokens } from './visitor-tokens';
 import { HISTORY_MAX_TOKENS } from './widget-settings';
 import { WidgetSpendingService } from './widget-spending.service';
 import { WidgetsService } from './widgets.service';
-import { assertNotSuspended } from '../workspaces/workspace-status';
 
 /** Messages a visitor may send per minute. */
 export const VISITOR_RATE_LIMIT_RPM = 10;
@@ -41,6 +41,8 @@ export const ADDRESS_REQUEST_RATE_LIMIT_RPM = 1_200;
 export const NEW_VISITORS_PER_HOUR = 10;
 const HOUR_MS = 3_600_000;
 
+/** What a visitor is told when the workspace cannot serve the chat (its wallet is empty, the operator suspended it): the reasons are not theirs. */
+const UNAVAILABLE_MESSAGE = 'This chat is not available at the moment. Please try again later.';
 /** What a visitor is told when they write faster than the limits allow. */
 const TOO_QUICK_MESSAGE = "You're sending messages quickly; wait a moment.";
 
@@ -77,7 +79,7 @@ export class WidgetController {
   /** CORS preflight of the POST and DELETE below (JSON bodies are not "simple" requests). */
   @Options(':widgetId/*path')
   async preflight(@Req() req: ApiRequest, @Res() res: Response, @Param('widgetId') widgetId: string): Promise<void> {
-    await this.admit(req, res, widgetId, { mustBeEnabled: false });
+    await this.find(req, res, widgetId);
     res.setHeader('Access-Control-Allow-Methods', 'GET, POST, DELETE');
     res.setHeader('Access-Control-Allow-Headers', 'Content-Type');
     res.setHeader('Access-Control-Max-Age', '600');
@@ -87,7 +89,7 @@ export class WidgetController {
   /** What the widget draws: texts, colours, and the branding decided from the workspace's tier now. */
   @Get(':widgetId/config')
   async configuration(@Req() req: ApiRequest, @Res() res: Response, @Param('widgetId') widgetId: string): Promise<void> {
-    const widget = await this.admit(req, res, widgetId);
+    const { widget } = await this.admit(req, res, widgetId);
     await this.limitReads(req, res, widget);
     const branding = await this.widgets.brandingFor(widget.workspaceId, this.serviceUrl(req));
     res.setHeader('Cache-Control', 'no-store');
@@ -109,7 +111,7 @@ export class WidgetController {
    */
   @Post(':widgetId/visitors')
   async newVisitor(@Req() req: ApiRequest, @Res() res: Response, @Param('widgetId') widgetId: string, @Body() body: unknown): Promise<void> {
-    const widget = await this.admit(req, res, widgetId);
+    const { widget } = await this.admit(req, res, widgetId);
     try {
       await this.rateLimits.enforce(`widget-visitors:${widget.id}:${addressOf(req)}`, NEW_VISITORS_PER_HOUR, HOUR_MS, res);
     } catch (error) {
@@ -125,7 +127,7 @@ export class WidgetController {
   /** The visitor's conversation so far (user and assistant messages, oldest first), to show it again after a reload. */
   @Get(':widgetId/conversation')
   async conversation(@Req() req: ApiRequest, @Res() res: Response, @Param('widgetId') widgetId: string, @Query('visitor') visitor: unknown): Promise<void> {
-    const widget = await this.admit(req, res, widgetId);
+    const { widget } = await this.admit(req, res, widgetId);
     await this.limitReads(req, res, widget);
     const visitorId = this.visitorTokens.visitorOf(visitor, widget.id, addressOf(req));
     const conversationId = await this.widgets.conversationOf(widget, visitorId);
@@ -149,7 +151,7 @@ export class WidgetController {
   /** Starts over: the visitor's next message opens a new conversation (the old one stays in the workspace's history). */
   @Delete(':widgetId/conversation')
   async newConversation(@Req() req: ApiRequest, @Res() res: Response, @Param('widgetId') widgetId: string, @Query('visitor') visitor: unknown): Promise<void> {
-    const widget = await this.admit(req, res, widgetId);
+    const { widget } = await this.admit(req, res, widgetId);
     await this.limitReads(req, res, widget);
     await this.widgets.forgetConversation(widget, this.visitorTokens.visitorOf(visitor, widget.id, addressOf(req)));
     res.status(204).end();
@@ -164,11 +166,9 @@ export class WidgetController {
    */
   @Post(':widgetId/messages')
   async message(@Req() req: ApiRequest, @Res() res: Response, @Param('widgetId') widgetId: string, @Body() body: unknown): Promise<void> {
-    const widget = await this.admit(req, res, widgetId);
+    const { widget, workspace } = await this.admit(req, res, widgetId);
     const visitorId = this.visitorTokens.visitorOf((body as { visitor?: unknown } | null)?.visitor, widget.id, addressOf(req));
     const { message } = readVisitorMessage(body);
-    const workspace = await this.workspaces.get(widget.workspaceId);
-    assertNotSuspended(workspace);
     const rateLimitRpm = effectiveRateLimitRpm(workspace.tier, workspace.customRateLimitRpm);
     try {
       await this.rateLimits.enforce(`widget-visitor:${widget.id}:${visitorId}`, VISITOR_RATE_LIMIT_RPM, RATE_WINDOW_MS, res);
@@ -224,11 +224,10 @@ export class WidgetController {
   /**
    * The widget, known by its public id, asked from one of its allowed origins: sets the CORS
    * headers for that origin. An address past ADDRESS_REQUEST_RATE_LIMIT_RPM: 429 before any
-   * lookup. Unknown id: 404; origin missing or not allowed: 403 without CORS
-   * headers (the page cannot read anything); disabled: 403 `widget_disabled`, readable, so
-   * that the widget stays hidden.
+   * lookup. Unknown id: 404; origin missing or not allowed: 403 without CORS headers (the page
+   * cannot read anything). Enough for a preflight.
    */
-  private async admit(req: ApiRequest, res: Response, widgetId: string, options: { mustBeEnabled?: boolean } = {}): Promise<Widget> {
+  private async find(req: ApiRequest, res: Response, widgetId: string): Promise<Widget> {
     await this.rateLimits.enforce(`widget-address:${addressOf(req)}`, ADDRESS_REQUEST_RATE_LIMIT_RPM, RATE_WINDOW_MS, res);
     const widget = await this.widgets.findPublic(widgetId);
     const origin = req.headers.origin;
@@ -242,10 +241,21 @@ export class WidgetController {
     res.setHeader('Access-Control-Expose-Headers', 'Retry-After, X-Request-Id');
     res.setHeader('Cross-Origin-Resource-Policy', 'cross-origin');
     res.vary('Origin');
-    if (options.mustBeEnabled !== false && !widget.enabled) {
-      throw ApiError.permissionDenied('This chat widget is turned off.', 'widget_disabled');
-    }
     return widget;
+  }
+
+  /**
+   * `find`, then the widget and its workspace as they are now, read at each request (so a
+   * change shows at once on every replica): turned off, 403 `widget_disabled`, readable, so
+   * that the widget stays hidden; its workspace suspended by the operator, 403
+   * `workspace_suspended` with a visitor's wording, which the widget shows.
+   */
+  private async admit(req: ApiRequest, res: Response, widgetId: string): Promise<{ widget: Widget; workspace: Workspace }> {
+    const widget = await this.find(req, res, widgetId);
+    if (!widget.enabled) throw ApiError.permissionDenied('This chat widget is turned off.', 'widget_disabled');
+    const workspace = await this.workspaces.get(widget.workspaceId);
+    if (workspace.status === 'suspended') throw ApiError.permissionDenied(UNAVAILABLE_MESSAGE, 'workspace_suspended');
+    return { widget, workspace };
   }
 
   /** Cheap requests, but each one reads the database: a page reloaded in a loop is stopped too. */
@@ -266,7 +276,7 @@ export class WidgetController {
     }
     if (error.code === 'widget_daily_cap') return error;
     if (error.type === 'insufficient_balance') {
-      return new ApiError('insufficient_balance', 'This chat is not available at the moment. Please try again later.', { code: error.code });
+      return new ApiError('insufficient_balance', UNAVAILABLE_MESSAGE, { code: error.code });
     }
     if (error.status >= 500) {
       return new ApiError(error.type, 'The assistant could not answer just now. Please try again in a moment.', { code: error.code, status: error.status, headers: error.headers });

@@ -316,18 +316,26 @@ function start() {
   }
   if (!widgetId || !/^wgt_[A-Za-z0-9_-]{20}$/.test(widgetId)) return;
   var base = script.src.replace(/widget\.js(\?.*)?$/, '') + 'widget/v1/' + widgetId;
+  // Inside .acs, as the widget itself: the host's reset (`all: initial`) leaves the browser's serif otherwise.
+  function notice(text) {
+    var box = el('div', { class: 'acs' });
+    box.appendChild(el('p', { class: 'notice', role: 'status' }, text));
+    mount(null).appendChild(box);
+  }
   fetch(base + '/config', { credentials: 'omit' }).then(function (response) {
-    // Turned off by its owner: nothing to show.
-    if (!response.ok) return;
+    // Turned off by its owner: nothing to show. Its workspace suspended: the service's message for visitors.
+    if (!response.ok) {
+      return response.json().then(function (body) {
+        var error = body && body.error;
+        if (error && error.code === 'workspace_suspended' && typeof error.message === 'string') notice(error.message);
+      }, function () { /* not JSON: nothing to show */ });
+    }
     return response.json().then(function (config) {
       new Widget(mount(null), config, new Api(base, widgetId));
     });
   }, function () {
     // Refused (this site is not one of the widget's origins), or the service is unreachable.
-    // Inside .acs, as the widget itself: the host's reset (`all: initial`) leaves the browser's serif otherwise.
-    var box = el('div', { class: 'acs' });
-    box.appendChild(el('p', { class: 'notice', role: 'status' }, 'This chat is not available on this website.'));
-    mount(null).appendChild(box);
+    notice('This chat is not available on this website.');
   });
 }
 
