@@ -6,7 +6,7 @@ import type { OpenedStream } from '../providers/providers.service';
 import type { BillingSession } from '../billing/billing-session';
 import type { ChatStreamEvent } from './completion-types';
 import { StreamedIteration, StreamRelay } from './stream-relay';
-import { CUT_SHORT_NOTES, LoopEnd, ModelTurn, runToolLoop, ToolLoop } from './tool-loop';
+import { cutShortNote, LoopEnd, ModelTurn, runToolLoop, ToolLoop } from './tool-loop';
 
 /** How often a keep-alive goes out while server tools run. */
 const KEEP_ALIVE_MS = 5_000;
@@ -85,7 +85,7 @@ async function relayToolLoop(subscriber: Subscriber<ChatStreamEvent>, call: Stre
 
   let finishReason: 'length' | 'stop' | undefined;
   if (end?.cutShort) {
-    relay.say(`${end.turn.content ? '\n\n' : ''}${CUT_SHORT_NOTES[end.cutShort]}`);
+    relay.say(`${end.turn.content ? '\n\n' : ''}${cutShortNote(end)}`);
     finishReason = 'length';
   } else if (end && end.turn.serverCalls.length > 0 && !end.turn.calledClientTools) {
     // Stopped at the iteration limit with server calls only: the client sees an answer, not tool calls.

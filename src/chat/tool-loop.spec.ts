@@ -3,7 +3,7 @@ import type { ChatCompletion, ChatMessage, CompletionUsage } from '../providers/
 import type { ServerToolCall, ToolOutcome } from '../tools/tools.service';
 import type { HoldLimit } from '../billing/billing-session';
 import { Spend } from '../billing/spend';
-import { answerOf, completionTurn, LoopBilling, ModelTurn, OUT_OF_FUNDS_NOTE, runToolLoop, ToolLoop } from './tool-loop';
+import { answerOf, completionTurn, KEY_LIMIT_NOTE, LoopBilling, ModelTurn, OUT_OF_FUNDS_NOTE, runToolLoop, ToolLoop, WIDGET_CAP_NOTE } from './tool-loop';
 
 const MODEL = { id: 'gpt-4o', inputPrice: 250_000, outputPrice: 1_000_000, cachedInputPrice: 125_000 } as ModelDefinition;
 const PROMPT: ChatMessage[] = [{ role: 'user', content: 'Weather in Paris?' }];
@@ -256,5 +256,13 @@ describe('plain completions in the loop', () => {
     const turn = completionTurn(completion({ role: 'assistant', content: 'So far:', refusal: null, tool_calls: [toolCall('a', 'web_search')] }), isServerTool);
     const shown = answerOf({ turn, cutShort: 'funds' }, isServerTool);
     expect(shown.choices[0]).toMatchObject({ finish_reason: 'length', message: { content: `So far:\n\n${OUT_OF_FUNDS_NOTE}`, tool_calls: undefined } });
+  });
+
+  it("names the limit that cut the loop short: the key's, or the widget's in a visitor's words", () => {
+    const turn = completionTurn(completion({ role: 'assistant', content: null, refusal: null, tool_calls: [toolCall('a', 'web_search')] }), isServerTool);
+    expect(answerOf({ turn, cutShort: 'funds', limit: 'key' }, isServerTool).choices[0].message.content).toBe(KEY_LIMIT_NOTE);
+    expect(KEY_LIMIT_NOTE).toMatch(/API key's spending limit/);
+    expect(answerOf({ turn, cutShort: 'funds', limit: 'widget' }, isServerTool).choices[0].message.content).toBe(WIDGET_CAP_NOTE);
+    expect(WIDGET_CAP_NOTE).not.toMatch(/wallet|key/);
   });
 });

@@ -109,9 +109,18 @@ function assistantTurn(content: string | null, calls: ServerToolCall[]): ChatMes
 
 /** The answer when the wallet cannot cover another iteration: what the model said so far, cut short. */
 export const OUT_OF_FUNDS_NOTE = 'I could not finish: the wallet balance does not cover another step.';
+/** The same, when it is the API key's spending limit that cannot. */
+export const KEY_LIMIT_NOTE = "I could not finish: this API key's spending limit does not cover another step.";
+/** The same, for a widget's visitor when its daily cap cannot (in the visitor's words: no wallet, no key). */
+export const WIDGET_CAP_NOTE = 'I could not finish: this chat is resting for today.';
 /** The answer when the tools' results would not fit the model's context with room for an answer. */
 export const OUT_OF_CONTEXT_NOTE = "I could not finish: the tools' results do not fit in the model's context window.";
-export const CUT_SHORT_NOTES: Record<CutShort, string> = { funds: OUT_OF_FUNDS_NOTE, context: OUT_OF_CONTEXT_NOTE };
+const FUNDS_NOTES: Record<HoldLimit, string> = { wallet: OUT_OF_FUNDS_NOTE, key: KEY_LIMIT_NOTE, widget: WIDGET_CAP_NOTE };
+
+/** Why a loop was cut short, in the words the client reads: which limit, or the context. */
+export function cutShortNote(end: Pick<LoopEnd<ModelTurn>, 'cutShort' | 'limit'>): string {
+  return end.cutShort === 'context' ? OUT_OF_CONTEXT_NOTE : FUNDS_NOTES[end.limit ?? 'wallet'];
+}
 
 /** A plain completion as one turn of the loop. */
 export interface CompletionTurn extends ModelTurn {
@@ -138,7 +147,7 @@ export function completionTurn(completion: ChatCompletion, isServerTool: (name: 
 
 /** The completion the client gets: its own tool calls only, and a note of why when the loop was cut short. */
 export function answerOf(end: LoopEnd<CompletionTurn>, isServerTool: (name: string) => boolean): ChatCompletion {
-  const completion = end.cutShort ? cutShort(end.turn.completion, CUT_SHORT_NOTES[end.cutShort]) : end.turn.completion;
+  const completion = end.cutShort ? cutShort(end.turn.completion, cutShortNote(end)) : end.turn.completion;
   return { ...completion, choices: completion.choices.map((choice) => withoutServerCalls(choice, isServerTool)) };
 }
 
