@@ -1,7 +1,9 @@
 import OpenAI from 'openai';
 import { DataSource } from 'typeorm';
+import { AccountsService } from '../src/accounts/accounts.service';
 import { AssistantsService } from '../src/assistants/assistants.service';
 import { formatMillicents } from '../src/dashboard/format';
+import { OperatorConsoleService } from '../src/operator/operator-console.service';
 import { defaultWidgetSettings } from '../src/widget/widget-settings';
 import { WidgetsService } from '../src/widget/widgets.service';
 import { describeResult, runCliInProcess } from './support/processes';
@@ -49,6 +51,16 @@ describe('operator console', () => {
   });
 
   const db = () => t.app.get(DataSource);
+
+  /** A fresh session of the operator, by a sign-in link (the password's sign-in is throttled at 10 in 15 minutes). */
+  async function operatorSession(): Promise<DashboardClient> {
+    const [{ id }] = (await db().query('SELECT id FROM users WHERE email = $1', [OPERATOR_EMAIL])) as { id: string }[];
+    const token = await t.app.get(AccountsService).issueToken(id, 'sign_in');
+    const client = new DashboardClient(t.baseUrl);
+    await client.get(`/sign-in/${token}`);
+    expect((await client.post(`/sign-in/${token}`)).status).toBe(303);
+    return client;
+  }
 
   async function createKey(person: SignedUpPerson): Promise<string> {
     const path = `/w/${person.workspaceId}/settings/keys`;
@@ -179,6 +191,61 @@ describe('operator console', () => {
     // The workspace's own billing page shows the row; the console's audit page lists the entry.
     expect(textOf((await customer.client.get(`/w/${customer.workspaceId}/billing`)).html)).toContain('goodwill after the outage');
     expect(textOf((await operator.client.get('/operator/audit')).html)).toContain('goodwill after the outage');
+  });
+
+  it('credits once for twenty submits of one form at once: one ledger row, one audit entry, one "Credited"', async () => {
+    const path = `/operator/workspaces/${customer.workspaceId}`;
+    // Twenty browsers of the operator, each with its own session (its own flash), all sending the same page's form.
+    const clients = await Promise.all(Array.from({ length: 20 }, () => operatorSession()));
+    const nonce = (await clients[0].get(path)).html.match(/name="nonce" value="([0-9a-f-]{36})"/)![1];
+    for (const client of clients.slice(1)) await client.get(path);
+    const form = { direction: 'credit', amount: '2.50', reason: 'twenty clicks', nonce };
+    const answers = await Promise.all(clients.map((client) => client.post(`${path}/balance`, form)));
+    expect(answers.map((answer) => answer.status)).toEqual(answers.map(() => 303));
+    const said = await Promise.all(
+      answers.map(async (answer, i) => {
+        const text = textOf((await clients[i].follow(answer)).html);
+        if (text.includes('Credited $2.50')) return 'credited';
+        return text.includes('This form had already been submitted: $2.50 was credited once.') ? 'already done' : text.slice(0, 300);
+      }),
+    );
+    expect(said.filter((answer) => answer === 'credited')).toHaveLength(1);
+    expect(said.filter((answer) => answer !== 'credited')).toEqual(Array(19).fill('already done'));
+
+    const ledger = (await db().query(
+      `SELECT amount_millicents::int AS amount, balance_after_millicents::int AS after FROM wallet_transactions WHERE workspace_id = $1 AND description LIKE '%twenty clicks'`,
+      [customer.workspaceId],
+    )) as { amount: number; after: number }[];
+    expect(ledger.map((row) => row.amount)).toEqual([250_000]);
+    const audit = (await db().query(
+      `SELECT before, after - 'transaction_id' AS after FROM operator_audit_log WHERE workspace_id = $1 AND action = 'adjust_balance' AND reason = 'twenty clicks'`,
+      [customer.workspaceId],
+    )) as unknown[];
+    expect(audit).toEqual([
+      { before: { balance_millicents: ledger[0].after - 250_000 }, after: { balance_millicents: ledger[0].after, amount_millicents: 250_000 } },
+    ]);
+  });
+
+  it('writes no audit entry and answers "already done" when the same form committed between its check and its transaction', async () => {
+    // The race of twenty submits, made certain: another submit of the nonce commits after this one found none.
+    const console = t.app.get(OperatorConsoleService);
+    const actor = { id: null, email: OPERATOR_EMAIL };
+    const nonce = crypto.randomUUID();
+    const transaction = db().transaction.bind(db());
+    const spy = jest.spyOn(db(), 'transaction').mockImplementationOnce((async (work: never) => {
+      expect((await console.adjustBalance(actor, customer.workspaceId, 100_000, 'in between', nonce)).duplicate).toBe(false);
+      return transaction(work);
+    }) as never);
+    try {
+      expect((await console.adjustBalance(actor, customer.workspaceId, 100_000, 'in between', nonce)).duplicate).toBe(true);
+    } finally {
+      spy.mockRestore();
+    }
+    const [{ ledger, audit }] = (await db().query(
+      `SELECT (SELECT count(*)::int FROM wallet_transactions WHERE description LIKE '%in between') AS ledger,
+              (SELECT count(*)::int FROM operator_audit_log WHERE reason = 'in between') AS audit`,
+    )) as { ledger: number; audit: number }[];
+    expect({ ledger, audit }).toEqual({ ledger: 1, audit: 1 });
   });
 
   it('suspends a workspace: its key gets 403 workspace_suspended, its pages a banner; resuming undoes both', async () => {
