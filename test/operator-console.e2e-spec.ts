@@ -62,6 +62,23 @@ describe('operator console', () => {
     return client;
   }
 
+  /** A form posted as JSON, the CSRF token in its header, the answer read as JSON. */
+  async function postJson(client: DashboardClient, path: string, body: unknown): Promise<{ status: number; body: { error?: { param?: string; type?: string } } }> {
+    const response = await fetch(`${t.baseUrl}${path}`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json',
+        'x-csrf-token': client.csrfToken ?? '',
+        cookie: [...client.cookies].map(([name, value]) => `${name}=${value}`).join('; '),
+      },
+      body: JSON.stringify(body),
+      redirect: 'manual',
+    });
+    const text = await response.text();
+    return { status: response.status, body: text.startsWith('{') ? JSON.parse(text) : {} };
+  }
+
   async function createKey(person: SignedUpPerson): Promise<string> {
     const path = `/w/${person.workspaceId}/settings/keys`;
     await person.client.get(path);
@@ -246,6 +263,45 @@ describe('operator console', () => {
               (SELECT count(*)::int FROM operator_audit_log WHERE reason = 'in between') AS audit`,
     )) as { ledger: number; audit: number }[];
     expect({ ledger, audit }).toEqual({ ledger: 1, audit: 1 });
+  });
+
+  it('refuses with 400 naming the field a form posted as JSON with a field that is not text, and an id that is not one', async () => {
+    const client = await operatorSession();
+    const path = `/operator/workspaces/${customer.workspaceId}`;
+    await client.get(path);
+    const before = await auditCount();
+    const cases: [string, Record<string, unknown>, string][] = [
+      [`${path}/tier`, { tier: 'pro', reason: 5 }, 'reason'],
+      [`${path}/tier`, { tier: ['pro', 'team'] }, 'tier'],
+      [`${path}/tier`, { tier: 'pro', rpm: 10 }, 'rpm'],
+      [`${path}/balance`, { direction: 'credit', amount: 5, reason: 'x', nonce: crypto.randomUUID() }, 'amount'],
+      [`${path}/balance`, { direction: 'credit', amount: '5', reason: { text: 'x' }, nonce: crypto.randomUUID() }, 'reason'],
+      [`${path}/balance`, { direction: 'credit', amount: '5', reason: 'x', nonce: 7 }, 'nonce'],
+      [`${path}/balance`, { direction: true, amount: '5', reason: 'x', nonce: crypto.randomUUID() }, 'direction'],
+      [`${path}/suspend`, { reason: ['x', 'y'] }, 'reason'],
+      [`${path}/suspend`, { reason: 42 }, 'reason'],
+      [`${path}/resume`, { reason: false }, 'reason'],
+    ];
+    for (const [url, body, param] of cases) {
+      const answer = await postJson(client, url, body);
+      expect({ url, body, status: answer.status, type: answer.body.error?.type, param: answer.body.error?.param }).toEqual({
+        url,
+        body,
+        status: 400,
+        type: 'bad_request',
+        param,
+      });
+    }
+    // A workspace id with a NUL (or anything not a workspace id) never reaches the database.
+    for (const action of ['balance', 'tier', 'suspend', 'resume']) {
+      const answer = await postJson(client, `/operator/workspaces/%00/${action}`, { direction: 'credit', amount: '5', reason: 'x', nonce: crypto.randomUUID(), tier: 'pro' });
+      expect({ action, status: answer.status, param: answer.body.error?.param }).toEqual({ action, status: 400, param: 'id' });
+    }
+    const page = await client.get('/operator/workspaces/%00', { headers: { accept: 'application/json' } });
+    expect(page.status).toBe(400);
+    expect(await auditCount()).toBe(before);
+    const [workspace] = (await db().query('SELECT status FROM workspaces WHERE id = $1', [customer.workspaceId])) as { status: string }[];
+    expect(workspace.status).toBe('active');
   });
 
   it('suspends a workspace: its key gets 403 workspace_suspended, its pages a banner; resuming undoes both', async () => {
