@@ -3,7 +3,9 @@ import { DataSource } from 'typeorm';
 import { AccountsService } from '../src/accounts/accounts.service';
 import { AssistantsService } from '../src/assistants/assistants.service';
 import { formatMillicents } from '../src/dashboard/format';
+import { MailService } from '../src/mail/mail.service';
 import { OperatorConsoleService } from '../src/operator/operator-console.service';
+import { OperatorsService } from '../src/operator/operators.service';
 import { defaultWidgetSettings } from '../src/widget/widget-settings';
 import { WidgetsService } from '../src/widget/widgets.service';
 import { describeResult, runCliInProcess } from './support/processes';
@@ -11,6 +13,10 @@ import { DashboardClient, signIn, signUp, SignedUpPerson, textOf } from './suppo
 import { openAiClient, startTestApp, testConfig, TestApp } from './support/test-app';
 
 const OPERATOR_EMAIL = 'oona@example.com';
+/** Listed in OPERATOR_EMAILS too: signs up in a test and verifies later. */
+const LISTED_EMAIL = 'uma@example.com';
+/** Listed, and never signs up. */
+const ABSENT_EMAIL = 'absent@example.com';
 
 /**
  * The operator console through HTTP, as a browser uses it, and the API through the official
@@ -29,10 +35,11 @@ describe('operator console', () => {
       config: {
         llmSimulator: 'on',
         simulatorWordDelayMs: 0,
-        dashboard: { ...testConfig().dashboard, operatorEmails: [OPERATOR_EMAIL] },
+        dashboard: { ...testConfig().dashboard, operatorEmails: [OPERATOR_EMAIL, LISTED_EMAIL, ABSENT_EMAIL] },
       },
     });
     operator = await signUp(t.baseUrl, { email: OPERATOR_EMAIL, name: 'Oona Operator' });
+    await verify(operator);
     customer = await signUp(t.baseUrl, { email: 'carl@example.com', name: 'Carl Customer' });
     customerKey = await createKey(customer);
     // Records 5 and 40 days old, for the figures: days before yesterday are read once and kept
@@ -51,6 +58,12 @@ describe('operator console', () => {
   });
 
   const db = () => t.app.get(DataSource);
+
+  /** Follows the verification link the person was sent (no SMTP: the mail log keeps it). */
+  async function verify(person: SignedUpPerson): Promise<void> {
+    const link = t.app.get(MailService).logged.filter((m) => m.to === person.email && /verify-email/.test(m.link ?? '')).at(-1)!.link!;
+    expect((await person.client.get(new URL(link).pathname)).status).toBe(303);
+  }
 
   /** A fresh session of the operator, by a sign-in link (the password's sign-in is throttled at 10 in 15 minutes). */
   async function operatorSession(): Promise<DashboardClient> {
@@ -304,6 +317,34 @@ describe('operator console', () => {
     expect(workspace.status).toBe('active');
   });
 
+  it('keeps the console from an account listed in OPERATOR_EMAILS until its address is verified, and says so at start', async () => {
+    const listed = await signUp(t.baseUrl, { email: LISTED_EMAIL, name: 'Uma Unverified' });
+    const before = await auditCount();
+    const warning = await t.app.get(OperatorsService).unverifiedOperatorsWarning();
+    expect(warning).toContain(`${LISTED_EMAIL} (not verified)`);
+    expect(warning).toContain(`${ABSENT_EMAIL} (no account)`);
+    expect(warning).not.toContain(OPERATOR_EMAIL);
+
+    for (const path of pagesOf(listed.workspaceId)) {
+      expect({ path, status: (await listed.client.get(path)).status }).toEqual({ path, status: 404 });
+    }
+    await listed.client.get(`/w/${listed.workspaceId}`);
+    for (const [path, form] of actionsOf(listed.workspaceId)) {
+      expect({ path, status: (await listed.client.post(path, form)).status }).toEqual({ path, status: 404 });
+    }
+    expect((await listed.client.get(`/w/${listed.workspaceId}`)).html).not.toContain('/operator"');
+    expect(await auditCount()).toBe(before);
+
+    // Marked as `cli operator grant` marks (the CLI refuses an unverified account; a flag set otherwise): still 404.
+    await db().query('UPDATE users SET is_operator = true WHERE email = $1', [LISTED_EMAIL]);
+    expect((await listed.client.get('/operator')).status).toBe(404);
+    await db().query('UPDATE users SET is_operator = false WHERE email = $1', [LISTED_EMAIL]);
+
+    await verify(listed);
+    expect((await listed.client.get('/operator')).status).toBe(200);
+    expect(await t.app.get(OperatorsService).unverifiedOperatorsWarning()).not.toContain(LISTED_EMAIL);
+  });
+
   it('suspends a workspace: its key gets 403 workspace_suspended, its pages a banner; resuming undoes both', async () => {
     const client = openAiClient(t.baseUrl, customerKey);
     const chat = () => client.chat.completions.create({ model: 'gpt-4o-mini', max_tokens: 10, messages: [{ role: 'user', content: 'hello' }] });
@@ -388,6 +429,14 @@ describe('operator console', () => {
     const person = await signUp(t.baseUrl, { email: 'gina@example.com', name: 'Gina Granted' });
     expect((await person.client.get('/operator')).status).toBe(404);
     const env = { DATABASE_URL: t.databaseUrl, LOG_LEVEL: 'error' };
+    // Whoever signed up first with an address has not shown it is theirs until they verify it.
+    const unverified = await runCliInProcess(['operator', 'grant', '--email', 'gina@example.com'], env);
+    expect({ code: unverified.code, stderr: unverified.stderr }).toEqual({
+      code: 1,
+      stderr: 'The account gina@example.com has not verified its email address: it follows the link it was sent (or asks for a new one), then grant again.\n',
+    });
+    expect((await person.client.get('/operator')).status).toBe(404);
+    await verify(person);
     const granted = await runCliInProcess(['operator', 'grant', '--email', 'Gina@Example.com'], env);
     expect({ code: granted.code, stdout: JSON.parse(granted.stdout) as unknown }).toEqual({
       code: 0,
