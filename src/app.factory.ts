@@ -11,6 +11,7 @@ import { ChatController } from './chat/chat.controller';
 import { ChatService } from './chat/chat.service';
 import { DirectRouteRefused, ExpressPrototypesAdapter, serveDirectRoutes } from './common/http/direct-route';
 import { ApiExceptionFilter } from './common/errors/api-exception.filter';
+import { answerContinueOnlyWhenRead } from './common/http/expect-continue';
 import { ERROR_PAGE_RENDERER, ErrorPageRenderer } from './common/errors/error-pages';
 import { API_RESPONSE_HEADERS } from './common/openapi/api-responses';
 import type { ApiRequest } from './common/http/request-context';
@@ -56,6 +57,7 @@ export async function createApp(
   );
   app.disable('x-powered-by');
   applyServerTimeouts(app.getHttpServer(), config.http);
+  answerContinueOnlyWhenRead(app.getHttpServer());
   // Behind a load balancer the client address (per-address rate limits) is in X-Forwarded-For,
   // to be believed only from the proxies named in TRUST_PROXY.
   app.set('trust proxy', config.trustProxy);

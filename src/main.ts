@@ -12,6 +12,7 @@ import { runMigrations } from './database/data-source';
 import { EmbeddedPostgresError } from './database/embedded-postgres';
 import { exposureWarning } from './exposure-warning';
 import { createDemoWorkspaceOnFirstStart } from './first-start';
+import { OperatorsService } from './operator/operators.service';
 
 const logger = new Logger('Bootstrap');
 let database: Promise<DatabaseHandle> | undefined;
@@ -124,6 +125,8 @@ async function bootstrap(): Promise<void> {
   logger.log(`Listening on ${baseUrl} (API at ${baseUrl}/v1, docs at ${baseUrl}/docs)`);
   const exposure = exposureWarning(config);
   if (exposure) logger.warn(`WARNING: ${exposure}`);
+  const operators = await app.get(OperatorsService).unverifiedOperatorsWarning();
+  if (operators) logger.warn(operators);
   if (ownsServer) await createDemoWorkspaceOnFirstStart(app, baseUrl);
 }
 

@@ -73,6 +73,11 @@ interface WireError {
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 const UNKNOWN_ID = '00000000-0000-4000-8000-000000000000';
 
+/** A `before` cursor as the search makes them (`<time>~<id>`, base64url), on the day `date`. */
+function impossibleCursor(date: string): string {
+  return Buffer.from(`${date}T12:00:00.000000Z~9b2f7f4e-3c1d-4e55-8a7b-6f0d2c9e1a33`).toString('base64url');
+}
+
 describe('conversations', () => {
   let t: TestApp;
   let store: ConversationStore;
@@ -605,6 +610,10 @@ describe('conversations', () => {
         [{ q: 'database', limit: 0 }, 'limit'],
         [{ q: 'database', offset: -1 }, 'offset'],
         [{ q: 'database', status: 'gone' }, 'status'],
+        // Cursors of the search's own shape holding a date that does not exist.
+        [{ q: 'database', before: impossibleCursor('2026-02-30') }, 'before'],
+        [{ q: 'database', before: impossibleCursor('2026-04-31') }, 'before'],
+        [{ q: 'database', before: impossibleCursor('0000-01-01') }, 'before'],
       ];
       for (const [query, param] of cases) {
         const error = await failure(search(workspace, query));

@@ -188,4 +188,13 @@ describe('dashboard: conversations', () => {
     expect(await db.query('SELECT id FROM conversation_messages WHERE conversation_id = $1', [conversation.id])).toEqual([]);
     expect((await owner.client.get(path)).status).toBe(404);
   });
+
+  it('refuses a search cursor holding a date that does not exist with 400 naming it', async () => {
+    for (const date of ['2026-02-30', '0000-01-01']) {
+      const before = Buffer.from(`${date}T12:00:00.000000Z~9b2f7f4e-3c1d-4e55-8a7b-6f0d2c9e1a33`).toString('base64url');
+      const page = await owner.client.get(`${listPath}?q=weather&before=${before}`);
+      expect({ date, status: page.status }).toEqual({ date, status: 400 });
+      expect(textOf(page.html)).toContain('before must be the next_before of an earlier search.');
+    }
+  });
 });

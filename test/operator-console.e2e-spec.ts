@@ -1,7 +1,11 @@
 import OpenAI from 'openai';
 import { DataSource } from 'typeorm';
+import { AccountsService } from '../src/accounts/accounts.service';
 import { AssistantsService } from '../src/assistants/assistants.service';
 import { formatMillicents } from '../src/dashboard/format';
+import { MailService } from '../src/mail/mail.service';
+import { OperatorConsoleService } from '../src/operator/operator-console.service';
+import { OperatorsService } from '../src/operator/operators.service';
 import { defaultWidgetSettings } from '../src/widget/widget-settings';
 import { WidgetsService } from '../src/widget/widgets.service';
 import { describeResult, runCliInProcess } from './support/processes';
@@ -9,6 +13,10 @@ import { DashboardClient, signIn, signUp, SignedUpPerson, textOf } from './suppo
 import { openAiClient, startTestApp, testConfig, TestApp } from './support/test-app';
 
 const OPERATOR_EMAIL = 'oona@example.com';
+/** Listed in OPERATOR_EMAILS too: signs up in a test and verifies later. */
+const LISTED_EMAIL = 'uma@example.com';
+/** Listed, and never signs up. */
+const ABSENT_EMAIL = 'absent@example.com';
 
 /**
  * The operator console through HTTP, as a browser uses it, and the API through the official
@@ -27,10 +35,11 @@ describe('operator console', () => {
       config: {
         llmSimulator: 'on',
         simulatorWordDelayMs: 0,
-        dashboard: { ...testConfig().dashboard, operatorEmails: [OPERATOR_EMAIL] },
+        dashboard: { ...testConfig().dashboard, operatorEmails: [OPERATOR_EMAIL, LISTED_EMAIL, ABSENT_EMAIL] },
       },
     });
     operator = await signUp(t.baseUrl, { email: OPERATOR_EMAIL, name: 'Oona Operator' });
+    await verify(operator);
     customer = await signUp(t.baseUrl, { email: 'carl@example.com', name: 'Carl Customer' });
     customerKey = await createKey(customer);
     // Records 5 and 40 days old, for the figures: days before yesterday are read once and kept
@@ -49,6 +58,39 @@ describe('operator console', () => {
   });
 
   const db = () => t.app.get(DataSource);
+
+  /** Follows the verification link the person was sent (no SMTP: the mail log keeps it). */
+  async function verify(person: SignedUpPerson): Promise<void> {
+    const link = t.app.get(MailService).logged.filter((m) => m.to === person.email && /verify-email/.test(m.link ?? '')).at(-1)!.link!;
+    expect((await person.client.get(new URL(link).pathname)).status).toBe(303);
+  }
+
+  /** A fresh session of the operator, by a sign-in link (the password's sign-in is throttled at 10 in 15 minutes). */
+  async function operatorSession(): Promise<DashboardClient> {
+    const [{ id }] = (await db().query('SELECT id FROM users WHERE email = $1', [OPERATOR_EMAIL])) as { id: string }[];
+    const token = await t.app.get(AccountsService).issueToken(id, 'sign_in');
+    const client = new DashboardClient(t.baseUrl);
+    await client.get(`/sign-in/${token}`);
+    expect((await client.post(`/sign-in/${token}`)).status).toBe(303);
+    return client;
+  }
+
+  /** A form posted as JSON, the CSRF token in its header, the answer read as JSON. */
+  async function postJson(client: DashboardClient, path: string, body: unknown): Promise<{ status: number; body: { error?: { param?: string; type?: string } } }> {
+    const response = await fetch(`${t.baseUrl}${path}`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json',
+        'x-csrf-token': client.csrfToken ?? '',
+        cookie: [...client.cookies].map(([name, value]) => `${name}=${value}`).join('; '),
+      },
+      body: JSON.stringify(body),
+      redirect: 'manual',
+    });
+    const text = await response.text();
+    return { status: response.status, body: text.startsWith('{') ? JSON.parse(text) : {} };
+  }
 
   async function createKey(person: SignedUpPerson): Promise<string> {
     const path = `/w/${person.workspaceId}/settings/keys`;
@@ -181,6 +223,128 @@ describe('operator console', () => {
     expect(textOf((await operator.client.get('/operator/audit')).html)).toContain('goodwill after the outage');
   });
 
+  it('credits once for twenty submits of one form at once: one ledger row, one audit entry, one "Credited"', async () => {
+    const path = `/operator/workspaces/${customer.workspaceId}`;
+    // Twenty browsers of the operator, each with its own session (its own flash), all sending the same page's form.
+    const clients = await Promise.all(Array.from({ length: 20 }, () => operatorSession()));
+    const nonce = (await clients[0].get(path)).html.match(/name="nonce" value="([0-9a-f-]{36})"/)![1];
+    for (const client of clients.slice(1)) await client.get(path);
+    const form = { direction: 'credit', amount: '2.50', reason: 'twenty clicks', nonce };
+    const answers = await Promise.all(clients.map((client) => client.post(`${path}/balance`, form)));
+    expect(answers.map((answer) => answer.status)).toEqual(answers.map(() => 303));
+    const said = await Promise.all(
+      answers.map(async (answer, i) => {
+        const text = textOf((await clients[i].follow(answer)).html);
+        if (text.includes('Credited $2.50')) return 'credited';
+        return text.includes('This form had already been submitted: $2.50 was credited once.') ? 'already done' : text.slice(0, 300);
+      }),
+    );
+    expect(said.filter((answer) => answer === 'credited')).toHaveLength(1);
+    expect(said.filter((answer) => answer !== 'credited')).toEqual(Array(19).fill('already done'));
+
+    const ledger = (await db().query(
+      `SELECT amount_millicents::int AS amount, balance_after_millicents::int AS after FROM wallet_transactions WHERE workspace_id = $1 AND description LIKE '%twenty clicks'`,
+      [customer.workspaceId],
+    )) as { amount: number; after: number }[];
+    expect(ledger.map((row) => row.amount)).toEqual([250_000]);
+    const audit = (await db().query(
+      `SELECT before, after - 'transaction_id' AS after FROM operator_audit_log WHERE workspace_id = $1 AND action = 'adjust_balance' AND reason = 'twenty clicks'`,
+      [customer.workspaceId],
+    )) as unknown[];
+    expect(audit).toEqual([
+      { before: { balance_millicents: ledger[0].after - 250_000 }, after: { balance_millicents: ledger[0].after, amount_millicents: 250_000 } },
+    ]);
+  });
+
+  it('writes no audit entry and answers "already done" when the same form committed between its check and its transaction', async () => {
+    // The race of twenty submits, made certain: another submit of the nonce commits after this one found none.
+    const console = t.app.get(OperatorConsoleService);
+    const actor = { id: null, email: OPERATOR_EMAIL };
+    const nonce = crypto.randomUUID();
+    const transaction = db().transaction.bind(db());
+    const spy = jest.spyOn(db(), 'transaction').mockImplementationOnce((async (work: never) => {
+      expect((await console.adjustBalance(actor, customer.workspaceId, 100_000, 'in between', nonce)).duplicate).toBe(false);
+      return transaction(work);
+    }) as never);
+    try {
+      expect((await console.adjustBalance(actor, customer.workspaceId, 100_000, 'in between', nonce)).duplicate).toBe(true);
+    } finally {
+      spy.mockRestore();
+    }
+    const [{ ledger, audit }] = (await db().query(
+      `SELECT (SELECT count(*)::int FROM wallet_transactions WHERE description LIKE '%in between') AS ledger,
+              (SELECT count(*)::int FROM operator_audit_log WHERE reason = 'in between') AS audit`,
+    )) as { ledger: number; audit: number }[];
+    expect({ ledger, audit }).toEqual({ ledger: 1, audit: 1 });
+  });
+
+  it('refuses with 400 naming the field a form posted as JSON with a field that is not text, and an id that is not one', async () => {
+    const client = await operatorSession();
+    const path = `/operator/workspaces/${customer.workspaceId}`;
+    await client.get(path);
+    const before = await auditCount();
+    const cases: [string, Record<string, unknown>, string][] = [
+      [`${path}/tier`, { tier: 'pro', reason: 5 }, 'reason'],
+      [`${path}/tier`, { tier: ['pro', 'team'] }, 'tier'],
+      [`${path}/tier`, { tier: 'pro', rpm: 10 }, 'rpm'],
+      [`${path}/balance`, { direction: 'credit', amount: 5, reason: 'x', nonce: crypto.randomUUID() }, 'amount'],
+      [`${path}/balance`, { direction: 'credit', amount: '5', reason: { text: 'x' }, nonce: crypto.randomUUID() }, 'reason'],
+      [`${path}/balance`, { direction: 'credit', amount: '5', reason: 'x', nonce: 7 }, 'nonce'],
+      [`${path}/balance`, { direction: true, amount: '5', reason: 'x', nonce: crypto.randomUUID() }, 'direction'],
+      [`${path}/suspend`, { reason: ['x', 'y'] }, 'reason'],
+      [`${path}/suspend`, { reason: 42 }, 'reason'],
+      [`${path}/resume`, { reason: false }, 'reason'],
+    ];
+    for (const [url, body, param] of cases) {
+      const answer = await postJson(client, url, body);
+      expect({ url, body, status: answer.status, type: answer.body.error?.type, param: answer.body.error?.param }).toEqual({
+        url,
+        body,
+        status: 400,
+        type: 'bad_request',
+        param,
+      });
+    }
+    // A workspace id with a NUL (or anything not a workspace id) never reaches the database.
+    for (const action of ['balance', 'tier', 'suspend', 'resume']) {
+      const answer = await postJson(client, `/operator/workspaces/%00/${action}`, { direction: 'credit', amount: '5', reason: 'x', nonce: crypto.randomUUID(), tier: 'pro' });
+      expect({ action, status: answer.status, param: answer.body.error?.param }).toEqual({ action, status: 400, param: 'id' });
+    }
+    const page = await client.get('/operator/workspaces/%00', { headers: { accept: 'application/json' } });
+    expect(page.status).toBe(400);
+    expect(await auditCount()).toBe(before);
+    const [workspace] = (await db().query('SELECT status FROM workspaces WHERE id = $1', [customer.workspaceId])) as { status: string }[];
+    expect(workspace.status).toBe('active');
+  });
+
+  it('keeps the console from an account listed in OPERATOR_EMAILS until its address is verified, and says so at start', async () => {
+    const listed = await signUp(t.baseUrl, { email: LISTED_EMAIL, name: 'Uma Unverified' });
+    const before = await auditCount();
+    const warning = await t.app.get(OperatorsService).unverifiedOperatorsWarning();
+    expect(warning).toContain(`${LISTED_EMAIL} (not verified)`);
+    expect(warning).toContain(`${ABSENT_EMAIL} (no account)`);
+    expect(warning).not.toContain(OPERATOR_EMAIL);
+
+    for (const path of pagesOf(listed.workspaceId)) {
+      expect({ path, status: (await listed.client.get(path)).status }).toEqual({ path, status: 404 });
+    }
+    await listed.client.get(`/w/${listed.workspaceId}`);
+    for (const [path, form] of actionsOf(listed.workspaceId)) {
+      expect({ path, status: (await listed.client.post(path, form)).status }).toEqual({ path, status: 404 });
+    }
+    expect((await listed.client.get(`/w/${listed.workspaceId}`)).html).not.toContain('/operator"');
+    expect(await auditCount()).toBe(before);
+
+    // Marked as `cli operator grant` marks (the CLI refuses an unverified account; a flag set otherwise): still 404.
+    await db().query('UPDATE users SET is_operator = true WHERE email = $1', [LISTED_EMAIL]);
+    expect((await listed.client.get('/operator')).status).toBe(404);
+    await db().query('UPDATE users SET is_operator = false WHERE email = $1', [LISTED_EMAIL]);
+
+    await verify(listed);
+    expect((await listed.client.get('/operator')).status).toBe(200);
+    expect(await t.app.get(OperatorsService).unverifiedOperatorsWarning()).not.toContain(LISTED_EMAIL);
+  });
+
   it('suspends a workspace: its key gets 403 workspace_suspended, its pages a banner; resuming undoes both', async () => {
     const client = openAiClient(t.baseUrl, customerKey);
     const chat = () => client.chat.completions.create({ model: 'gpt-4o-mini', max_tokens: 10, messages: [{ role: 'user', content: 'hello' }] });
@@ -265,6 +429,14 @@ describe('operator console', () => {
     const person = await signUp(t.baseUrl, { email: 'gina@example.com', name: 'Gina Granted' });
     expect((await person.client.get('/operator')).status).toBe(404);
     const env = { DATABASE_URL: t.databaseUrl, LOG_LEVEL: 'error' };
+    // Whoever signed up first with an address has not shown it is theirs until they verify it.
+    const unverified = await runCliInProcess(['operator', 'grant', '--email', 'gina@example.com'], env);
+    expect({ code: unverified.code, stderr: unverified.stderr }).toEqual({
+      code: 1,
+      stderr: 'The account gina@example.com has not verified its email address: it follows the link it was sent (or asks for a new one), then grant again.\n',
+    });
+    expect((await person.client.get('/operator')).status).toBe(404);
+    await verify(person);
     const granted = await runCliInProcess(['operator', 'grant', '--email', 'Gina@Example.com'], env);
     expect({ code: granted.code, stdout: JSON.parse(granted.stdout) as unknown }).toEqual({
       code: 0,

@@ -170,6 +170,25 @@ describe('uploads authorised before they are read', () => {
     expect((await documents(strangerDocsPath)).map((d) => d.name)).toEqual(['other.txt']);
   });
 
+  it('with Expect: 100-continue, refuses a stranger, a member and no one signed in without 100 Continue; the owner gets it and uploads', async () => {
+    for (const [who, client, status] of [
+      ['stranger', stranger.client, 404],
+      ['member', member.client, 403],
+      ['no one signed in', new DashboardClient(t.baseUrl), 403],
+    ] as const) {
+      for (const token of ['form', 'header'] as const) {
+        const answer = await expectContinueUpload(client, docsPath, { fileName: 'expect.txt', token });
+        expect({ who, token, continued: answer.continued, status: answer.status, sent: answer.sentBytes }).toEqual({ who, token, continued: false, status, sent: 0 });
+      }
+    }
+    for (const token of ['form', 'header'] as const) {
+      const upload = await expectContinueUpload(owner.client, docsPath, { fileName: `expect-${token}.txt`, token });
+      expect({ token, continued: upload.continued, status: upload.status }).toEqual({ token, continued: true, status: token === 'form' ? 303 : 200 });
+    }
+    expect((await documents(docsPath)).map((d) => d.name)).toEqual(expect.arrayContaining(['expect-form.txt', 'expect-header.txt']));
+    expect((await documents(docsPath)).map((d) => d.name)).not.toContain('expect.txt');
+  });
+
   it('an upload by the form, token first in the body, is stored and the connection stays usable', async () => {
     const upload = await streamUpload(owner.client, docsPath, { fileBytes: 200, fileName: 'form-upload.txt' }).answer;
     expect(upload.status).toBe(303);
@@ -285,6 +304,56 @@ function streamUpload(
     if (await write(epilogue)) req.end();
   })();
   return { answer, closed, totalBytes, release: () => release() };
+}
+
+/**
+ * A small multipart upload sent as curl sends one: headers with `Expect: 100-continue`, and
+ * the body only once the server answers `100 Continue`. Says whether it came, and how many
+ * bytes of the body went out before the final answer.
+ */
+function expectContinueUpload(
+  client: DashboardClient,
+  path: string,
+  options: { fileName: string; token: 'form' | 'header' },
+): Promise<{ continued: boolean; status: number; sentBytes: number }> {
+  const boundary = '----expect-continue-test';
+  const token = client.csrfToken ?? '';
+  const body = Buffer.from(
+    (options.token === 'form' ? `--${boundary}\r\nContent-Disposition: form-data; name="_csrf"\r\n\r\n${token}\r\n` : '') +
+      `--${boundary}\r\nContent-Disposition: form-data; name="files"; filename="${options.fileName}"\r\nContent-Type: text/plain\r\n\r\n` +
+      `The handbook says hello.\r\n--${boundary}--\r\n`,
+  );
+  const headers: http.OutgoingHttpHeaders = {
+    'content-type': `multipart/form-data; boundary=${boundary}`,
+    'content-length': body.length,
+    expect: '100-continue',
+    cookie: [...client.cookies].map(([name, value]) => `${name}=${value}`).join('; '),
+    accept: 'text/html',
+  };
+  if (options.token === 'header') {
+    headers['x-csrf-token'] = token;
+    headers['x-requested-with'] = 'XMLHttpRequest';
+  }
+  const url = new URL(`${client.baseUrl}${path}`);
+  return new Promise((resolve, reject) => {
+    let continued = false;
+    let sentBytes = 0;
+    const req = http.request({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers, agent: false });
+    req.once('continue', () => {
+      continued = true;
+      sentBytes = body.length;
+      req.end(body);
+    });
+    req.once('response', (res) => {
+      res.resume();
+      res.once('end', () => {
+        resolve({ continued, status: res.statusCode!, sentBytes });
+        req.destroy();
+      });
+    });
+    req.once('error', reject);
+    req.flushHeaders();
+  });
 }
 
 async function until(condition: () => boolean): Promise<void> {

@@ -307,8 +307,18 @@ function encodePosition(position: MatchPosition): string {
 
 function decodePosition(cursor: string): MatchPosition {
   const match = POSITION.exec(Buffer.from(cursor, 'base64url').toString());
-  if (!match || Number.isNaN(Date.parse(match[1]))) {
+  if (!match || !isRealTime(match[1])) {
     throw ApiError.badRequest('before must be the next_before of an earlier search.', 'before');
   }
   return { at: match[1], id: match[2] };
+}
+
+/**
+ * A time that PostgreSQL takes as it is written. Date.parse rolls `2026-02-30` over to March
+ * and takes the year 0000, which PostgreSQL refuses (a 500 once in the query): the time must
+ * read back unchanged, from the year 1 on.
+ */
+function isRealTime(text: string): boolean {
+  const time = Date.parse(text);
+  return !Number.isNaN(time) && new Date(time).toISOString().slice(0, 23) === text.slice(0, 23) && text.slice(0, 4) !== '0000';
 }

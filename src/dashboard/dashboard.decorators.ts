@@ -19,5 +19,5 @@ export const SignedIn = (): MethodDecorator => SetMetadata(PAGE_ACCESS, 'signed-
 /** A member of the `:workspaceId` workspace with at least this role (owner > admin > member). */
 export const RequireRole = (role: Role): MethodDecorator => SetMetadata(PAGE_ACCESS, role satisfies PageAccess);
 
-/** An operator only (OPERATOR_EMAILS or `cli operator grant`); anyone else, signed in or not, gets a 404. */
+/** An operator only (OPERATOR_EMAILS or `cli operator grant`, email verified); anyone else, signed in or not, gets a 404. */
 export const OperatorOnly = (): MethodDecorator => SetMetadata(PAGE_ACCESS, 'operator' satisfies PageAccess);

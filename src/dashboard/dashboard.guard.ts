@@ -52,13 +52,23 @@ export class DashboardGuard implements CanActivate {
       if (!SAFE_METHODS.has(req.method) && !csrf.isRequestValid(req)) throw new CsrfTokenInvalid();
       return true;
     }
-    if (!SAFE_METHODS.has(req.method) && !csrf.isRequestValid(req)) throw new CsrfTokenInvalid();
+    // An upload's token is in its body: read, and checked, only once the person may upload.
+    const tokenInBody = req.readCsrfTokenFromBody;
+    if (!SAFE_METHODS.has(req.method) && !tokenInBody && !csrf.isRequestValid(req)) throw new CsrfTokenInvalid();
 
     req.user = (await this.signedInUser(req)) ?? undefined;
-    if (access === 'public') return true;
-    if (!req.user) throw new SignInRequired();
-    if (access === 'signed-in') return true;
+    if (access !== 'public') await this.checkAccess(req, access);
+    if (tokenInBody) {
+      await tokenInBody();
+      if (!csrf.isRequestValid(req)) throw new CsrfTokenInvalid();
+    }
+    return true;
+  }
 
+  /** Signed in, and for a role, a member of the route's workspace with it. */
+  private async checkAccess(req: PageRequest, access: Exclude<PageAccess, 'public' | 'operator'>): Promise<void> {
+    if (!req.user) throw new SignInRequired();
+    if (access === 'signed-in') return;
     const workspaceId = req.params.workspaceId;
     if (typeof workspaceId !== 'string') throw new Error('A role is required on a route without :workspaceId');
     const member = await this.members.membership(req.user.id, workspaceId);
@@ -67,7 +77,6 @@ export class DashboardGuard implements CanActivate {
     if (isRole(access) && !roleAtLeast(member.role, access)) {
       throw new ForbiddenException(`This needs the ${access} role; yours is ${member.role}.`);
     }
-    return true;
   }
 
   private async signedInUser(req: PageRequest) {

@@ -11,6 +11,7 @@ import type { AppConfig } from '../config/app-config';
 import { inputGuardMiddleware } from '../common/validation/input-guard';
 import type { PageRequest } from './page-request';
 import { sessionSecret } from '../config/session-secret';
+import { formFieldsMiddleware } from './form-fields';
 
 export const SESSION_COOKIE = 'acs.sid';
 const SESSION_MAX_AGE_MS = 7 * 24 * 3_600_000;
@@ -106,6 +107,8 @@ export function useDashboard(app: INestApplication, config: AppConfig): { close(
   app.use(pagesOnly(express.urlencoded({ extended: false, limit: '100kb', parameterLimit: 200 })));
   // The same refusals as for JSON bodies (NUL, lone surrogates...), now that forms are parsed.
   app.use(pagesOnly(inputGuardMiddleware as express.RequestHandler));
+  // A form's fields are texts, whether it came urlencoded or as JSON.
+  app.use(pagesOnly(formFieldsMiddleware));
   app.use(pagesOnly(sessions));
   return { close: () => store.close() };
 }

@@ -29,4 +29,10 @@ export interface PageRequest extends ApiRequest {
   user?: User;
   /** The workspace of a `/w/:workspaceId` route, with the person's role in it. */
   member?: MemberWorkspace;
+  /**
+   * Set on an upload whose CSRF token is in its body (UploadTokenReader): reads it into
+   * `body._csrf`. DashboardGuard calls it once the person's access is established, so a
+   * refused upload's body is not read at all.
+   */
+  readCsrfTokenFromBody?: () => Promise<void>;
 }

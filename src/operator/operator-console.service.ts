@@ -2,7 +2,6 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { isUUID } from 'class-validator';
 import { DataSource, EntityManager } from 'typeorm';
-import { isUniqueViolation } from '../common/database/unique-violation';
 import { ApiError } from '../common/errors/api-error';
 import { WalletTransaction } from '../wallet/entities/wallet-transaction.entity';
 import { WalletService } from '../wallet/wallet.service';
@@ -344,7 +343,9 @@ export class OperatorConsoleService {
   /**
    * Credits (positive) or debits (negative) the wallet: an `adjustment` ledger row whose
    * description names the operator and the reason. The form's nonce keys it, so a form
-   * submitted twice moves the money once; `duplicate` says it had been done.
+   * submitted twice moves the money once; `duplicate` says it had been done. The wallet's row
+   * is locked before the nonce is looked up: concurrent submits of one form take turns, so
+   * only the one that moves the money writes the audit entry, with the balance it changed.
    */
   async adjustBalance(
     actor: Actor,
@@ -355,40 +356,31 @@ export class OperatorConsoleService {
   ): Promise<{ transaction: WalletTransaction; duplicate: boolean }> {
     const why = requiredReason(reason);
     if (!isUUID(nonce)) throw ApiError.badRequest('This form has no valid nonce: reload the page and try again.', 'nonce');
-    const idempotencyKey = `operator:${workspaceId}:${nonce}`;
-    const done = () => this.db.getRepository(WalletTransaction).findOneBy({ idempotencyKey });
-    const existing = await done();
-    if (existing) return { transaction: existing, duplicate: true };
-    try {
-      const transaction = await this.db.transaction(async (manager) => {
-        const before = await this.balanceOf(manager, await this.knownId(workspaceId));
-        const row = await this.wallet.credit(
-          {
-            workspaceId,
-            amountMillicents,
-            type: 'adjustment',
-            description: `Operator ${amountMillicents > 0 ? 'credit' : 'debit'} by ${actor.email}: ${why}`,
-            idempotencyKey,
-          },
-          manager,
-        );
-        await writeAuditEntry(manager, {
-          operator: actor,
-          action: 'adjust_balance',
+    const idempotencyKey = `operator:${await this.knownId(workspaceId)}:${nonce}`;
+    return this.db.transaction(async (manager) => {
+      const before = await this.lockedBalance(manager, workspaceId);
+      const done = await manager.getRepository(WalletTransaction).findOneBy({ idempotencyKey });
+      if (done) return { transaction: done, duplicate: true };
+      const row = await this.wallet.credit(
+        {
           workspaceId,
-          before: { balance_millicents: before },
-          after: { balance_millicents: row.balanceAfterMillicents, amount_millicents: amountMillicents, transaction_id: row.id },
-          reason: why,
-        });
-        return row;
+          amountMillicents,
+          type: 'adjustment',
+          description: `Operator ${amountMillicents > 0 ? 'credit' : 'debit'} by ${actor.email}: ${why}`,
+          idempotencyKey,
+        },
+        manager,
+      );
+      await writeAuditEntry(manager, {
+        operator: actor,
+        action: 'adjust_balance',
+        workspaceId,
+        before: { balance_millicents: before },
+        after: { balance_millicents: row.balanceAfterMillicents, amount_millicents: amountMillicents, transaction_id: row.id },
+        reason: why,
       });
-      return { transaction, duplicate: false };
-    } catch (error) {
-      // The same form submitted twice at once: the other request committed; this one rolled back, audit entry included.
-      const winner = isUniqueViolation(error) ? await done() : null;
-      if (winner) return { transaction: winner, duplicate: true };
-      throw error;
-    }
+      return { transaction: row, duplicate: false };
+    });
   }
 
   /**
@@ -421,8 +413,9 @@ export class OperatorConsoleService {
     return workspaceId;
   }
 
-  private async balanceOf(manager: EntityManager, workspaceId: string): Promise<number> {
-    const [row] = (await manager.query(`SELECT balance_millicents FROM wallets WHERE workspace_id = $1`, [workspaceId])) as {
+  /** The wallet's balance, its row locked until the transaction ends. */
+  private async lockedBalance(manager: EntityManager, workspaceId: string): Promise<number> {
+    const [row] = (await manager.query(`SELECT balance_millicents FROM wallets WHERE workspace_id = $1 FOR UPDATE`, [workspaceId])) as {
       balance_millicents: string;
     }[];
     if (!row) throw ApiError.notFound(`No workspace with id ${workspaceId}.`, 'workspace_not_found');

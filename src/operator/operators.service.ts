@@ -12,9 +12,11 @@ import { writeAuditEntry } from './audit-log';
 const CLI_ACTOR = 'cli';
 
 /**
- * Who is an operator: an account marked by `cli operator grant`, or one whose email is in
- * OPERATOR_EMAILS. Operators see every workspace in the operator console; nobody else
- * learns it exists (its pages answer 404).
+ * Who is an operator: an account with a verified email address, marked by `cli operator
+ * grant` or whose email is in OPERATOR_EMAILS. Verified, because with open sign-up whoever
+ * signs up first with a listed address would otherwise get the console without owning the
+ * mailbox. Operators see every workspace in the operator console; nobody else learns it
+ * exists (its pages answer 404).
  */
 @Injectable()
 export class OperatorsService {
@@ -23,8 +25,31 @@ export class OperatorsService {
     @InjectConfig() private readonly config: AppConfig,
   ) {}
 
-  isOperator(user: Pick<User, 'email' | 'isOperator'>): boolean {
+  isOperator(user: Pick<User, 'email' | 'isOperator' | 'emailVerifiedAt'>): boolean {
+    if (user.emailVerifiedAt === null) return false;
     return user.isOperator || this.config.dashboard.operatorEmails.includes(user.email);
+  }
+
+  /**
+   * For the start-up log: the OPERATOR_EMAILS addresses that are no operator yet, because
+   * no account has them or its address is not verified; null when every one is an operator.
+   */
+  async unverifiedOperatorsWarning(): Promise<string | null> {
+    const listed = this.config.dashboard.operatorEmails;
+    if (listed.length === 0) return null;
+    const rows = (await this.users.query(`SELECT email, email_verified_at IS NOT NULL AS verified FROM users WHERE email = ANY($1::text[])`, [
+      listed,
+    ])) as { email: string; verified: boolean }[];
+    const verified = new Map(rows.map((row) => [row.email, row.verified]));
+    const waiting = listed.flatMap((email) => {
+      if (!verified.has(email)) return [`${email} (no account)`];
+      return verified.get(email) ? [] : [`${email} (not verified)`];
+    });
+    if (waiting.length === 0) return null;
+    return (
+      `OPERATOR_EMAILS lists ${waiting.join(', ')}: an operator needs an account with a verified email address, ` +
+      'so these get no operator console until they sign up (or are invited) and follow the verification link.'
+    );
   }
 
   /** Marks the account with this email as an operator (again is no error); audited as done by the CLI. */
@@ -43,12 +68,21 @@ export class OperatorsService {
   private async mark(rawEmail: string, isOperator: boolean) {
     const email = normalizeEmail(rawEmail);
     return this.users.manager.transaction(async (manager) => {
-      const [user] = (await manager.query(`SELECT id, is_operator FROM users WHERE email = $1 FOR UPDATE`, [email])) as {
+      const [user] = (await manager.query(`SELECT id, is_operator, email_verified_at IS NOT NULL AS verified FROM users WHERE email = $1 FOR UPDATE`, [
+        email,
+      ])) as {
         id: string;
         is_operator: boolean;
+        verified: boolean;
       }[];
       if (!user) {
         throw ApiError.notFound(`No account with the email ${email}: the person signs up (or is invited) first.`, 'user_not_found');
+      }
+      if (isOperator && !user.verified) {
+        throw ApiError.conflict(
+          `The account ${email} has not verified its email address: it follows the link it was sent (or asks for a new one), then grant again.`,
+          'email_not_verified',
+        );
       }
       if (user.is_operator !== isOperator) {
         await manager.query(`UPDATE users SET is_operator = $2, updated_at = now() WHERE id = $1`, [user.id, isOperator]);
@@ -62,7 +96,7 @@ export class OperatorsService {
         });
       }
       const listed = this.config.dashboard.operatorEmails.includes(email);
-      return { email, is_operator: isOperator || listed, also_in_operator_emails: listed };
+      return { email, is_operator: (isOperator || listed) && user.verified, also_in_operator_emails: listed };
     });
   }
 }

@@ -3,6 +3,7 @@ import type { NextFunction, Response } from 'express';
 import type { IncomingMessage } from 'node:http';
 import { formatBytes, MAX_FILE_BYTES } from '../../assistants/documents/document-limits';
 import type { AppConfig } from '../../config/app-config';
+import { continueBody } from '../../common/http/expect-continue';
 import { InjectConfig } from '../../config/config.module';
 import type { PageRequest } from '../page-request';
 
@@ -36,28 +37,33 @@ const HEAD_BYTES = 4096;
 const CSRF_FIELD = /name="_csrf"\r\n\r\n([^\r\n]{1,512})\r\n/;
 
 /**
- * Runs before DashboardGuard on an upload, and reads no more of the body than the form's
- * CSRF token (the form puts it first; a form posted without JavaScript cannot send it as a
- * header), so the guard can check it. Everything else (session, membership, role) is the
- * guard's, and the body is read only by DocumentUploads, in the handler, once they passed.
- * Until then the response says `Connection: close`: a refusal closes the connection
- * rather than letting Node read and discard the rest of a body nobody will use.
+ * Runs before DashboardGuard on an upload, and leaves it a way to read no more of the body
+ * than the form's CSRF token (the form puts it first; a form posted without JavaScript cannot
+ * send it as a header), which the guard calls once the session, membership and role passed:
+ * a refused upload's body is not read at all, and a client that sent `Expect: 100-continue`
+ * gets no `100 Continue` (see continueBody). The rest of the body is read only by
+ * DocumentUploads, in the handler. Until then the response says `Connection: close`: a
+ * refusal closes the connection rather than letting Node read and discard the rest of a
+ * body nobody will use.
  */
 @Injectable()
 export class UploadTokenReader implements NestMiddleware {
-  async use(req: UploadRequest, res: Response, next: NextFunction): Promise<void> {
+  use(req: UploadRequest, res: Response, next: NextFunction): void {
     if (req.method !== 'POST') return next();
     res.setHeader('Connection', 'close');
     // Without a session the guard refuses anyway; a script (assistants.js, htmx) sends the token as a header.
     if (!isMultipart(req) || !req.session?.userId || req.headers['x-csrf-token'] !== undefined) return next();
-    try {
-      req.uploadHead = await readHead(req);
-      const token = CSRF_FIELD.exec(req.uploadHead.toString('latin1'));
-      req.body = token ? { _csrf: token[1] } : {};
-    } catch {
-      // The client went away: the guard refuses the request without a token.
-      req.body = {};
-    }
+    req.readCsrfTokenFromBody = async () => {
+      try {
+        continueBody(res);
+        req.uploadHead = await readHead(req);
+        const token = CSRF_FIELD.exec(req.uploadHead.toString('latin1'));
+        req.body = token ? { _csrf: token[1] } : {};
+      } catch {
+        // The client went away: the guard refuses the request without a token.
+        req.body = {};
+      }
+    };
     next();
   }
 }
@@ -86,6 +92,7 @@ export class DocumentUploads {
 
     let body: Buffer | null;
     try {
+      continueBody(res);
       body = await readCapped(req, MAX_UPLOAD_BYTES, req.uploadHead);
     } catch {
       return unreadable();

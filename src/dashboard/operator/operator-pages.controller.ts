@@ -1,7 +1,8 @@
-import { Body, Get, Param, Post, Query, Req, Res } from '@nestjs/common';
+import { Body, Get, Param, ParseUUIDPipe, Post, Query, Req, Res } from '@nestjs/common';
 import type { Response } from 'express';
 import { randomUUID } from 'node:crypto';
 import { parseDollars } from '../../common/dollars';
+import { ApiError } from '../../common/errors/api-error';
 import { TIER_NAMES } from '../../common/tier-name';
 import type { AppConfig } from '../../config/app-config';
 import { InjectConfig } from '../../config/config.module';
@@ -13,15 +14,15 @@ import { LedgerQueryService } from '../../wallet/ledger-query.service';
 import { ApiKeysService } from '../../workspaces/api-keys.service';
 import { queryString } from '../billing/billing-form';
 import { DashboardController, OperatorOnly } from '../dashboard.decorators';
+import { FormFields, formText } from '../form-fields';
 import { formatDateTime, formatMillicents } from '../format';
 import type { PageRequest } from '../page-request';
 import { PagesService } from '../pages.service';
 import { formErrors } from '../sessions';
 import { allowedPeriods, dailyChartRow, lastDays, periodDays } from '../usage/usage-query';
 
-interface Form {
-  [field: string]: string | undefined;
-}
+/** The `:id` of a console route is a workspace id: anything else (a NUL, say) is a 400 before it reaches a query or a redirect. */
+const WORKSPACE_ID = new ParseUUIDPipe({ exceptionFactory: () => ApiError.badRequest('id must be the id of a workspace (a UUID).', 'id') });
 
 /** Ledger rows and audit entries shown on a workspace's page (the newest). */
 const WORKSPACE_PAGE_ROWS = 20;
@@ -65,7 +66,7 @@ export class OperatorPagesController {
 
   @Get('workspaces/:id')
   @OperatorOnly()
-  async workspace(@Req() req: PageRequest, @Res() res: Response, @Param('id') id: string): Promise<void> {
+  async workspace(@Req() req: PageRequest, @Res() res: Response, @Param('id', WORKSPACE_ID) id: string): Promise<void> {
     const workspace = await this.console.workspace(id);
     const period = this.stats.period(lastDays(WORKSPACE_USAGE_DAYS));
     const [members, keys, ledger, summary, daily, audit] = await Promise.all([
@@ -116,14 +117,14 @@ export class OperatorPagesController {
 
   @Post('workspaces/:id/tier')
   @OperatorOnly()
-  async setTier(@Req() req: PageRequest, @Res() res: Response, @Param('id') id: string, @Body() form: Form): Promise<void> {
+  async setTier(@Req() req: PageRequest, @Res() res: Response, @Param('id', WORKSPACE_ID) id: string, @Body() form: FormFields): Promise<void> {
     const back = `/operator/workspaces/${id}`;
-    const rpmText = (form.rpm ?? '').trim();
+    const [tier, rpmText, reason] = [formText(form, 'tier'), formText(form, 'rpm').trim(), formText(form, 'reason')];
     if (rpmText !== '' && !/^-?\d+$/.test(rpmText)) {
       return this.pages.redirect(req, res, back, { kind: 'error', text: 'The custom rate limit must be a whole number (-1 for no limit), or empty.' });
     }
     try {
-      const updated = await this.console.setTier(actorOf(req), id, form.tier ?? '', rpmText === '' ? undefined : Number(rpmText), form.reason ?? null);
+      const updated = await this.console.setTier(actorOf(req), id, tier, rpmText === '' ? undefined : Number(rpmText), reason);
       const rate = updated.customRateLimitRpm === null ? '' : `, custom rate ${updated.customRateLimitRpm === -1 ? 'unlimited' : `${updated.customRateLimitRpm} requests a minute`}`;
       await this.pages.redirect(req, res, back, { kind: 'success', text: `The workspace is now on the ${updated.tier} tier${rate}.` });
     } catch (error) {
@@ -133,15 +134,16 @@ export class OperatorPagesController {
 
   @Post('workspaces/:id/balance')
   @OperatorOnly()
-  async adjustBalance(@Req() req: PageRequest, @Res() res: Response, @Param('id') id: string, @Body() form: Form): Promise<void> {
+  async adjustBalance(@Req() req: PageRequest, @Res() res: Response, @Param('id', WORKSPACE_ID) id: string, @Body() form: FormFields): Promise<void> {
     const back = `/operator/workspaces/${id}`;
-    const millicents = parseDollars(form.amount);
-    const direction = form.direction === 'debit' ? -1 : form.direction === 'credit' ? 1 : 0;
+    const [amount, directionText, reason, nonce] = ['amount', 'direction', 'reason', 'nonce'].map((name) => formText(form, name));
+    const millicents = parseDollars(amount);
+    const direction = directionText === 'debit' ? -1 : directionText === 'credit' ? 1 : 0;
     if (!millicents || direction === 0) {
       return this.pages.redirect(req, res, back, { kind: 'error', text: 'Choose credit or debit and enter an amount in dollars, such as 5 or 12.50.' });
     }
     try {
-      const { transaction, duplicate } = await this.console.adjustBalance(actorOf(req), id, direction * millicents, form.reason ?? '', form.nonce ?? '');
+      const { transaction, duplicate } = await this.console.adjustBalance(actorOf(req), id, direction * millicents, reason, nonce);
       const text = duplicate
         ? `This form had already been submitted: ${formatMillicents(Math.abs(transaction.amountMillicents))} was ${transaction.amountMillicents > 0 ? 'credited' : 'debited'} once.`
         : `${direction > 0 ? 'Credited' : 'Debited'} ${formatMillicents(millicents)}; the balance is now ${formatMillicents(transaction.balanceAfterMillicents)}.`;
@@ -153,14 +155,14 @@ export class OperatorPagesController {
 
   @Post('workspaces/:id/suspend')
   @OperatorOnly()
-  async suspend(@Req() req: PageRequest, @Res() res: Response, @Param('id') id: string, @Body() form: Form): Promise<void> {
-    await this.changeStatus(req, res, id, 'suspended', form.reason ?? null);
+  async suspend(@Req() req: PageRequest, @Res() res: Response, @Param('id', WORKSPACE_ID) id: string, @Body() form: FormFields): Promise<void> {
+    await this.changeStatus(req, res, id, 'suspended', formText(form, 'reason'));
   }
 
   @Post('workspaces/:id/resume')
   @OperatorOnly()
-  async resume(@Req() req: PageRequest, @Res() res: Response, @Param('id') id: string, @Body() form: Form): Promise<void> {
-    await this.changeStatus(req, res, id, 'active', form.reason ?? null);
+  async resume(@Req() req: PageRequest, @Res() res: Response, @Param('id', WORKSPACE_ID) id: string, @Body() form: FormFields): Promise<void> {
+    await this.changeStatus(req, res, id, 'active', formText(form, 'reason'));
   }
 
   @Get('figures')
