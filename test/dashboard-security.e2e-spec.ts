@@ -56,7 +56,7 @@ class PageClient {
   async request(
     method: string,
     path: string,
-    options: { form?: Record<string, string>; headers?: Record<string, string> } = {},
+    options: { form?: Record<string, string>; headers?: Record<string, string>; body?: string } = {},
   ): Promise<PageResponse> {
     const headers: Record<string, string> = {
       accept: 'text/html,application/xhtml+xml',
@@ -69,7 +69,7 @@ class PageClient {
       method,
       headers,
       redirect: 'manual',
-      body: options.form ? new URLSearchParams(options.form).toString() : undefined,
+      body: options.form ? new URLSearchParams(options.form).toString() : options.body,
     });
     const setCookies = res.headers.getSetCookie();
     for (const line of setCookies) {
@@ -369,6 +369,23 @@ describe('dashboard security', () => {
       // The owner is still signed in: none of these did anything.
       expect((await owner.client.get('/account')).status).toBe(200);
       if (unknown.size > 0) console.log(`route parameters filled with made-up values: ${[...unknown].join(', ')}`);
+    });
+
+    it('answers a field sent twice, or a JSON field that is not text, with 400 naming it on every state-changing route', async () => {
+      const token = await owner.client.csrfToken('/account');
+      const failures: string[] = [];
+      for (const route of routes.filter((r) => STATE_CHANGING.has(r.method) && r.access !== 'operator')) {
+        const [method, path] = [methodForFetch(route.method), fillPath(route.path, ids)];
+        const twice = await owner.client.request(method, path, {
+          body: 'name=a&name=b&email=a%40example.com&email=b%40example.com&title=a&title=b',
+          headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-csrf-token': token },
+        });
+        if (twice.status !== 400 || !/is sent once/.test(twice.body)) failures.push(`${method} ${path} with a field twice: ${twice.status}`);
+        const json = await owner.client.request(method, path, { body: '{"name": 5, "email": true}', headers: { 'content-type': 'application/json', 'x-csrf-token': token } });
+        if (json.status !== 400 || !/must be text/.test(json.body)) failures.push(`${method} ${path} with JSON that is not text: ${json.status}`);
+      }
+      expect(failures).toEqual([]);
+      expect((await owner.client.get('/account')).status).toBe(200);
     });
 
     it('refuses a token of another session', async () => {
