@@ -19,6 +19,7 @@ import { openDatabase } from './database/database';
 import { dataSourceOptions, runMigrations } from './database/data-source';
 import { EmbeddedPostgresError } from './database/embedded-postgres';
 import { ModelsModule } from './models/models.module';
+import { loadCatalogFile } from './models/model-catalog';
 import { ModelsService } from './models/models.service';
 import { OperatorModule } from './operator/operator.module';
 import { OperatorsService } from './operator/operators.service';
@@ -470,6 +471,8 @@ async function run(argv: string[], io: CliIo): Promise<number> {
   if (!command || positionals.length !== words) throw new UsageError(commandName ? `Unknown command "${commandName}"` : 'No command given');
 
   const config = loadConfig(io.env);
+  // Before the database and Nest, as in main.ts: a bad catalog is told in one message, without a stack.
+  if (config.modelCatalogFile) loadCatalogFile(config.modelCatalogFile);
   const database = await openDatabase(config);
   let app: INestApplicationContext | undefined;
   try {

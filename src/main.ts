@@ -11,6 +11,7 @@ import { DatabaseHandle, openDatabase } from './database/database';
 import { runMigrations } from './database/data-source';
 import { EmbeddedPostgresError } from './database/embedded-postgres';
 import { exposureWarning } from './exposure-warning';
+import { loadCatalogFile } from './models/model-catalog';
 import { createDemoWorkspaceOnFirstStart } from './first-start';
 
 const logger = new Logger('Bootstrap');
@@ -105,6 +106,8 @@ function pinoStdout(): pino.DestinationStream {
 
 async function bootstrap(): Promise<void> {
   config = loadConfig();
+  // Read before anything starts, as the configuration is: inside Nest, its error came with Nest's stack trace.
+  if (config.modelCatalogFile) loadCatalogFile(config.modelCatalogFile);
   dropLogsWhenTheirReaderIsGone();
   // One logger for the whole process: pino's JSON lines or Nest's text (LOG_FORMAT).
   const appLog = config.logFormat === 'json' ? PinoLoggerService.create(config.logLevel, pinoStdout()) : appLogger(config);

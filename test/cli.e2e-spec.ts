@@ -1,6 +1,9 @@
 import OpenAI from 'openai';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
 import { freePort } from '../src/database/embedded-postgres';
-import { describeResult, ProcessResult, runCli, runCliInProcess, waitUntil } from './support/processes';
+import { describeResult, MAIN_JS, ProcessResult, runCli, runCliInProcess, runNode, waitUntil } from './support/processes';
 import { openAiClient, startTestApp, TestApp } from './support/test-app';
 
 /**
@@ -391,6 +394,23 @@ describe('operator CLI', () => {
       expect(result).toMatchObject({ code: 1, stdout: '' });
       expect(result.stderr).toMatch(/ECONNREFUSED/);
       expect(result.durationMs).toBeLessThan(15_000);
+    });
+
+    it('refuses a catalog with a key pasted into api_key_env: one message, no key, no stack (the server and the CLI)', async () => {
+      const pasted = 'sk-proj-abcdef0123456789ABCDEFGHIJ0123456789';
+      const file = path.join(await mkdtemp(path.join(tmpdir(), 'acs-catalog-')), 'models.json');
+      const model = { id: 'gpt-4o-mini', provider: 'openai', context_length: 128000, input_price: 15000, output_price: 60000 };
+      await writeFile(file, JSON.stringify({ models: [{ ...model, deployments: [{ label: 'eu', provider: 'openai', api_key_env: pasted }] }] }));
+      const catalogEnv = { DATABASE_URL: t.databaseUrl, MODEL_CATALOG_FILE: file, LOG_LEVEL: 'error' };
+      const server = await runNode([MAIN_JS], { ...catalogEnv, PORT: String(await freePort()), HOST: '127.0.0.1' });
+      const cliRun = await runCliInProcess(['key', 'revoke', '--key', MISSING], catalogEnv);
+      for (const [who, result] of [['server', server], ['cli', cliRun]] as const) {
+        const printed = result.stdout + result.stderr;
+        expect({ who, code: result.code }).toEqual({ who, code: 1 });
+        expect(printed).toContain('deployments[0] ("eu").api_key_env must name an environment variable (letters, digits and _), not hold a key');
+        for (const part of [pasted, pasted.slice(8, 20), pasted.slice(-12)]) expect(printed).not.toContain(part);
+        expect(printed).not.toMatch(/\n\s+at /);
+      }
     });
   });
 
