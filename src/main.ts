@@ -6,7 +6,8 @@ import pino from 'pino';
 import { createApp } from './app.factory';
 import { appLogger, PinoLoggerService } from './common/logging/pino-logger';
 import { ServerDrain } from './common/http/server-drain';
-import { AppConfig, ConfigError, loadConfig } from './config/app-config';
+import { AppConfig, ConfigError, configuredSecrets, loadConfig } from './config/app-config';
+import { registerSecrets } from './common/secrets';
 import { DatabaseHandle, openDatabase } from './database/database';
 import { runMigrations } from './database/data-source';
 import { EmbeddedPostgresError } from './database/embedded-postgres';
@@ -106,6 +107,7 @@ function pinoStdout(): pino.DestinationStream {
 
 async function bootstrap(): Promise<void> {
   config = loadConfig();
+  registerSecrets(configuredSecrets(config));
   // Read before anything starts, as the configuration is: inside Nest, its error came with Nest's stack trace.
   if (config.modelCatalogFile) loadCatalogFile(config.modelCatalogFile);
   dropLogsWhenTheirReaderIsGone();
@@ -120,7 +122,7 @@ async function bootstrap(): Promise<void> {
   const applied = await runMigrations(url);
   if (applied.length > 0) logger.log(`Applied migrations: ${applied.join(', ')}`);
 
-  app = await createApp(config, url, Array.isArray(appLog) ? {} : { logger: appLog });
+  app = await createApp(config, url, { logger: appLog });
   if (stopping) return;
   await app.listen(config.port, config.host);
   const baseUrl = `http://${['0.0.0.0', '::'].includes(config.host) ? 'localhost' : config.host}:${config.port}`;
