@@ -13,6 +13,8 @@ import { addressRanges, checkedKeyLimits, hasKeyLimits, KeyLimits, KeyLimitsChan
 /** `sk-` and 43 characters of base64url: 256 bits from the CSPRNG. */
 const KEY_FORMAT = /^sk-[A-Za-z0-9_-]{32,200}$/;
 const DISPLAY_PREFIX_LENGTH = 'sk-'.length + 8;
+/** A key's name is a label (copied into every usage record of the key and into GET /v1/key), not a document. */
+export const KEY_NAME_MAX_LENGTH = 100;
 
 /**
  * How long a key lookup is trusted. A revoked key (or a tier change) takes effect on
