@@ -34,7 +34,8 @@ import { AutoTopupSettingsService, autoTopupSettingsJson } from './wallet/auto-t
 import { WalletService } from './wallet/wallet.service';
 import { WalletModule } from './wallet/wallet.module';
 import { ApiKeysService } from './workspaces/api-keys.service';
-import type { KeyLimits, KeyLimitsChange } from './workspaces/key-limits';
+import { assertKnownAssistants, type KeyLimits, type KeyLimitsChange } from './workspaces/key-limits';
+import { assertUuid } from './common/validation/uuid';
 import { WorkspacesModule } from './workspaces/workspaces.module';
 import { WorkspacesService } from './workspaces/workspaces.service';
 
@@ -114,11 +115,20 @@ const COMMANDS: Record<string, Command> = {
   },
   'key create': async (app, o) => {
     const expiresAt = o.expires === undefined ? undefined : isoDate(o, 'expires');
-    const key = await app.get(ApiKeysService).create(required(o, 'workspace'), { name: o.name, expiresAt, limits: keyLimitsChange(o) });
+    const workspaceId = required(o, 'workspace');
+    const limits = keyLimitsChange(o);
+    await assertWorkspaceAssistants(app, workspaceId, limits);
+    const key = await app.get(ApiKeysService).create(workspaceId, { name: o.name, expiresAt, limits });
     return { id: key.id, api_key: key.apiKey, ...(key.expiresAt ? { expires_at: key.expiresAt.toISOString() } : {}) };
   },
   'key limits': async (app, o) => {
-    const { id, limits } = await app.get(ApiKeysService).setLimits(required(o, 'key'), keyLimitsChange(o));
+    const keyId = required(o, 'key');
+    const change = keyLimitsChange(o);
+    if (change.allowedAssistants) {
+      assertUuid(keyId, 'key');
+      await assertWorkspaceAssistants(app, (await app.get(ApiKeysService).describe(keyId)).workspaceId, change);
+    }
+    const { id, limits } = await app.get(ApiKeysService).setLimits(keyId, change);
     return { id, ...keyLimitsJson(limits) };
   },
   'key revoke': async (app, o) => app.get(ApiKeysService).revoke(required(o, 'key')),
@@ -222,6 +232,15 @@ function keyLimitsChange(o: Options): KeyLimitsChange {
     allowedIps: list('ips', 'any'),
   };
   return Object.fromEntries(Object.entries(change).filter(([, value]) => value !== undefined)) as KeyLimitsChange;
+}
+
+/** `--assistants` names assistants of the key's workspace, as the dashboard's checkboxes do (a typo is refused, not stored). */
+async function assertWorkspaceAssistants(app: INestApplicationContext, workspaceId: string, change: KeyLimitsChange): Promise<void> {
+  if (!change.allowedAssistants) return;
+  const slugs = change.allowedAssistants.map((slug) => slug.trim()).filter(Boolean);
+  // The shape first: an impossible slug is told as such, without a look at the workspace.
+  assertKnownAssistants(slugs, null);
+  assertKnownAssistants(slugs, (await app.get(AssistantsService).list(workspaceId)).map((assistant) => assistant.slug));
 }
 
 function keyLimitsJson(limits: KeyLimits): object {

@@ -251,6 +251,28 @@ describe('operator CLI', () => {
       expect(await cliFails(1, 'key', 'limits', '--key', key.id as string, '--ips', 'nowhere')).toContain('is not an IP address or a CIDR range');
       expect(await cliFails(1, 'key', 'limits', '--key', key.id as string, '--period', 'hourly')).toContain('spend_limit_period must be one of');
     });
+    it('refuses a key name over 100 characters, unknown models and impossible or unknown assistants, naming them', async () => {
+      const workspace = await createWorkspace('pro', 0);
+      expect(await cliFails(1, 'key', 'create', '--workspace', workspace.id, '--name', 'n'.repeat(100_000))).toBe('name has at most 100 characters (got 100000).\n');
+      const key = await cli('key', 'create', '--workspace', workspace.id, '--name', 'n'.repeat(100));
+      const keyId = key.id as string;
+      expect(await cliFails(1, 'key', 'create', '--workspace', workspace.id, '--models', 'no-such-model')).toContain('allowed_models: "no-such-model" is not a model of the catalog');
+      expect(await cliFails(1, 'key', 'limits', '--key', keyId, '--models', 'gpt-4o-mini,no-such-model')).toContain(
+        'allowed_models: "no-such-model" is not a model of the catalog',
+      );
+      expect(await cliFails(1, 'key', 'limits', '--key', keyId, '--assistants', 'NoSuchSlug')).toContain('allowed_assistants: "NoSuchSlug" is not an assistant slug');
+      expect(await cliFails(1, 'key', 'limits', '--key', keyId, '--assistants', 'no-such-slug')).toContain(
+        'allowed_assistants: "no-such-slug" is not an assistant of this workspace',
+      );
+      await cli('assistant', 'create', '--workspace', workspace.id, '--name', 'Support', '--model', 'gpt-4o-mini', '--slug', 'support');
+      expect(await cli('key', 'limits', '--key', keyId, '--models', 'gpt-4o-mini', '--assistants', 'support')).toMatchObject({
+        allowed_models: ['gpt-4o-mini'],
+        allowed_assistants: ['support'],
+      });
+      // Only the last, valid change was stored; the name is within the bound GET /v1/key answers.
+      const { data } = await openAiClient(t.baseUrl, key.api_key as string).get<{ data: { name: string } }>('/key');
+      expect(data.name).toHaveLength(100);
+    });
   });
 
   describe('wallet', () => {

@@ -256,6 +256,29 @@ describe('dashboard: API keys', () => {
     });
   });
 
+  it('refuses a model outside the catalog and an assistant the workspace does not have, naming the entry', async () => {
+    const key = await t.app.get(ApiKeysService).create(owner.workspaceId, 'lists target');
+    const limitsPath = `${keysPath}/${key.id}/limits`;
+    const blank = { spend_limit: '', spend_limit_period: 'none', rate_limit_rpm: '', allowed_ips: '' };
+    // The period without a reset is `none`, as in the CLI and the API.
+    expect((await owner.client.get(limitsPath)).html).toMatch(/<option value="none"[^>]*>None: never \(a limit for all time\)<\/option>/);
+    const cases: [Record<string, string>, string][] = [
+      [{ allowed_models: 'no-such-model' }, 'allowed_models: "no-such-model" is not a model of the catalog'],
+      [{ allowed_assistants: 'NoSuchSlug' }, 'allowed_assistants: "NoSuchSlug" is not an assistant slug'],
+      [{ allowed_assistants: 'no-such-slug' }, 'allowed_assistants: "no-such-slug" is not an assistant of this workspace'],
+    ];
+    for (const [fields, message] of cases) {
+      await owner.client.get(limitsPath);
+      const answer = await owner.client.post(limitsPath, { ...blank, ...fields });
+      expect({ fields, status: answer.status }).toEqual({ fields, status: 400 });
+      expect(textOf(answer.html)).toContain(message);
+    }
+    expect((await t.app.get(ApiKeysService).list(owner.workspaceId)).find((k) => k.id === key.id)!.limits).toMatchObject({
+      allowedModels: null,
+      allowedAssistants: null,
+    });
+  });
+
   it('refuses a form without the CSRF token', async () => {
     await owner.client.get(keysPath);
     const response = await owner.client.post(keysPath, { name: 'no token' }, { csrf: false });

@@ -11,7 +11,7 @@ import { formatDateTime } from '../format';
 import { formErrors } from '../sessions';
 import { EXPIRY_CHOICES, keyRow, KeyFormValues, KeyLimitsFormValues, limitsFormValues, PostedFields, readKeyForm, readKeyLimitsForm } from './key-form';
 import { KeySpendService } from '../../workspaces/key-spend';
-import { SPEND_PERIODS } from '../../workspaces/key-limits';
+import { assertKnownAssistants, SPEND_PERIODS } from '../../workspaces/key-limits';
 import { ModelsService } from '../../models/models.service';
 import { AssistantsService } from '../../assistants/assistants.service';
 import { dollarsField, formatMillicents } from '../../common/dollars';
@@ -126,6 +126,9 @@ export class KeysController {
     const read = readKeyLimitsForm(values);
     if (!read.ok) return this.renderLimits(req, res, key, values, read.errors, 400);
     try {
+      // The form offers the workspace's assistants: another slug is a hand-made post or a typo, refused.
+      const slugs = (await this.assistants.list(req.member!.id)).map((assistant) => assistant.slug);
+      assertKnownAssistants(read.change.allowedAssistants, slugs);
       await this.apiKeys.setLimits(key.id, read.change, req.member!.id);
     } catch (error) {
       return this.renderLimits(req, res, key, values, formErrors(error), 400);
