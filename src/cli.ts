@@ -13,7 +13,8 @@ import { documentView, DocumentsService, fileTooLarge } from './assistants/docum
 import { AssistantFields, AssistantsService } from './assistants/assistants.service';
 import { Assistant, ServerToolType } from './assistants/entities/assistant.entity';
 import { ApiError } from './common/errors/api-error';
-import { ConfigError, loadConfig, type AppConfig } from './config/app-config';
+import { redactSecrets, registerSecrets } from './common/secrets';
+import { ConfigError, configuredSecrets, loadConfig, type AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
 import { openDatabase } from './database/database';
 import { dataSourceOptions, runMigrations } from './database/data-source';
@@ -434,7 +435,8 @@ export async function main(argv: string[], io: CliIo = PROCESS_IO): Promise<numb
       error instanceof ApiError || error instanceof ConfigError || error instanceof EmbeddedPostgresError
         ? error.message
         : `Unexpected error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`;
-    io.stderr(`${message}\n`);
+    // A stack or a driver's message may carry a configured secret (the CLI's stdout, which prints new keys, is not touched).
+    io.stderr(`${redactSecrets(message)}\n`);
     return 1;
   }
 }
@@ -490,6 +492,7 @@ async function run(argv: string[], io: CliIo): Promise<number> {
   if (!command || positionals.length !== words) throw new UsageError(commandName ? `Unknown command "${commandName}"` : 'No command given');
 
   const config = loadConfig(io.env);
+  registerSecrets(configuredSecrets(config));
   // Before the database and Nest, as in main.ts: a bad catalog is told in one message, without a stack.
   if (config.modelCatalogFile) loadCatalogFile(config.modelCatalogFile);
   const database = await openDatabase(config);

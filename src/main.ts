@@ -7,7 +7,7 @@ import { createApp } from './app.factory';
 import { appLogger, PinoLoggerService } from './common/logging/pino-logger';
 import { ServerDrain } from './common/http/server-drain';
 import { AppConfig, ConfigError, configuredSecrets, loadConfig } from './config/app-config';
-import { registerSecrets } from './common/secrets';
+import { redactSecrets, registerSecrets } from './common/secrets';
 import { DatabaseHandle, openDatabase } from './database/database';
 import { runMigrations } from './database/data-source';
 import { EmbeddedPostgresError } from './database/embedded-postgres';
@@ -141,7 +141,7 @@ bootstrap().catch(async (error: unknown) => {
       : `The service could not start: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`;
   // A configuration that could not be read has no log format yet: plain text on stderr.
   if (config?.logFormat === 'json') logger.fatal(message);
-  else console.error(message);
+  else console.error(redactSecrets(message));
   await app?.close().catch(() => undefined);
   await database?.then((handle) => handle.stop()).catch(() => undefined);
   process.exit(1);
