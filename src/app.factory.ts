@@ -22,7 +22,8 @@ import { appLogger } from './common/logging/pino-logger';
 import { ServerDrain } from './common/http/server-drain';
 import { inputGuardMiddleware } from './common/validation/input-guard';
 import { createValidationPipe } from './common/validation/validation.pipe';
-import { type AppConfig, ConfigError } from './config/app-config';
+import { type AppConfig, ConfigError, configuredSecrets } from './config/app-config';
+import { registerSecrets } from './common/secrets';
 import { basePathMiddleware, useDashboard } from './dashboard/dashboard.setup';
 import { httpMetricsMiddleware } from './metrics/http-metrics.middleware';
 import { MetricsService } from './metrics/metrics.service';
@@ -45,6 +46,8 @@ export async function createApp(
   /** `logger`: false for none (tests), or the one main.ts made; by default LOG_FORMAT's (appLogger). */
   options: { logger?: false | LoggerService; create?: AppCreator } = {},
 ): Promise<NestExpressApplication> {
+  // Before anything can log or answer: the configuration's secrets are masked in both.
+  registerSecrets(configuredSecrets(config));
   const create: AppCreator = options.create ?? ((module, appOptions, adapter) => NestFactory.create<NestExpressApplication>(module, adapter, appOptions));
   const app = await create(
     AppModule.register({ config, databaseUrl }),

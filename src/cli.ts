@@ -13,12 +13,14 @@ import { documentView, DocumentsService, fileTooLarge } from './assistants/docum
 import { AssistantFields, AssistantsService } from './assistants/assistants.service';
 import { Assistant, ServerToolType } from './assistants/entities/assistant.entity';
 import { ApiError } from './common/errors/api-error';
-import { ConfigError, loadConfig, type AppConfig } from './config/app-config';
+import { redactSecrets, registerSecrets } from './common/secrets';
+import { ConfigError, configuredSecrets, loadConfig, type AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
 import { openDatabase } from './database/database';
 import { dataSourceOptions, runMigrations } from './database/data-source';
 import { EmbeddedPostgresError } from './database/embedded-postgres';
 import { ModelsModule } from './models/models.module';
+import { loadCatalogFile } from './models/model-catalog';
 import { ModelsService } from './models/models.service';
 import { OperatorModule } from './operator/operator.module';
 import { OperatorsService } from './operator/operators.service';
@@ -33,7 +35,8 @@ import { AutoTopupSettingsService, autoTopupSettingsJson } from './wallet/auto-t
 import { WalletService } from './wallet/wallet.service';
 import { WalletModule } from './wallet/wallet.module';
 import { ApiKeysService } from './workspaces/api-keys.service';
-import type { KeyLimits, KeyLimitsChange } from './workspaces/key-limits';
+import { assertKnownAssistants, type KeyLimits, type KeyLimitsChange } from './workspaces/key-limits';
+import { assertUuid } from './common/validation/uuid';
 import { WorkspacesModule } from './workspaces/workspaces.module';
 import { WorkspacesService } from './workspaces/workspaces.service';
 
@@ -113,11 +116,20 @@ const COMMANDS: Record<string, Command> = {
   },
   'key create': async (app, o) => {
     const expiresAt = o.expires === undefined ? undefined : isoDate(o, 'expires');
-    const key = await app.get(ApiKeysService).create(required(o, 'workspace'), { name: o.name, expiresAt, limits: keyLimitsChange(o) });
+    const workspaceId = required(o, 'workspace');
+    const limits = keyLimitsChange(o);
+    await assertWorkspaceAssistants(app, workspaceId, limits);
+    const key = await app.get(ApiKeysService).create(workspaceId, { name: o.name, expiresAt, limits });
     return { id: key.id, api_key: key.apiKey, ...(key.expiresAt ? { expires_at: key.expiresAt.toISOString() } : {}) };
   },
   'key limits': async (app, o) => {
-    const { id, limits } = await app.get(ApiKeysService).setLimits(required(o, 'key'), keyLimitsChange(o));
+    const keyId = required(o, 'key');
+    const change = keyLimitsChange(o);
+    if (change.allowedAssistants) {
+      assertUuid(keyId, 'key');
+      await assertWorkspaceAssistants(app, (await app.get(ApiKeysService).describe(keyId)).workspaceId, change);
+    }
+    const { id, limits } = await app.get(ApiKeysService).setLimits(keyId, change);
     return { id, ...keyLimitsJson(limits) };
   },
   'key revoke': async (app, o) => app.get(ApiKeysService).revoke(required(o, 'key')),
@@ -221,6 +233,15 @@ function keyLimitsChange(o: Options): KeyLimitsChange {
     allowedIps: list('ips', 'any'),
   };
   return Object.fromEntries(Object.entries(change).filter(([, value]) => value !== undefined)) as KeyLimitsChange;
+}
+
+/** `--assistants` names assistants of the key's workspace, as the dashboard's checkboxes do (a typo is refused, not stored). */
+async function assertWorkspaceAssistants(app: INestApplicationContext, workspaceId: string, change: KeyLimitsChange): Promise<void> {
+  if (!change.allowedAssistants) return;
+  const slugs = change.allowedAssistants.map((slug) => slug.trim()).filter(Boolean);
+  // The shape first: an impossible slug is told as such, without a look at the workspace.
+  assertKnownAssistants(slugs, null);
+  assertKnownAssistants(slugs, (await app.get(AssistantsService).list(workspaceId)).map((assistant) => assistant.slug));
 }
 
 function keyLimitsJson(limits: KeyLimits): object {
@@ -414,7 +435,8 @@ export async function main(argv: string[], io: CliIo = PROCESS_IO): Promise<numb
       error instanceof ApiError || error instanceof ConfigError || error instanceof EmbeddedPostgresError
         ? error.message
         : `Unexpected error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`;
-    io.stderr(`${message}\n`);
+    // A stack or a driver's message may carry a configured secret (the CLI's stdout, which prints new keys, is not touched).
+    io.stderr(`${redactSecrets(message)}\n`);
     return 1;
   }
 }
@@ -470,6 +492,9 @@ async function run(argv: string[], io: CliIo): Promise<number> {
   if (!command || positionals.length !== words) throw new UsageError(commandName ? `Unknown command "${commandName}"` : 'No command given');
 
   const config = loadConfig(io.env);
+  registerSecrets(configuredSecrets(config));
+  // Before the database and Nest, as in main.ts: a bad catalog is told in one message, without a stack.
+  if (config.modelCatalogFile) loadCatalogFile(config.modelCatalogFile);
   const database = await openDatabase(config);
   let app: INestApplicationContext | undefined;
   try {

@@ -6,11 +6,13 @@ import pino from 'pino';
 import { createApp } from './app.factory';
 import { appLogger, PinoLoggerService } from './common/logging/pino-logger';
 import { ServerDrain } from './common/http/server-drain';
-import { AppConfig, ConfigError, loadConfig } from './config/app-config';
+import { AppConfig, ConfigError, configuredSecrets, loadConfig } from './config/app-config';
+import { redactSecrets, registerSecrets } from './common/secrets';
 import { DatabaseHandle, openDatabase } from './database/database';
 import { runMigrations } from './database/data-source';
 import { EmbeddedPostgresError } from './database/embedded-postgres';
 import { exposureWarning } from './exposure-warning';
+import { loadCatalogFile } from './models/model-catalog';
 import { createDemoWorkspaceOnFirstStart } from './first-start';
 import { OperatorsService } from './operator/operators.service';
 
@@ -106,6 +108,9 @@ function pinoStdout(): pino.DestinationStream {
 
 async function bootstrap(): Promise<void> {
   config = loadConfig();
+  registerSecrets(configuredSecrets(config));
+  // Read before anything starts, as the configuration is: inside Nest, its error came with Nest's stack trace.
+  if (config.modelCatalogFile) loadCatalogFile(config.modelCatalogFile);
   dropLogsWhenTheirReaderIsGone();
   // One logger for the whole process: pino's JSON lines or Nest's text (LOG_FORMAT).
   const appLog = config.logFormat === 'json' ? PinoLoggerService.create(config.logLevel, pinoStdout()) : appLogger(config);
@@ -118,7 +123,7 @@ async function bootstrap(): Promise<void> {
   const applied = await runMigrations(url);
   if (applied.length > 0) logger.log(`Applied migrations: ${applied.join(', ')}`);
 
-  app = await createApp(config, url, Array.isArray(appLog) ? {} : { logger: appLog });
+  app = await createApp(config, url, { logger: appLog });
   if (stopping) return;
   await app.listen(config.port, config.host);
   const baseUrl = `http://${['0.0.0.0', '::'].includes(config.host) ? 'localhost' : config.host}:${config.port}`;
@@ -139,7 +144,7 @@ bootstrap().catch(async (error: unknown) => {
       : `The service could not start: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`;
   // A configuration that could not be read has no log format yet: plain text on stderr.
   if (config?.logFormat === 'json') logger.fatal(message);
-  else console.error(message);
+  else console.error(redactSecrets(message));
   await app?.close().catch(() => undefined);
   await database?.then((handle) => handle.stop()).catch(() => undefined);
   process.exit(1);

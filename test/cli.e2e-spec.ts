@@ -1,6 +1,9 @@
 import OpenAI from 'openai';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
 import { freePort } from '../src/database/embedded-postgres';
-import { describeResult, ProcessResult, runCli, runCliInProcess, waitUntil } from './support/processes';
+import { describeResult, MAIN_JS, ProcessResult, runCli, runCliInProcess, runNode, waitUntil } from './support/processes';
 import { openAiClient, startTestApp, TestApp } from './support/test-app';
 
 /**
@@ -248,6 +251,28 @@ describe('operator CLI', () => {
       expect(await cliFails(1, 'key', 'limits', '--key', key.id as string, '--ips', 'nowhere')).toContain('is not an IP address or a CIDR range');
       expect(await cliFails(1, 'key', 'limits', '--key', key.id as string, '--period', 'hourly')).toContain('spend_limit_period must be one of');
     });
+    it('refuses a key name over 100 characters, unknown models and impossible or unknown assistants, naming them', async () => {
+      const workspace = await createWorkspace('pro', 0);
+      expect(await cliFails(1, 'key', 'create', '--workspace', workspace.id, '--name', 'n'.repeat(100_000))).toBe('name has at most 100 characters (got 100000).\n');
+      const key = await cli('key', 'create', '--workspace', workspace.id, '--name', 'n'.repeat(100));
+      const keyId = key.id as string;
+      expect(await cliFails(1, 'key', 'create', '--workspace', workspace.id, '--models', 'no-such-model')).toContain('allowed_models: "no-such-model" is not a model of the catalog');
+      expect(await cliFails(1, 'key', 'limits', '--key', keyId, '--models', 'gpt-4o-mini,no-such-model')).toContain(
+        'allowed_models: "no-such-model" is not a model of the catalog',
+      );
+      expect(await cliFails(1, 'key', 'limits', '--key', keyId, '--assistants', 'NoSuchSlug')).toContain('allowed_assistants: "NoSuchSlug" is not an assistant slug');
+      expect(await cliFails(1, 'key', 'limits', '--key', keyId, '--assistants', 'no-such-slug')).toContain(
+        'allowed_assistants: "no-such-slug" is not an assistant of this workspace',
+      );
+      await cli('assistant', 'create', '--workspace', workspace.id, '--name', 'Support', '--model', 'gpt-4o-mini', '--slug', 'support');
+      expect(await cli('key', 'limits', '--key', keyId, '--models', 'gpt-4o-mini', '--assistants', 'support')).toMatchObject({
+        allowed_models: ['gpt-4o-mini'],
+        allowed_assistants: ['support'],
+      });
+      // Only the last, valid change was stored; the name is within the bound GET /v1/key answers.
+      const { data } = await openAiClient(t.baseUrl, key.api_key as string).get<{ data: { name: string } }>('/key');
+      expect(data.name).toHaveLength(100);
+    });
   });
 
   describe('wallet', () => {
@@ -391,6 +416,23 @@ describe('operator CLI', () => {
       expect(result).toMatchObject({ code: 1, stdout: '' });
       expect(result.stderr).toMatch(/ECONNREFUSED/);
       expect(result.durationMs).toBeLessThan(15_000);
+    });
+
+    it('refuses a catalog with a key pasted into api_key_env: one message, no key, no stack (the server and the CLI)', async () => {
+      const pasted = 'sk-proj-abcdef0123456789ABCDEFGHIJ0123456789';
+      const file = path.join(await mkdtemp(path.join(tmpdir(), 'acs-catalog-')), 'models.json');
+      const model = { id: 'gpt-4o-mini', provider: 'openai', context_length: 128000, input_price: 15000, output_price: 60000 };
+      await writeFile(file, JSON.stringify({ models: [{ ...model, deployments: [{ label: 'eu', provider: 'openai', api_key_env: pasted }] }] }));
+      const catalogEnv = { DATABASE_URL: t.databaseUrl, MODEL_CATALOG_FILE: file, LOG_LEVEL: 'error' };
+      const server = await runNode([MAIN_JS], { ...catalogEnv, PORT: String(await freePort()), HOST: '127.0.0.1' });
+      const cliRun = await runCliInProcess(['key', 'revoke', '--key', MISSING], catalogEnv);
+      for (const [who, result] of [['server', server], ['cli', cliRun]] as const) {
+        const printed = result.stdout + result.stderr;
+        expect({ who, code: result.code }).toEqual({ who, code: 1 });
+        expect(printed).toContain('deployments[0] ("eu").api_key_env must name an environment variable (letters, digits and _), not hold a key');
+        for (const part of [pasted, pasted.slice(8, 20), pasted.slice(-12)]) expect(printed).not.toContain(part);
+        expect(printed).not.toMatch(/\n\s+at /);
+      }
     });
   });
 

@@ -204,6 +204,81 @@ describe('dashboard: API keys', () => {
     expect((await t.app.get(ApiKeysService).list(owner.workspaceId)).length).toBe(before);
   });
 
+  /** A form posted as JSON, as a script might: the fields may be of any JSON type. */
+  async function postJson(client: DashboardClient, path: string, body: Record<string, unknown>): Promise<{ status: number; html: string }> {
+    await client.get(path);
+    const response = await fetch(`${t.baseUrl}${path}`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'text/html',
+        cookie: [...client.cookies].map(([name, value]) => `${name}=${value}`).join('; '),
+        'x-csrf-token': client.csrfToken!,
+      },
+      body: JSON.stringify(body),
+    });
+    return { status: response.status, html: await response.text() };
+  }
+
+  it('answers 400 naming the field when the key forms are posted as JSON with fields that are not text', async () => {
+    const before = (await t.app.get(ApiKeysService).list(owner.workspaceId)).length;
+    const created = await postJson(owner.client, keysPath, { name: 12345, expires: 'never' });
+    expect(created.status).toBe(400);
+    expect(created.html).toContain('<small id="key-name-error">');
+    expect(textOf(created.html)).toContain('name must be text');
+    expect((await postJson(owner.client, keysPath, { name: 'ok', expires: { days: 7 } })).html).toContain('<small id="key-expires-error">');
+    expect((await t.app.get(ApiKeysService).list(owner.workspaceId)).length).toBe(before);
+
+    const key = await t.app.get(ApiKeysService).create(owner.workspaceId, 'json target');
+    const limitsPath = `${keysPath}/${key.id}/limits`;
+    const cases: [Record<string, unknown>, string][] = [
+      [{ spend_limit: 5 }, 'spend-limit-error'],
+      [{ spend_limit_period: ['daily', 7] }, 'spend-limit-period-error'],
+      [{ rate_limit_rpm: { n: 30 } }, 'key-rpm-error'],
+      [{ allowed_ips: 7 }, 'key-ips-error'],
+    ];
+    for (const [fields, errorId] of cases) {
+      const answer = await postJson(owner.client, limitsPath, { spend_limit: '', spend_limit_period: 'none', rate_limit_rpm: '', allowed_ips: '', ...fields });
+      expect({ fields, status: answer.status }).toEqual({ fields, status: 400 });
+      expect(answer.html).toContain(`<small id="${errorId}">`);
+      expect(textOf(answer.html)).toContain(`${Object.keys(fields)[0]} must be text`);
+    }
+    for (const fields of [{ allowed_models: [42] }, { allowed_assistants: { slug: 'x' } }]) {
+      const answer = await postJson(owner.client, limitsPath, { spend_limit: '', spend_limit_period: 'none', ...fields });
+      expect({ fields, status: answer.status }).toEqual({ fields, status: 400 });
+      expect(textOf(answer.html)).toContain(`${Object.keys(fields)[0]} must be a list of text`);
+    }
+    expect((await t.app.get(ApiKeysService).list(owner.workspaceId)).find((k) => k.id === key.id)!.limits).toMatchObject({
+      spendLimitMillicents: null,
+      allowedModels: null,
+      allowedAssistants: null,
+    });
+  });
+
+  it('refuses a model outside the catalog and an assistant the workspace does not have, naming the entry', async () => {
+    const key = await t.app.get(ApiKeysService).create(owner.workspaceId, 'lists target');
+    const limitsPath = `${keysPath}/${key.id}/limits`;
+    const blank = { spend_limit: '', spend_limit_period: 'none', rate_limit_rpm: '', allowed_ips: '' };
+    // The period without a reset is `none`, as in the CLI and the API.
+    expect((await owner.client.get(limitsPath)).html).toMatch(/<option value="none"[^>]*>None: never \(a limit for all time\)<\/option>/);
+    const cases: [Record<string, string>, string][] = [
+      [{ allowed_models: 'no-such-model' }, 'allowed_models: "no-such-model" is not a model of the catalog'],
+      [{ allowed_assistants: 'NoSuchSlug' }, 'allowed_assistants: "NoSuchSlug" is not an assistant slug'],
+      [{ allowed_assistants: 'no-such-slug' }, 'allowed_assistants: "no-such-slug" is not an assistant of this workspace'],
+    ];
+    for (const [fields, message] of cases) {
+      await owner.client.get(limitsPath);
+      const answer = await owner.client.post(limitsPath, { ...blank, ...fields });
+      expect({ fields, status: answer.status }).toEqual({ fields, status: 400 });
+      expect(textOf(answer.html)).toContain(message);
+    }
+    expect((await t.app.get(ApiKeysService).list(owner.workspaceId)).find((k) => k.id === key.id)!.limits).toMatchObject({
+      allowedModels: null,
+      allowedAssistants: null,
+    });
+  });
+
   it('refuses a form without the CSRF token', async () => {
     await owner.client.get(keysPath);
     const response = await owner.client.post(keysPath, { name: 'no token' }, { csrf: false });

@@ -1,4 +1,5 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import OpenAI from 'openai';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { freePort } from '../src/database/embedded-postgres';
@@ -10,7 +11,9 @@ import { createTestDatabase } from './support/test-database';
 /**
  * Structured logs (issue 13, item 5), read from a real service process's stdout with
  * LOG_FORMAT=json: every line is one JSON object; each request has a line with its request
- * id and workspace id; no API key, Authorization value or cookie is ever written.
+ * id and workspace id; no API key, Authorization value or cookie is ever written. An upstream
+ * that echoes the deployment key in its error message gets it masked, in the answer to the
+ * client and in the log (issue 40, item 7).
  */
 describe('JSON logs', () => {
   let upstream: FakeOpenAi;
@@ -31,6 +34,19 @@ describe('JSON logs', () => {
   it('writes one JSON object per line, a line per request with reqId and workspaceId, and no secret', async () => {
     const databaseUrl = await createTestDatabase();
     dataDir = await mkdtemp(path.join(tmpdir(), 'acs-logging-'));
+    // A deployment whose key has no key shape: only the registry of configured secrets can mask it.
+    const deploymentKey = 'deployment-key-Q7w9Zt3Lm2Vx8Rb4';
+    const catalogFile = path.join(dataDir, 'models.json');
+    const priced = { context_length: 128000, input_price: 250000, output_price: 1000000 };
+    await writeFile(
+      catalogFile,
+      JSON.stringify({
+        models: [
+          { id: 'gpt-4o', provider: 'openai', ...priced },
+          { id: 'echoing', ...priced, deployments: [{ label: 'echo', provider: 'openai', base_url: upstream.url, api_key_env: 'LOGGING_DEPLOYMENT_KEY' }] },
+        ],
+      }),
+    );
     setup = await startTestApp({ databaseUrl });
     const workspace = await setup.createWorkspace({ balanceMillicents: 1_000_000 });
     const port = await freePort();
@@ -42,6 +58,8 @@ describe('JSON logs', () => {
       SESSION_SECRET: 'logging-test-secret-0123456789abcdef',
       OPENAI_API_KEY: 'sk-upstream-secret-key-0123456789',
       OPENAI_BASE_URL: upstream.url,
+      MODEL_CATALOG_FILE: catalogFile,
+      LOGGING_DEPLOYMENT_KEY: deploymentKey,
       NODE_ENV: 'development',
       LOG_FORMAT: 'json',
       LOG_LEVEL: 'log',
@@ -65,6 +83,18 @@ describe('JSON logs', () => {
     const linkSecret = 'L'.repeat(43);
     const linkAnswer = await fetch(`${baseUrl}/sign-in/${linkSecret}`, { redirect: 'manual' });
     expect(linkAnswer.status).toBeLessThan(500);
+
+    // An upstream 400 that repeats the Authorization header it got: relayed as a 400, with neither key in it.
+    const client = new OpenAI({ apiKey: workspace.apiKey, baseURL: `${baseUrl}/v1`, maxRetries: 0 });
+    for (const [model, key] of [['echoing', deploymentKey], ['gpt-4o', 'sk-upstream-secret-key-0123456789']] as const) {
+      upstream.script({ kind: 'http_error', status: 400, echoAuthorization: true });
+      const refused = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'Hi' }] }).catch((error: unknown) => error);
+      expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
+      const message = (refused as InstanceType<typeof OpenAI.BadRequestError>).message;
+      expect(upstream.requests.at(-1)!.headers.authorization).toBe(`Bearer ${key}`);
+      expect(message).toContain("The openai provider rejected the request: Invalid request: the header 'Authorization: Bearer [redacted]'");
+      for (const part of [key, key.slice(0, 12), key.slice(-10)]) expect(message).not.toContain(part);
+    }
 
     const requestLine = () =>
       server!.stdout
@@ -96,7 +126,7 @@ describe('JSON logs', () => {
     expect(parsed.find((line) => line.context === 'HTTP' && line.path === '/v1/models')).toMatchObject({ status: 401, workspaceId: null });
     const everything = server.stdout + server.stderr;
     expect(parsed.find((line) => line.context === 'HTTP' && line.path === '/sign-in/[redacted]')).toMatchObject({ method: 'GET' });
-    for (const secret of [workspace.apiKey, workspace.apiKey.slice(3), wrongKey, 'sk-upstream-secret-key', 'cookie-value-secret', linkSecret]) {
+    for (const secret of [workspace.apiKey, workspace.apiKey.slice(3), wrongKey, 'sk-upstream-secret-key', 'cookie-value-secret', linkSecret, deploymentKey, deploymentKey.slice(-10)]) {
       expect(everything).not.toContain(secret);
     }
   }, 90_000);

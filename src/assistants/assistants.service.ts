@@ -3,6 +3,7 @@ import { InjectRepository } from '@nestjs/typeorm';
 import { isUUID } from 'class-validator';
 import { EntityManager, Repository } from 'typeorm';
 import { ApiError } from '../common/errors/api-error';
+import { isSlug, MAX_SLUG_LENGTH } from '../common/validation/slug';
 import { assertUuid } from '../common/validation/uuid';
 import { ModelsService } from '../models/models.service';
 import { TIERS, UNLIMITED } from '../limits/tier-policy';
@@ -28,9 +29,6 @@ export interface AssistantFields {
  * `model: "assistant/<slug or uuid>"` selects an assistant, for clients that always send a
  * model (LangChain, the AI SDK) and cannot add `assistant_id`; GET /v1/models lists them so.
  */
-
-const SLUG = /^[a-z0-9]+(-[a-z0-9]+)*$/;
-const MAX_SLUG_LENGTH = 64;
 
 /**
  * Assistants of a workspace. Used by the CLI now and the dashboard later, and by the chat
@@ -112,7 +110,7 @@ export class AssistantsService {
     const values: Partial<Assistant> = {};
     if (fields.name !== undefined) values.name = fields.name.trim();
     if (fields.slug !== undefined) {
-      if (!SLUG.test(fields.slug) || fields.slug.length > MAX_SLUG_LENGTH) {
+      if (!isSlug(fields.slug)) {
         throw ApiError.badRequest(
           `slug must be lowercase letters and digits in words joined by single hyphens, at most ${MAX_SLUG_LENGTH} characters.`,
           'slug',

@@ -1,4 +1,5 @@
 import * as path from 'node:path';
+import { urlPassword } from '../common/secrets';
 import { TIER_NAMES, TierName } from '../common/tier-name';
 import { WEB_SEARCH_PROVIDERS, webSearchConfigProblems } from './web-search-config';
 
@@ -173,9 +174,28 @@ export interface AppConfig {
   metrics: { token?: string; port?: number };
 }
 
+/**
+ * The configuration's secret values (keys, tokens, the passwords of its URLs), registered at
+ * start (common/secrets.ts) so that client messages and logs never carry them.
+ */
+export function configuredSecrets(config: AppConfig): (string | undefined)[] {
+  return [
+    ...Object.values(config.providers).map((provider) => provider.apiKey),
+    config.webSearch.apiKey,
+    config.stripe.secretKey,
+    config.stripe.webhookSecret,
+    config.sessionSecret,
+    config.metrics.token,
+    ...[config.databaseUrl, config.redisUrl, config.dashboard.smtpUrl].map(urlPassword),
+  ];
+}
+
 export class ConfigError extends Error {
-  constructor(readonly problems: string[]) {
-    super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+  constructor(
+    readonly problems: string[],
+    heading = 'Invalid configuration',
+  ) {
+    super(`${heading}:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
     this.name = 'ConfigError';
   }
 }

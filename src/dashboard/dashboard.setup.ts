@@ -12,6 +12,7 @@ import { inputGuardMiddleware } from '../common/validation/input-guard';
 import type { PageRequest } from './page-request';
 import { sessionSecret } from '../config/session-secret';
 import { formFieldsMiddleware } from './form-fields';
+import { registerSecrets } from '../common/secrets';
 
 export const SESSION_COOKIE = 'acs.sid';
 const SESSION_MAX_AGE_MS = 7 * 24 * 3_600_000;
@@ -86,10 +87,13 @@ export function useDashboard(app: INestApplication, config: AppConfig): { close(
     referrerPolicy: { policy: 'same-origin' },
   });
 
+  const secret = sessionSecret(config);
+  // A generated one is a configured secret too: never in a message or a log.
+  registerSecrets([secret]);
   const sessions = session({
     name: SESSION_COOKIE,
     store,
-    secret: sessionSecret(config),
+    secret,
     resave: false,
     saveUninitialized: false,
     rolling: false,

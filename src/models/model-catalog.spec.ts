@@ -1,6 +1,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
+import { ConfigError } from '../config/app-config';
 import { DEFAULT_CATALOG, loadCatalogFile } from './model-catalog';
 
 function catalogFile(content: unknown): string {
@@ -122,6 +123,38 @@ describe('model catalog', () => {
       expect(message).toContain('fallbacks: "unknown" is not a model of the catalog');
       expect(message).not.toContain('sk-secret-in-file');
       expect(message).not.toContain('sk-b');
+    });
+
+    it('refuses a key pasted into api_key_env or api_key_file without printing it back', () => {
+      const pasted = 'sk-proj-abcdef0123456789ABCDEF0123456789';
+      const file = catalogFile({
+        models: [
+          {
+            ...base,
+            deployments: [
+              { label: 'pasted', provider: 'openai', api_key_env: pasted },
+              { label: 'spaced', provider: 'openai', api_key_env: 'MY KEY' },
+              { label: 'path', provider: 'openai', api_key_file: `/run/secrets/${pasted}` },
+            ],
+          },
+        ],
+      });
+      let message = '';
+      try {
+        loadCatalogFile(file, {});
+      } catch (error) {
+        message = (error as Error).message;
+      }
+      expect(message).toContain('deployments[0] ("pasted").api_key_env must name an environment variable (letters, digits and _), not hold a key');
+      expect(message).toContain('deployments[1] ("spaced").api_key_env must name an environment variable');
+      expect(message).toContain('deployments[2] ("path").api_key_file: /run/secrets/sk-[redacted] could not be read (ENOENT)');
+      expect(message).not.toContain('MY KEY');
+      expect(message).not.toContain('abcdef0123');
+    });
+
+    it('stops the start as a configuration error (a message, no stack)', () => {
+      expect(() => loadCatalogFile(catalogFile('{nope'))).toThrow(ConfigError);
+      expect(() => loadCatalogFile(catalogFile({ models: [{ id: 'x' }] }))).toThrow(ConfigError);
     });
   });
 });

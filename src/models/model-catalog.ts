@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
-import { UPSTREAM_PROVIDERS, type UpstreamProviderName } from '../config/app-config';
+import { redactSecrets } from '../common/secrets';
+import { ConfigError, UPSTREAM_PROVIDERS, type UpstreamProviderName } from '../config/app-config';
 
 /** The upstream providers of the configuration (UPSTREAM_PROVIDERS), and the built-in simulator. */
 export const PROVIDER_NAMES = [...UPSTREAM_PROVIDERS.map(([name]) => name), 'simulator'] as const;
@@ -100,17 +101,22 @@ function model(
   };
 }
 
-/** Reads a catalog file (docs/architecture.md, "Configuration (contract)"; format in docs/api.md, "Models"), naming every problem at once. */
+/**
+ * Reads a catalog file (docs/architecture.md, "Configuration (contract)"; format in docs/api.md,
+ * "Models"), naming every problem at once in a ConfigError: the start prints it alone and exits.
+ * Anything shaped like a key is masked in it, since the file is where keys get pasted by mistake.
+ */
 export function loadCatalogFile(file: string, env: NodeJS.ProcessEnv = process.env): ModelDefinition[] {
+  const refuse = (problems: string[]) => new ConfigError(problems.map(redactSecrets), `MODEL_CATALOG_FILE ${redactSecrets(file)} is invalid`);
   let parsed: unknown;
   try {
     parsed = JSON.parse(readFileSync(file, 'utf8'));
   } catch (error) {
-    throw new Error(`MODEL_CATALOG_FILE ${file} could not be read as JSON: ${(error as Error).message}`);
+    throw refuse([`it could not be read as JSON: ${(error as Error).message}`]);
   }
   const entries = (parsed as { models?: unknown })?.models;
   if (!Array.isArray(entries) || entries.length === 0) {
-    throw new Error(`MODEL_CATALOG_FILE ${file} must be {"models": [...]} with at least one model`);
+    throw refuse(['it must be {"models": [...]} with at least one model']);
   }
   const problems: string[] = [];
   const models = entries.map((entry, index) => parseEntry(entry, `models[${index}]`, problems, env));
@@ -120,7 +126,7 @@ export function loadCatalogFile(file: string, env: NodeJS.ProcessEnv = process.e
     ids.add(m.id);
   }
   models.forEach((m, index) => checkFallbacks(m, `models[${index}] ("${m.id}")`, models, problems));
-  if (problems.length > 0) throw new Error(`MODEL_CATALOG_FILE ${file} is invalid:\n  - ${problems.join('\n  - ')}`);
+  if (problems.length > 0) throw refuse(problems);
   return models;
 }
 
@@ -177,6 +183,7 @@ const DEPLOYMENT_FIELDS = new Set([
   'input_price', 'output_price', 'cached_input_price',
 ]);
 const LABEL = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 function parseDeployments(value: unknown, at: string, upstreamModel: string, problems: string[], env: NodeJS.ProcessEnv): DeploymentDefinition[] {
   if (!Array.isArray(value) || value.length === 0) {
@@ -249,8 +256,9 @@ function readKey(d: Record<string, unknown>, where: string, problems: string[], 
     return { secret: '', source: '' };
   }
   if (variable !== undefined) {
-    if (typeof variable !== 'string' || variable === '') {
-      problems.push(`${where}.api_key_env must be a variable's name`);
+    // Not echoed: what is not a variable's name is most often the key itself, pasted.
+    if (typeof variable !== 'string' || !ENV_NAME.test(variable)) {
+      problems.push(`${where}.api_key_env must name an environment variable (letters, digits and _), not hold a key`);
       return { secret: '', source: '' };
     }
     const secret = env[variable]?.trim() ?? '';

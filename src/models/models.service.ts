@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { ApiError } from '../common/errors/api-error';
+import { registerSecrets } from '../common/secrets';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 import { DEFAULT_CATALOG, loadCatalogFile, ModelDefinition } from './model-catalog';
@@ -12,6 +13,8 @@ export class ModelsService {
 
   constructor(@InjectConfig() config: AppConfig) {
     this.models = config.modelCatalogFile ? loadCatalogFile(config.modelCatalogFile) : DEFAULT_CATALOG;
+    // The deployments' keys: masked in client messages and logs (an upstream may echo the key it got).
+    registerSecrets(this.models.flatMap((model) => (model.deployments ?? []).map((deployment) => deployment.apiKey)));
     this.byId = new Map(this.models.map((m) => [m.id, m]));
   }
 

@@ -1,4 +1,5 @@
 import { ApiError } from '../common/errors/api-error';
+import { redactSecrets } from '../common/secrets';
 
 /**
  * Provider SDK errors (OpenAI, Anthropic and Google SDKs alike) carry an HTTP `status`
@@ -9,7 +10,8 @@ export function toUpstreamApiError(error: unknown, provider: string): ApiError {
   if (error instanceof ApiError) return error;
   const e = (error ?? {}) as { status?: unknown; name?: string; message?: string; headers?: unknown; code?: string };
   const status = typeof e.status === 'number' ? e.status : undefined;
-  const detail = upstreamMessage(error);
+  // Relayed to the client: an upstream may echo what it was sent, the deployment's key included.
+  const detail = redactSecrets(upstreamMessage(error));
 
   if (isTimeout(error)) {
     return new ApiError('upstream_timeout', `The ${provider} provider did not answer in time.`);

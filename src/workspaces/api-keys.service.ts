@@ -8,11 +8,14 @@ import type { Principal } from '../common/http/request-context';
 import { ApiKey } from './entities/api-key.entity';
 import { Workspace } from './entities/workspace.entity';
 import { effectiveRateLimitRpm } from '../limits/tier-policy';
+import { ModelsService } from '../models/models.service';
 import { addressRanges, checkedKeyLimits, hasKeyLimits, KeyLimits, KeyLimitsChange, NO_KEY_LIMITS } from './key-limits';
 
 /** `sk-` and 43 characters of base64url: 256 bits from the CSPRNG. */
 const KEY_FORMAT = /^sk-[A-Za-z0-9_-]{32,200}$/;
 const DISPLAY_PREFIX_LENGTH = 'sk-'.length + 8;
+/** A key's name is a label (copied into every usage record of the key and into GET /v1/key), not a document. */
+export const KEY_NAME_MAX_LENGTH = 100;
 
 /**
  * How long a key lookup is trusted. A revoked key (or a tier change) takes effect on
@@ -107,7 +110,11 @@ export class ApiKeysService implements OnApplicationBootstrap, BeforeApplication
   constructor(
     @InjectRepository(ApiKey) private readonly keys: Repository<ApiKey>,
     @InjectRepository(Workspace) private readonly workspaces: Repository<Workspace>,
+    private readonly models: ModelsService,
   ) {}
+
+  /** What a key's allowed models are checked against. */
+  private readonly catalog = { isModel: (id: string) => this.models.find(id) !== undefined };
 
   onApplicationBootstrap(): void {
     this.flushTimer = setInterval(() => void this.flushLastUsed(), LAST_USED_FLUSH_INTERVAL_MS).unref();
@@ -132,7 +139,11 @@ export class ApiKeysService implements OnApplicationBootstrap, BeforeApplication
     assertUuid(workspaceId, 'workspace');
     const fields: CreateApiKeyOptions = typeof options === 'string' ? { name: options } : (options ?? {});
     const { name = null, expiresAt = null, createdBy = null } = fields;
-    const limits = checkedKeyLimits(NO_KEY_LIMITS, fields.limits ?? {});
+    // The same bound for the CLI, the dashboard and first start: the name is copied into every usage record.
+    if (name !== null && name.length > KEY_NAME_MAX_LENGTH) {
+      throw ApiError.badRequest(`name has at most ${KEY_NAME_MAX_LENGTH} characters (got ${name.length}).`, 'name');
+    }
+    const limits = checkedKeyLimits(NO_KEY_LIMITS, fields.limits ?? {}, this.catalog);
     if (expiresAt !== null) {
       if (!(expiresAt instanceof Date) || Number.isNaN(expiresAt.getTime())) {
         throw ApiError.badRequest('expires_at must be a valid date.', 'expires_at');
@@ -207,7 +218,7 @@ export class ApiKeysService implements OnApplicationBootstrap, BeforeApplication
     if (workspaceId !== undefined) assertUuid(workspaceId, 'workspace');
     const key = await this.keys.findOneBy(workspaceId === undefined ? { id: keyId } : { id: keyId, workspaceId });
     if (!key) throw ApiError.notFound(`No API key with id ${keyId}.`, 'api_key_not_found');
-    const limits = checkedKeyLimits(limitsOf(key), change);
+    const limits = checkedKeyLimits(limitsOf(key), change, this.catalog);
     await this.keys.update({ id: keyId }, limits);
     this.forget(key.keyHash);
     return { id: keyId, limits };

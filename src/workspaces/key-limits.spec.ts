@@ -1,4 +1,4 @@
-import { addressAllowed, addressRanges, assertKeyMayRun, checkedKeyLimits, NO_KEY_LIMITS, spendPeriodOf } from './key-limits';
+import { addressAllowed, addressRanges, assertKeyMayRun, assertKnownAssistants, checkedKeyLimits, NO_KEY_LIMITS, spendPeriodOf } from './key-limits';
 
 describe('key limits', () => {
   it('starts each period at UTC midnight, weeks on Monday, months on the 1st', () => {
@@ -35,6 +35,21 @@ describe('key limits', () => {
       expect(() => checkedKeyLimits(NO_KEY_LIMITS, change as never)).toThrow(expect.objectContaining({ param }));
     }
     expect(checkedKeyLimits(NO_KEY_LIMITS, { allowedModels: [' gpt-4o ', 'gpt-4o', 'o4-mini'] }).allowedModels).toEqual(['gpt-4o', 'o4-mini']);
+  });
+
+  it('refuses a model outside the catalog and an impossible assistant slug, naming the entry; an old entry stays', () => {
+    const catalog = { isModel: (id: string) => ['gpt-4o', 'gpt-4o-mini'].includes(id) };
+    expect(() => checkedKeyLimits(NO_KEY_LIMITS, { allowedModels: ['gpt-4o', 'no-such-model'] }, catalog)).toThrow(
+      expect.objectContaining({ param: 'allowed_models', message: expect.stringContaining('"no-such-model" is not a model of the catalog') }),
+    );
+    expect(() => checkedKeyLimits(NO_KEY_LIMITS, { allowedAssistants: ['NoSuchSlug'] }, catalog)).toThrow(
+      expect.objectContaining({ param: 'allowed_assistants', message: expect.stringContaining('"NoSuchSlug" is not an assistant slug') }),
+    );
+    // A model since removed from the catalog does not block a change of another limit.
+    const stored = { ...NO_KEY_LIMITS, allowedModels: ['retired-model'] };
+    expect(checkedKeyLimits(stored, { rateLimitRpm: 10 }, catalog).allowedModels).toEqual(['retired-model']);
+    expect(() => assertKnownAssistants(['support', 'sales'], ['support'])).toThrow(/"sales" is not an assistant of this workspace/);
+    expect(() => assertKnownAssistants(['support'], ['support'])).not.toThrow();
   });
 
   it("refuses an assistant or a model outside the key's lists, and allows what is in them", () => {

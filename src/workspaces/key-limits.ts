@@ -1,5 +1,6 @@
 import { BlockList, isIP } from 'node:net';
 import { ApiError } from '../common/errors/api-error';
+import { isSlug } from '../common/validation/slug';
 import type { KeyLimits, SpendPeriod } from '../common/http/request-context';
 
 export type { KeyLimits, SpendPeriod };
@@ -25,9 +26,11 @@ export type KeyLimitsChange = Partial<KeyLimits>;
 /**
  * The limits as they will be stored, checked: a clear 400 naming the field for anything a
  * person could get wrong (a negative amount, an unknown period, a list too long, a range
- * that is not CIDR).
+ * that is not CIDR, a model not in the catalog, an assistant that no slug could name).
+ * Only the lists of `change` are checked against the catalog: a model since removed from it
+ * stays in a key's list until that list is set again.
  */
-export function checkedKeyLimits(current: KeyLimits, change: KeyLimitsChange): KeyLimits {
+export function checkedKeyLimits(current: KeyLimits, change: KeyLimitsChange, catalog?: { isModel(id: string): boolean }): KeyLimits {
   const next: KeyLimits = { ...current, ...change };
   const { spendLimitMillicents, spendLimitPeriod, rateLimitRpm } = next;
   if (spendLimitMillicents !== null && (!Number.isSafeInteger(spendLimitMillicents) || spendLimitMillicents < 0)) {
@@ -41,9 +44,35 @@ export function checkedKeyLimits(current: KeyLimits, change: KeyLimitsChange): K
   }
   next.allowedModels = checkedList(next.allowedModels, 'allowed_models');
   next.allowedAssistants = checkedList(next.allowedAssistants, 'allowed_assistants');
+  if (change.allowedModels && catalog) {
+    const unknown = next.allowedModels!.find((id) => !catalog.isModel(id));
+    if (unknown !== undefined) {
+      throw ApiError.badRequest(`allowed_models: "${unknown}" is not a model of the catalog (GET /v1/models lists them).`, 'allowed_models');
+    }
+  }
+  if (change.allowedAssistants) assertKnownAssistants(next.allowedAssistants!, null);
   next.allowedIps = checkedList(next.allowedIps, 'allowed_ips');
   if (next.allowedIps) addressRanges(next.allowedIps);
   return next;
+}
+
+/**
+ * Each entry names an assistant: a slug's shape, and, given the workspace's slugs, one of
+ * them. A 400 naming the first entry that does not. The slugs are known to the callers that
+ * know the workspace (the dashboard, the CLI); the key's service checks the shape alone.
+ */
+export function assertKnownAssistants(slugs: readonly string[] | null | undefined, workspaceSlugs: readonly string[] | null): void {
+  for (const slug of slugs ?? []) {
+    if (!isSlug(slug)) {
+      throw ApiError.badRequest(
+        `allowed_assistants: "${slug.slice(0, 64)}" is not an assistant slug (lowercase letters and digits joined by hyphens).`,
+        'allowed_assistants',
+      );
+    }
+    if (workspaceSlugs && !workspaceSlugs.includes(slug)) {
+      throw ApiError.badRequest(`allowed_assistants: "${slug}" is not an assistant of this workspace.`, 'allowed_assistants');
+    }
+  }
 }
 
 function checkedList(list: string[] | null, field: string): string[] | null {

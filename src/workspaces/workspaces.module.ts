@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { LimitsModule } from '../limits/limits.module';
+import { ModelsModule } from '../models/models.module';
 import { WalletModule } from '../wallet/wallet.module';
 import { ApiKeyGuard } from './api-key.guard';
 import { ApiKeysService } from './api-keys.service';
@@ -12,7 +13,7 @@ import { KeySpendService } from './key-spend';
 import { PendingSettlementsModule } from '../common/settlements/pending-settlements';
 
 @Module({
-  imports: [TypeOrmModule.forFeature([Workspace, ApiKey]), WalletModule, LimitsModule, PendingSettlementsModule],
+  imports: [TypeOrmModule.forFeature([Workspace, ApiKey]), WalletModule, LimitsModule, ModelsModule, PendingSettlementsModule],
   controllers: [KeyController],
   providers: [WorkspacesService, ApiKeysService, ApiKeyGuard, KeySpendService],
   exports: [WorkspacesService, ApiKeysService, ApiKeyGuard, KeySpendService],

@@ -6,7 +6,8 @@ export type OpenAiScenario =
   | { kind: 'text'; text: string; usage?: Usage | null; finishReason?: string; chunkDelayMs?: number; /** Before a plain answer. */ delayMs?: number }
   /** `text`: said before the calls (streamed word by word first, `chunkDelayMs` apart). */
   | { kind: 'tool_calls'; calls: Array<{ id: string; name: string; arguments: string }>; usage?: Usage; text?: string; chunkDelayMs?: number }
-  | { kind: 'http_error'; status: number; body?: unknown; headers?: Record<string, string> }
+  /** `echoAuthorization`: the error message repeats the request's Authorization header and its bare token, as careless upstreams do. */
+  | { kind: 'http_error'; status: number; body?: unknown; headers?: Record<string, string>; echoAuthorization?: boolean }
   /** Streams some words, then breaks: an in-band error event, the socket cut, or silence with the socket open. */
   | { kind: 'stream_failure'; words: string[]; failure: 'error_event' | 'socket' | 'malformed' | 'stall' }
   /** Never answers (for timeouts). */
@@ -64,7 +65,7 @@ export async function startFakeOpenAi(): Promise<FakeOpenAi> {
         res.writeHead(404).end();
         return;
       }
-      void answer(queue.shift() ?? fallback, body, res);
+      void answer(queue.shift() ?? fallback, body, res, req.headers.authorization);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -84,7 +85,7 @@ export async function startFakeOpenAi(): Promise<FakeOpenAi> {
   };
 }
 
-async function answer(scenario: OpenAiScenario, body: Record<string, unknown>, res: ServerResponse): Promise<void> {
+async function answer(scenario: OpenAiScenario, body: Record<string, unknown>, res: ServerResponse, authorization = ''): Promise<void> {
   const model = String(body.model);
   const stream = body.stream === true;
   const base = { id: 'chatcmpl-fake123', created: 1_795_000_000, model, system_fingerprint: 'fp_fake' };
@@ -92,7 +93,10 @@ async function answer(scenario: OpenAiScenario, body: Record<string, unknown>, r
   if (scenario.kind === 'hang') return;
   if (scenario.kind === 'http_error') {
     res.writeHead(scenario.status, { 'Content-Type': 'application/json', ...scenario.headers });
-    res.end(JSON.stringify(scenario.body ?? { error: { message: `fake upstream error ${scenario.status}`, type: 'server_error' } }));
+    const message = scenario.echoAuthorization
+      ? `Invalid request: the header 'Authorization: ${authorization}' was sent with key ${authorization.replace(/^Bearer /, '')}`
+      : `fake upstream error ${scenario.status}`;
+    res.end(JSON.stringify(scenario.body ?? { error: { message, type: scenario.echoAuthorization ? 'invalid_request_error' : 'server_error' } }));
     return;
   }
 

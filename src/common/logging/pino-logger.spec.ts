@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
-import { PinoLoggerService, redactSecrets } from './pino-logger';
+import { registerSecrets } from '../secrets';
+import { PinoLoggerService, RedactingConsoleLogger, redactSecrets } from './pino-logger';
 
 /** A logger writing into an array of parsed lines. */
 function capture(level: 'log' | 'error' = 'log') {
@@ -62,5 +63,45 @@ describe('PinoLoggerService', () => {
     logger.warn('quiet too');
     logger.error('loud');
     expect(lines.map((line) => line.msg)).toEqual(['loud']);
+  });
+
+  it('masks configured secrets that have no key shape, in the message, a stack and an error', () => {
+    const secret = 'deployment-secret-9fK2xQ7w';
+    registerSecrets([secret, 'short']);
+    const { logger, lines } = capture();
+    const error = new Error(`upstream said: your key is ${secret}`);
+    logger.error(`Upstream refused ${secret}`, error.stack, 'Providers');
+    logger.error(error);
+    logger.warn('With an error', error, 'Providers');
+    logger.log('a short value stays: short');
+    const written = JSON.stringify(lines);
+    expect(written).not.toContain(secret);
+    expect(lines[0]).toMatchObject({ msg: 'Upstream refused [redacted]', stack: expect.stringContaining('your key is [redacted]') });
+    expect(lines[1]).toMatchObject({ msg: 'upstream said: your key is [redacted]', err: { message: 'upstream said: your key is [redacted]' } });
+    expect(lines[3].msg).toBe('a short value stays: short');
+  });
+});
+
+describe('RedactingConsoleLogger (LOG_FORMAT=pretty)', () => {
+  it('masks configured secrets and key shapes in the text lines and stacks it prints', () => {
+    const secret = 'pretty-secret-Zt3Lm2Vx8R';
+    registerSecrets([secret]);
+    const printed: string[] = [];
+    const out = jest.spyOn(process.stdout, 'write').mockImplementation((chunk) => (printed.push(String(chunk)), true));
+    const err = jest.spyOn(process.stderr, 'write').mockImplementation((chunk) => (printed.push(String(chunk)), true));
+    try {
+      const logger = new RedactingConsoleLogger({ logLevels: ['log', 'error'] });
+      logger.log(`key ${secret} and sk-${'B'.repeat(40)}`, 'Providers');
+      const error = new Error(`echoed ${secret}`);
+      logger.error(error.message, error.stack, 'Providers');
+    } finally {
+      out.mockRestore();
+      err.mockRestore();
+    }
+    const text = printed.join('');
+    expect(text).toContain('key [redacted] and sk-[redacted]');
+    expect(text).toContain('echoed [redacted]');
+    expect(text).not.toContain(secret);
+    expect(text).not.toContain('BBBBBBBB');
   });
 });

@@ -1,22 +1,12 @@
-import type { LoggerService, LogLevel } from '@nestjs/common';
+import { ConsoleLogger, type LoggerService, type LogLevel } from '@nestjs/common';
 import pino, { type DestinationStream, type Logger as Pino } from 'pino';
+import { redactSecrets } from '../secrets';
 
 /** LOG_LEVEL's values (as in the service's configuration; named here, since common/ does not import config/). */
 export type LogLevelName = 'error' | 'warn' | 'log' | 'debug' | 'verbose';
 
 /** Nest's levels as pino's: `log` is `info`, `verbose` is `trace`. */
 const PINO_LEVEL = { fatal: 'fatal', error: 'error', warn: 'warn', log: 'info', debug: 'debug', verbose: 'trace' } as const;
-
-/**
- * Secrets that may reach a log line inside a message: API keys (`sk-` and 43 characters),
- * bearer tokens, and passwords in URLs. Replaced before the line is written.
- */
-const SECRETS: [RegExp, string][] = [
-  // Bearer first: the key after it goes with it.
-  [/\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]+/gi, '$1 [redacted]'],
-  [/\bsk-[A-Za-z0-9_-]{8,}/g, 'sk-[redacted]'],
-  [/(\/\/[^:/@\s]+:)[^@/\s]+@/g, '$1[redacted]@'],
-];
 
 /** Fields redacted wherever they appear in a logged object: headers carrying credentials, and keys by name. */
 const REDACTED_PATHS = [
@@ -34,11 +24,8 @@ const REDACTED_PATHS = [
   '*.password',
 ];
 
-export function redactSecrets(text: string): string {
-  let result = text;
-  for (const [pattern, replacement] of SECRETS) result = result.replace(pattern, replacement);
-  return result;
-}
+/** Secrets in a line's message, stack and error (configured ones and key shapes) are masked by redactSecrets. */
+export { redactSecrets };
 
 /**
  * Nest's LoggerService written by pino: one JSON object per line on stdout (LOG_FORMAT=json,
@@ -99,7 +86,7 @@ export class PinoLoggerService implements LoggerService {
     if (rest.length > 0 && typeof rest[rest.length - 1] === 'string' && !isStack(rest[rest.length - 1])) fields.context = rest.pop();
     for (const param of rest) {
       if (typeof param === 'string' && isStack(param)) fields.stack = redactSecrets(param);
-      else if (param instanceof Error) fields.err = param;
+      else if (param instanceof Error) fields.err = redactedError(param);
     }
     if (message !== null && typeof message === 'object' && !(message instanceof Error)) {
       const { msg, ...objectFields } = message as Record<string, unknown>;
@@ -107,10 +94,26 @@ export class PinoLoggerService implements LoggerService {
       return;
     }
     if (message instanceof Error) {
-      this.pino[level]({ ...fields, err: message }, redactSecrets(message.message));
+      this.pino[level]({ ...fields, err: redactedError(message) }, redactSecrets(message.message));
       return;
     }
     this.pino[level](fields, redactSecrets(String(message)));
+  }
+}
+
+/** An error as pino's serializer writes it (type, message, stack), secrets masked. */
+function redactedError(error: Error): Record<string, unknown> {
+  return { type: error.name, message: redactSecrets(error.message), ...(error.stack ? { stack: redactSecrets(error.stack) } : {}) };
+}
+
+/** Nest's own text logger (LOG_FORMAT=pretty), with the same masking of secrets as the JSON lines. */
+export class RedactingConsoleLogger extends ConsoleLogger {
+  protected override formatMessage(...args: Parameters<ConsoleLogger['formatMessage']>): string {
+    return redactSecrets(super.formatMessage(...args));
+  }
+
+  protected override printStackTrace(stack: string): void {
+    super.printStackTrace(stack && redactSecrets(stack));
   }
 }
 
@@ -122,9 +125,9 @@ function isStack(value: unknown): boolean {
  * The logger of the service: pino's JSON lines (LOG_FORMAT=json), or Nest's own coloured
  * text (LOG_FORMAT=pretty, the default outside production) at LOG_LEVEL and above.
  */
-export function appLogger(config: { logLevel: LogLevelName; logFormat: 'json' | 'pretty' }): LoggerService | LogLevel[] {
+export function appLogger(config: { logLevel: LogLevelName; logFormat: 'json' | 'pretty' }): LoggerService {
   if (config.logFormat === 'json') return PinoLoggerService.create(config.logLevel);
-  return logLevelsFor(config.logLevel);
+  return new RedactingConsoleLogger({ logLevels: logLevelsFor(config.logLevel) });
 }
 
 const LOG_LEVELS: LogLevel[] = ['fatal', 'error', 'warn', 'log', 'debug', 'verbose'];

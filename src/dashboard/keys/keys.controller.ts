@@ -2,28 +2,21 @@ import { Body, Get, NotFoundException, Param, Post, Req, Res } from '@nestjs/com
 import { isUUID } from 'class-validator';
 import type { Response } from 'express';
 import { AccountsService } from '../../accounts/accounts.service';
-import { ApiKeysService } from '../../workspaces/api-keys.service';
+import { ApiKeysService, KEY_NAME_MAX_LENGTH } from '../../workspaces/api-keys.service';
 import { roleAtLeast } from '../../accounts/entities/membership.entity';
 import { DashboardController, RequireRole } from '../dashboard.decorators';
 import type { PageRequest } from '../page-request';
 import { PagesService } from '../pages.service';
 import { formatDateTime } from '../format';
 import { formErrors } from '../sessions';
-import { EXPIRY_CHOICES, KEY_NAME_MAX_LENGTH, keyRow, KeyFormValues, KeyLimitsFormValues, limitsFormValues, readKeyForm, readKeyLimitsForm } from './key-form';
+import { EXPIRY_CHOICES, keyRow, KeyFormValues, KeyLimitsFormValues, limitsFormValues, PostedFields, readKeyForm, readKeyLimitsForm } from './key-form';
 import { KeySpendService } from '../../workspaces/key-spend';
-import { SPEND_PERIODS } from '../../workspaces/key-limits';
+import { assertKnownAssistants, SPEND_PERIODS } from '../../workspaces/key-limits';
 import { ModelsService } from '../../models/models.service';
 import { AssistantsService } from '../../assistants/assistants.service';
 import { dollarsField, formatMillicents } from '../../common/dollars';
 
-interface Form {
-  [field: string]: string | string[] | undefined;
-}
-
-/** A form field as one string (the last, if sent twice). */
-const text = (value: string | string[] | undefined): string => (Array.isArray(value) ? (value.at(-1) ?? '') : (value ?? ''));
-/** A form field as a list (checkboxes: absent when none is checked). */
-const list = (value: string | string[] | undefined): string[] => (value === undefined ? [] : Array.isArray(value) ? value : [value]);
+type Form = Record<string, unknown>;
 
 /**
  * Settings > API keys: everyone in the workspace sees the list; admins and owners create
@@ -50,7 +43,9 @@ export class KeysController {
   @Post()
   @RequireRole('admin')
   async create(@Req() req: PageRequest, @Res() res: Response, @Body() form: Form): Promise<void> {
-    const values: KeyFormValues = { name: text(form.name), expires: text(form.expires) || 'never', expires_on: text(form.expires_on) };
+    const fields = new PostedFields(form);
+    const values: KeyFormValues = { name: fields.text('name'), expires: fields.text('expires') || 'never', expires_on: fields.text('expires_on') };
+    if (!fields.valid) return this.renderList(req, res, values, fields.errors, 400);
     const read = readKeyForm(values);
     if (!read.ok) return this.renderList(req, res, values, read.errors, 400);
     let created;
@@ -118,17 +113,22 @@ export class KeysController {
   @RequireRole('admin')
   async setLimits(@Req() req: PageRequest, @Res() res: Response, @Param('keyId') keyId: string, @Body() form: Form): Promise<void> {
     const key = await this.keyOf(req, keyId);
+    const fields = new PostedFields(form);
     const values: KeyLimitsFormValues = {
-      spend_limit: text(form.spend_limit),
-      spend_limit_period: text(form.spend_limit_period) || 'none',
-      allowed_models: list(form.allowed_models),
-      allowed_assistants: list(form.allowed_assistants),
-      rate_limit_rpm: text(form.rate_limit_rpm),
-      allowed_ips: text(form.allowed_ips),
+      spend_limit: fields.text('spend_limit'),
+      spend_limit_period: fields.text('spend_limit_period') || 'none',
+      allowed_models: fields.list('allowed_models'),
+      allowed_assistants: fields.list('allowed_assistants'),
+      rate_limit_rpm: fields.text('rate_limit_rpm'),
+      allowed_ips: fields.text('allowed_ips'),
     };
+    if (!fields.valid) return this.renderLimits(req, res, key, values, fields.errors, 400);
     const read = readKeyLimitsForm(values);
     if (!read.ok) return this.renderLimits(req, res, key, values, read.errors, 400);
     try {
+      // The form offers the workspace's assistants: another slug is a hand-made post or a typo, refused.
+      const slugs = (await this.assistants.list(req.member!.id)).map((assistant) => assistant.slug);
+      assertKnownAssistants(read.change.allowedAssistants, slugs);
       await this.apiKeys.setLimits(key.id, read.change, req.member!.id);
     } catch (error) {
       return this.renderLimits(req, res, key, values, formErrors(error), 400);
