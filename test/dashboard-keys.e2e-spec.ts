@@ -225,29 +225,24 @@ describe('dashboard: API keys', () => {
     const before = (await t.app.get(ApiKeysService).list(owner.workspaceId)).length;
     const created = await postJson(owner.client, keysPath, { name: 12345, expires: 'never' });
     expect(created.status).toBe(400);
-    expect(created.html).toContain('<small id="key-name-error">');
-    expect(textOf(created.html)).toContain('name must be text');
-    expect((await postJson(owner.client, keysPath, { name: 'ok', expires: { days: 7 } })).html).toContain('<small id="key-expires-error">');
+    expect(textOf(created.html)).toContain('The field name must be text');
+    expect(textOf((await postJson(owner.client, keysPath, { name: 'ok', expires: { days: 7 } })).html)).toContain('The field expires must be text');
     expect((await t.app.get(ApiKeysService).list(owner.workspaceId)).length).toBe(before);
 
     const key = await t.app.get(ApiKeysService).create(owner.workspaceId, 'json target');
     const limitsPath = `${keysPath}/${key.id}/limits`;
     const cases: [Record<string, unknown>, string][] = [
-      [{ spend_limit: 5 }, 'spend-limit-error'],
-      [{ spend_limit_period: ['daily', 7] }, 'spend-limit-period-error'],
-      [{ rate_limit_rpm: { n: 30 } }, 'key-rpm-error'],
-      [{ allowed_ips: 7 }, 'key-ips-error'],
+      [{ spend_limit: 5 }, 'The field spend_limit must be text'],
+      [{ spend_limit_period: ['daily', 'weekly'] }, 'The field spend_limit_period is sent once'],
+      [{ rate_limit_rpm: { n: 30 } }, 'The field rate_limit_rpm must be text'],
+      [{ allowed_ips: 7 }, 'The field allowed_ips must be text'],
+      [{ allowed_models: [42] }, 'The field allowed_models must be text'],
+      [{ allowed_assistants: { slug: 'x' } }, 'The field allowed_assistants must be text'],
     ];
-    for (const [fields, errorId] of cases) {
+    for (const [fields, says] of cases) {
       const answer = await postJson(owner.client, limitsPath, { spend_limit: '', spend_limit_period: 'none', rate_limit_rpm: '', allowed_ips: '', ...fields });
       expect({ fields, status: answer.status }).toEqual({ fields, status: 400 });
-      expect(answer.html).toContain(`<small id="${errorId}">`);
-      expect(textOf(answer.html)).toContain(`${Object.keys(fields)[0]} must be text`);
-    }
-    for (const fields of [{ allowed_models: [42] }, { allowed_assistants: { slug: 'x' } }]) {
-      const answer = await postJson(owner.client, limitsPath, { spend_limit: '', spend_limit_period: 'none', ...fields });
-      expect({ fields, status: answer.status }).toEqual({ fields, status: 400 });
-      expect(textOf(answer.html)).toContain(`${Object.keys(fields)[0]} must be a list of text`);
+      expect(textOf(answer.html)).toContain(says);
     }
     expect((await t.app.get(ApiKeysService).list(owner.workspaceId)).find((k) => k.id === key.id)!.limits).toMatchObject({
       spendLimitMillicents: null,

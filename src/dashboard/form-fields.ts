@@ -37,3 +37,9 @@ export function formText(form: FormFields, name: string): string {
   if (Array.isArray(value)) throw ApiError.badRequest(`The field ${name} is sent once.`, name);
   return value ?? '';
 }
+
+/** A field that a form may send several times (LIST_FIELDS): its texts, none when absent. */
+export function formList(form: FormFields, name: string): string[] {
+  const value = form[name];
+  return value === undefined ? [] : Array.isArray(value) ? value : [value];
+}

@@ -8,41 +8,6 @@ import { formatDate, formatDateTime } from '../format';
 
 const DAY_MS = 86_400_000;
 
-/**
- * The fields of a posted form. A browser's form sends text (a list when a field repeats), but
- * the body may be JSON of any type: a field that is not text (a number, an object, a list of
- * numbers) is an error naming it, and reads as empty.
- */
-export class PostedFields {
-  readonly errors: Record<string, string> = {};
-
-  constructor(private readonly form: Record<string, unknown>) {}
-
-  /** One text field (the last, if sent twice); '' when absent. */
-  text(name: string): string {
-    const value = this.form[name];
-    if (value === undefined) return '';
-    const values = Array.isArray(value) ? value : [value];
-    if (values.every((v) => typeof v === 'string')) return (values.at(-1) as string | undefined) ?? '';
-    this.errors[name] = `${name} must be text.`;
-    return '';
-  }
-
-  /** A list field (checkboxes: absent when none is checked). */
-  list(name: string): string[] {
-    const value = this.form[name];
-    if (value === undefined) return [];
-    const values = Array.isArray(value) ? value : [value];
-    if (values.every((v) => typeof v === 'string')) return values as string[];
-    this.errors[name] = `${name} must be a list of text.`;
-    return [];
-  }
-
-  get valid(): boolean {
-    return Object.keys(this.errors).length === 0;
-  }
-}
-
 /** The expiry choices of the form: a number of days, a date, or none. */
 export const EXPIRY_CHOICES = [
   { value: 'never', label: 'Never' },

@@ -9,14 +9,14 @@ import type { PageRequest } from '../page-request';
 import { PagesService } from '../pages.service';
 import { formatDateTime } from '../format';
 import { formErrors } from '../sessions';
-import { EXPIRY_CHOICES, keyRow, KeyFormValues, KeyLimitsFormValues, limitsFormValues, PostedFields, readKeyForm, readKeyLimitsForm } from './key-form';
+import { EXPIRY_CHOICES, keyRow, KeyFormValues, KeyLimitsFormValues, limitsFormValues, readKeyForm, readKeyLimitsForm } from './key-form';
+import { FormFields, formList, formText } from '../form-fields';
 import { KeySpendService } from '../../workspaces/key-spend';
 import { assertKnownAssistants, SPEND_PERIODS } from '../../workspaces/key-limits';
 import { ModelsService } from '../../models/models.service';
 import { AssistantsService } from '../../assistants/assistants.service';
 import { dollarsField, formatMillicents } from '../../common/dollars';
 
-type Form = Record<string, unknown>;
 
 /**
  * Settings > API keys: everyone in the workspace sees the list; admins and owners create
@@ -42,10 +42,8 @@ export class KeysController {
 
   @Post()
   @RequireRole('admin')
-  async create(@Req() req: PageRequest, @Res() res: Response, @Body() form: Form): Promise<void> {
-    const fields = new PostedFields(form);
-    const values: KeyFormValues = { name: fields.text('name'), expires: fields.text('expires') || 'never', expires_on: fields.text('expires_on') };
-    if (!fields.valid) return this.renderList(req, res, values, fields.errors, 400);
+  async create(@Req() req: PageRequest, @Res() res: Response, @Body() form: FormFields): Promise<void> {
+    const values: KeyFormValues = { name: formText(form, 'name'), expires: formText(form, 'expires') || 'never', expires_on: formText(form, 'expires_on') };
     const read = readKeyForm(values);
     if (!read.ok) return this.renderList(req, res, values, read.errors, 400);
     let created;
@@ -111,18 +109,16 @@ export class KeysController {
 
   @Post(':keyId/limits')
   @RequireRole('admin')
-  async setLimits(@Req() req: PageRequest, @Res() res: Response, @Param('keyId') keyId: string, @Body() form: Form): Promise<void> {
+  async setLimits(@Req() req: PageRequest, @Res() res: Response, @Param('keyId') keyId: string, @Body() form: FormFields): Promise<void> {
     const key = await this.keyOf(req, keyId);
-    const fields = new PostedFields(form);
     const values: KeyLimitsFormValues = {
-      spend_limit: fields.text('spend_limit'),
-      spend_limit_period: fields.text('spend_limit_period') || 'none',
-      allowed_models: fields.list('allowed_models'),
-      allowed_assistants: fields.list('allowed_assistants'),
-      rate_limit_rpm: fields.text('rate_limit_rpm'),
-      allowed_ips: fields.text('allowed_ips'),
+      spend_limit: formText(form, 'spend_limit'),
+      spend_limit_period: formText(form, 'spend_limit_period') || 'none',
+      allowed_models: formList(form, 'allowed_models'),
+      allowed_assistants: formList(form, 'allowed_assistants'),
+      rate_limit_rpm: formText(form, 'rate_limit_rpm'),
+      allowed_ips: formText(form, 'allowed_ips'),
     };
-    if (!fields.valid) return this.renderLimits(req, res, key, values, fields.errors, 400);
     const read = readKeyLimitsForm(values);
     if (!read.ok) return this.renderLimits(req, res, key, values, read.errors, 400);
     try {
