@@ -17,6 +17,7 @@ import { MetricsModule } from './metrics/metrics.module';
 import { IdempotencyInterceptor } from './idempotency/idempotency.interceptor';
 import { IdempotencyModule } from './idempotency/idempotency.module';
 import { LimitsModule } from './limits/limits.module';
+import { MessagesModule } from './messages/messages.module';
 import { WorkspaceThrottlerGuard } from './limits/workspace-throttler.guard';
 import { ModelsApiModule } from './models/models-api.module';
 import { PaymentsModule } from './payments/payments.module';
@@ -61,6 +62,7 @@ export class AppModule {
         ChatModule,
         DeploymentHealthModule,
         ResponsesModule,
+        MessagesModule,
         UsageModule,
         ConversationsModule,
         PaymentsModule,

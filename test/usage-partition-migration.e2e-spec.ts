@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DataSource } from 'typeorm';
 import { PartitionedUsageRecords1764003700000 } from '../migrations/1764003700000-PartitionedUsageRecords';
+import { MessagesUsageSource1764004000000 } from '../migrations/1764004000000-MessagesUsageSource';
 import { Billing } from '../src/billing/billing';
 import { UsageRetention } from '../src/usage/usage-retention';
 import { startTestApp, TestApp } from './support/test-app';
@@ -47,6 +48,9 @@ describe('migration PartitionedUsageRecords on a live table', () => {
     const migration = new PartitionedUsageRecords1764003700000();
     const runner = db.createQueryRunner();
     try {
+      // The later migrations that change usage_records are undone first, as `migration:revert` would.
+      const messagesSource = new MessagesUsageSource1764004000000();
+      await messagesSource.down(runner);
       await migration.down(runner);
       expect(await relkind()).toBe('r');
 
@@ -89,6 +93,7 @@ describe('migration PartitionedUsageRecords on a live table', () => {
       await answers(8);
       const during = answered.length;
       await migration.up(runner);
+      await messagesSource.up(runner);
       const after = answered.length;
       await answers(after + 8);
       stop = true;

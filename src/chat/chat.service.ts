@@ -38,6 +38,17 @@ export interface ChatCaller {
   idempotent?: boolean;
   /** Bounds beyond the API's own, for callers that speak for someone else (the widget's visitors). */
   bounds?: CallerBounds;
+  /** A max_tokens above the model's output limit is lowered to it instead of refused (the Messages API: Claude Code asks for 32000). */
+  lowersMaxTokens?: boolean;
+  /** Told once the request is admitted (its money held): what its prompt counts, and the cap it was lowered to, if it was. */
+  onAdmitted?(admitted: AdmittedRequest): void;
+}
+
+/** What ChatCaller.onAdmitted tells: for APIs that announce it before the answer (the Messages API's message_start). */
+export interface AdmittedRequest {
+  promptTokens: number;
+  /** Set when the request's max_tokens was above the model's output limit and lowered to it (ChatCaller.lowersMaxTokens). */
+  maxTokensLoweredTo?: number;
 }
 
 /** The caller's key's spending limit, when it has one. */
@@ -222,8 +233,11 @@ export class ChatService {
         throw ApiError.badRequest('n must be 1 with an assistant that has server tools.', 'n');
       }
       const systemPrompt: ChatMessage[] = assistant?.systemPrompt ? [{ role: 'system', content: assistant.systemPrompt }] : [];
-      const requestedCap = Math.min(request.maxTokens ?? assistant?.maxTokens ?? model.maxOutputTokens, caller.bounds?.maxOutputTokens ?? Infinity);
-      if (requestedCap > model.maxOutputTokens) {
+      let requestedCap = Math.min(request.maxTokens ?? assistant?.maxTokens ?? model.maxOutputTokens, caller.bounds?.maxOutputTokens ?? Infinity);
+      let maxTokensLoweredTo: number | undefined;
+      if (requestedCap > model.maxOutputTokens && caller.lowersMaxTokens) {
+        maxTokensLoweredTo = requestedCap = model.maxOutputTokens;
+      } else if (requestedCap > model.maxOutputTokens) {
         const param = request.maxTokensField ?? 'max_tokens';
         throw ApiError.badRequest(
           `${param} is too large: ${model.id} can produce at most ${model.maxOutputTokens} output tokens.`,
@@ -278,6 +292,7 @@ export class ChatService {
         onCharged: nerfing.settled,
         spending: admission,
       });
+      caller.onAdmitted?.({ promptTokens, maxTokensLoweredTo });
       return {
         request,
         model,

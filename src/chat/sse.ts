@@ -7,6 +7,22 @@ import { isKeepAlive } from './completion-types';
 
 const DONE = 'data: [DONE]\n\n';
 
+/** How events become SSE frames: OpenAI's by default; the Anthropic Messages API names each event (`event: <type>`). */
+export interface EventStreamFormat {
+  /** The frame of an event (a keep-alive included). */
+  frame(event: unknown): string;
+  /** The frames after the last event. */
+  end: string[];
+  /** The last frames of a stream that failed after it started. */
+  failed(error: ApiError): string[];
+}
+
+const OPENAI_EVENT_STREAM: EventStreamFormat = {
+  frame: (event) => (isKeepAlive(event) ? ': keep-alive\n\n' : `data: ${JSON.stringify(event)}\n\n`),
+  end: [DONE],
+  failed: (error) => [`data: ${JSON.stringify(error.toBody())}\n\n`, DONE],
+};
+
 /**
  * Writes an observable as Server-Sent Events in OpenAI's format: `data: <json>` frames,
  * then `data: [DONE]`; a keep-alive is an SSE comment (clients ignore it, proxies see
@@ -17,18 +33,23 @@ const DONE = 'data: [DONE]\n\n';
  * the socket's buffer is full the next waits for `drain`. A client that disconnects
  * unsubscribes, which stops the request's upstream call.
  */
-export function writeEventStream(res: Response, events: Observable<unknown>, onError: (error: unknown) => ApiError): Promise<void> {
+export function writeEventStream(
+  res: Response,
+  events: Observable<unknown>,
+  onError: (error: unknown) => ApiError,
+  format: EventStreamFormat = OPENAI_EVENT_STREAM,
+): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     let started = false;
     const frames = events.pipe(
       map((event) => {
         started = true;
-        return isKeepAlive(event) ? ': keep-alive\n\n' : `data: ${JSON.stringify(event)}\n\n`;
+        return format.frame(event);
       }),
-      endWith(DONE),
+      endWith(...format.end),
       catchError((error: unknown) => {
         if (!started) throw error;
-        return of(`data: ${JSON.stringify(onError(error).toBody())}\n\n`, DONE);
+        return of(...format.failed(onError(error)));
       }),
       concatMap((frame) => write(res, frame)),
     );

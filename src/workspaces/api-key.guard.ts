@@ -10,8 +10,8 @@ import { workspaceSuspended } from './workspace-status';
 import { addressAllowed } from './key-limits';
 
 /**
- * Global: every route needs a valid `Authorization: Bearer sk-...` unless marked
- * `@Public()`. A request without a valid key is counted against its client address, so key
+ * Global: every route needs a valid `Authorization: Bearer sk-...` (or `x-api-key: sk-...`,
+ * as Anthropic's SDKs send it) unless marked `@Public()`. A request without a valid key is counted against its client address, so key
  * guessing is rate limited too. A valid key is refused with 403 when its workspace is
  * suspended (`workspace_suspended`) or the client address is outside the key's allowed
  * ranges (`ip_not_allowed`).
@@ -31,7 +31,9 @@ export class ApiKeyGuard implements CanActivate {
     const res = http.getResponse<Response>();
 
     const header = req.headers.authorization;
-    const apiKey = header ? /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1] : undefined;
+    // Anthropic's SDKs send the key as `x-api-key`; `Authorization` wins when both are sent.
+    const xApiKey = req.headers['x-api-key'];
+    const apiKey = header ? /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1] : typeof xApiKey === 'string' ? /^\s*(\S+)\s*$/.exec(xApiKey)?.[1] : undefined;
     // A key this process has found valid before is no guess: it is limited per workspace
     // only (WorkspaceThrottlerGuard), never refused for its address. Anything else from an address
     // already at its limit is refused before the lookup, so a flood of wrong keys costs no
@@ -56,12 +58,12 @@ export class ApiKeyGuard implements CanActivate {
     // Only requests without a valid key count against their address.
     await this.rateLimits.limitClientAddress(req, res);
     throw ApiError.unauthenticated(
-      !header
+      !header && xApiKey === undefined
         ? 'You did not provide an API key. Send it in the Authorization header: "Authorization: Bearer sk-...".'
-        : !apiKey
+        : !apiKey && header
           ? 'The Authorization header must have the form "Bearer sk-...".'
           : 'Incorrect API key provided, or the key has been revoked or has expired.',
-      header ? 'invalid_api_key' : 'missing_api_key',
+      header || xApiKey !== undefined ? 'invalid_api_key' : 'missing_api_key',
     );
   }
 }

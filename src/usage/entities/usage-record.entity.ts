@@ -3,8 +3,11 @@ import { bigintToNumber, numericToNumber } from '../../common/database/transform
 
 export type UsageStatus = 'success' | 'error';
 
-export const USAGE_SOURCES = ['api', 'dashboard', 'widget'] as const;
-/** Who made the request: an API key (`api`), the dashboard's playground (`dashboard`), or a chat widget (`widget`). */
+export const USAGE_SOURCES = ['api', 'dashboard', 'widget', 'messages'] as const;
+/**
+ * Who made the request: an API key (`api`), the dashboard's playground (`dashboard`), a chat
+ * widget (`widget`), or an API key through the Anthropic Messages API (`messages`).
+ */
 export type UsageSource = (typeof USAGE_SOURCES)[number];
 
 /**

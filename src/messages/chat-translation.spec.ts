@@ -1,0 +1,100 @@
+import { ApiError } from '../common/errors/api-error';
+import { toChatRequest } from './chat-translation';
+import { validateMessagesRequest } from './dto/create-message.dto';
+
+const translate = (body: Record<string, unknown>) => toChatRequest(validateMessagesRequest({ model: 'gpt-4o-mini', max_tokens: 100, ...body }));
+const refusal = (body: Record<string, unknown>) => {
+  try {
+    translate(body);
+  } catch (error) {
+    return error as ApiError;
+  }
+  throw new Error('not refused');
+};
+
+describe('Messages request -> chat body', () => {
+  it('maps system blocks, tools, tool_choice, stop_sequences and metadata.user_id; drops what has no chat field', () => {
+    const { body } = translate({
+      system: [{ type: 'text', text: 'A', cache_control: { type: 'ephemeral' } }, { type: 'text', text: 'B' }],
+      messages: [{ role: 'user', content: 'Hi' }],
+      tools: [
+        { name: 'f', input_schema: { $schema: 'x', type: 'object' } },
+        { type: 'web_search_20250305', name: 'web_search', max_uses: 3 },
+      ],
+      tool_choice: { type: 'tool', name: 'f', disable_parallel_tool_use: true },
+      stop_sequences: ['END'],
+      metadata: { user_id: 'u'.repeat(300) },
+      thinking: { type: 'adaptive' },
+      output_config: { effort: 'low' },
+      top_k: 5,
+      stream: true,
+    });
+    expect(body).toEqual({
+      model: 'gpt-4o-mini',
+      max_tokens: 100,
+      messages: [
+        { role: 'system', content: 'A\n\nB' },
+        { role: 'user', content: 'Hi' },
+      ],
+      tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }],
+      tool_choice: { type: 'function', function: { name: 'f' } },
+      parallel_tool_calls: false,
+      stop: ['END'],
+      top_k: 5,
+      user_id: 'u'.repeat(256),
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+  });
+
+  it('maps each tool_choice, and sends none without tools', () => {
+    const choice = (type: string) => translate({ messages: [{ role: 'user', content: 'x' }], tools: [{ name: 'f', input_schema: {} }], tool_choice: { type } }).body.tool_choice;
+    expect([choice('auto'), choice('any'), choice('none')]).toEqual(['auto', 'required', 'none']);
+    expect(translate({ messages: [{ role: 'user', content: 'x' }], tool_choice: { type: 'any' } }).body).not.toHaveProperty('tool_choice');
+  });
+
+  it('puts tool results first as tool messages, their images after in the user message, and drops thinking', () => {
+    const { messages } = translate({
+      messages: [
+        { role: 'user', content: 'Read it' },
+        {
+          role: 'assistant',
+          content: [
+            { type: 'thinking', thinking: 't', signature: 's' },
+            { type: 'tool_use', id: 'a', name: 'read', input: { path: 'x.png' } },
+          ],
+        },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'here' },
+            { type: 'tool_result', tool_use_id: 'a', content: [{ type: 'text', text: 'an image:' }, { type: 'image', source: { type: 'url', url: 'https://e/x.png' } }] },
+          ],
+        },
+        { role: 'assistant', content: [{ type: 'redacted_thinking', data: 'zzz' }] },
+        { role: 'user', content: [{ type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: 'JVBE' } }] },
+      ],
+    });
+    expect(messages).toEqual([
+      { role: 'user', content: 'Read it' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'a', type: 'function', function: { name: 'read', arguments: '{"path":"x.png"}' } }] },
+      { role: 'tool', tool_call_id: 'a', content: 'an image:' },
+      { role: 'user', content: [{ type: 'text', text: 'here' }, { type: 'image_url', image_url: { url: 'https://e/x.png' } }] },
+      { role: 'user', content: [{ type: 'file', file: { file_data: 'data:application/pdf;base64,JVBE', filename: 'document.pdf' } }] },
+    ]);
+  });
+
+  it('refuses with a 400 naming the field', () => {
+    expect(refusal({ max_tokens: undefined, messages: [{ role: 'user', content: 'x' }] })).toMatchObject({ status: 400, param: 'max_tokens' });
+    expect(refusal({ messages: [] })).toMatchObject({ param: 'messages' });
+    expect(refusal({ messages: [{ role: 'tool', content: 'x' }] })).toMatchObject({ param: 'messages.0.role' });
+    expect(refusal({ messages: [{ role: 'user', content: [{ type: 'tool_use', id: 'a', name: 'f', input: {} }] }] })).toMatchObject({ param: 'messages.0.content.0.type' });
+    expect(refusal({ messages: [{ role: 'user', content: [{ type: 'server_tool_use' }] }] })).toMatchObject({ code: 'unsupported_content' });
+    expect(refusal({ messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/bmp', data: 'x' } }] }] })).toMatchObject({
+      param: 'messages.0.content.0.source.media_type',
+    });
+    expect(refusal({ messages: [{ role: 'user', content: 'x' }], tools: [{ name: 'f' }] })).toMatchObject({ param: 'tools.0.input_schema' });
+    expect(refusal({ messages: [{ role: 'user', content: 'x' }], temperature: 1.5 })).toMatchObject({ param: 'temperature' });
+    expect(refusal({ messages: [{ role: 'user', content: 'x' }], tool_choice: { type: 'maybe' } })).toMatchObject({ param: 'tool_choice.type' });
+  });
+});
