@@ -13,7 +13,7 @@ import type { ModelDefinition } from '../models/model-catalog';
 import { ModelsService } from '../models/models.service';
 import { assertKeyMayRun } from '../workspaces/key-limits';
 import type { KeyBudget } from '../billing/key-budgets';
-import type { ChatMessage, FunctionTool, ModelCall } from '../providers/provider-adapter';
+import type { ChatMessage, FunctionTool, ModelCall, NativeRequest } from '../providers/provider-adapter';
 import { ProvidersService } from '../providers/providers.service';
 import { countPromptTokensAsync } from '../providers/tokens';
 import { isAbort } from '../providers/upstream-errors';
@@ -42,6 +42,8 @@ export interface ChatCaller {
   lowersMaxTokens?: boolean;
   /** Told once the request is admitted (its money held): what its prompt counts, and the cap it was lowered to, if it was. */
   onAdmitted?(admitted: AdmittedRequest): void;
+  /** The request in a provider's own format (the Messages API's body), sent as it came to a deployment of that provider. */
+  native?: NativeRequest;
 }
 
 /** What ChatCaller.onAdmitted tells: for APIs that announce it before the answer (the Messages API's message_start). */
@@ -104,6 +106,8 @@ interface PreparedCall {
   maxIterations: number;
   /** Aborted when the client goes away, or at the stop's drain deadline: the upstream call and the tools stop with it. */
   run: Cancellation;
+  /** The caller's native request, in direct mode only: an assistant's prompt and tools exist only in the chat translation. */
+  native?: NativeRequest;
 }
 
 /**
@@ -306,6 +310,7 @@ export class ChatService {
         temperature: request.dto.temperature ?? assistant?.temperature ?? undefined,
         maxIterations,
         run,
+        native: assistant ? undefined : caller.native,
       };
     } catch (error) {
       // The model the request would have used, as far as it got; an unknown model id is kept (cut) to show what was asked.
@@ -413,6 +418,7 @@ export class ChatService {
       fallbacks: call.fallbacks,
       budgetTokens: call.budgetTokens,
       route: call.billing.route,
+      native: call.native,
     };
   }
 

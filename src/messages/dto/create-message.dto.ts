@@ -172,7 +172,7 @@ function blockOf(block: unknown, role: RequestMessage['role'], at: string): Requ
     }
     case 'thinking':
     case 'redacted_thinking':
-      // Accepted, and dropped by the translation: see docs/api.md.
+      // Sent as they came to Anthropic deployments; dropped by the translation: see docs/api.md.
       return { type: block.type };
     default:
       refuse(
@@ -317,7 +317,7 @@ export class ContentBlockDto {
   @ApiPropertyOptional()
   is_error?: boolean;
 
-  @ApiPropertyOptional({ description: 'Accepted and ignored on upstreams other than Anthropic.' })
+  @ApiPropertyOptional({ description: 'Sent as it came to Anthropic deployments; ignored on other providers.' })
   cache_control?: Record<string, unknown>;
 }
 
@@ -378,7 +378,10 @@ export class CreateMessageRequestDto {
   @ApiPropertyOptional({ description: '`user_id` (at most 256 characters kept) is the usage record\'s user id.', example: { user_id: 'user-42' } })
   metadata?: Record<string, unknown>;
 
-  @ApiPropertyOptional({ description: 'Accepted; dropped for now (docs/api.md).', example: { type: 'enabled', budget_tokens: 2048 } })
+  @ApiPropertyOptional({
+    description: 'Sent as it came to Anthropic deployments (a budget not below a lowered max_tokens is lowered); dropped elsewhere (docs/api.md).',
+    example: { type: 'enabled', budget_tokens: 2048 },
+  })
   thinking?: Record<string, unknown>;
 
   @ApiPropertyOptional({ default: false, description: 'Server-Sent Events in Anthropic\'s order.' })
