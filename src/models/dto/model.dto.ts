@@ -36,6 +36,22 @@ export class ModelDto {
   })
   assistant?: { id: string; name: string; model: string };
 
+  @ApiPropertyOptional({
+    description: "Only on an alias's entry: the id of the catalog model it runs (its capabilities and prices are that model's).",
+    example: 'gpt-4o',
+  })
+  alias_of?: string;
+
+  /** A catalog model's entries: its own, then one per alias (so that clients that pick from the list see every name accepted). */
+  static entriesOf(model: ModelDefinition): ModelDto[] {
+    return [model.id, ...(model.aliases ?? [])].map((name) => ModelDto.named(model, name));
+  }
+
+  /** The entry of `name`, the model's id or one of its aliases. */
+  static named(model: ModelDefinition, name: string): ModelDto {
+    return name === model.id ? ModelDto.from(model) : { ...ModelDto.from(model), id: name, alias_of: model.id };
+  }
+
   /** A workspace's assistant as a model entry: its capabilities are those of the model it runs on. */
   static fromAssistant(assistant: { id: string; name: string; slug: string; createdAt: Date }, model: ModelDefinition): ModelDto {
     return {
@@ -76,4 +92,5 @@ export class ListModelsQueryDto {
   @IsOptional()
   @IsIn(['true', 'false'], { message: 'include_assistants must be true or false' })
   include_assistants?: 'true' | 'false';
+
 }
