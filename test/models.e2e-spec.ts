@@ -67,6 +67,64 @@ describe('models through the OpenAI SDK', () => {
     });
     expect(apiError.headers?.get('x-ratelimit-limit')).toBe(String(t.config.anonymousRateLimitRpm));
   });
+
+  describe("in Anthropic's shape (a request with anthropic-version, as the Anthropic SDK sends)", () => {
+    const catalogIds = ['gpt-4o', 'gpt-4o-mini', 'gpt-4-turbo', 'o4-mini', 'claude-sonnet-4-6', 'claude-haiku-4-5', 'gemini-2.5-pro', 'gemini-2.5-flash'];
+    const client = () => anthropicClient(t.baseUrl, workspace.apiKey);
+
+    it('lists the catalog as Anthropic model objects, a page at a time', async () => {
+      const page = await client().models.list({ limit: 3 });
+      expect(page.data.map((model) => model.id)).toEqual(catalogIds.slice(0, 3));
+      expect(page).toMatchObject({ has_more: true, first_id: 'gpt-4o', last_id: 'gpt-4-turbo' });
+      expect(page.data[0]).toEqual({
+        type: 'model',
+        id: 'gpt-4o',
+        display_name: 'gpt-4o',
+        created_at: '2024-05-10T18:50:49Z',
+        max_input_tokens: 128_000,
+        max_tokens: 16_384,
+      });
+      // The SDK follows after_id (last_id) to the end.
+      const all: string[] = [];
+      for await (const model of client().models.list({ limit: 3 })) all.push(model.id);
+      expect(all).toEqual(catalogIds);
+
+      const raw = async (query: string) => {
+        const response = await fetch(`${t.baseUrl}/v1/models${query}`, { headers: { 'x-api-key': workspace.apiKey, 'anthropic-version': '2023-06-01' } });
+        return { status: response.status, body: (await response.json()) as Record<string, any> };
+      };
+      expect((await raw('')).body).toMatchObject({ has_more: false, first_id: 'gpt-4o', last_id: 'gemini-2.5-flash' });
+      expect((await raw('')).body.data).toHaveLength(8);
+      expect((await raw('?after_id=gemini-2.5-pro')).body).toEqual({ data: [expect.objectContaining({ id: 'gemini-2.5-flash' })], has_more: false, first_id: 'gemini-2.5-flash', last_id: 'gemini-2.5-flash' });
+      expect((await raw('?before_id=claude-sonnet-4-6&limit=2')).body).toMatchObject({ has_more: true, first_id: 'gpt-4-turbo', last_id: 'o4-mini' });
+      expect((await raw('?before_id=gpt-4-turbo')).body).toMatchObject({ has_more: false, first_id: 'gpt-4o', last_id: 'gpt-4o-mini' });
+      for (const [query, param] of [['?limit=0', 'limit'], ['?limit=1001', 'limit'], ['?limit=abc', 'limit'], ['?after_id=gpt-0', 'after_id'], ['?after_id=gpt-4o&before_id=o4-mini', 'before_id']]) {
+        const refused = await raw(query);
+        expect([query, refused.status]).toEqual([query, 400]);
+        expect(refused.body).toMatchObject({ type: 'error', error: { type: 'invalid_request_error', param } });
+      }
+    });
+
+    it('retrieves one model, and answers an unknown one with not_found_error', async () => {
+      expect(await client().models.retrieve('claude-sonnet-4-6')).toEqual({
+        type: 'model',
+        id: 'claude-sonnet-4-6',
+        display_name: 'claude-sonnet-4-6',
+        created_at: '2026-11-22T00:00:00Z',
+        max_input_tokens: 200_000,
+        max_tokens: 64_000,
+      });
+      const unknown = await refusalOf(client().models.retrieve('claude-unknown'));
+      expect(unknown).toBeInstanceOf(Anthropic.NotFoundError);
+      expect(unknown!.error).toMatchObject({ type: 'error', error: { type: 'not_found_error', code: 'model_not_found' } });
+    });
+
+    it("refuses a bad key in Anthropic's shape", async () => {
+      const refused = await refusalOf(anthropicClient(t.baseUrl, 'sk-not-a-real-key-0000000000000000000000000').models.list());
+      expect(refused).toBeInstanceOf(Anthropic.AuthenticationError);
+      expect(refused!.error).toMatchObject({ type: 'error', error: { type: 'authentication_error', code: 'invalid_api_key' } });
+    });
+  });
 });
 
 /**
@@ -159,7 +217,7 @@ describe('model aliases', () => {
     expect((await recordedModels(own.id)).filter((record) => record.startsWith('success'))).toEqual(['success gpt-4o-mini']);
   });
 
-  it('lists each alias as its own entry, and retrieves it', async () => {
+  it('lists each alias as its own entry, in both shapes, and retrieves it', async () => {
     const openAiList = (await workspace.client.models.list()).data as unknown as Array<Record<string, unknown>>;
     expect(openAiList.map((model) => [model.id, model.alias_of])).toEqual([
       ['gpt-4o-mini', undefined],
@@ -170,5 +228,15 @@ describe('model aliases', () => {
     expect(openAiList[1]).toMatchObject({ object: 'model', owned_by: 'openai', context_length: 128_000 });
     expect(await workspace.client.models.retrieve('claude-sonnet-4-6')).toMatchObject({ id: 'claude-sonnet-4-6', alias_of: 'gpt-4o-mini' });
 
+    const anthropic = anthropicClient(t.baseUrl, workspace.apiKey);
+    const page = await anthropic.models.list();
+    expect(page.data.map((model) => [model.id, model.display_name])).toEqual([
+      ['gpt-4o-mini', 'gpt-4o-mini'],
+      ['claude-sonnet-4-6', 'claude-sonnet-4-6 (gpt-4o-mini)'],
+      ['claude-haiku-4-5', 'claude-haiku-4-5 (gpt-4o-mini)'],
+      ['local-echo', 'local-echo'],
+    ]);
+    expect((await anthropic.models.list({ after_id: 'claude-sonnet-4-6', limit: 1 })).data.map((model) => model.id)).toEqual(['claude-haiku-4-5']);
+    expect(await anthropic.models.retrieve('claude-haiku-4-5')).toMatchObject({ type: 'model', id: 'claude-haiku-4-5', display_name: 'claude-haiku-4-5 (gpt-4o-mini)' });
   });
 });

@@ -1,3 +1,5 @@
+import type { Response } from 'express';
+import type { ApiRequest } from '../http/request-context';
 import type { ApiError, ApiErrorBody } from './api-error';
 
 /**
@@ -44,4 +46,18 @@ export function inAnthropicShape(status: number, body: ApiErrorBody, requestId?:
 /** An ApiError as Anthropic's error body (the `error` event of a stream that failed after it started). */
 export function anthropicErrorOf(error: ApiError, requestId?: string): AnthropicErrorBody {
   return inAnthropicShape(error.status, error.toBody(), requestId);
+}
+
+/**
+ * Makes the error body `res` answers next Anthropic's: whoever answers the error (the
+ * exception filter) still decides its status, headers and logging; only its body changes.
+ */
+export function answerErrorInAnthropicShape(req: ApiRequest, res: Response): void {
+  const json = res.json.bind(res);
+  res.json = (body: ApiErrorBody) => json(inAnthropicShape(res.statusCode, body, req.id));
+}
+
+/** A request of Anthropic's SDKs or of Claude Code: they always send `anthropic-version`. */
+export function wantsAnthropicShape(req: ApiRequest): boolean {
+  return req.headers['anthropic-version'] !== undefined;
 }
