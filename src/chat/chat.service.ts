@@ -89,6 +89,8 @@ export function apiCaller(principal: Principal, req: ApiRequest): ChatCaller {
 interface PreparedCall {
   request: ChatRequest;
   model: ModelDefinition;
+  /** The answer's `model` when `model` answers: the alias the request named it by, or its id. */
+  modelName: string;
   /** Tried in order when no deployment of `model` can answer: the request's `models`, or the catalog's fallbacks. */
   fallbacks: ModelDefinition[];
   /** Prompt and output cap: what a call may take from a deployment's token budget. */
@@ -152,7 +154,7 @@ export class ChatService {
       const completion = answerOf(end, isServerTool);
       await call.billing.settle(completion.choices[0]?.message as ChatMessage | undefined);
       const { spend } = call.billing;
-      return withOurFields(completion, { model: spend.answeredBy?.model ?? call.model.id, usage: spend.usage(), x_service: spend.xService() });
+      return withOurFields(completion, { model: answeredModelName(call), usage: spend.usage(), x_service: spend.xService() });
     } catch (error) {
       // Stopped by the drain deadline rather than by the client: answered 503, not charged.
       const cutByStop = isAbort(error) && call.run.aborted && this.drain.streamsCut.aborted;
@@ -174,7 +176,7 @@ export class ChatService {
       ended.onAbort(link.release);
       const call = await this.prepare(caller, body, ended, link.run);
       return {
-        modelId: () => call.billing.spend.answeredBy?.model ?? call.model.id,
+        modelId: () => answeredModelName(call),
         includeUsage: call.request.dto.stream_options?.include_usage === true,
         isServerTool: (name) => this.tools.isServerTool(name, call.serverTools),
         openStream: (messages, last, outputCap) => this.providers.openStream(this.providerRequest(call, messages, last, outputCap), call.run),
@@ -227,7 +229,9 @@ export class ChatService {
       model = this.models.get(modelId);
       const { keyLimits } = caller.principal;
       // Every model the request names may run: `model` first, then each of `models`.
-      if (keyLimits) assertKeyMayRun(keyLimits, { models: [model.id, ...(request.dto.models ?? [])], assistant });
+      // By their ids: an alias is checked as the model it names (a key lists ids).
+      const named = (request.dto.models ?? []).map((id) => this.models.resolve(id)?.id ?? id);
+      if (keyLimits) assertKeyMayRun(keyLimits, { models: [model.id, ...named], assistant });
       let fallbacks = this.fallbacksOf(model, request.dto.models);
       // The catalog's fallbacks that the key may not run are left out, never refused.
       if (keyLimits?.allowedModels) fallbacks = fallbacks.filter((fallback) => keyLimits.allowedModels!.includes(fallback.id));
@@ -300,6 +304,7 @@ export class ChatService {
       return {
         request,
         model,
+        modelName: this.models.resolve(modelId) === model ? modelId : model.id,
         fallbacks,
         budgetTokens: promptTokens + outputCap * request.choices,
         assistant,
@@ -428,9 +433,15 @@ export class ChatService {
    */
   private fallbacksOf(model: ModelDefinition, requested: string[] | undefined): ModelDefinition[] {
     if (requested === undefined) return (model.fallbacks ?? []).map((id) => this.models.get(id));
-    const ids = [...new Set(requested)].filter((id) => id !== model.id);
-    return ids.map((id) => this.models.get(id, 'models'));
+    const named = [...new Set(requested)].map((id) => this.models.get(id, 'models'));
+    return [...new Set(named)].filter((fallback) => fallback !== model);
   }
+}
+
+/** The answer's `model`: the name the request gave its model, unless another (a fallback) answered. */
+function answeredModelName(call: PreparedCall): string {
+  const answered = call.billing.spend.answeredBy?.model ?? call.model.id;
+  return answered === call.model.id ? call.modelName : answered;
 }
 
 /** A prompt that leaves no room for an answer. Counting stops past the window, so a count above it is only a lower bound. */
