@@ -65,8 +65,10 @@ const ANSWER: FakeBlock[] = [
 ];
 /** Cache usage as Anthropic reports it: input_tokens is what was neither written to nor read from the cache. */
 const USAGE = { input_tokens: 50, output_tokens: 30, cache_creation_input_tokens: 200, cache_read_input_tokens: 1000 };
-/** 250 input tokens at the input price, 1000 cached at the cached price, 30 output: in millicents. */
-const COST = (250 * PRICES.input_price + 1000 * PRICES.cached_input_price + 30 * PRICES.output_price) / 1_000_000;
+/** Anthropic's 5-minute cache writes: 1.25 times input, the catalog's default cache_write_price for an Anthropic model. */
+const CACHE_WRITE_PRICE = (PRICES.input_price * 5) / 4;
+/** 50 input tokens at the input price, 200 written to the cache at its write price, 1000 read at the cached price, 30 output: in millicents. */
+const COST = (50 * PRICES.input_price + 200 * CACHE_WRITE_PRICE + 1000 * PRICES.cached_input_price + 30 * PRICES.output_price) / 1_000_000;
 
 const BETAS = 'prompt-caching-2024-07-31, interleaved-thinking-2025-05-14,made-up-flag-2099-01-01';
 

@@ -27,6 +27,7 @@ const MODEL: ModelDefinition = {
   inputPrice: 250_000,
   outputPrice: 1_000_000,
   cachedInputPrice: 125_000,
+  cacheWritePrice: 250_000,
 };
 const TTL_MS = 60_000;
 const PROMPT: ChatMessage[] = [{ role: 'user', content: 'What is the weather in Paris today?' }];

@@ -6,7 +6,7 @@ import type { AppendTurnParams } from '../conversations/conversation-turns';
 import type { ModelDefinition } from '../models/model-catalog';
 import type { ChatMessage, CompletionUsage, FunctionTool, RouteObserver } from '../providers/provider-adapter';
 import { countPromptTokens, countPromptTokensAsync, countTextTokensAsync } from '../providers/tokens';
-import { ceilMillicents, llmCost, MICROS_PER_MILLICENT, MicroMillicents, toDecimalString, toMillicentsNumber } from '../wallet/cost';
+import { ceilMillicents, llmCost, MICROS_PER_MILLICENT, MicroMillicents, promptCeiling, toDecimalString, toMillicentsNumber } from '../wallet/cost';
 import type { Hold, WalletService } from '../wallet/wallet.service';
 import { spendPeriodOf } from '../workspaces/key-limits';
 import { checkedUsage, isTokenCount, Spend } from './spend';
@@ -93,7 +93,7 @@ export type HoldLimit = 'widget' | 'key' | 'wallet';
 
 /** What `open` holds for a call with this prompt and output cap: the most its first model call can cost. */
 export function holdEstimateMillicents(model: ModelDefinition, promptTokens: number, outputCap: number, choices: number): number {
-  const promptCost = llmCost(model, { inputTokens: promptTokens, outputTokens: 0, cachedTokens: 0 });
+  const promptCost = llmCost(promptCeiling(model), { inputTokens: promptTokens, outputTokens: 0, cachedTokens: 0 });
   return holdAmount(promptCost + BigInt(outputCap) * BigInt(choices) * BigInt(model.outputPrice));
 }
 
@@ -139,7 +139,7 @@ export class BillingSession {
    */
   static async open(ports: BillingPorts, estimate: Estimate): Promise<BillingSession> {
     const { model, subject, outputCap, choices } = estimate;
-    const promptCost = llmCost(model, { inputTokens: estimate.promptTokens, outputTokens: 0, cachedTokens: 0 });
+    const promptCost = llmCost(promptCeiling(model), { inputTokens: estimate.promptTokens, outputTokens: 0, cachedTokens: 0 });
     const outputCost = (tokens: number) => BigInt(tokens) * BigInt(choices) * BigInt(model.outputPrice);
     const amountFor = (cap: number) => holdAmount(promptCost + outputCost(cap));
     const minimum = Math.min(outputCap, MIN_USEFUL_OUTPUT_TOKENS);
@@ -249,7 +249,7 @@ export class BillingSession {
   async holdNextIteration(messages: ChatMessage[], toolCalls: number): Promise<true | HoldLimit> {
     const { model, toolPriceMicros } = this.estimate;
     const nextPromptTokens = (await this.countPrompt(messages)) + toolCalls * TOKENS_PER_TOOL_RESULT;
-    const next = llmCost(model, { inputTokens: nextPromptTokens, outputTokens: this.maxTokens, cachedTokens: 0 });
+    const next = llmCost(promptCeiling(model), { inputTokens: nextPromptTokens, outputTokens: this.maxTokens, cachedTokens: 0 });
     return this.holdUpTo(ceilMillicents(this.spend.totalMicros + BigInt(toolCalls) * toolPriceMicros + next));
   }
 
@@ -259,7 +259,7 @@ export class BillingSession {
    * longer than `holdNextIteration` assumed. True, or the limit that cannot.
    */
   async holdNextCall(messages: ChatMessage[], outputCap: number): Promise<true | HoldLimit> {
-    const next = llmCost(this.estimate.model, { inputTokens: await this.countPrompt(messages), outputTokens: outputCap, cachedTokens: 0 });
+    const next = llmCost(promptCeiling(this.estimate.model), { inputTokens: await this.countPrompt(messages), outputTokens: outputCap, cachedTokens: 0 });
     return this.holdUpTo(ceilMillicents(this.spend.totalMicros + next));
   }
 

@@ -53,6 +53,7 @@ export class Spend {
     this.tokens.inputTokens += counts.inputTokens;
     this.tokens.outputTokens += counts.outputTokens;
     this.tokens.cachedTokens += counts.cachedTokens;
+    this.tokens.cacheWriteTokens = (this.tokens.cacheWriteTokens ?? 0) + (counts.cacheWriteTokens ?? 0);
     addDetails(this.details.prompt, usage.prompt_tokens_details);
     addDetails(this.details.completion, usage.completion_tokens_details);
     this.llmMicros += llmCost(model, counts);
@@ -135,6 +136,7 @@ export function toTokenCounts(usage: CompletionUsage): TokenCounts {
     inputTokens: usage.prompt_tokens ?? 0,
     outputTokens: usage.completion_tokens ?? 0,
     cachedTokens: usage.prompt_tokens_details?.cached_tokens ?? 0,
+    cacheWriteTokens: usage.prompt_tokens_details?.cache_write_tokens ?? 0,
   };
 }
 

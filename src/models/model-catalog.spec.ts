@@ -113,7 +113,7 @@ describe('model catalog', () => {
       );
       expect(model.deployments).toEqual([
         { label: 'eu', provider: 'openai', apiKey: 'sk-eu', keySource: 'env KEY_EU', upstreamModel: 'gpt-4o-mini', weight: 3, rpm: 500, tpm: 90000, region: 'eu' },
-        expect.objectContaining({ label: 'compat', apiKey: 'sk-from-file', upstreamModel: 'other', weight: 1, baseUrl: 'http://127.0.0.1:9/v1', prices: { inputPrice: 1, outputPrice: 2, cachedInputPrice: 1 } }),
+        expect.objectContaining({ label: 'compat', apiKey: 'sk-from-file', upstreamModel: 'other', weight: 1, baseUrl: 'http://127.0.0.1:9/v1', prices: { inputPrice: 1, outputPrice: 2, cachedInputPrice: 1, cacheWritePrice: 1 } }),
       ]);
     });
 

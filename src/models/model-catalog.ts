@@ -22,6 +22,8 @@ export interface ModelDefinition {
   inputPrice: number;
   outputPrice: number;
   cachedInputPrice: number;
+  /** Input tokens written to the provider's prompt cache: Anthropic's 5-minute cache writes, 1.25 times input. */
+  cacheWritePrice: number;
   /**
    * Where the model is served: several deployments are balanced by weight and fail over to
    * each other (src/providers/routing). Absent: one, from the provider's single-key variables.
@@ -41,6 +43,7 @@ export interface Prices {
   inputPrice: number;
   outputPrice: number;
   cachedInputPrice: number;
+  cacheWritePrice: number;
 }
 
 /** One place a model is served: a provider's API at a base URL with a key, under an upstream name. */
@@ -104,7 +107,13 @@ function model(
     inputPrice,
     outputPrice,
     cachedInputPrice,
+    cacheWritePrice: defaultCacheWritePrice(provider, inputPrice),
   };
+}
+
+/** Anthropic bills a (5-minute) prompt cache write at 1.25 times input; the others' caches cost nothing to write. */
+export function defaultCacheWritePrice(provider: string, inputPrice: number): number {
+  return provider === 'anthropic' ? Math.ceil((inputPrice * 5) / 4) : inputPrice;
 }
 
 /**
@@ -183,6 +192,7 @@ function parseEntry(entry: unknown, at: string, problems: string[], env: NodeJS.
     inputPrice,
     outputPrice: count('output_price'),
     cachedInputPrice: count('cached_input_price', inputPrice),
+    cacheWritePrice: count('cache_write_price', defaultCacheWritePrice(deployments?.[0]?.provider ?? provider, inputPrice)),
     ...(deployments ? { deployments } : {}),
     ...(Array.isArray(fallbacks) ? { fallbacks: fallbacks as string[] } : {}),
     ...(Array.isArray(aliases) ? { aliases: (aliases as unknown[]).filter((alias): alias is string => typeof alias === 'string' && alias.trim() !== '') } : {}),
@@ -191,7 +201,7 @@ function parseEntry(entry: unknown, at: string, problems: string[], env: NodeJS.
 
 const DEPLOYMENT_FIELDS = new Set([
   'label', 'provider', 'base_url', 'api_key_env', 'api_key_file', 'upstream_model', 'weight', 'rpm', 'tpm', 'region', 'timeout_ms',
-  'input_price', 'output_price', 'cached_input_price',
+  'input_price', 'output_price', 'cached_input_price', 'cache_write_price',
 ]);
 const LABEL = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -238,6 +248,7 @@ function parseDeployments(value: unknown, at: string, upstreamModel: string, pro
     const input = whole('input_price', 0);
     const output = whole('output_price', 0);
     const cached = whole('cached_input_price', 0);
+    const cacheWrite = whole('cache_write_price', 0);
     if ((input === undefined) !== (output === undefined)) problems.push(`${where}: input_price and output_price go together`);
     const rpm = whole('rpm', 1);
     const tpm = whole('tpm', 1);
@@ -254,7 +265,7 @@ function parseDeployments(value: unknown, at: string, upstreamModel: string, pro
       ...(tpm !== undefined ? { tpm } : {}),
       ...(typeof d.region === 'string' ? { region: d.region } : {}),
       ...(timeoutMs !== undefined ? { timeoutMs } : {}),
-      ...(input !== undefined && output !== undefined ? { prices: { inputPrice: input, outputPrice: output, cachedInputPrice: cached ?? input } } : {}),
+      ...(input !== undefined && output !== undefined ? { prices: { inputPrice: input, outputPrice: output, cachedInputPrice: cached ?? input, cacheWritePrice: cacheWrite ?? defaultCacheWritePrice(provider, input) } } : {}),
     };
   });
 }

@@ -110,7 +110,7 @@ export class ProvidersService implements OnModuleInit, OnApplicationShutdown {
     if (fallbacks.length === 0) return own;
     const all = [own, ...fallbacks.map(ceiling)];
     const max = (price: (m: ModelDefinition) => number) => Math.max(...all.map(price));
-    return { ...model, inputPrice: max((m) => m.inputPrice), outputPrice: max((m) => m.outputPrice), cachedInputPrice: max((m) => m.cachedInputPrice) };
+    return { ...model, inputPrice: max((m) => m.inputPrice), outputPrice: max((m) => m.outputPrice), cachedInputPrice: max((m) => m.cachedInputPrice), cacheWritePrice: max((m) => m.cacheWritePrice) };
   }
 
   /**

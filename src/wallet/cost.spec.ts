@@ -1,4 +1,4 @@
-import { ceilMillicents, llmCost, toDecimalString, toMillicentsNumber } from './cost';
+import { ceilMillicents, llmCost, promptCeiling, toDecimalString, toMillicentsNumber } from './cost';
 
 describe('cost', () => {
   const gpt4o = { inputPrice: 250_000, outputPrice: 1_000_000, cachedInputPrice: 125_000 };
@@ -22,5 +22,22 @@ describe('cost', () => {
 
   it('never counts more cached tokens than input tokens', () => {
     expect(llmCost(gpt4o, { inputTokens: 10, cachedTokens: 50, outputTokens: 0 })).toBe(1_250_000n);
+  });
+
+  it("prices cache writes at the cache-write price, within the input tokens", () => {
+    const haiku = { inputPrice: 100_000, outputPrice: 500_000, cachedInputPrice: 10_000, cacheWritePrice: 125_000 };
+    // 1250 input: 1000 read from the cache, 200 written to it, 50 plain; 10 output.
+    expect(llmCost(haiku, { inputTokens: 1250, cachedTokens: 1000, cacheWriteTokens: 200, outputTokens: 10 })).toBe(
+      50n * 100_000n + 1000n * 10_000n + 200n * 125_000n + 10n * 500_000n,
+    );
+    // Never more writes than the input left after the reads; no price: input's.
+    expect(llmCost(haiku, { inputTokens: 100, cachedTokens: 90, cacheWriteTokens: 50, outputTokens: 0 })).toBe(90n * 10_000n + 10n * 125_000n);
+    expect(llmCost(gpt4o, { inputTokens: 100, cachedTokens: 0, cacheWriteTokens: 100, outputTokens: 0 })).toBe(100n * 250_000n);
+  });
+
+  it('holds a prompt at the dearer of input and cache write', () => {
+    const haiku = { inputPrice: 100_000, outputPrice: 500_000, cachedInputPrice: 10_000, cacheWritePrice: 125_000 };
+    expect(promptCeiling(haiku).inputPrice).toBe(125_000);
+    expect(promptCeiling(gpt4o)).toBe(gpt4o);
   });
 });

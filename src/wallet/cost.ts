@@ -11,6 +11,8 @@ export interface TokenPrices {
   inputPrice: number;
   outputPrice: number;
   cachedInputPrice: number;
+  /** Input tokens written to the provider's prompt cache (Anthropic's are dearer than input); inputPrice when absent. */
+  cacheWritePrice?: number;
 }
 
 /** The tokens of one model call or of a whole request (the chat module sums them per request). */
@@ -19,15 +21,29 @@ export interface TokenCounts {
   outputTokens: number;
   /** The part of the input tokens served from the provider's prompt cache. */
   cachedTokens: number;
+  /** The part of the input tokens written to the provider's prompt cache (0 when absent). */
+  cacheWriteTokens?: number;
 }
 
 export function llmCost(prices: TokenPrices, tokens: TokenCounts): MicroMillicents {
   const cached = Math.min(tokens.cachedTokens, tokens.inputTokens);
+  const written = Math.min(tokens.cacheWriteTokens ?? 0, tokens.inputTokens - cached);
   return (
-    BigInt(tokens.inputTokens - cached) * BigInt(prices.inputPrice) +
+    BigInt(tokens.inputTokens - cached - written) * BigInt(prices.inputPrice) +
     BigInt(cached) * BigInt(prices.cachedInputPrice) +
+    BigInt(written) * BigInt(prices.cacheWritePrice ?? prices.inputPrice) +
     BigInt(tokens.outputTokens) * BigInt(prices.outputPrice)
   );
+}
+
+/**
+ * Prices a hold can count a prompt at without knowing which of its tokens a provider will write
+ * to its cache: the dearer of input and cache write for every prompt token (the request's worst
+ * case: Anthropic bills a cache write at 1.25 times input).
+ */
+export function promptCeiling<T extends TokenPrices>(prices: T): T {
+  const write = prices.cacheWritePrice ?? prices.inputPrice;
+  return write > prices.inputPrice ? { ...prices, inputPrice: write } : prices;
 }
 
 /** Whole millicents of a per-call price (configured in millicents). */

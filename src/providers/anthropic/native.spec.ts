@@ -69,6 +69,22 @@ describe('Anthropic native calls', () => {
     expect(nativeCall(request({ thinking: { type: 'adaptive' } }, { maxTokens: 1000 }), false)!.params.thinking).toEqual({ type: 'adaptive' });
   });
 
+  it("writes the cache for 5 minutes, at the catalog's cache-write price: an hour's ttl is dropped, the client's body untouched", () => {
+    const hour = { type: 'ephemeral', ttl: '1h' };
+    const body = {
+      system: [{ type: 'text', text: 'Rules', cache_control: hour }],
+      tools: [{ name: 'read', input_schema: { type: 'object' }, cache_control: { type: 'ephemeral', ttl: '5m' } }],
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'Hi', cache_control: hour }, { type: 'text', text: 'plain' }] }],
+      cache_control: hour,
+    };
+    const { params } = nativeCall(request(body), false)!;
+    expect(params.system).toEqual([{ type: 'text', text: 'Rules', cache_control: { type: 'ephemeral' } }]);
+    expect(params.tools).toBe(body.tools);
+    expect(params.messages).toEqual([{ role: 'user', content: [{ type: 'text', text: 'Hi', cache_control: { type: 'ephemeral' } }, { type: 'text', text: 'plain' }] }]);
+    expect(params.cache_control).toEqual({ type: 'ephemeral' });
+    expect(body.system[0].cache_control).toBe(hour);
+  });
+
   it('is translated instead when a system message sits in messages; count_tokens has no cap or metadata', () => {
     expect(nativeCall(request({ messages: [{ role: 'user', content: 'a' }, { role: 'system', content: 'b' }] }), false)).toBeUndefined();
     expect(nativeCountCall(request({ metadata: { user_id: 'u' }, temperature: 0.5, thinking: { type: 'adaptive' } }))!.params).toEqual({

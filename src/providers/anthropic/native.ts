@@ -58,6 +58,7 @@ export function nativeCall(request: ProviderRequest, stream: boolean): NativeCal
   const params: Record<string, unknown> = { model: request.model.upstreamModel, max_tokens: request.maxTokens, ...pick(native.body, CREATE_FIELDS, betas) };
   withCustomToolsOnly(params);
   fitThinkingBudget(params, request.maxTokens);
+  withFiveMinuteCacheWrites(params);
   if (stream) params.stream = true;
   return { params, headers: betas.length > 0 ? { 'anthropic-beta': betas.join(',') } : {} };
 }
@@ -97,6 +98,39 @@ function withCustomToolsOnly(params: Record<string, unknown>): void {
   if (tools.length > 0) params.tools = tools;
   else delete params.tools;
   if (choice && (tools.length === 0 || (choice.type === 'tool' && !names.has(choice.name)))) delete params.tool_choice;
+}
+
+/**
+ * Cache writes at the catalog's cache_write_price, Anthropic's 5-minute one: a `ttl` of an hour
+ * (billed at twice input) is dropped from each `cache_control`, which then caches for 5 minutes.
+ * Copies only what it changes: the client's body stays as it came.
+ */
+function withFiveMinuteCacheWrites(params: Record<string, unknown>): void {
+  const fitted = (value: unknown): unknown => {
+    if (Array.isArray(value)) {
+      const items = value.map(fitted);
+      return items.some((item, i) => item !== value[i]) ? items : value;
+    }
+    if (typeof value !== 'object' || value === null) return value;
+    const object = value as Record<string, unknown>;
+    let copy: Record<string, unknown> | undefined;
+    for (const [key, field] of Object.entries(object)) {
+      const next = key === 'cache_control' ? withoutLongTtl(field) : fitted(field);
+      if (next !== field) (copy ??= { ...object })[key] = next;
+    }
+    return copy ?? object;
+  };
+  for (const field of ['system', 'tools', 'messages', 'cache_control']) {
+    if (params[field] === undefined) continue;
+    params[field] = field === 'cache_control' ? withoutLongTtl(params[field]) : fitted(params[field]);
+  }
+}
+
+function withoutLongTtl(cacheControl: unknown): unknown {
+  const control = cacheControl as { ttl?: unknown } | null;
+  if (typeof control !== 'object' || control === null || control.ttl === undefined || control.ttl === '5m') return cacheControl;
+  const { ttl: _ttl, ...rest } = control;
+  return rest;
 }
 
 /** Anthropic wants the thinking budget below max_tokens: a cap lowered by the service lowers the budget, or turns thinking off. */

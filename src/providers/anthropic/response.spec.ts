@@ -28,12 +28,12 @@ describe('toChatCompletion with a format', () => {
 });
 
 describe('toUsage', () => {
-  it('counts cache reads and writes as prompt tokens', () => {
+  it('counts cache reads and writes as prompt tokens, the writes detailed for their price', () => {
     expect(toUsage({ input_tokens: 3, cache_read_input_tokens: 40, cache_creation_input_tokens: 7, output_tokens: 2 })).toEqual({
       prompt_tokens: 50,
       completion_tokens: 2,
       total_tokens: 52,
-      prompt_tokens_details: { cached_tokens: 40 },
+      prompt_tokens_details: { cached_tokens: 40, cache_write_tokens: 7 },
     });
   });
 });

@@ -67,7 +67,11 @@ export interface AnthropicUsage {
   cache_creation_input_tokens?: number | null;
 }
 
-/** Anthropic counts cache reads and writes apart from input_tokens; OpenAI's prompt_tokens include them. */
+/**
+ * Anthropic counts cache reads and writes apart from input_tokens; OpenAI's prompt_tokens include
+ * them. Writes are detailed as `cache_write_tokens` (OpenRouter's name): they are billed at the
+ * catalog's cache_write_price.
+ */
 export function toUsage(usage: AnthropicUsage): CompletionUsage {
   const cached = usage.cache_read_input_tokens ?? 0;
   const prompt = (usage.input_tokens ?? 0) + cached + (usage.cache_creation_input_tokens ?? 0);
@@ -76,7 +80,7 @@ export function toUsage(usage: AnthropicUsage): CompletionUsage {
     prompt_tokens: prompt,
     completion_tokens: completion,
     total_tokens: prompt + completion,
-    prompt_tokens_details: { cached_tokens: cached },
+    prompt_tokens_details: { cached_tokens: cached, ...(usage.cache_creation_input_tokens ? { cache_write_tokens: usage.cache_creation_input_tokens } : {}) },
   };
 }
 

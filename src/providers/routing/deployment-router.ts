@@ -76,7 +76,7 @@ export class DeploymentRouter {
     for (const [id, list] of deployments) {
       const model = list[0].model;
       const max = (price: (m: ModelDefinition) => number) => Math.max(price(model), ...list.map((d) => price(d.served)));
-      this.ceilings.set(id, { ...model, inputPrice: max((m) => m.inputPrice), outputPrice: max((m) => m.outputPrice), cachedInputPrice: max((m) => m.cachedInputPrice) });
+      this.ceilings.set(id, { ...model, inputPrice: max((m) => m.inputPrice), outputPrice: max((m) => m.outputPrice), cachedInputPrice: max((m) => m.cachedInputPrice), cacheWritePrice: max((m) => m.cacheWritePrice) });
     }
     this.refresher = setInterval(() => void this.refresh(), REFRESH_MS).unref();
     void this.refresh();
