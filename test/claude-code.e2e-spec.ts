@@ -138,11 +138,13 @@ function runClaude(binary: string, prompt: string, options: { cwd: string; home:
 }
 
 type ChatMessage = { role: string; content: unknown; tool_calls?: Array<{ id: string; function: { name: string; arguments: string } }>; tool_call_id?: string };
+type ChatTool = { function: { name: string } };
+const toolNamesOf = (body: Record<string, unknown>) => ((body.tools as ChatTool[] | undefined) ?? []).map((tool) => tool.function.name);
+const toolMessageOf = (body: Record<string, unknown>) => (body.messages as ChatMessage[]).find((message) => message.role === 'tool');
 
 describeWithClaudeCode('Claude Code (claude -p) against POST /v1/messages', () => {
   let t: TestApp;
   let upstream: FakeOpenAi;
-  let workspace: TestWorkspace;
   let db: DataSource;
   let folder: string;
   let home: string;
@@ -151,7 +153,6 @@ describeWithClaudeCode('Claude Code (claude -p) against POST /v1/messages', () =
     upstream = await startFakeOpenAi();
     t = await startTestApp({ config: { llmSimulator: 'off', upstreamMaxRetries: 0, providers: { openai: { apiKey: 'sk-upstream', baseUrl: upstream.url } } } });
     db = t.app.get(DataSource);
-    workspace = await t.createWorkspace({ tier: 'team', balanceMillicents: 10_000_000 });
     folder = await mkdtemp(path.join(tmpdir(), 'claude-code-cwd-'));
     home = await mkdtemp(path.join(tmpdir(), 'claude-code-home-'));
     await writeFile(path.join(folder, 'notes.txt'), `${SENTENCE}\n`);
@@ -163,29 +164,18 @@ describeWithClaudeCode('Claude Code (claude -p) against POST /v1/messages', () =
     if (home) await rm(home, { recursive: true, force: true });
   });
 
-  it('reads a file with its Read tool through a non-Claude model, quotes it, exits 0, and each model call is billed once', async () => {
-    const notes = path.join(folder, 'notes.txt');
-    // The fake model: asks once for Claude Code's Read tool on notes.txt, quotes the file once a tool result holds it; any other call (a title, a quota check) gets a plain text.
-    let readAsked = false;
-    upstream.respondWith((body): OpenAiScenario => {
-      const messages = body.messages as ChatMessage[];
-      const toolResult = messages.find((message) => message.role === 'tool');
-      if (toolResult) {
-        const quoted = typeof toolResult.content === 'string' && toolResult.content.includes(SENTENCE);
-        return { kind: 'text', text: quoted ? `notes.txt says: "${SENTENCE}"` : 'The tool result did not hold the file.' };
-      }
-      const tools = (body.tools as Array<{ function: { name: string } }> | undefined) ?? [];
-      if (!readAsked && tools.some((tool) => tool.function.name === 'Read')) {
-        readAsked = true;
-        return { kind: 'tool_calls', text: 'Let me read it.', calls: [{ id: 'call_read_1', name: 'Read', arguments: JSON.stringify({ file_path: notes }) }] };
-      }
-      return { kind: 'text', text: 'Noted.' };
-    });
+  /**
+   * `claude -p <prompt>` on gpt-4o-mini with a new workspace's key, the fake model answering by
+   * `model`; what Claude Code sent (through the proxy) and the upstream chat calls it caused.
+   */
+  async function claudeCodeRun(prompt: string, model: (body: Record<string, unknown>) => OpenAiScenario) {
+    const workspace = await t.createWorkspace({ tier: 'team', balanceMillicents: 10_000_000 });
+    const upstreamBefore = upstream.requests.length;
+    upstream.respondWith(model);
     const proxy = await startRecordingProxy(t.baseUrl);
-    const before = await walletInvariants(db, workspace.id);
     let run: ClaudeRun;
     try {
-      run = await runClaude((claudeCode as { binary: string }).binary, 'Read notes.txt and quote the sentence in it.', {
+      run = await runClaude((claudeCode as { binary: string }).binary, prompt, {
         cwd: folder,
         home,
         env: {
@@ -199,39 +189,85 @@ describeWithClaudeCode('Claude Code (claude -p) against POST /v1/messages', () =
       await proxy.close();
       upstream.respondWith(null);
     }
-    if (process.env.DEBUG_CLAUDE_CODE) {
-      console.log(JSON.stringify({ run, seen: proxy.seen, upstream: upstream.requests.map((r) => r.body) }, null, 2));
-    }
-
+    const chats = upstream.requests.slice(upstreamBefore).filter((recorded) => recorded.path.endsWith('/chat/completions'));
+    if (process.env.DEBUG_CLAUDE_CODE) console.log(JSON.stringify({ run, seen: proxy.seen, upstream: chats.map((chat) => chat.body) }, null, 2));
     expect({ code: run.code, timedOut: run.timedOut, stderr: run.code === 0 ? '' : run.stderr }).toEqual({ code: 0, timedOut: false, stderr: '' });
+    return { run, workspace, seen: proxy.seen, chats };
+  }
+
+  /**
+   * Every request Claude Code made was answered (count_tokens too, if it calls it); each POST
+   * /v1/messages was one upstream call, one usage record of source messages and one charge;
+   * the wallet balances and nothing stays held.
+   */
+  async function expectEachCallBilledOnce(workspace: TestWorkspace, seen: SeenRequest[], chats: unknown[]) {
+    expect(seen.filter((request) => request.url.startsWith('/v1/') && request.status !== 200).map((request) => `${request.method} ${request.url}: ${request.status}`)).toEqual([]);
+    const messageCalls = seen.filter((request) => request.method === 'POST' && /^\/v1\/messages(\?|$)/.test(request.url));
+    expect(messageCalls.length).toBeGreaterThanOrEqual(2);
+    expect(chats).toHaveLength(messageCalls.length);
+    await t.quiet(workspace.id);
+    const records = (await db.query(
+      `SELECT source, status, model, total_cost_millicents::float AS cost, charged_millicents::int AS charged FROM usage_records WHERE workspace_id = $1`,
+      [workspace.id],
+    )) as Array<{ source: string; status: string; model: string; cost: number; charged: number }>;
+    expect(records).toHaveLength(messageCalls.length);
+    for (const record of records) expect(record).toEqual({ source: 'messages', status: 'success', model: 'gpt-4o-mini', cost: expect.any(Number), charged: expect.any(Number) });
+    // Each call costs a fraction of a millicent here: the wallet is charged whole millicents, the fractions carried.
+    expect(records.every((record) => record.cost > 0)).toBe(true);
+    const wallet = await walletInvariants(db, workspace.id);
+    expect(wallet).toEqual({ balance: wallet.ledger, reserved: 0, ledger: wallet.ledger, holds: 0 });
+    expect(10_000_000 - wallet.balance).toBe(records.reduce((sum, record) => sum + record.charged, 0));
+  }
+
+  it('reads a file with its Read tool through a non-Claude model, quotes it, exits 0, and each model call is billed once', async () => {
+    const notes = path.join(folder, 'notes.txt');
+    // The fake model: asks once for Claude Code's Read tool on notes.txt, quotes the file once a tool result holds it; any other call (a title, a quota check) gets a plain text.
+    let readAsked = false;
+    const { run, workspace, seen, chats } = await claudeCodeRun('Read notes.txt and quote the sentence in it.', (body) => {
+      const toolResult = toolMessageOf(body);
+      if (toolResult) {
+        const quoted = typeof toolResult.content === 'string' && toolResult.content.includes(SENTENCE);
+        return { kind: 'text', text: quoted ? `notes.txt says: "${SENTENCE}"` : 'The tool result did not hold the file.' };
+      }
+      if (!readAsked && toolNamesOf(body).includes('Read')) {
+        readAsked = true;
+        return { kind: 'tool_calls', text: 'Let me read it.', calls: [{ id: 'call_read_1', name: 'Read', arguments: JSON.stringify({ file_path: notes }) }] };
+      }
+      return { kind: 'text', text: 'Noted.' };
+    });
     expect(run.stdout).toContain(SENTENCE);
 
     // Upstream: the Read call went out, and its result (the file's text) came back as a tool message.
-    const chats = upstream.requests.filter((recorded) => recorded.path.endsWith('/chat/completions'));
-    const final = chats.find((recorded) => (recorded.body.messages as ChatMessage[]).some((message) => message.role === 'tool'));
-    const finalMessages = final?.body.messages as ChatMessage[];
-    expect(finalMessages.find((message) => message.tool_calls)?.tool_calls).toEqual([
+    const final = chats.find((chat) => toolMessageOf(chat.body))!.body.messages as ChatMessage[];
+    expect(final.find((message) => message.tool_calls)?.tool_calls).toEqual([
       { id: 'call_read_1', type: 'function', function: { name: 'Read', arguments: JSON.stringify({ file_path: notes }) } },
     ]);
-    expect(finalMessages.find((message) => message.role === 'tool')).toMatchObject({ tool_call_id: 'call_read_1', content: expect.stringContaining(SENTENCE) });
+    expect(final.find((message) => message.role === 'tool')).toMatchObject({ tool_call_id: 'call_read_1', content: expect.stringContaining(SENTENCE) });
+    await expectEachCallBilledOnce(workspace, seen, chats);
+  });
 
-    // Every request Claude Code made was answered; count_tokens, if it calls it, too.
-    const messageCalls = proxy.seen.filter((seen) => seen.method === 'POST' && /^\/v1\/messages(\?|$)/.test(seen.url));
-    expect(messageCalls.length).toBeGreaterThanOrEqual(2);
-    expect(proxy.seen.filter((seen) => seen.url.startsWith('/v1/') && seen.status !== 200).map((seen) => `${seen.method} ${seen.url}: ${seen.status}`)).toEqual([]);
-
-    // One model call, one usage record of source messages, one charge; the wallet balances, nothing held.
-    await t.quiet(workspace.id);
-    const records = (await db.query(
-      `SELECT source, status, model, charged_millicents::int AS charged FROM usage_records WHERE workspace_id = $1 ORDER BY created_at`,
-      [workspace.id],
-    )) as Array<{ source: string; status: string; model: string; charged: number }>;
-    expect(records).toHaveLength(messageCalls.length);
-    expect(chats).toHaveLength(messageCalls.length);
-    for (const record of records) expect(record).toEqual({ source: 'messages', status: 'success', model: 'gpt-4o-mini', charged: expect.any(Number) });
-    expect(records.every((record) => record.charged > 0)).toBe(true);
-    const after = await walletInvariants(db, workspace.id);
-    expect(after).toEqual({ balance: after.ledger, reserved: 0, ledger: after.ledger, holds: 0 });
-    expect(before.balance - after.balance).toBe(records.reduce((sum, record) => sum + record.charged, 0));
+  it("loads a deferred tool with its ToolSearch (a tool_reference result): the model sees the tool only once it is loaded", async () => {
+    // Claude Code marks some tools defer_loading (WebFetch, ...): ToolSearch answers with tool_reference blocks, and Anthropic then shows the tool.
+    let searched = false;
+    const { run, workspace, seen, chats } = await claudeCodeRun('Load the WebFetch tool.', (body) => {
+      const toolResult = toolMessageOf(body);
+      if (toolResult) {
+        const loaded = toolNamesOf(body).includes('WebFetch') && String(toolResult.content).includes('"name":"WebFetch"');
+        return { kind: 'text', text: loaded ? 'WebFetch is loaded.' : 'WebFetch is missing.' };
+      }
+      if (!searched && toolNamesOf(body).includes('ToolSearch')) {
+        searched = true;
+        return { kind: 'tool_calls', calls: [{ id: 'call_search_1', name: 'ToolSearch', arguments: JSON.stringify({ query: 'select:WebFetch' }) }] };
+      }
+      return { kind: 'text', text: 'Noted.' };
+    });
+    expect(run.stdout).toContain('WebFetch is loaded.');
+    // Before the search, no deferred tool (nor Claude Code's DeferredToolPlaceholder) reached the model.
+    const first = chats.find((chat) => toolNamesOf(chat.body).includes('ToolSearch'))!;
+    expect(toolNamesOf(first.body)).not.toContain('WebFetch');
+    expect(toolNamesOf(first.body)).not.toContain('DeferredToolPlaceholder');
+    const final = chats.find((chat) => toolMessageOf(chat.body))!;
+    expect(toolMessageOf(final.body)!.content).toMatch(/^<functions>\n<function>\{"description":.*"name":"WebFetch","parameters":\{.*\}<\/function>\n<\/functions>$/s);
+    await expectEachCallBilledOnce(workspace, seen, chats);
   });
 });

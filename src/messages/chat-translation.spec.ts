@@ -84,6 +84,34 @@ describe('Messages request -> chat body', () => {
     ]);
   });
 
+  it("hides deferred tools until a tool_reference loads them, and gives the loaded tool's definition in the tool message", () => {
+    const tools = [
+      { name: 'ToolSearch', input_schema: { type: 'object' } },
+      { name: 'WebFetch', description: 'Fetch a page', input_schema: { $schema: 'x', type: 'object', properties: { url: { type: 'string' } } }, defer_loading: true },
+      { name: 'DeferredToolPlaceholder', input_schema: { type: 'object' }, defer_loading: true },
+    ];
+    const ask = { role: 'user', content: 'Fetch it' };
+    expect(translate({ messages: [ask], tools }).tools.map((tool) => tool.function.name)).toEqual(['ToolSearch']);
+
+    const { tools: sent, messages } = translate({
+      messages: [
+        ask,
+        { role: 'assistant', content: [{ type: 'tool_use', id: 's', name: 'ToolSearch', input: { query: 'select:WebFetch' } }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 's', content: [{ type: 'tool_reference', tool_name: 'WebFetch' }] }] },
+      ],
+      tools,
+    });
+    expect(sent.map((tool) => tool.function.name)).toEqual(['ToolSearch', 'WebFetch']);
+    expect(messages.at(-1)).toEqual({
+      role: 'tool',
+      tool_call_id: 's',
+      content: '<functions>\n<function>{"description":"Fetch a page","name":"WebFetch","parameters":{"type":"object","properties":{"url":{"type":"string"}}}}</function>\n</functions>',
+    });
+    expect(refusal({ messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 's', content: [{ type: 'tool_reference' }] }] }] })).toMatchObject({
+      param: 'messages.0.content.0.content.0.tool_name',
+    });
+  });
+
   it('refuses with a 400 naming the field', () => {
     expect(refusal({ max_tokens: undefined, messages: [{ role: 'user', content: 'x' }] })).toMatchObject({ status: 400, param: 'max_tokens' });
     expect(refusal({ messages: [] })).toMatchObject({ param: 'messages' });

@@ -17,8 +17,11 @@ export type RequestBlock =
   | { type: 'image'; source: ImageSource }
   | { type: 'document'; source: DocumentSource; title?: string }
   | { type: 'tool_use'; id: string; name: string; input: Record<string, unknown> }
-  | { type: 'tool_result'; tool_use_id: string; content: Array<Extract<RequestBlock, { type: 'text' | 'image' | 'document' }>>; is_error: boolean }
+  | { type: 'tool_result'; tool_use_id: string; content: ToolResultBlock[]; is_error: boolean }
   | { type: 'thinking' | 'redacted_thinking' };
+
+/** What a tool result holds: text, images, documents, and `tool_reference`s (a tool search's answer: the deferred tools it loads). */
+export type ToolResultBlock = Extract<RequestBlock, { type: 'text' | 'image' | 'document' }> | { type: 'tool_reference'; tool_name: string };
 
 export type DocumentSource =
   | { type: 'text'; data: string }
@@ -34,6 +37,8 @@ export interface RequestTool {
   name: string;
   description?: string;
   input_schema: Record<string, unknown>;
+  /** Hidden from the model until a `tool_reference` loads it (Claude Code defers most of its tools). */
+  defer_loading?: boolean;
 }
 
 export type RequestToolChoice = { type: 'auto' | 'any' | 'none'; disable_parallel_tool_use?: boolean } | { type: 'tool'; name: string; disable_parallel_tool_use?: boolean };
@@ -226,14 +231,15 @@ function documentSourceOf(source: unknown, at: string): DocumentSource {
   }
 }
 
-function toolResultContentOf(content: unknown, at: string): Extract<RequestBlock, { type: 'tool_result' }>['content'] {
+function toolResultContentOf(content: unknown, at: string): ToolResultBlock[] {
   if (content === undefined || content === null) return [];
   if (typeof content === 'string') return [{ type: 'text', text: content }];
   if (!Array.isArray(content)) refuse(at, 'must be a string or an array of content blocks.');
-  return content.map((block: unknown, index: number) => {
+  return content.map((block: unknown, index: number): ToolResultBlock => {
+    if (isObject(block) && block.type === 'tool_reference') return { type: 'tool_reference', tool_name: stringAt(block, 'tool_name', `${at}.${index}`)! };
     const checked = blockOf(block, 'user', `${at}.${index}`);
     if (checked.type !== 'text' && checked.type !== 'image' && checked.type !== 'document') {
-      refuse(`${at}.${index}.type`, 'a tool result holds text, image and document blocks.', 'unsupported_content');
+      refuse(`${at}.${index}.type`, 'a tool result holds text, image, document and tool_reference blocks.', 'unsupported_content');
     }
     return checked;
   });
@@ -264,7 +270,9 @@ function toolsOf(tools: unknown): RequestTool[] {
     const name = stringAt(tool, 'name', at)!;
     const description = stringAt(tool, 'description', at, { optional: true });
     if (!isObject(tool.input_schema)) refuse(`${at}.input_schema`, tool.input_schema === undefined ? 'Field required.' : 'must be a JSON Schema object.');
-    custom.push({ name, ...(description !== undefined ? { description } : {}), input_schema: tool.input_schema });
+    const deferred = tool.defer_loading ?? false;
+    if (typeof deferred !== 'boolean') refuse(`${at}.defer_loading`, 'must be a boolean.');
+    custom.push({ name, ...(description !== undefined ? { description } : {}), input_schema: tool.input_schema, ...(deferred ? { defer_loading: true } : {}) });
   });
   return custom;
 }
@@ -311,7 +319,7 @@ export class ContentBlockDto {
   @ApiPropertyOptional({ example: 'toolu_01A09q90qw90lq917835lq9' })
   tool_use_id?: string;
 
-  @ApiPropertyOptional({ description: 'tool_result: a string or text/image blocks.' })
+  @ApiPropertyOptional({ description: 'tool_result: a string or text, image, document and `tool_reference` (`{type, tool_name}`: a deferred tool it loads) blocks.' })
   content?: unknown;
 
   @ApiPropertyOptional()
@@ -342,6 +350,9 @@ class CustomToolDto {
 
   @ApiPropertyOptional({ description: 'Absent or `custom`. Anthropic server tools (`web_search_20250305`, ...) are dropped.' })
   type?: string;
+
+  @ApiPropertyOptional({ description: 'Not shown to the model until a `tool_reference` block of a tool result names it (Claude Code\'s ToolSearch).' })
+  defer_loading?: boolean;
 }
 
 export class CreateMessageRequestDto {
