@@ -84,6 +84,14 @@ describe('Messages request -> chat body', () => {
     ]);
   });
 
+  it("drops Claude Code's x-anthropic-billing-header line from the system prompt", () => {
+    const header = 'x-anthropic-billing-header: cc_version=2.1.332.4fa; cc_entrypoint=sdk-cli; cch=36ee5;';
+    const systemOf = (system: unknown) => translate({ system, messages: [{ role: 'user', content: 'x' }] }).messages[0];
+    expect(systemOf([{ type: 'text', text: header }, { type: 'text', text: 'You are Claude Code.' }])).toEqual({ role: 'system', content: 'You are Claude Code.' });
+    expect(systemOf(`${header}\nYou are Claude Code.`)).toEqual({ role: 'system', content: 'You are Claude Code.' });
+    expect(systemOf('Mention x-anthropic-billing-header: as text.')).toEqual({ role: 'system', content: 'Mention x-anthropic-billing-header: as text.' });
+  });
+
   it("hides deferred tools until a tool_reference loads them, and gives the loaded tool's definition in the tool message", () => {
     const tools = [
       { name: 'ToolSearch', input_schema: { type: 'object' } },

@@ -245,14 +245,24 @@ function toolResultContentOf(content: unknown, at: string): ToolResultBlock[] {
   });
 }
 
-/** A string, or text blocks (their cache_control ignored), joined as one system prompt. */
+/**
+ * Claude Code's first system line, `x-anthropic-billing-header: cc_version=...; cch=...;`: its
+ * attribution for Anthropic, meaningless to a model, and varying with the request, so that it
+ * would defeat the prefix caching of the upstreams that have one.
+ */
+const BILLING_HEADER_LINE = /^x-anthropic-billing-header:[^\n]*(\n|$)/;
+
+/** A string, or text blocks (their cache_control ignored), joined as one system prompt, without Claude Code's billing line. */
 function systemOf(system: unknown): string | undefined {
   if (system === undefined || system === null) return undefined;
-  if (typeof system === 'string') return system.length > 0 ? system : undefined;
+  if (typeof system === 'string') {
+    const text = system.replace(BILLING_HEADER_LINE, '');
+    return text.length > 0 ? text : undefined;
+  }
   if (!Array.isArray(system)) refuse('system', 'must be a string or an array of text blocks.');
   const texts = system.map((block: unknown, index: number) => {
     if (!isObject(block) || block.type !== 'text') refuse(`system.${index}`, 'must be a text block: {"type": "text", "text"}.');
-    return stringAt(block, 'text', `system.${index}`)!;
+    return stringAt(block, 'text', `system.${index}`)!.replace(BILLING_HEADER_LINE, '');
   });
   const joined = texts.filter((text) => text.length > 0).join('\n\n');
   return joined.length > 0 ? joined : undefined;
