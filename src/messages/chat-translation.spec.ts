@@ -84,6 +84,15 @@ describe('Messages request -> chat body', () => {
     ]);
   });
 
+  it('maps output_config.format (structured output, as Claude Code titles its sessions) to response_format', () => {
+    const schema = { $schema: 'x', type: 'object', properties: { title: { type: 'string' } }, required: ['title'] };
+    const { body } = translate({ messages: [{ role: 'user', content: 'x' }], output_config: { effort: 'low', format: { type: 'json_schema', schema } } });
+    expect(body.response_format).toEqual({ type: 'json_schema', json_schema: { name: 'output', schema: { type: 'object', properties: { title: { type: 'string' } }, required: ['title'] } } });
+    expect(translate({ messages: [{ role: 'user', content: 'x' }], output_config: { effort: 'low' } }).body).not.toHaveProperty('response_format');
+    expect(refusal({ messages: [{ role: 'user', content: 'x' }], output_config: { format: { type: 'xml' } } })).toMatchObject({ status: 400, param: 'output_config.format.type' });
+    expect(refusal({ messages: [{ role: 'user', content: 'x' }], output_config: { format: { type: 'json_schema' } } })).toMatchObject({ param: 'output_config.format.schema' });
+  });
+
   it("drops Claude Code's x-anthropic-billing-header line from the system prompt", () => {
     const header = 'x-anthropic-billing-header: cc_version=2.1.332.4fa; cc_entrypoint=sdk-cli; cch=36ee5;';
     const systemOf = (system: unknown) => translate({ system, messages: [{ role: 'user', content: 'x' }] }).messages[0];

@@ -36,6 +36,7 @@ export function toChatRequest(request: MessagesRequest): ChatTranslation {
     // Forwarded by the chat core to Anthropic upstreams, dropped by the others.
     top_k: request.top_k,
     user_id: request.user_id,
+    response_format: request.output_schema ? { type: 'json_schema', json_schema: { name: 'output', schema: withoutSchemaKeyword(request.output_schema) } } : undefined,
     stream: request.stream || undefined,
     // The stream's message_delta carries the usage, so the chat stream must end with it.
     stream_options: request.stream ? { include_usage: true } : undefined,

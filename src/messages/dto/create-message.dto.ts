@@ -58,6 +58,8 @@ export interface MessagesRequest {
   top_k?: number;
   /** `metadata.user_id`, cut to 256 characters (Claude Code sends a JSON string). */
   user_id?: string;
+  /** `output_config.format.schema`: the answer must be JSON of this schema (structured output). */
+  output_schema?: Record<string, unknown>;
   stream: boolean;
 }
 
@@ -140,6 +142,7 @@ function checkedRequest(body: unknown, countingTokens: boolean): MessagesRequest
     top_p: numberAt(body, 'top_p', 0, 1),
     top_k: numberAt(body, 'top_k', 0, Number.MAX_SAFE_INTEGER, true),
     user_id: typeof userId === 'string' && userId.length > 0 ? userId.slice(0, MAX_USER_ID_CHARS) : undefined,
+    output_schema: outputSchemaOf(body.output_config),
     stream,
   };
 }
@@ -287,6 +290,15 @@ function toolsOf(tools: unknown): RequestTool[] {
   return custom;
 }
 
+/** `output_config.format` (`{type: "json_schema", schema}`); the rest of output_config (`effort`) is dropped. */
+function outputSchemaOf(config: unknown): Record<string, unknown> | undefined {
+  if (!isObject(config) || config.format === undefined || config.format === null) return undefined;
+  const { format } = config;
+  if (!isObject(format) || format.type !== 'json_schema') refuse('output_config.format.type', 'must be "json_schema".');
+  if (!isObject(format.schema)) refuse('output_config.format.schema', format.schema === undefined ? 'Field required.' : 'must be a JSON Schema object.');
+  return format.schema;
+}
+
 function toolChoiceOf(choice: unknown): RequestToolChoice | undefined {
   if (choice === undefined || choice === null) return undefined;
   if (!isObject(choice)) refuse('tool_choice', 'must be an object: {"type": "auto" | "any" | "tool" | "none"}.');
@@ -401,6 +413,12 @@ export class CreateMessageRequestDto {
 
   @ApiPropertyOptional({ description: 'Accepted; dropped for now (docs/api.md).', example: { type: 'enabled', budget_tokens: 2048 } })
   thinking?: Record<string, unknown>;
+
+  @ApiPropertyOptional({
+    description: '`format: {type: "json_schema", schema}`: structured output, sent as `response_format` (json_schema); `effort` is dropped.',
+    example: { format: { type: 'json_schema', schema: { type: 'object', properties: { title: { type: 'string' } }, required: ['title'] } } },
+  })
+  output_config?: Record<string, unknown>;
 
   @ApiPropertyOptional({ default: false, description: 'Server-Sent Events in Anthropic\'s order.' })
   stream?: boolean;
