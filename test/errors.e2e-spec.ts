@@ -108,6 +108,24 @@ describe('errors and headers', () => {
       expectErrorBody(body, 'bad_request', { code: 'request_too_large' });
     });
 
+    it("refuses malformed JSON, an oversized body and another content type on /v1/messages in Anthropic's shape", async () => {
+      const anthropicError = (type: string, code: string) => ({ type: 'error', error: { type, message: expect.any(String), code, param: null }, request_id: expect.any(String) });
+      const post = (path: string, body: string, contentType = 'application/json') =>
+        call(path, { method: 'POST', headers: { 'x-api-key': workspace.apiKey, 'anthropic-version': '2023-06-01', 'Content-Type': contentType }, body });
+      // Claude Code's path carries ?beta=true.
+      for (const path of ['/v1/messages', '/v1/messages?beta=true', '/v1/messages/count_tokens']) {
+        const malformed = await post(path, '{"model": ');
+        expect([path, malformed.status, malformed.body]).toEqual([path, 400, anthropicError('invalid_request_error', 'invalid_json')]);
+        const oversized = await post(path, JSON.stringify({ model: 'gpt-4o-mini', max_tokens: 10, messages: [{ role: 'user', content: 'x'.repeat(4096) }] }));
+        expect([path, oversized.status, oversized.body]).toEqual([path, 413, anthropicError('request_too_large', 'request_too_large')]);
+        expect(oversized.headers.get('x-request-id')).toBe(oversized.body.request_id);
+      }
+      const text = await post('/v1/messages', 'Hello', 'text/plain');
+      expect([text.status, text.body]).toEqual([415, anthropicError('invalid_request_error', 'unsupported_media_type')]);
+      // The rest of the API keeps its shape (the two tests above).
+      expectErrorBody((await post('/v1/chat/completions', '{"model": ')).body, 'bad_request', { code: 'invalid_json' });
+    });
+
     it('names the parameter of a validation error', async () => {
       const { status, body } = await call('/v1/wallet/transactions?limit=0', { headers: auth() });
       expect(status).toBe(400);

@@ -246,7 +246,12 @@ describe('wallet leases and group commit', () => {
     }, 90_000);
 
     it('answers before the commit, and the next process writes what a killed one answered for and never committed (the journal)', async () => {
-      const { server, baseUrl } = await startService({ HOLD_TTL_MS: '10000' });
+      // The wallet's row stays locked below until the kill, and each settlement waits on it holding
+      // its lease's row, where the lease's heartbeat waits too. With the defaults, a request
+      // admitted 2.5 to 5 s into that wait (a busy machine) found its lease unconfirmed for half
+      // its life, or the writer's statement timed out, and waited on the wallet's row for a 503
+      // (failed once in the full suite). Here they outlast the test: nothing in it times out.
+      const { server, baseUrl } = await startService({ HOLD_TTL_MS: '60000', DATABASE_STATEMENT_TIMEOUT_MS: '120000', DATABASE_ANSWER_TIMEOUT_MS: '121000' });
       const workspace = await setup.createWorkspace({ tier: 'enterprise', balanceMillicents: 10_000_000 });
       upstream.setDefault({ kind: 'text', text: 'Hi.', usage: { prompt_tokens: 10, completion_tokens: 20 } });
       const client = new OpenAI({ apiKey: workspace.apiKey, baseURL: `${baseUrl}/v1`, maxRetries: 0 });
@@ -284,7 +289,9 @@ describe('wallet leases and group commit', () => {
         for (const { requestId, cost } of told) expect(recorded.get(requestId)).toBe(cost);
         expect(recorded.size).toBe(11);
 
-        // The killed process's lease comes back at its expiry; the money adds up.
+        // The killed process's lease comes back at its expiry (brought forward: the SIGKILL test
+        // above waits for a real one); the money adds up.
+        await db.query(`UPDATE wallet_holds SET expires_at = now() WHERE workspace_id = $1`, [workspace.id]);
         const wallet = setup.app.get(WalletService);
         expect(
           await waitUntil(async () => {

@@ -260,7 +260,8 @@ describe('failures', () => {
     const started = Date.now();
     const error = await failure(tavily(150).search('q', opts()));
     expect(error).toMatchObject({ reason: 'timeout', message: 'web search failed: timeout' });
-    expect(Date.now() - started).toBeLessThan(2_000);
+    // The search hangs for good; what is shown is that the 150 ms timeout ends it, with room for a loaded machine.
+    expect(Date.now() - started).toBeLessThan(5_000);
     await waitFor(() => fake.requests[0].closedEarly);
   });
 
@@ -300,7 +301,8 @@ describe('failures', () => {
     const started = Date.now();
     const error = await failure(tavily(10_000).search('q', opts(5, controller.signal)));
     expect(error).toMatchObject({ reason: 'aborted', message: 'web search failed: aborted' });
-    expect(Date.now() - started).toBeLessThan(2_000);
+    // Before its own 10 s timeout: half of it, room for a loaded machine.
+    expect(Date.now() - started).toBeLessThan(5_000);
     await waitFor(() => fake.requests[0].closedEarly);
   });
 

@@ -13,7 +13,7 @@ import type { ModelDefinition } from '../models/model-catalog';
 import { ModelsService } from '../models/models.service';
 import { assertKeyMayRun } from '../workspaces/key-limits';
 import type { KeyBudget } from '../billing/key-budgets';
-import type { ChatMessage, FunctionTool, ModelCall } from '../providers/provider-adapter';
+import type { ChatMessage, FunctionTool, ModelCall, NativeRequest } from '../providers/provider-adapter';
 import { ProvidersService } from '../providers/providers.service';
 import { countPromptTokensAsync } from '../providers/tokens';
 import { isAbort } from '../providers/upstream-errors';
@@ -42,6 +42,8 @@ export interface ChatCaller {
   lowersMaxTokens?: boolean;
   /** Told once the request is admitted (its money held): what its prompt counts, and the cap it was lowered to, if it was. */
   onAdmitted?(admitted: AdmittedRequest): void;
+  /** The request in a provider's own format (the Messages API's body), sent as it came to a deployment of that provider. */
+  native?: NativeRequest;
 }
 
 /** What ChatCaller.onAdmitted tells: for APIs that announce it before the answer (the Messages API's message_start). */
@@ -87,6 +89,8 @@ export function apiCaller(principal: Principal, req: ApiRequest): ChatCaller {
 interface PreparedCall {
   request: ChatRequest;
   model: ModelDefinition;
+  /** The answer's `model` when `model` answers: the alias the request named it by, or its id. */
+  modelName: string;
   /** Tried in order when no deployment of `model` can answer: the request's `models`, or the catalog's fallbacks. */
   fallbacks: ModelDefinition[];
   /** Prompt and output cap: what a call may take from a deployment's token budget. */
@@ -104,6 +108,8 @@ interface PreparedCall {
   maxIterations: number;
   /** Aborted when the client goes away, or at the stop's drain deadline: the upstream call and the tools stop with it. */
   run: Cancellation;
+  /** The caller's native request, in direct mode only: an assistant's prompt and tools exist only in the chat translation. */
+  native?: NativeRequest;
 }
 
 /**
@@ -148,7 +154,7 @@ export class ChatService {
       const completion = answerOf(end, isServerTool);
       await call.billing.settle(completion.choices[0]?.message as ChatMessage | undefined);
       const { spend } = call.billing;
-      return withOurFields(completion, { model: spend.answeredBy?.model ?? call.model.id, usage: spend.usage(), x_service: spend.xService() });
+      return withOurFields(completion, { model: answeredModelName(call), usage: spend.usage(), x_service: spend.xService() });
     } catch (error) {
       // Stopped by the drain deadline rather than by the client: answered 503, not charged.
       const cutByStop = isAbort(error) && call.run.aborted && this.drain.streamsCut.aborted;
@@ -170,7 +176,7 @@ export class ChatService {
       ended.onAbort(link.release);
       const call = await this.prepare(caller, body, ended, link.run);
       return {
-        modelId: () => call.billing.spend.answeredBy?.model ?? call.model.id,
+        modelId: () => answeredModelName(call),
         includeUsage: call.request.dto.stream_options?.include_usage === true,
         isServerTool: (name) => this.tools.isServerTool(name, call.serverTools),
         openStream: (messages, last, outputCap) => this.providers.openStream(this.providerRequest(call, messages, last, outputCap), call.run),
@@ -223,7 +229,9 @@ export class ChatService {
       model = this.models.get(modelId);
       const { keyLimits } = caller.principal;
       // Every model the request names may run: `model` first, then each of `models`.
-      if (keyLimits) assertKeyMayRun(keyLimits, { models: [model.id, ...(request.dto.models ?? [])], assistant });
+      // By their ids: an alias is checked as the model it names (a key lists ids).
+      const named = (request.dto.models ?? []).map((id) => this.models.resolve(id)?.id ?? id);
+      if (keyLimits) assertKeyMayRun(keyLimits, { models: [model.id, ...named], assistant });
       let fallbacks = this.fallbacksOf(model, request.dto.models);
       // The catalog's fallbacks that the key may not run are left out, never refused.
       if (keyLimits?.allowedModels) fallbacks = fallbacks.filter((fallback) => keyLimits.allowedModels!.includes(fallback.id));
@@ -296,6 +304,7 @@ export class ChatService {
       return {
         request,
         model,
+        modelName: this.models.resolve(modelId) === model ? modelId : model.id,
         fallbacks,
         budgetTokens: promptTokens + outputCap * request.choices,
         assistant,
@@ -306,6 +315,7 @@ export class ChatService {
         temperature: request.dto.temperature ?? assistant?.temperature ?? undefined,
         maxIterations,
         run,
+        native: assistant ? undefined : caller.native,
       };
     } catch (error) {
       // The model the request would have used, as far as it got; an unknown model id is kept (cut) to show what was asked.
@@ -413,6 +423,7 @@ export class ChatService {
       fallbacks: call.fallbacks,
       budgetTokens: call.budgetTokens,
       route: call.billing.route,
+      native: call.native,
     };
   }
 
@@ -422,9 +433,15 @@ export class ChatService {
    */
   private fallbacksOf(model: ModelDefinition, requested: string[] | undefined): ModelDefinition[] {
     if (requested === undefined) return (model.fallbacks ?? []).map((id) => this.models.get(id));
-    const ids = [...new Set(requested)].filter((id) => id !== model.id);
-    return ids.map((id) => this.models.get(id, 'models'));
+    const named = [...new Set(requested)].map((id) => this.models.get(id, 'models'));
+    return [...new Set(named)].filter((fallback) => fallback !== model);
   }
+}
+
+/** The answer's `model`: the name the request gave its model, unless another (a fallback) answered. */
+function answeredModelName(call: PreparedCall): string {
+  const answered = call.billing.spend.answeredBy?.model ?? call.model.id;
+  return answered === call.model.id ? call.modelName : answered;
 }
 
 /** A prompt that leaves no room for an answer. Counting stops past the window, so a count above it is only a lower bound. */

@@ -6,7 +6,7 @@ import { DataSource } from 'typeorm';
 /** `/health/ready`'s answer about the database comes within this, whatever the database does. */
 export const READINESS_WAIT_MS = 500;
 /** A probe (connecting, or SELECT 1) that takes longer drops its connection; the next probe opens another. */
-const PROBE_TIMEOUT_MS = 5_000;
+export const PROBE_TIMEOUT_MS = 5_000;
 
 /**
  * Whether PostgreSQL answers, for the readiness probe: on a connection of its own, never the

@@ -5,15 +5,16 @@ import { ApiError } from '../common/errors/api-error';
 import { anthropicErrorType } from './anthropic-errors';
 import { MessageEvent, messageEvents } from './message-events';
 import { messageOf, toolInputOf } from './message-object';
+import { AnthropicAnswer } from './native-answer';
 
 const chunk = (delta: Record<string, unknown>, finish: string | null = null, extra: Record<string, unknown> = {}) =>
   ({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta, finish_reason: finish, logprobs: null }], ...extra }) as unknown as ChatStreamEvent;
 
-function run(events: ChatStreamEvent[], fail?: unknown): { out: MessageEvent[]; error?: unknown } {
+function run(events: ChatStreamEvent[], fail?: unknown, native?: AnthropicAnswer): { out: MessageEvent[]; error?: unknown } {
   const chat = new Subject<ChatStreamEvent>();
   const out: MessageEvent[] = [];
   let error: unknown;
-  messageEvents(chat, { id: 'msg_1', model: 'asked', promptTokens: () => 12, maxTokensLoweredTo: () => 64, toApiError: (e) => e as ApiError }).subscribe({
+  messageEvents(chat, { id: 'msg_1', model: 'asked', promptTokens: () => 12, maxTokensLoweredTo: () => 64, toApiError: (e) => e as ApiError, native }).subscribe({
     next: (event) => out.push(event),
     error: (e: unknown) => (error = e),
   });
@@ -106,5 +107,49 @@ describe('message object and errors', () => {
       'overloaded_error',
       'api_error',
     ]);
+  });
+
+  describe("an Anthropic deployment's own events", () => {
+    const upstream = (id: string) => [
+      { type: 'message_start', message: { id, type: 'message', role: 'assistant', model: 'claude-upstream', content: [], usage: { input_tokens: 9, cache_read_input_tokens: 4 } } },
+      { type: 'content_block_start', index: 0, content_block: { type: 'thinking', thinking: '', signature: '' } },
+      { type: 'content_block_delta', index: 0, delta: { type: 'thinking_delta', thinking: 'hm' } },
+      { type: 'content_block_delta', index: 0, delta: { type: 'signature_delta', signature: 'sig' } },
+      { type: 'content_block_stop', index: 0 },
+      { type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: 3 } },
+      { type: 'message_stop' },
+    ];
+    const chatOf = (id: string) => [
+      { ...(chunk({ role: 'assistant', content: '' }) as object), id } as ChatStreamEvent,
+      { ...(chunk({}, 'stop') as object), id, x_service: { cost_millicents: 2 } } as ChatStreamEvent,
+    ];
+
+    it('go to the client in their order, under our id and model, x_service on their message_delta', () => {
+      const native = new AnthropicAnswer();
+      const events = upstream('msg_up');
+      // The first chunk comes once message_start has arrived; the rest of the events as the stream goes on.
+      native.event(events[0] as never);
+      const chat = new Subject<ChatStreamEvent>();
+      const out: MessageEvent[] = [];
+      messageEvents(chat, { id: 'msg_1', model: 'asked', promptTokens: () => 12, maxTokensLoweredTo: () => undefined, toApiError: (e) => e as ApiError, native }).subscribe((e) => out.push(e));
+      chat.next(chatOf('msg_up')[0]);
+      events.slice(1).forEach((event) => native.event(event as never));
+      chat.next(chatOf('msg_up')[1]);
+      chat.complete();
+      expect(out).toEqual([
+        { ...events[0], message: { ...(events[0] as { message: object }).message, id: 'msg_1', model: 'm' } },
+        ...events.slice(1, 5),
+        { ...events[5], x_service: { cost_millicents: 2 } },
+        { type: 'message_stop' },
+      ]);
+    });
+
+    it('are not the answer when the chat stream came from elsewhere (another attempt failed over)', () => {
+      const native = new AnthropicAnswer();
+      upstream('msg_failed_attempt').slice(0, 2).forEach((event) => native.event(event as never));
+      const { out } = run([chunk({ role: 'assistant', content: '' }), chunk({ content: 'Hi' }), chunk({}, 'stop')], undefined, native);
+      expect(out.map((event) => event.type)).toEqual(['message_start', 'content_block_start', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop']);
+      expect(out[1]).toMatchObject({ content_block: { type: 'text' } });
+    });
   });
 });

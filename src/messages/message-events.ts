@@ -1,9 +1,11 @@
+import type { RawMessageStreamEvent } from '@anthropic-ai/sdk/resources/messages';
 import { Observable } from 'rxjs';
 import { ChatStreamEvent, isKeepAlive, XService } from '../chat/completion-types';
 import type { ApiError } from '../common/errors/api-error';
 import type { ChatCompletionChunk, CompletionUsage } from '../providers/provider-adapter';
 import { anthropicErrorOf } from './anthropic-errors';
 import { MessageXService, StopReason, stopReasonOf, usageOf, xServiceOf } from './message-object';
+import type { AnthropicAnswer } from './native-answer';
 
 /** One event of the Messages stream: its `type` names the SSE event. */
 export type MessageEvent = { type: string } & Record<string, unknown>;
@@ -21,6 +23,8 @@ export interface MessageEventsOptions {
   /** An error after the stream started, as the API error its `error` event carries. */
   toApiError(error: unknown): ApiError;
   pingAfterMs?: number;
+  /** Where an Anthropic deployment's own events arrive, when the request went to it as it came. */
+  native?: AnthropicAnswer;
 }
 
 /**
@@ -30,6 +34,11 @@ export interface MessageEventsOptions {
  * (stop reason, usage, our `x_service`) and `message_stop`. `ping` while nothing else comes.
  * A failure before the first chunk stays the observable's error (an ordinary HTTP error);
  * after it, it is an `error` event and the stream ends.
+ *
+ * When an Anthropic deployment answered the request sent as it came (`options.native`), its
+ * own events go to the client instead, in its order (thinking_delta, signature_delta,
+ * citations_delta included), under our message id and the catalog's model id; the chat chunks
+ * made of them are then read only for `x_service`, which joins Anthropic's `message_delta`.
  */
 export function messageEvents(chat: Observable<ChatStreamEvent>, options: MessageEventsOptions): Observable<MessageEvent> {
   return new Observable<MessageEvent>((subscriber) => {
@@ -78,6 +87,9 @@ class MessageEventBuilder {
   private calledTools = false;
   private usage?: CompletionUsage;
   private xService?: XService;
+  /** Set when Anthropic's own events are the client's (see messageEvents). */
+  private native = false;
+  private nativeDelta?: Extract<RawMessageStreamEvent, { type: 'message_delta' }>;
 
   constructor(
     private readonly options: MessageEventsOptions,
@@ -85,9 +97,11 @@ class MessageEventBuilder {
   ) {}
 
   chunk(chunk: ChatCompletionChunk & { x_service?: XService }): void {
+    if (!this.started && this.options.native?.follow(chunk.id, (event) => this.nativeEvent(event, chunk.model))) this.native = true;
     this.start(chunk.model);
     if (chunk.usage) this.usage = chunk.usage;
     if (chunk.x_service) this.xService = chunk.x_service;
+    if (this.native) return;
     const choice = chunk.choices.find((candidate) => candidate.index === 0);
     if (!choice) return;
     const text = choice.delta.content ?? choice.delta.refusal;
@@ -104,6 +118,7 @@ class MessageEventBuilder {
 
   finish(): void {
     if (!this.started) return;
+    if (this.native && this.nativeDelta) return this.finishNative(this.nativeDelta);
     this.closeBlock();
     const usage = usageOf(this.usage);
     const stopReason: StopReason = stopReasonOf(this.finishReason, this.calledTools);
@@ -114,6 +129,29 @@ class MessageEventBuilder {
       usage: { ...usage, input_tokens: this.usage ? usage.input_tokens : this.options.promptTokens() },
       ...(xService ? { x_service: xService } : {}),
     });
+    this.emit({ type: 'message_stop' });
+  }
+
+  /** One of Anthropic's events: message_start under our id and model; message_delta held for x_service; its pings and message_stop are ours to send. */
+  private nativeEvent(event: RawMessageStreamEvent, model: string): void {
+    switch (event.type) {
+      case 'message_start':
+        this.started = true;
+        this.emit({ type: 'message_start', message: { ...event.message, id: this.options.id, model } });
+        return;
+      case 'message_delta':
+        this.nativeDelta = event;
+        return;
+      case 'message_stop':
+        return;
+      default:
+        if ((event as { type: string }).type !== 'ping') this.emit(event as unknown as MessageEvent);
+    }
+  }
+
+  private finishNative(delta: Extract<RawMessageStreamEvent, { type: 'message_delta' }>): void {
+    const xService = this.xService && xServiceOf(this.xService, this.options.maxTokensLoweredTo());
+    this.emit({ ...delta, ...(xService ? { x_service: xService } : {}) });
     this.emit({ type: 'message_stop' });
   }
 

@@ -1,3 +1,4 @@
+import type { Message } from '@anthropic-ai/sdk/resources/messages';
 import { randomBytes } from 'node:crypto';
 import type { ChatCompletionResponse, XService } from '../chat/completion-types';
 import type { CompletionUsage } from '../providers/provider-adapter';
@@ -31,6 +32,18 @@ export interface MessageObject {
   stop_sequence: string | null;
   usage: MessageUsage;
   x_service: MessageXService;
+}
+
+/**
+ * The message an Anthropic deployment answered, as it answered it (thinking with signatures,
+ * text with citations, tool_use, its stop reason and usage with the cache fields), under our id,
+ * the catalog's model id and our `x_service`.
+ */
+export type NativeMessageObject = Omit<Message, 'id' | 'model'> & { id: string; model: string; x_service: MessageXService };
+
+export function nativeMessageOf(id: string, native: Message, completion: ChatCompletionResponse, maxTokensLoweredTo?: number): NativeMessageObject {
+  const { id: _upstreamId, model: _upstreamModel, ...answer } = native;
+  return { id, model: completion.model, ...answer, x_service: xServiceOf(completion.x_service, maxTokensLoweredTo) };
 }
 
 export function newMessageId(): string {

@@ -56,6 +56,33 @@ describe('model catalog', () => {
     expect(() => loadCatalogFile(file)).toThrow(/provider[\s\S]*context_length[\s\S]*output_price[\s\S]*appears twice/);
   });
 
+  it('reads aliases, and refuses one that is another name of the catalog, naming both', () => {
+    const base = { provider: 'openai', context_length: 8192, input_price: 1, output_price: 2 };
+    const [mini] = loadCatalogFile(catalogFile({ models: [{ ...base, id: 'gpt-4o-mini', aliases: ['claude-sonnet-4-5', 'claude-haiku-4-5-20251001'] }] }));
+    expect(mini.aliases).toEqual(['claude-sonnet-4-5', 'claude-haiku-4-5-20251001']);
+
+    const file = catalogFile({
+      models: [
+        { ...base, id: 'gpt-4o', aliases: ['claude-sonnet-4-5', 'gpt-4o', 'assistant/bot', ''] },
+        { ...base, id: 'gpt-4o-mini', aliases: ['claude-sonnet-4-5', 'gpt-4o', 'cheap', 'cheap'] },
+        { ...base, id: 'o4-mini', aliases: 'reasoner' },
+      ],
+    });
+    let message = '';
+    try {
+      loadCatalogFile(file);
+    } catch (error) {
+      message = (error as Error).message;
+    }
+    expect(message).toContain('models[0] ("gpt-4o").aliases: "gpt-4o" is the model\'s own id');
+    expect(message).toContain('models[0] ("gpt-4o").aliases: "assistant/bot" would name an assistant');
+    expect(message).toContain('models[0] ("gpt-4o").aliases must be a list of non-empty names');
+    expect(message).toContain('models[1] ("gpt-4o-mini").aliases: "claude-sonnet-4-5" is already an alias of "gpt-4o"');
+    expect(message).toContain('models[1] ("gpt-4o-mini").aliases: "gpt-4o" is already the id of a model');
+    expect(message).toContain('models[1] ("gpt-4o-mini").aliases: "cheap" appears twice');
+    expect(message).toContain('models[2] ("o4-mini").aliases must be a list of non-empty names');
+  });
+
   it('refuses a file that is not JSON or has no models', () => {
     expect(() => loadCatalogFile(catalogFile('{nope'))).toThrow(/could not be read as JSON/);
     expect(() => loadCatalogFile(catalogFile({ models: [] }))).toThrow(/at least one model/);

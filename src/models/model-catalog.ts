@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { redactSecrets } from '../common/secrets';
 import { ConfigError, UPSTREAM_PROVIDERS, type UpstreamProviderName } from '../config/app-config';
+import { ASSISTANT_MODEL_PREFIX } from './assistant-models';
 
 /** The upstream providers of the configuration (UPSTREAM_PROVIDERS), and the built-in simulator. */
 export const PROVIDER_NAMES = [...UPSTREAM_PROVIDERS.map(([name]) => name), 'simulator'] as const;
@@ -28,6 +29,11 @@ export interface ModelDefinition {
   deployments?: DeploymentDefinition[];
   /** Catalog models tried, in order, when none of this one's deployments could answer; none costs more. */
   fallbacks?: string[];
+  /**
+   * Other names a request may give this model (`claude-sonnet-4-5` for a model of another
+   * provider, so that Claude Code accepts it); each unique across the catalog's ids and aliases.
+   */
+  aliases?: string[];
 }
 
 /** Prices of a model, millicents per million tokens. */
@@ -126,6 +132,7 @@ export function loadCatalogFile(file: string, env: NodeJS.ProcessEnv = process.e
     ids.add(m.id);
   }
   models.forEach((m, index) => checkFallbacks(m, `models[${index}] ("${m.id}")`, models, problems));
+  checkAliases(models, problems);
   if (problems.length > 0) throw refuse(problems);
   return models;
 }
@@ -160,6 +167,9 @@ function parseEntry(entry: unknown, at: string, problems: string[], env: NodeJS.
   if (fallbacks !== undefined && (!Array.isArray(fallbacks) || fallbacks.some((f) => typeof f !== 'string'))) {
     problems.push(`${at}.fallbacks must be a list of model ids`);
   }
+  const aliases = e.aliases;
+  const validAliases = Array.isArray(aliases) && aliases.every((alias) => typeof alias === 'string' && alias.trim() !== '');
+  if (aliases !== undefined && !validAliases) problems.push(`${at} ("${String(e.id)}").aliases must be a list of non-empty names`);
   return {
     id,
     provider,
@@ -175,6 +185,7 @@ function parseEntry(entry: unknown, at: string, problems: string[], env: NodeJS.
     cachedInputPrice: count('cached_input_price', inputPrice),
     ...(deployments ? { deployments } : {}),
     ...(Array.isArray(fallbacks) ? { fallbacks: fallbacks as string[] } : {}),
+    ...(Array.isArray(aliases) ? { aliases: (aliases as unknown[]).filter((alias): alias is string => typeof alias === 'string' && alias.trim() !== '') } : {}),
   };
 }
 
@@ -278,6 +289,27 @@ function readKey(d: Record<string, unknown>, where: string, problems: string[], 
   }
   if (secret === '') problems.push(`${where}.api_key_file: ${file} is empty`);
   return { secret, source: `file ${file}` };
+}
+
+/**
+ * A name runs one model: an alias is no model's id, no other alias, and not an assistant's
+ * `assistant/<slug>` (which it would hide).
+ */
+function checkAliases(models: ModelDefinition[], problems: string[]): void {
+  const ids = new Set(models.map((m) => m.id));
+  const owners = new Map<string, ModelDefinition>();
+  models.forEach((model, index) => {
+    const at = `models[${index}] ("${model.id}").aliases`;
+    for (const alias of model.aliases ?? []) {
+      const owner = owners.get(alias);
+      if (alias === model.id) problems.push(`${at}: "${alias}" is the model's own id`);
+      else if (ids.has(alias)) problems.push(`${at}: "${alias}" is already the id of a model`);
+      else if (alias.startsWith(ASSISTANT_MODEL_PREFIX)) problems.push(`${at}: "${alias}" would name an assistant (${ASSISTANT_MODEL_PREFIX}<slug>)`);
+      else if (owner === model) problems.push(`${at}: "${alias}" appears twice`);
+      else if (owner) problems.push(`${at}: "${alias}" is already an alias of "${owner.id}"`);
+      owners.set(alias, owner ?? model);
+    }
+  });
 }
 
 /** Fallbacks name other models of the catalog, none dearer than the model they stand in for. */

@@ -1,3 +1,4 @@
+import type { Message, RawMessageStreamEvent } from '@anthropic-ai/sdk/resources/messages';
 import type OpenAI from 'openai';
 import type { Cancellation } from '../common/cancellation';
 import type { ModelDefinition } from '../models/model-catalog';
@@ -19,6 +20,29 @@ export type ContentPart =
   | { type: 'file'; file: { file_data?: string; file_id?: string; filename?: string } }
   | { type: 'input_audio'; input_audio: { data: string; format: 'wav' | 'mp3' } };
 
+/**
+ * A request that came in a provider's own wire format, beside its chat translation: a
+ * deployment of that provider sends it as it came (nothing lost in translation); any other
+ * provider gets the translation. Anthropic's Messages API is the one such format so far.
+ */
+export interface NativeRequest {
+  anthropic: {
+    /** The Messages body as the client sent it (validated; fields Anthropic would refuse or bill apart left out). */
+    body: Record<string, unknown>;
+    /** The client's `anthropic-beta` flags; the adapter forwards those it knows. */
+    beta: string[];
+  };
+  /** Told what an Anthropic deployment answered, in Anthropic's format, when the native body was sent. */
+  answer?: NativeAnswer;
+}
+
+export interface NativeAnswer {
+  /** A plain call's message, as Anthropic sent it. */
+  message(message: Message): void;
+  /** Each event of a streamed call, as Anthropic sent it, before the chunks made of it are yielded. */
+  event(event: RawMessageStreamEvent): void;
+}
+
 export interface ProviderRequest {
   model: ModelDefinition;
   messages: ChatMessage[];
@@ -35,6 +59,8 @@ export interface ProviderRequest {
    * out: the upstream call must stop. An adapter over an SDK hands it `cancellation.signal`.
    */
   cancellation: Cancellation;
+  /** The request in a provider's own format, for a deployment of that provider (see NativeRequest). */
+  native?: NativeRequest;
 }
 
 /**
@@ -78,4 +104,6 @@ export interface ProviderAdapter {
    * of the client's messages (code `unsupported_content`), as `ApiError.badRequest`.
    */
   checkRequest?(extra: Record<string, unknown>, messages?: ChatMessage[]): void;
+  /** The input tokens of a native request as the provider counts them (its own endpoint); undefined when it has none. */
+  countTokens?(request: { model: ModelDefinition; native: NativeRequest; signal: AbortSignal }): Promise<number | undefined>;
 }

@@ -7,7 +7,7 @@ import { InjectConfig } from '../config/config.module';
 import { MetricsService } from '../metrics/metrics.service';
 import type { ModelDefinition } from '../models/model-catalog';
 import { ModelsService } from '../models/models.service';
-import type { AttemptTarget, ChatCompletion, ChatCompletionChunk, ModelCall, ProviderAdapter } from './provider-adapter';
+import type { AttemptTarget, ChatCompletion, ChatCompletionChunk, ModelCall, NativeRequest, ProviderAdapter } from './provider-adapter';
 import { buildDeployments, type Deployment } from './routing/deployment';
 import { DeploymentRouter, type DeploymentSnapshot } from './routing/deployment-router';
 import { MemoryRoutingState, RedisRoutingState } from './routing/routing-state';
@@ -111,6 +111,24 @@ export class ProvidersService implements OnModuleInit, OnApplicationShutdown {
     const all = [own, ...fallbacks.map(ceiling)];
     const max = (price: (m: ModelDefinition) => number) => Math.max(...all.map(price));
     return { ...model, inputPrice: max((m) => m.inputPrice), outputPrice: max((m) => m.outputPrice), cachedInputPrice: max((m) => m.cachedInputPrice) };
+  }
+
+  /**
+   * The input tokens of a native request as the provider of `model`'s first deployment counts
+   * them (Anthropic's count_tokens, with that deployment's key and upstream name). Undefined
+   * when that provider has no such endpoint, the model is simulated, or the call fails: the
+   * caller then counts with our tokenizer. Free: no budget, no routing state.
+   */
+  async countNativeTokens(model: ModelDefinition, native: NativeRequest): Promise<number | undefined> {
+    if (this.isSimulated(model)) return undefined;
+    const first = this.router.of(model)[0];
+    if (!first?.adapter.countTokens) return undefined;
+    try {
+      return await first.adapter.countTokens({ model: first.served, native, signal: AbortSignal.timeout(first.timeoutMs) });
+    } catch (error) {
+      this.logger.warn(`count_tokens on ${first.id} failed (${describe(error)}); counting with our tokenizer`);
+      return undefined;
+    }
   }
 
   /** A whole completion; `run` aborts it (the client leaving, the stop's drain deadline). */
@@ -369,6 +387,7 @@ function providerRequest(request: ModelCall, d: Deployment): Omit<ModelCall, 'fa
     maxTokens: Math.min(request.maxTokens, d.served.maxOutputTokens),
     maxTokensField: request.maxTokensField,
     extra: request.extra,
+    native: request.native,
   };
 }
 

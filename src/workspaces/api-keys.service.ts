@@ -114,7 +114,10 @@ export class ApiKeysService implements OnApplicationBootstrap, BeforeApplication
   ) {}
 
   /** What a key's allowed models are checked against. */
-  private readonly catalog = { isModel: (id: string) => this.models.find(id) !== undefined };
+  private readonly catalog = {
+    isModel: (id: string) => this.models.find(id) !== undefined,
+    aliasOf: (name: string) => this.models.resolve(name)?.id,
+  };
 
   onApplicationBootstrap(): void {
     this.flushTimer = setInterval(() => void this.flushLastUsed(), LAST_USED_FLUSH_INTERVAL_MS).unref();

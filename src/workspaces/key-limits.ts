@@ -30,7 +30,11 @@ export type KeyLimitsChange = Partial<KeyLimits>;
  * Only the lists of `change` are checked against the catalog: a model since removed from it
  * stays in a key's list until that list is set again.
  */
-export function checkedKeyLimits(current: KeyLimits, change: KeyLimitsChange, catalog?: { isModel(id: string): boolean }): KeyLimits {
+export function checkedKeyLimits(
+  current: KeyLimits,
+  change: KeyLimitsChange,
+  catalog?: { isModel(id: string): boolean; aliasOf?(name: string): string | undefined },
+): KeyLimits {
   const next: KeyLimits = { ...current, ...change };
   const { spendLimitMillicents, spendLimitPeriod, rateLimitRpm } = next;
   if (spendLimitMillicents !== null && (!Number.isSafeInteger(spendLimitMillicents) || spendLimitMillicents < 0)) {
@@ -46,6 +50,11 @@ export function checkedKeyLimits(current: KeyLimits, change: KeyLimitsChange, ca
   next.allowedAssistants = checkedList(next.allowedAssistants, 'allowed_assistants');
   if (change.allowedModels && catalog) {
     const unknown = next.allowedModels!.find((id) => !catalog.isModel(id));
+    const aliased = unknown === undefined ? undefined : catalog.aliasOf?.(unknown);
+    if (aliased !== undefined) {
+      // A key lists ids, so that every name of a model is allowed or refused with it.
+      throw ApiError.badRequest(`allowed_models: "${unknown}" is an alias of ${aliased}: a key lists models by their id.`, 'allowed_models');
+    }
     if (unknown !== undefined) {
       throw ApiError.badRequest(`allowed_models: "${unknown}" is not a model of the catalog (GET /v1/models lists them).`, 'allowed_models');
     }

@@ -41,9 +41,11 @@ export interface FakeUsage {
 }
 
 export type FakeBlock =
-  | { type: 'text'; text: string }
+  /** With `citations`, streamed as text_delta pieces then one citations_delta per citation. */
+  | { type: 'text'; text: string; citations?: Array<Record<string, unknown>> }
   | { type: 'tool_use'; id?: string; name: string; input: Record<string, unknown> }
-  | { type: 'thinking'; thinking: string; signature?: string };
+  | { type: 'thinking'; thinking: string; signature?: string }
+  | { type: 'redacted_thinking'; data: string };
 
 export interface StreamOptions {
   /** Pause before each event after the first, in ms. */
@@ -109,6 +111,9 @@ export interface HandlerScenario {
 export type Scenario = ReplyScenario | HttpErrorScenario | RawSseScenario | HandlerScenario;
 export type ScenarioSource = Scenario | ((request: RecordedRequest) => Scenario);
 
+/** What `POST /v1/messages/count_tokens` answers: `{input_tokens}`, or an HTTP error. */
+export type CountTokensAnswer = { input_tokens: number } | HttpErrorScenario;
+
 export interface FakeAnthropicOptions {
   /** When set, requests with another x-api-key get Anthropic's 401. */
   apiKey?: string;
@@ -126,6 +131,8 @@ export interface FakeAnthropic {
   script(...next: ScenarioSource[]): void;
   /** What requests get once the queue is empty. */
   setFallback(fallback: ScenarioSource): void;
+  /** What count_tokens answers from now on (default: input ≈ request bytes / 4). */
+  setCountTokens(answer: CountTokensAnswer | undefined): void;
   /** Forgets recorded requests and queued scenarios. */
   reset(): void;
   /** Resolves when `count` requests were received. */
@@ -175,6 +182,7 @@ export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Pr
   const queue: ScenarioSource[] = [];
   let fallback: ScenarioSource = options.fallback ?? textReply('Hello from the fake Anthropic server.');
   const waiters: Array<{ count: number; resolve: () => void }> = [];
+  let countTokens: CountTokensAnswer | undefined;
 
   const server = createServer((req, res) => {
     handle(req, res).catch((error: unknown) => {
@@ -213,7 +221,7 @@ export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Pr
 
     const answer = (status: number) => (recorded.status = status);
     const path = (req.url ?? '').split('?')[0];
-    if (req.method !== 'POST' || path !== '/v1/messages') {
+    if (req.method !== 'POST' || (path !== '/v1/messages' && path !== '/v1/messages/count_tokens')) {
       answer(404);
       return sendError(res, 404, 'not_found_error', `Not found: ${req.method} ${path}`);
     }
@@ -228,6 +236,18 @@ export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Pr
     if (body === undefined) {
       answer(400);
       return sendError(res, 400, 'invalid_request_error', 'The request body is not valid JSON.');
+    }
+
+    if (path === '/v1/messages/count_tokens') {
+      const counted = countTokens ?? { input_tokens: Math.max(1, Math.ceil(rawBody.length / 4)) };
+      if ('kind' in counted) {
+        answer(counted.status);
+        return sendError(res, counted.status, counted.type ?? ERROR_TYPES[counted.status]?.[0] ?? 'api_error', counted.message ?? 'Error');
+      }
+      answer(200);
+      res.writeHead(200, { 'content-type': 'application/json', 'request-id': requestId() });
+      res.end(JSON.stringify(counted));
+      return;
     }
 
     const next = queue.shift() ?? fallback;
@@ -291,6 +311,9 @@ export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Pr
     setFallback: (next) => {
       fallback = next;
     },
+    setCountTokens: (next) => {
+      countTokens = next;
+    },
     reset: () => {
       requests.length = 0;
       queue.length = 0;
@@ -326,12 +349,15 @@ interface AnthropicMessage {
 
 function buildMessage(scenario: ReplyScenario, model: string, rawBody: string): AnthropicMessage {
   const content = scenario.content.map((block) => {
-    if (block.type === 'text') return { type: 'text', text: block.text };
+    if (block.type === 'text') return { type: 'text', text: block.text, ...(block.citations ? { citations: block.citations } : {}) };
     if (block.type === 'thinking') return { type: 'thinking', thinking: block.thinking, signature: block.signature ?? randomId('sig_', 16) };
+    if (block.type === 'redacted_thinking') return { type: 'redacted_thinking', data: block.data };
     return { type: 'tool_use', id: block.id ?? randomId('toolu_01', 12), name: block.name, input: block.input };
   });
   const outputChars = scenario.content.reduce(
-    (sum, block) => sum + (block.type === 'text' ? block.text.length : block.type === 'thinking' ? block.thinking.length : JSON.stringify(block.input).length),
+    (sum, block) =>
+      sum +
+      (block.type === 'text' ? block.text.length : block.type === 'thinking' ? block.thinking.length : block.type === 'redacted_thinking' ? 0 : JSON.stringify(block.input).length),
     0,
   );
   return {
@@ -370,6 +396,9 @@ function streamFrames(message: AnthropicMessage, options: StreamOptions): string
     if (block.type === 'text') {
       events.push({ event: 'content_block_start', data: { type: 'content_block_start', index, content_block: { type: 'text', text: '' } } });
       for (const piece of split(block.text as string, options.chunkSize, 'words')) delta({ type: 'text_delta', text: piece });
+      for (const citation of (block.citations as unknown[] | undefined) ?? []) delta({ type: 'citations_delta', citation });
+    } else if (block.type === 'redacted_thinking') {
+      events.push({ event: 'content_block_start', data: { type: 'content_block_start', index, content_block: block } });
     } else if (block.type === 'thinking') {
       events.push({ event: 'content_block_start', data: { type: 'content_block_start', index, content_block: { type: 'thinking', thinking: '', signature: '' } } });
       for (const piece of split(block.thinking as string, options.chunkSize, 'words')) delta({ type: 'thinking_delta', thinking: piece });

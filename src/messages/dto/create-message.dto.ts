@@ -180,7 +180,7 @@ function blockOf(block: unknown, role: RequestMessage['role'], at: string): Requ
     }
     case 'thinking':
     case 'redacted_thinking':
-      // Accepted, and dropped by the translation: see docs/api.md.
+      // Sent as they came to Anthropic deployments; dropped by the translation: see docs/api.md.
       return { type: block.type };
     default:
       refuse(
@@ -347,7 +347,7 @@ export class ContentBlockDto {
   @ApiPropertyOptional()
   is_error?: boolean;
 
-  @ApiPropertyOptional({ description: 'Accepted and ignored on upstreams other than Anthropic.' })
+  @ApiPropertyOptional({ description: 'Sent as it came to Anthropic deployments; ignored on other providers.' })
   cache_control?: Record<string, unknown>;
 }
 
@@ -411,11 +411,14 @@ export class CreateMessageRequestDto {
   @ApiPropertyOptional({ description: '`user_id` (at most 256 characters kept) is the usage record\'s user id.', example: { user_id: 'user-42' } })
   metadata?: Record<string, unknown>;
 
-  @ApiPropertyOptional({ description: 'Accepted; dropped for now (docs/api.md).', example: { type: 'enabled', budget_tokens: 2048 } })
+  @ApiPropertyOptional({
+    description: 'Sent as it came to Anthropic deployments (a budget not below a lowered max_tokens is lowered); dropped elsewhere (docs/api.md).',
+    example: { type: 'enabled', budget_tokens: 2048 },
+  })
   thinking?: Record<string, unknown>;
 
   @ApiPropertyOptional({
-    description: '`format: {type: "json_schema", schema}`: structured output, sent as `response_format` (json_schema); `effort` is dropped.',
+    description: 'Sent as it came to Anthropic deployments. Elsewhere `format: {type: "json_schema", schema}` (structured output) becomes `response_format` (json_schema), and `effort` is dropped.',
     example: { format: { type: 'json_schema', schema: { type: 'object', properties: { title: { type: 'string' } }, required: ['title'] } } },
   })
   output_config?: Record<string, unknown>;

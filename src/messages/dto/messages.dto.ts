@@ -4,7 +4,7 @@ import { XServiceDto } from '../../chat/dto/chat-completion-response.dto';
 /** The Messages API's answers, as the OpenAPI document describes them (the request: create-message.dto.ts). */
 
 class ResponseBlockDto {
-  @ApiProperty({ enum: ['text', 'tool_use'] })
+  @ApiProperty({ enum: ['text', 'tool_use', 'thinking', 'redacted_thinking'], description: 'thinking and redacted_thinking (and text `citations`) as an Anthropic deployment sent them.' })
   type: string;
 
   @ApiPropertyOptional({ description: 'text: never empty.', example: 'Hello! How can I help?' })
@@ -27,7 +27,7 @@ class MessageUsageDto {
   @ApiProperty({ example: 8 })
   output_tokens: number;
 
-  @ApiProperty({ type: Number, nullable: true, description: 'Null: not reported by translated upstreams.', example: null })
+  @ApiProperty({ type: Number, nullable: true, description: "Anthropic deployments' own count; null on translated upstreams.", example: null })
   cache_creation_input_tokens: number | null;
 
   @ApiProperty({ type: Number, nullable: true, example: 0 })

@@ -36,6 +36,22 @@ export class ModelDto {
   })
   assistant?: { id: string; name: string; model: string };
 
+  @ApiPropertyOptional({
+    description: "Only on an alias's entry: the id of the catalog model it runs (its capabilities and prices are that model's).",
+    example: 'gpt-4o',
+  })
+  alias_of?: string;
+
+  /** A catalog model's entries: its own, then one per alias (so that clients that pick from the list see every name accepted). */
+  static entriesOf(model: ModelDefinition): ModelDto[] {
+    return [model.id, ...(model.aliases ?? [])].map((name) => ModelDto.named(model, name));
+  }
+
+  /** The entry of `name`, the model's id or one of its aliases. */
+  static named(model: ModelDefinition, name: string): ModelDto {
+    return name === model.id ? ModelDto.from(model) : { ...ModelDto.from(model), id: name, alias_of: model.id };
+  }
+
   /** A workspace's assistant as a model entry: its capabilities are those of the model it runs on. */
   static fromAssistant(assistant: { id: string; name: string; slug: string; createdAt: Date }, model: ModelDefinition): ModelDto {
     return {
@@ -76,4 +92,48 @@ export class ListModelsQueryDto {
   @IsOptional()
   @IsIn(['true', 'false'], { message: 'include_assistants must be true or false' })
   include_assistants?: 'true' | 'false';
+
+  // Anthropic's paging, read (and checked) only in Anthropic's shape: see anthropic-models.ts.
+  @ApiPropertyOptional({ description: "With `anthropic-version` only: entries per page, 1 to 1000 (20).", example: 20 })
+  limit?: string;
+
+  @ApiPropertyOptional({ description: 'With `anthropic-version` only: the page after this entry of the list.' })
+  after_id?: string;
+
+  @ApiPropertyOptional({ description: 'With `anthropic-version` only: the page before this entry of the list.' })
+  before_id?: string;
+}
+
+export class AnthropicModelDto {
+  @ApiProperty({ enum: ['model'] })
+  type: 'model';
+
+  @ApiProperty({ example: 'claude-sonnet-4-5' })
+  id: string;
+
+  @ApiProperty({ description: "The id; for an alias, followed by the model it runs; an assistant's name.", example: 'claude-sonnet-4-5 (gpt-4o)' })
+  display_name: string;
+
+  @ApiProperty({ description: 'RFC 3339.', example: '2024-05-10T18:50:49Z' })
+  created_at: string;
+
+  @ApiProperty({ description: 'Context window in tokens.', example: 128000 })
+  max_input_tokens: number;
+
+  @ApiProperty({ description: 'Output limit in tokens.', example: 16384, nullable: true })
+  max_tokens: number | null;
+}
+
+export class AnthropicModelListDto {
+  @ApiProperty({ type: [AnthropicModelDto] })
+  data: AnthropicModelDto[];
+
+  @ApiProperty()
+  has_more: boolean;
+
+  @ApiProperty({ nullable: true, type: String })
+  first_id: string | null;
+
+  @ApiProperty({ nullable: true, type: String })
+  last_id: string | null;
 }

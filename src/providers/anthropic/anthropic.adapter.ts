@@ -1,7 +1,10 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { Logger } from '@nestjs/common';
-import type { ChatCompletion, ChatCompletionChunk, ChatMessage, ProviderAdapter, ProviderRequest } from '../provider-adapter';
+import type { MessageCreateParamsNonStreaming, MessageCreateParamsStreaming, MessageCountTokensParams } from '@anthropic-ai/sdk/resources/messages';
+import type { ModelDefinition } from '../../models/model-catalog';
+import type { ChatCompletion, ChatCompletionChunk, ChatMessage, NativeRequest, ProviderAdapter, ProviderRequest } from '../provider-adapter';
 import { abortReason, normalizeError } from './errors';
+import { nativeCall, nativeCountCall } from './native';
 import { checkAnthropicRequest, translateRequest } from './request';
 import { toChatCompletion } from './response';
 import { StreamTranslator } from './stream';
@@ -17,7 +20,9 @@ export interface AnthropicAdapterOptions {
  * Anthropic's Messages API behind the OpenAI wire format: requests are translated to
  * Messages requests (`request.ts`), answers and raw stream events back to chat completions
  * (`response.ts`) and chunks (`stream.ts`); `errors.ts` gives stream errors and aborts the
- * shape `upstream-errors.ts` maps.
+ * shape `upstream-errors.ts` maps. A request that came in Anthropic's format (`request.native`)
+ * is sent as it came (`native.ts`) and its answer also told, as Anthropic sent it, to
+ * `native.answer`; the chat completion made of it is what the core bills.
  */
 export class AnthropicAdapter implements ProviderAdapter {
   private readonly client: Anthropic;
@@ -43,9 +48,12 @@ export class AnthropicAdapter implements ProviderAdapter {
   }
 
   async complete(request: ProviderRequest): Promise<ChatCompletion> {
-    const { params, answer } = translateRequest(request);
+    const native = nativeCall(request, false);
+    const { params, answer } = native ? { params: native.params as unknown as MessageCreateParamsNonStreaming, answer: undefined } : translateRequest(request);
     try {
-      const message = await this.client.messages.create({ ...params, stream: false }, { signal: request.cancellation.signal });
+      // A native body goes as it came: without a `stream` the client did not send.
+      const message = await this.client.messages.create(native ? params : { ...params, stream: false }, { signal: request.cancellation.signal, headers: native?.headers });
+      if (native) request.native?.answer?.message(message);
       return toChatCompletion(message, request.model.id, answer);
     } catch (error) {
       throw normalizeError(error, request.cancellation.signal);
@@ -53,11 +61,14 @@ export class AnthropicAdapter implements ProviderAdapter {
   }
 
   async *stream(request: ProviderRequest): AsyncIterable<ChatCompletionChunk> {
-    const { params, answer } = translateRequest(request);
+    const native = nativeCall(request, true);
+    const { params, answer } = native ? { params: native.params as unknown as MessageCreateParamsStreaming, answer: undefined } : translateRequest(request);
     const translator = new StreamTranslator(request.model.id, answer);
+    const tell = native ? request.native?.answer : undefined;
     try {
-      const events = await this.client.messages.create({ ...params, stream: true }, { signal: request.cancellation.signal });
+      const events = await this.client.messages.create({ ...params, stream: true }, { signal: request.cancellation.signal, headers: native?.headers });
       for await (const event of events) {
+        tell?.event(event);
         for (const chunk of translator.push(event)) yield chunk;
       }
     } catch (error) {
@@ -68,5 +79,13 @@ export class AnthropicAdapter implements ProviderAdapter {
     if (!translator.finished) {
       throw new Error('The Anthropic stream ended before message_stop: the upstream answer is incomplete.');
     }
+  }
+
+  /** Anthropic's own count of a native request (its count_tokens endpoint); undefined when it cannot go as it came. */
+  async countTokens(request: { model: ModelDefinition; native: NativeRequest; signal: AbortSignal }): Promise<number | undefined> {
+    const call = nativeCountCall(request);
+    if (!call) return undefined;
+    const counted = await this.client.messages.countTokens(call.params as unknown as MessageCountTokensParams, { signal: request.signal, headers: call.headers });
+    return counted.input_tokens;
   }
 }
