@@ -84,6 +84,51 @@ describe('Messages request -> chat body', () => {
     ]);
   });
 
+  it('maps output_config.format (structured output, as Claude Code titles its sessions) to response_format', () => {
+    const schema = { $schema: 'x', type: 'object', properties: { title: { type: 'string' } }, required: ['title'] };
+    const { body } = translate({ messages: [{ role: 'user', content: 'x' }], output_config: { effort: 'low', format: { type: 'json_schema', schema } } });
+    expect(body.response_format).toEqual({ type: 'json_schema', json_schema: { name: 'output', schema: { type: 'object', properties: { title: { type: 'string' } }, required: ['title'] } } });
+    expect(translate({ messages: [{ role: 'user', content: 'x' }], output_config: { effort: 'low' } }).body).not.toHaveProperty('response_format');
+    expect(refusal({ messages: [{ role: 'user', content: 'x' }], output_config: { format: { type: 'xml' } } })).toMatchObject({ status: 400, param: 'output_config.format.type' });
+    expect(refusal({ messages: [{ role: 'user', content: 'x' }], output_config: { format: { type: 'json_schema' } } })).toMatchObject({ param: 'output_config.format.schema' });
+  });
+
+  it("drops Claude Code's x-anthropic-billing-header line from the system prompt", () => {
+    const header = 'x-anthropic-billing-header: cc_version=2.1.332.4fa; cc_entrypoint=sdk-cli; cch=36ee5;';
+    const systemOf = (system: unknown) => translate({ system, messages: [{ role: 'user', content: 'x' }] }).messages[0];
+    expect(systemOf([{ type: 'text', text: header }, { type: 'text', text: 'You are Claude Code.' }])).toEqual({ role: 'system', content: 'You are Claude Code.' });
+    expect(systemOf(`${header}\nYou are Claude Code.`)).toEqual({ role: 'system', content: 'You are Claude Code.' });
+    expect(systemOf('Mention x-anthropic-billing-header: as text.')).toEqual({ role: 'system', content: 'Mention x-anthropic-billing-header: as text.' });
+  });
+
+  it("hides deferred tools until a tool_reference loads them, and gives the loaded tool's definition in the tool message", () => {
+    const tools = [
+      { name: 'ToolSearch', input_schema: { type: 'object' } },
+      { name: 'WebFetch', description: 'Fetch a page', input_schema: { $schema: 'x', type: 'object', properties: { url: { type: 'string' } } }, defer_loading: true },
+      { name: 'DeferredToolPlaceholder', input_schema: { type: 'object' }, defer_loading: true },
+    ];
+    const ask = { role: 'user', content: 'Fetch it' };
+    expect(translate({ messages: [ask], tools }).tools.map((tool) => tool.function.name)).toEqual(['ToolSearch']);
+
+    const { tools: sent, messages } = translate({
+      messages: [
+        ask,
+        { role: 'assistant', content: [{ type: 'tool_use', id: 's', name: 'ToolSearch', input: { query: 'select:WebFetch' } }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 's', content: [{ type: 'tool_reference', tool_name: 'WebFetch' }] }] },
+      ],
+      tools,
+    });
+    expect(sent.map((tool) => tool.function.name)).toEqual(['ToolSearch', 'WebFetch']);
+    expect(messages.at(-1)).toEqual({
+      role: 'tool',
+      tool_call_id: 's',
+      content: '<functions>\n<function>{"description":"Fetch a page","name":"WebFetch","parameters":{"type":"object","properties":{"url":{"type":"string"}}}}</function>\n</functions>',
+    });
+    expect(refusal({ messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 's', content: [{ type: 'tool_reference' }] }] }] })).toMatchObject({
+      param: 'messages.0.content.0.content.0.tool_name',
+    });
+  });
+
   it('refuses with a 400 naming the field', () => {
     expect(refusal({ max_tokens: undefined, messages: [{ role: 'user', content: 'x' }] })).toMatchObject({ status: 400, param: 'max_tokens' });
     expect(refusal({ messages: [] })).toMatchObject({ param: 'messages' });

@@ -1,5 +1,5 @@
 import type { ChatMessage, ContentPart, FunctionTool } from '../providers/provider-adapter';
-import type { MessagesRequest, RequestBlock, RequestMessage, RequestToolChoice } from './dto/create-message.dto';
+import type { MessagesRequest, RequestBlock, RequestMessage, RequestTool, RequestToolChoice, ToolResultBlock } from './dto/create-message.dto';
 
 /**
  * Translation of a validated Messages request (dto/create-message.dto.ts) into the
@@ -18,12 +18,11 @@ export interface ChatTranslation {
 export function toChatRequest(request: MessagesRequest): ChatTranslation {
   const messages: ChatMessage[] = [
     ...(request.system !== undefined ? [{ role: 'system' as const, content: request.system }] : []),
-    ...request.messages.flatMap(toChatMessages),
+    ...request.messages.flatMap((message) => toChatMessages(message, request.tools)),
   ];
-  const tools: FunctionTool[] = request.tools.map((tool) => ({
-    type: 'function',
-    function: { name: tool.name, ...(tool.description !== undefined ? { description: tool.description } : {}), parameters: withoutSchemaKeyword(tool.input_schema) },
-  }));
+  // As on Anthropic, a deferred tool reaches the model once a tool_reference has loaded it.
+  const loaded = new Set(request.messages.flatMap(referencedToolsOf));
+  const tools: FunctionTool[] = request.tools.filter((tool) => !tool.defer_loading || loaded.has(tool.name)).map(functionToolOf);
   const choice = tools.length > 0 ? toolChoiceOf(request.tool_choice) : {};
   const fields: Record<string, unknown> = {
     model: request.model,
@@ -37,6 +36,7 @@ export function toChatRequest(request: MessagesRequest): ChatTranslation {
     // Forwarded by the chat core to Anthropic upstreams, dropped by the others.
     top_k: request.top_k,
     user_id: request.user_id,
+    response_format: request.output_schema ? { type: 'json_schema', json_schema: { name: 'output', schema: withoutSchemaKeyword(request.output_schema) } } : undefined,
     stream: request.stream || undefined,
     // The stream's message_delta carries the usage, so the chat stream must end with it.
     stream_options: request.stream ? { include_usage: true } : undefined,
@@ -49,7 +49,7 @@ export function toChatRequest(request: MessagesRequest): ChatTranslation {
  * first (chat wants them right after the assistant's calls), then its other blocks a user
  * message; thinking blocks are dropped (their signatures mean nothing to other providers).
  */
-export function toChatMessages(message: RequestMessage): ChatMessage[] {
+export function toChatMessages(message: RequestMessage, tools: readonly RequestTool[] = []): ChatMessage[] {
   const { role, content } = message;
   if (typeof content === 'string') return [{ role, content } as ChatMessage];
   if (role === 'system') return [{ role: 'system', content: textOf(content) }];
@@ -59,10 +59,10 @@ export function toChatMessages(message: RequestMessage): ChatMessage[] {
   const parts: ContentPart[] = [];
   for (const block of content) {
     if (block.type === 'tool_result') {
-      const text = block.content.map((part) => (part.type === 'text' ? part.text : part.type === 'document' ? documentTextOf(part) : '')).join('');
+      const text = toolResultTextOf(block.content, tools);
       toolMessages.push({ role: 'tool', tool_call_id: block.tool_use_id, content: block.is_error ? `Error: ${text}` : text });
       // A chat tool message carries text only: the result's images and PDFs follow in the user message.
-      for (const part of block.content) if (part.type !== 'text') parts.push(...partsOf(part));
+      for (const part of block.content) if (part.type === 'image' || part.type === 'document') parts.push(...partsOf(part));
     } else {
       parts.push(...partsOf(block));
     }
@@ -70,6 +70,35 @@ export function toChatMessages(message: RequestMessage): ChatMessage[] {
   if (parts.length === 0) return toolMessages;
   const onlyText = parts.length === 1 && parts[0].type === 'text';
   return [...toolMessages, { role: 'user', content: onlyText ? (parts[0] as { text: string }).text : parts } as ChatMessage];
+}
+
+/**
+ * A tool result's text. Its tool_references (a tool search's answer) become the loaded tools'
+ * definitions in a `<functions>` block, as Claude Code's ToolSearch tells the model to expect.
+ */
+function toolResultTextOf(content: readonly ToolResultBlock[], tools: readonly RequestTool[]): string {
+  const text = content.map((part) => (part.type === 'text' ? part.text : part.type === 'document' ? documentTextOf(part) : '')).join('');
+  const references = content.flatMap((part) => (part.type === 'tool_reference' ? [part.tool_name] : []));
+  if (references.length === 0) return text;
+  const definitions = references.map((name) => {
+    const tool = tools.find((candidate) => candidate.name === name);
+    return `<function>${JSON.stringify(tool ? { description: tool.description, name, parameters: withoutSchemaKeyword(tool.input_schema) } : { name })}</function>`;
+  });
+  return [text, `<functions>\n${definitions.join('\n')}\n</functions>`].filter((part) => part.length > 0).join('\n');
+}
+
+function referencedToolsOf(message: RequestMessage): string[] {
+  if (typeof message.content === 'string') return [];
+  return message.content.flatMap((block) =>
+    block.type === 'tool_result' ? block.content.flatMap((part) => (part.type === 'tool_reference' ? [part.tool_name] : [])) : [],
+  );
+}
+
+function functionToolOf(tool: RequestTool): FunctionTool {
+  return {
+    type: 'function',
+    function: { name: tool.name, ...(tool.description !== undefined ? { description: tool.description } : {}), parameters: withoutSchemaKeyword(tool.input_schema) },
+  };
 }
 
 function assistantMessageOf(blocks: RequestBlock[]): ChatMessage[] {

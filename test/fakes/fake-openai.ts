@@ -36,6 +36,8 @@ export interface FakeOpenAi {
   /** Queues answers for the next requests; when the queue is empty, the default answer is used. */
   script(...scenarios: OpenAiScenario[]): void;
   setDefault(scenario: OpenAiScenario): void;
+  /** Answers each request the queue does not by what its body asks (null: back to the default answer). */
+  respondWith(responder: ((body: Record<string, unknown>) => OpenAiScenario) | null): void;
   close(): Promise<void>;
 }
 
@@ -46,6 +48,7 @@ export interface FakeOpenAi {
 export async function startFakeOpenAi(): Promise<FakeOpenAi> {
   const queue: OpenAiScenario[] = [];
   let fallback: OpenAiScenario = { kind: 'text', text: 'Hello from the fake upstream.' };
+  let responder: ((body: Record<string, unknown>) => OpenAiScenario) | null = null;
   const requests: RecordedRequest[] = [];
   const open = new Set<ServerResponse>();
 
@@ -65,7 +68,7 @@ export async function startFakeOpenAi(): Promise<FakeOpenAi> {
         res.writeHead(404).end();
         return;
       }
-      void answer(queue.shift() ?? fallback, body, res, req.headers.authorization);
+      void answer(queue.shift() ?? responder?.(body) ?? fallback, body, res, req.headers.authorization);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -77,6 +80,9 @@ export async function startFakeOpenAi(): Promise<FakeOpenAi> {
     script: (...scenarios) => queue.push(...scenarios),
     setDefault: (scenario) => {
       fallback = scenario;
+    },
+    respondWith: (next) => {
+      responder = next;
     },
     close: async () => {
       for (const res of open) res.destroy();

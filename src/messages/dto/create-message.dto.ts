@@ -17,8 +17,11 @@ export type RequestBlock =
   | { type: 'image'; source: ImageSource }
   | { type: 'document'; source: DocumentSource; title?: string }
   | { type: 'tool_use'; id: string; name: string; input: Record<string, unknown> }
-  | { type: 'tool_result'; tool_use_id: string; content: Array<Extract<RequestBlock, { type: 'text' | 'image' | 'document' }>>; is_error: boolean }
+  | { type: 'tool_result'; tool_use_id: string; content: ToolResultBlock[]; is_error: boolean }
   | { type: 'thinking' | 'redacted_thinking' };
+
+/** What a tool result holds: text, images, documents, and `tool_reference`s (a tool search's answer: the deferred tools it loads). */
+export type ToolResultBlock = Extract<RequestBlock, { type: 'text' | 'image' | 'document' }> | { type: 'tool_reference'; tool_name: string };
 
 export type DocumentSource =
   | { type: 'text'; data: string }
@@ -34,6 +37,8 @@ export interface RequestTool {
   name: string;
   description?: string;
   input_schema: Record<string, unknown>;
+  /** Hidden from the model until a `tool_reference` loads it (Claude Code defers most of its tools). */
+  defer_loading?: boolean;
 }
 
 export type RequestToolChoice = { type: 'auto' | 'any' | 'none'; disable_parallel_tool_use?: boolean } | { type: 'tool'; name: string; disable_parallel_tool_use?: boolean };
@@ -53,6 +58,8 @@ export interface MessagesRequest {
   top_k?: number;
   /** `metadata.user_id`, cut to 256 characters (Claude Code sends a JSON string). */
   user_id?: string;
+  /** `output_config.format.schema`: the answer must be JSON of this schema (structured output). */
+  output_schema?: Record<string, unknown>;
   stream: boolean;
 }
 
@@ -135,6 +142,7 @@ function checkedRequest(body: unknown, countingTokens: boolean): MessagesRequest
     top_p: numberAt(body, 'top_p', 0, 1),
     top_k: numberAt(body, 'top_k', 0, Number.MAX_SAFE_INTEGER, true),
     user_id: typeof userId === 'string' && userId.length > 0 ? userId.slice(0, MAX_USER_ID_CHARS) : undefined,
+    output_schema: outputSchemaOf(body.output_config),
     stream,
   };
 }
@@ -226,27 +234,38 @@ function documentSourceOf(source: unknown, at: string): DocumentSource {
   }
 }
 
-function toolResultContentOf(content: unknown, at: string): Extract<RequestBlock, { type: 'tool_result' }>['content'] {
+function toolResultContentOf(content: unknown, at: string): ToolResultBlock[] {
   if (content === undefined || content === null) return [];
   if (typeof content === 'string') return [{ type: 'text', text: content }];
   if (!Array.isArray(content)) refuse(at, 'must be a string or an array of content blocks.');
-  return content.map((block: unknown, index: number) => {
+  return content.map((block: unknown, index: number): ToolResultBlock => {
+    if (isObject(block) && block.type === 'tool_reference') return { type: 'tool_reference', tool_name: stringAt(block, 'tool_name', `${at}.${index}`)! };
     const checked = blockOf(block, 'user', `${at}.${index}`);
     if (checked.type !== 'text' && checked.type !== 'image' && checked.type !== 'document') {
-      refuse(`${at}.${index}.type`, 'a tool result holds text, image and document blocks.', 'unsupported_content');
+      refuse(`${at}.${index}.type`, 'a tool result holds text, image, document and tool_reference blocks.', 'unsupported_content');
     }
     return checked;
   });
 }
 
-/** A string, or text blocks (their cache_control ignored), joined as one system prompt. */
+/**
+ * Claude Code's first system line, `x-anthropic-billing-header: cc_version=...; cch=...;`: its
+ * attribution for Anthropic, meaningless to a model, and varying with the request, so that it
+ * would defeat the prefix caching of the upstreams that have one.
+ */
+const BILLING_HEADER_LINE = /^x-anthropic-billing-header:[^\n]*(\n|$)/;
+
+/** A string, or text blocks (their cache_control ignored), joined as one system prompt, without Claude Code's billing line. */
 function systemOf(system: unknown): string | undefined {
   if (system === undefined || system === null) return undefined;
-  if (typeof system === 'string') return system.length > 0 ? system : undefined;
+  if (typeof system === 'string') {
+    const text = system.replace(BILLING_HEADER_LINE, '');
+    return text.length > 0 ? text : undefined;
+  }
   if (!Array.isArray(system)) refuse('system', 'must be a string or an array of text blocks.');
   const texts = system.map((block: unknown, index: number) => {
     if (!isObject(block) || block.type !== 'text') refuse(`system.${index}`, 'must be a text block: {"type": "text", "text"}.');
-    return stringAt(block, 'text', `system.${index}`)!;
+    return stringAt(block, 'text', `system.${index}`)!.replace(BILLING_HEADER_LINE, '');
   });
   const joined = texts.filter((text) => text.length > 0).join('\n\n');
   return joined.length > 0 ? joined : undefined;
@@ -264,9 +283,20 @@ function toolsOf(tools: unknown): RequestTool[] {
     const name = stringAt(tool, 'name', at)!;
     const description = stringAt(tool, 'description', at, { optional: true });
     if (!isObject(tool.input_schema)) refuse(`${at}.input_schema`, tool.input_schema === undefined ? 'Field required.' : 'must be a JSON Schema object.');
-    custom.push({ name, ...(description !== undefined ? { description } : {}), input_schema: tool.input_schema });
+    const deferred = tool.defer_loading ?? false;
+    if (typeof deferred !== 'boolean') refuse(`${at}.defer_loading`, 'must be a boolean.');
+    custom.push({ name, ...(description !== undefined ? { description } : {}), input_schema: tool.input_schema, ...(deferred ? { defer_loading: true } : {}) });
   });
   return custom;
+}
+
+/** `output_config.format` (`{type: "json_schema", schema}`); the rest of output_config (`effort`) is dropped. */
+function outputSchemaOf(config: unknown): Record<string, unknown> | undefined {
+  if (!isObject(config) || config.format === undefined || config.format === null) return undefined;
+  const { format } = config;
+  if (!isObject(format) || format.type !== 'json_schema') refuse('output_config.format.type', 'must be "json_schema".');
+  if (!isObject(format.schema)) refuse('output_config.format.schema', format.schema === undefined ? 'Field required.' : 'must be a JSON Schema object.');
+  return format.schema;
 }
 
 function toolChoiceOf(choice: unknown): RequestToolChoice | undefined {
@@ -311,7 +341,7 @@ export class ContentBlockDto {
   @ApiPropertyOptional({ example: 'toolu_01A09q90qw90lq917835lq9' })
   tool_use_id?: string;
 
-  @ApiPropertyOptional({ description: 'tool_result: a string or text/image blocks.' })
+  @ApiPropertyOptional({ description: 'tool_result: a string or text, image, document and `tool_reference` (`{type, tool_name}`: a deferred tool it loads) blocks.' })
   content?: unknown;
 
   @ApiPropertyOptional()
@@ -342,6 +372,9 @@ class CustomToolDto {
 
   @ApiPropertyOptional({ description: 'Absent or `custom`. Anthropic server tools (`web_search_20250305`, ...) are dropped.' })
   type?: string;
+
+  @ApiPropertyOptional({ description: 'Not shown to the model until a `tool_reference` block of a tool result names it (Claude Code\'s ToolSearch).' })
+  defer_loading?: boolean;
 }
 
 export class CreateMessageRequestDto {
@@ -383,6 +416,12 @@ export class CreateMessageRequestDto {
     example: { type: 'enabled', budget_tokens: 2048 },
   })
   thinking?: Record<string, unknown>;
+
+  @ApiPropertyOptional({
+    description: 'Sent as it came to Anthropic deployments. Elsewhere `format: {type: "json_schema", schema}` (structured output) becomes `response_format` (json_schema), and `effort` is dropped.',
+    example: { format: { type: 'json_schema', schema: { type: 'object', properties: { title: { type: 'string' } }, required: ['title'] } } },
+  })
+  output_config?: Record<string, unknown>;
 
   @ApiPropertyOptional({ default: false, description: 'Server-Sent Events in Anthropic\'s order.' })
   stream?: boolean;
