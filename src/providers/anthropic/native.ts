@@ -24,6 +24,8 @@ export const FORWARDED_BETA_FLAGS: ReadonlySet<string> = new Set([
   'token-efficient-tools-2025-02-19',
   'pdfs-2024-09-25',
   'effort-2025-11-24',
+  // defer_loading tools and tool_reference results, which Claude Code sends for its tool search.
+  'advanced-tool-use-2025-11-20',
 ]);
 
 /** Top-level fields sent as they came; `context_management` only with its beta flag (Anthropic refuses it without). */
