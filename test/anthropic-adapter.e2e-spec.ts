@@ -235,7 +235,7 @@ describe('AnthropicAdapter content parts', () => {
     expect(fake.requests).toHaveLength(0);
   });
 
-  it('streams usage with cache reads as cached_tokens, and cache writes inside prompt_tokens', async () => {
+  it('streams usage with cache reads as cached_tokens, and cache writes inside prompt_tokens, detailed as cache_write_tokens', async () => {
     fake.script(textReply('Hi.', { usage: { input_tokens: 10, cache_read_input_tokens: 300, cache_creation_input_tokens: 40, output_tokens: 2 } }));
     const { chunks, error } = await collect(adapter.stream(request()));
     expect(error).toBeUndefined();
@@ -243,7 +243,7 @@ describe('AnthropicAdapter content parts', () => {
       prompt_tokens: 350,
       completion_tokens: 2,
       total_tokens: 352,
-      prompt_tokens_details: { cached_tokens: 300 },
+      prompt_tokens_details: { cached_tokens: 300, cache_write_tokens: 40 },
     });
   });
 });
@@ -273,7 +273,7 @@ describe('AnthropicAdapter.complete', () => {
       created: expect.any(Number),
       model: 'claude-haiku-4-5',
       choices: [{ index: 0, message: { role: 'assistant', content: 'Bonjour !', refusal: null }, finish_reason: 'stop', logprobs: null }],
-      usage: { prompt_tokens: 125, completion_tokens: 7, total_tokens: 132, prompt_tokens_details: { cached_tokens: 100 } },
+      usage: { prompt_tokens: 125, completion_tokens: 7, total_tokens: 132, prompt_tokens_details: { cached_tokens: 100, cache_write_tokens: 5 } },
     });
     expect(completion.created).toBeGreaterThanOrEqual(before);
   });

@@ -345,13 +345,15 @@ describe('hostile input to every endpoint, property-based', () => {
     return { status: response.status, type: response.headers.get('content-type') ?? '', text: await response.text() };
   }
 
-  /** Never a 5xx; an error in the one shape (a stream may end with an in-band error, which is in the shape too). */
+  /** Never a 5xx; an error in its API's one shape (a stream may end with an in-band error, which is in the shape too). */
   function expectApiAnswer(answer: { status: number; type: string; text: string }, request: string) {
     expect({ request, status: answer.status < 500 ? 'not 5xx' : `${answer.status} ${answer.text.slice(0, 300)}` }).toEqual({ request, status: 'not 5xx' });
     if (answer.status < 400 || answer.type.startsWith('text/event-stream')) return;
     expect({ request, type: answer.type.split(';')[0] }).toEqual({ request, type: 'application/json' });
-    const body = JSON.parse(answer.text) as { error: Record<string, unknown> };
-    expect(Object.keys(body)).toEqual(['error']);
+    const body = JSON.parse(answer.text) as { type?: unknown; error: Record<string, unknown> };
+    // The Anthropic Messages API answers in Anthropic's shape, with our code and param inside `error`.
+    if (/ \/v1\/messages\b/.test(request)) expect({ request, keys: Object.keys(body).sort(), type: body.type }).toEqual({ request, keys: ['error', 'request_id', 'type'], type: 'error' });
+    else expect(Object.keys(body)).toEqual(['error']);
     const { type, message, code, param } = body.error;
     expect({ request, type: typeof type, message: typeof message, code: code === null || typeof code === 'string', param: param === null || typeof param === 'string' }).toEqual({
       request,
