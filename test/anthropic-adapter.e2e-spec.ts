@@ -629,6 +629,27 @@ describe('Claude through the service, with the OpenAI SDK', () => {
     });
   });
 
+  it('maps reasoning_effort onto a thinking budget (docs/api.md), below max_tokens, and drops the sampling Claude refuses with it', async () => {
+    const thinkingFor = async (fields: Record<string, unknown>) => {
+      app.reset();
+      const completion = await workspace.client.chat.completions.create({
+        model: 'claude-haiku-4-5',
+        messages: [{ role: 'user', content: 'Think, then answer.' }],
+        ...fields,
+      } as never);
+      expect((completion as { choices: Array<{ message: { content: string } }> }).choices[0].message.content).toBeTruthy();
+      return app.requests[0].body;
+    };
+    expect(await thinkingFor({ reasoning_effort: 'medium', max_tokens: 16_000 })).toMatchObject({ max_tokens: 16_000, thinking: { type: 'enabled', budget_tokens: 8192 } });
+    const high = await thinkingFor({ reasoning_effort: 'high', max_tokens: 4000, temperature: 0.2, top_p: 0.5 });
+    expect(high.thinking).toEqual({ type: 'enabled', budget_tokens: 3999 });
+    expect(high).not.toHaveProperty('temperature');
+    expect(high).not.toHaveProperty('top_p');
+    // No room for the smallest budget Anthropic takes: no thinking, never a 400.
+    expect(await thinkingFor({ reasoning_effort: 'low', max_tokens: 1000 })).not.toHaveProperty('thinking');
+    expect(await thinkingFor({ temperature: 0.2 })).not.toHaveProperty('thinking');
+  });
+
   it.each([
     [{ logprobs: true }, 'logprobs'],
     [{ logprobs: true, top_logprobs: 2 }, 'logprobs'],

@@ -698,6 +698,17 @@ describe('Gemini through the service, with the OpenAI SDK', () => {
   });
   afterAll(() => t.close());
 
+  it('maps reasoning_effort onto a thinking budget (docs/api.md)', async () => {
+    for (const [effort, budget] of [['low', 1024], ['high', 24_576]] as const) {
+      fake.reset();
+      await workspace.client.chat.completions.create({ model: 'gemini-2.5-flash', messages: [{ role: 'user', content: 'Think, then answer.' }], reasoning_effort: effort });
+      expect(fake.requests[0].body!.generationConfig).toMatchObject({ thinkingConfig: { thinkingBudget: budget } });
+    }
+    fake.reset();
+    await workspace.client.chat.completions.create({ model: 'gemini-2.5-flash', messages: [{ role: 'user', content: 'Answer.' }] });
+    expect(fake.requests[0].body!.generationConfig).not.toHaveProperty('thinkingConfig');
+  });
+
   it('answers logprobs and top_logprobs from Gemini in the OpenAI shape', async () => {
     fake.script({
       answer: {

@@ -195,9 +195,32 @@ describe('Anthropic Messages API (POST /v1/messages)', () => {
     expect(sent.max_tokens).toBe(16_384);
     expect(sent.stop).toEqual(['\n\nHuman:']);
     expect(sent.temperature).toBe(0.5);
-    for (const dropped of ['thinking', 'context_management', 'output_config', 'metadata', 'top_k', 'service_tier', 'container', 'user_id']) expect(sent).not.toHaveProperty(dropped);
+    // gpt-4o-mini does not reason: thinking becomes no reasoning_effort (OpenAI would refuse one).
+    for (const dropped of ['thinking', 'reasoning_effort', 'context_management', 'output_config', 'metadata', 'top_k', 'service_tier', 'container', 'user_id']) {
+      expect(sent).not.toHaveProperty(dropped);
+    }
     const [record] = (await usageRecords(workspace.id)).slice(-1);
     expect(record.user_id).toBe(userId.slice(0, 256));
+  });
+
+  it('maps thinking onto reasoning_effort for a model that reasons (o4-mini), by budget band', async () => {
+    const effortFor = async (thinking: Record<string, unknown> | undefined, maxTokens = 32_000) => {
+      const message = await client.messages.create({
+        model: 'o4-mini',
+        max_tokens: maxTokens,
+        messages: [{ role: 'user', content: 'Think, then answer.' }],
+        ...(thinking ? { thinking } : {}),
+      } as Anthropic.MessageCreateParamsNonStreaming);
+      expect(message.content).toEqual([{ type: 'text', text: 'Hello from the fake upstream.' }]);
+      return lastUpstreamBody().reasoning_effort as unknown;
+    };
+    expect(await effortFor({ type: 'enabled', budget_tokens: 1024 }, 2048)).toBe('low');
+    expect(await effortFor({ type: 'enabled', budget_tokens: 4096 })).toBe('medium');
+    expect(await effortFor({ type: 'enabled', budget_tokens: 16_384 })).toBe('high');
+    expect(await effortFor({ type: 'adaptive' })).toBe('medium');
+    expect(await effortFor({ type: 'disabled' })).toBeUndefined();
+    expect(await effortFor(undefined)).toBeUndefined();
+    expect(lastUpstreamBody()).not.toHaveProperty('thinking');
   });
 
   it('runs a tool round trip: tool_use out (tool_choice any, serial), tool_result back in', async () => {

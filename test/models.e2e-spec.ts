@@ -34,7 +34,7 @@ describe('models through the OpenAI SDK', () => {
       expect(Object.keys(model).sort()).toEqual(['capabilities', 'context_length', 'created', 'id', 'object', 'owned_by']);
       expect(model.object).toBe('model');
       expect(Number.isInteger(model.created)).toBe(true);
-      expect(model.capabilities).toEqual({ vision: true, function_calling: true });
+      expect(model.capabilities).toEqual({ vision: true, function_calling: true, reasoning: !['gpt-4o', 'gpt-4o-mini', 'gpt-4-turbo'].includes(model.id as string) });
     }
   });
 

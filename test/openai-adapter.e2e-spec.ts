@@ -49,7 +49,6 @@ describe('the OpenAI adapter forwards standard parameters only', () => {
       logit_bias: { '1734': -100 },
       user: 'user-7',
       safety_identifier: 'hash-7',
-      reasoning_effort: 'low',
       verbosity: 'low',
       service_tier: 'default',
       modalities: ['text'],
@@ -59,6 +58,17 @@ describe('the OpenAI adapter forwards standard parameters only', () => {
 
     await create(workspace.client, { service_tier: 'auto' });
     expect(lastBody()).toMatchObject({ service_tier: 'auto' });
+  });
+
+  it('forwards reasoning_effort to a model that reasons (o4-mini), and drops it for one that does not (gpt-4o-mini)', async () => {
+    await create(workspace.client, { model: 'o4-mini', reasoning_effort: 'high' });
+    expect(lastBody()).toMatchObject({ model: 'o4-mini', reasoning_effort: 'high' });
+
+    // OpenAI answers 400 to reasoning_effort on gpt-4o-mini: it must never get there.
+    const completion = await create(workspace.client, { reasoning_effort: 'low' });
+    expect((completion as OpenAI.Chat.ChatCompletion).choices[0].message.content).toBe('Hello from the fake upstream.');
+    expect(lastBody()).toMatchObject({ model: 'gpt-4o-mini' });
+    expect(lastBody()).not.toHaveProperty('reasoning_effort');
   });
 
   it('drops every other field, plain and streamed', async () => {

@@ -42,9 +42,24 @@ describe('Messages request -> chat body', () => {
       stop: ['END'],
       top_k: 5,
       user_id: 'u'.repeat(256),
+      reasoning_effort: 'medium',
       stream: true,
       stream_options: { include_usage: true },
     });
+  });
+
+  it('maps thinking onto reasoning_effort: enabled by budget band (< 4096 low, < 16384 medium, else high), adaptive medium, disabled none', () => {
+    const effort = (thinking: unknown) => translate({ messages: [{ role: 'user', content: 'x' }], max_tokens: 32_000, thinking }).body.reasoning_effort;
+    expect(effort({ type: 'enabled', budget_tokens: 1024 })).toBe('low');
+    expect(effort({ type: 'enabled', budget_tokens: 4095 })).toBe('low');
+    expect(effort({ type: 'enabled', budget_tokens: 4096 })).toBe('medium');
+    expect(effort({ type: 'enabled', budget_tokens: 16_383 })).toBe('medium');
+    expect(effort({ type: 'enabled', budget_tokens: 16_384 })).toBe('high');
+    expect(effort({ type: 'enabled' })).toBe('medium');
+    expect(effort({ type: 'adaptive' })).toBe('medium');
+    expect(effort({ type: 'disabled' })).toBeUndefined();
+    expect(effort({ type: 'something-new' })).toBeUndefined();
+    expect(effort(undefined)).toBeUndefined();
   });
 
   it('maps each tool_choice, and sends none without tools', () => {

@@ -36,12 +36,29 @@ export function toChatRequest(request: MessagesRequest): ChatTranslation {
     // Forwarded by the chat core to Anthropic upstreams, dropped by the others.
     top_k: request.top_k,
     user_id: request.user_id,
+    // On a model that does not reason the chat core drops it (src/providers/reasoning.ts).
+    reasoning_effort: reasoningEffortOfThinking(request.thinking),
     response_format: request.output_schema ? { type: 'json_schema', json_schema: { name: 'output', schema: withoutSchemaKeyword(request.output_schema) } } : undefined,
     stream: request.stream || undefined,
     // The stream's message_delta carries the usage, so the chat stream must end with it.
     stream_options: request.stream ? { include_usage: true } : undefined,
   };
   return { body: Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== undefined)), messages, tools };
+}
+
+/** Thinking budgets below these are the `low` and `medium` efforts; from 16384 on, `high`. */
+export const THINKING_BUDGET_BANDS = { low: 4096, medium: 16_384 } as const;
+
+/**
+ * Anthropic's `thinking` as chat's `reasoning_effort`: `enabled` by its budget's band (without
+ * a budget: medium), `adaptive` medium; `disabled`, or a type unknown here, none.
+ */
+export function reasoningEffortOfThinking(thinking: MessagesRequest['thinking']): 'low' | 'medium' | 'high' | undefined {
+  if (thinking?.type === 'adaptive') return 'medium';
+  if (thinking?.type !== 'enabled') return undefined;
+  const budget = thinking.budget_tokens;
+  if (typeof budget !== 'number') return 'medium';
+  return budget < THINKING_BUDGET_BANDS.low ? 'low' : budget < THINKING_BUDGET_BANDS.medium ? 'medium' : 'high';
 }
 
 /**

@@ -19,6 +19,11 @@ export interface ModelDefinition {
   maxOutputTokens: number;
   vision: boolean;
   functionCalling: boolean;
+  /**
+   * The model reasons before it answers, and takes an effort for it (OpenAI's `reasoning_effort`,
+   * Claude's and Gemini's thinking budgets): without it, `reasoning_effort` is not sent. Absent: false.
+   */
+  reasoning?: boolean;
   inputPrice: number;
   outputPrice: number;
   cachedInputPrice: number;
@@ -76,13 +81,17 @@ export const DEFAULT_CATALOG: readonly ModelDefinition[] = [
   model('gpt-4o', 'openai', 1715367049, 128_000, 16_384, 250_000, 1_000_000, 125_000),
   model('gpt-4o-mini', 'openai', 1721172741, 128_000, 16_384, 15_000, 60_000, 7_500),
   model('gpt-4-turbo', 'openai', 1712361441, 128_000, 4_096, 1_000_000, 3_000_000, 1_000_000),
-  model('o4-mini', 'openai', 1744225351, 200_000, 100_000, 110_000, 440_000, 27_500),
+  reasons(model('o4-mini', 'openai', 1744225351, 200_000, 100_000, 110_000, 440_000, 27_500)),
   // Sonnet 4.5 reaches its end of life on 2026-11-30; 4.6 replaces it at the same prices.
-  model('claude-sonnet-4-6', 'anthropic', 1795305600, 200_000, 64_000, 300_000, 1_500_000, 30_000),
-  model('claude-haiku-4-5', 'anthropic', 1760486400, 200_000, 64_000, 100_000, 500_000, 10_000),
-  model('gemini-2.5-pro', 'google', 1750118400, 1_000_000, 65_536, 125_000, 1_000_000, 31_250),
-  model('gemini-2.5-flash', 'google', 1750118400, 1_000_000, 65_536, 30_000, 250_000, 7_500),
+  reasons(model('claude-sonnet-4-6', 'anthropic', 1795305600, 200_000, 64_000, 300_000, 1_500_000, 30_000)),
+  reasons(model('claude-haiku-4-5', 'anthropic', 1760486400, 200_000, 64_000, 100_000, 500_000, 10_000)),
+  reasons(model('gemini-2.5-pro', 'google', 1750118400, 1_000_000, 65_536, 125_000, 1_000_000, 31_250)),
+  reasons(model('gemini-2.5-flash', 'google', 1750118400, 1_000_000, 65_536, 30_000, 250_000, 7_500)),
 ];
+
+function reasons(definition: ModelDefinition): ModelDefinition {
+  return { ...definition, reasoning: true };
+}
 
 function model(
   id: string,
@@ -104,6 +113,7 @@ function model(
     maxOutputTokens,
     vision: true,
     functionCalling: true,
+    reasoning: false,
     inputPrice,
     outputPrice,
     cachedInputPrice,
@@ -160,8 +170,8 @@ function parseEntry(entry: unknown, at: string, problems: string[], env: NodeJS.
     }
     return Number(value);
   };
-  const flag = (name: string): boolean => {
-    const value = e[name] ?? true;
+  const flag = (name: string, fallback = true): boolean => {
+    const value = e[name] ?? fallback;
     if (typeof value !== 'boolean') problems.push(`${at}.${name} must be true or false`);
     return Boolean(value);
   };
@@ -189,6 +199,7 @@ function parseEntry(entry: unknown, at: string, problems: string[], env: NodeJS.
     maxOutputTokens: count('max_output_tokens', 4_096),
     vision: flag('vision'),
     functionCalling: flag('function_calling'),
+    reasoning: flag('reasoning', false),
     inputPrice,
     outputPrice: count('output_price'),
     cachedInputPrice: count('cached_input_price', inputPrice),

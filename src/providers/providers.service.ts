@@ -9,6 +9,7 @@ import type { ModelDefinition } from '../models/model-catalog';
 import { ModelsService } from '../models/models.service';
 import type { AttemptTarget, ChatCompletion, ChatCompletionChunk, ModelCall, NativeRequest, ProviderAdapter } from './provider-adapter';
 import { buildDeployments, type Deployment } from './routing/deployment';
+import { reasoningFor } from './reasoning';
 import { DeploymentRouter, type DeploymentSnapshot } from './routing/deployment-router';
 import { MemoryRoutingState, RedisRoutingState } from './routing/routing-state';
 import { SimulatorAdapter } from './simulator/simulator.adapter';
@@ -386,7 +387,8 @@ function providerRequest(request: ModelCall, d: Deployment): Omit<ModelCall, 'fa
     temperature: request.temperature,
     maxTokens: Math.min(request.maxTokens, d.served.maxOutputTokens),
     maxTokensField: request.maxTokensField,
-    extra: request.extra,
+    // Per attempt: a fallback that does not reason gets no reasoning_effort.
+    extra: reasoningFor(d.served, request.extra),
     native: request.native,
   };
 }

@@ -60,6 +60,8 @@ export interface MessagesRequest {
   user_id?: string;
   /** `output_config.format.schema`: the answer must be JSON of this schema (structured output). */
   output_schema?: Record<string, unknown>;
+  /** `thinking` (`enabled` with `budget_tokens`, `adaptive`, `disabled`): the translation makes it a reasoning_effort. */
+  thinking?: { type?: unknown; budget_tokens?: unknown };
   stream: boolean;
 }
 
@@ -143,6 +145,7 @@ function checkedRequest(body: unknown, countingTokens: boolean): MessagesRequest
     top_k: numberAt(body, 'top_k', 0, Number.MAX_SAFE_INTEGER, true),
     user_id: typeof userId === 'string' && userId.length > 0 ? userId.slice(0, MAX_USER_ID_CHARS) : undefined,
     output_schema: outputSchemaOf(body.output_config),
+    thinking: isObject(body.thinking) ? body.thinking : undefined,
     stream,
   };
 }
@@ -412,7 +415,8 @@ export class CreateMessageRequestDto {
   metadata?: Record<string, unknown>;
 
   @ApiPropertyOptional({
-    description: 'Sent as it came to Anthropic deployments (a budget not below a lowered max_tokens is lowered); dropped elsewhere (docs/api.md).',
+    description:
+      'Sent as it came to Anthropic deployments (a budget not below a lowered max_tokens is lowered); elsewhere a `reasoning_effort` by budget, for models that reason (docs/api.md).',
     example: { type: 'enabled', budget_tokens: 2048 },
   })
   thinking?: Record<string, unknown>;

@@ -9,6 +9,9 @@ export class ModelCapabilitiesDto {
 
   @ApiProperty({ example: true })
   function_calling: boolean;
+
+  @ApiProperty({ description: 'The model reasons, and takes `reasoning_effort` (dropped on the others).', example: false })
+  reasoning: boolean;
 }
 
 export class ModelDto {
@@ -70,7 +73,7 @@ export class ModelDto {
       created: model.created,
       owned_by: model.ownedBy,
       context_length: model.contextLength,
-      capabilities: { vision: model.vision, function_calling: model.functionCalling },
+      capabilities: { vision: model.vision, function_calling: model.functionCalling, reasoning: model.reasoning === true },
     };
   }
 }

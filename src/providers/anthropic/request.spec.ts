@@ -104,6 +104,27 @@ describe('toAnthropicMessages', () => {
 });
 
 describe('toAnthropicParams', () => {
+  it('sends reasoning_effort as thinking, dropping the sampling Claude refuses beside it, and not with a forced tool or within a tool call', () => {
+    const params = toAnthropicParams(request({ maxTokens: 16_000, temperature: 0.3, extra: { reasoning_effort: 'medium', top_p: 0.9, top_k: 5 } }));
+    expect(params.thinking).toEqual({ type: 'enabled', budget_tokens: 8192 });
+    expect(params).not.toHaveProperty('temperature');
+    expect(params).not.toHaveProperty('top_p');
+    expect(params).not.toHaveProperty('top_k');
+    expect(toAnthropicParams(request({ maxTokens: 16_000, temperature: 1, extra: { reasoning_effort: 'low' } }))).toMatchObject({ temperature: 1 });
+    expect(toAnthropicParams(request({ maxTokens: 16_000, extra: { reasoning_effort: 'low', top_p: 0.95 } }))).toMatchObject({ top_p: 0.95 });
+    expect(toAnthropicParams(request({ maxTokens: 16_000, tools: [TOOL], extra: { reasoning_effort: 'high', tool_choice: 'required' } }))).not.toHaveProperty('thinking');
+    expect(toAnthropicParams(request({ maxTokens: 16_000, extra: { reasoning_effort: 'high', response_format: { type: 'json_object' } } }))).not.toHaveProperty('thinking');
+    const inToolCall: ChatMessage[] = [
+      { role: 'user', content: 'Look it up' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'lookup', arguments: '{}' } }] },
+      { role: 'tool', tool_call_id: 'c1', content: 'found' },
+    ];
+    expect(toAnthropicParams(request({ maxTokens: 16_000, tools: [TOOL], messages: inToolCall, extra: { reasoning_effort: 'high' } }))).not.toHaveProperty('thinking');
+    expect(toAnthropicParams(request({ maxTokens: 16_000, tools: [TOOL], extra: { reasoning_effort: 'high', tool_choice: 'auto' } })).thinking).toEqual({ type: 'enabled', budget_tokens: 15_999 });
+    expect(toAnthropicParams(request({ maxTokens: 16_000, extra: { reasoning_effort: 'none' } }))).not.toHaveProperty('thinking');
+    expect(thrown(() => checkParameters({ reasoning_effort: 'extreme' }))).toMatchObject({ status: 400, param: 'reasoning_effort' });
+  });
+
   it('clamps the temperature to 0..1 and keeps top_p only without one', () => {
     expect(toAnthropicParams(request({ temperature: 2, extra: { top_p: 0.3 } }))).toMatchObject({ temperature: 1 });
     expect(toAnthropicParams(request({ temperature: 2, extra: { top_p: 0.3 } })).top_p).toBeUndefined();

@@ -10,6 +10,7 @@ import type {
 } from '@anthropic-ai/sdk/resources/messages';
 import { ApiError } from '../../common/errors/api-error';
 import type { ChatMessage, FunctionTool, ProviderRequest } from '../provider-adapter';
+import { anthropicThinking, checkReasoningEffort, reasoningEffortOf } from '../reasoning';
 
 // OpenAI chat completion request -> Anthropic Messages request.
 
@@ -49,6 +50,7 @@ export function checkParameters(extra: Record<string, unknown>): void {
   if (formatType !== undefined && !['text', 'json_object', 'json_schema'].includes(formatType as string)) {
     refuse(`response_format.type ${JSON.stringify(formatType)} is not supported; use text, json_object or json_schema.`, 'response_format.type');
   }
+  checkReasoningEffort(extra);
 }
 
 /** The Messages request, and the tool that carries a structured answer when response_format asks for one. */
@@ -69,8 +71,11 @@ export function translateRequest(request: ProviderRequest): { params: MessageCre
   }
   const stopSequences = toStopSequences(extra.stop);
   const userId = firstString(extra.user, extra.safety_identifier, (extra.metadata as { user_id?: unknown } | undefined)?.user_id);
-  const temperature = request.temperature ?? undefined;
-  const topP = typeof extra.top_p === 'number' ? extra.top_p : undefined;
+  const thinking = thinkingOf(extra, request.maxTokens, toolChoice, messages);
+  // Claude refuses a temperature other than 1, top_k, and top_p under 0.95 beside thinking: the thinking asked for wins.
+  const temperature = thinking && request.temperature !== 1 ? undefined : (request.temperature ?? undefined);
+  const topP = typeof extra.top_p === 'number' && (!thinking || extra.top_p >= 0.95) ? extra.top_p : undefined;
+  const topK = typeof extra.top_k === 'number' && !thinking ? extra.top_k : undefined;
 
   const params: MessageCreateParamsNonStreaming = {
     model: request.model.upstreamModel,
@@ -83,11 +88,25 @@ export function translateRequest(request: ProviderRequest): { params: MessageCre
     ...(typeof temperature === 'number' ? { temperature: Math.min(1, Math.max(0, temperature)) } : {}),
     // Recent Claude models refuse temperature and top_p together; the temperature wins.
     ...(topP !== undefined && typeof temperature !== 'number' ? { top_p: topP } : {}),
-    ...(typeof extra.top_k === 'number' ? { top_k: extra.top_k } : {}),
+    ...(topK !== undefined ? { top_k: topK } : {}),
     ...(stopSequences.length > 0 ? { stop_sequences: stopSequences } : {}),
     ...(userId ? { metadata: { user_id: userId } } : {}),
+    ...(thinking ? { thinking } : {}),
   };
   return { params, answer: answer && { name: answer.name, wrapped: answer.wrapped } };
+}
+
+/**
+ * Thinking for the request's reasoning_effort (src/providers/reasoning.ts), where Claude takes
+ * it: not with a forced tool (a named tool, `any`, a response_format's tool), which Claude
+ * refuses beside thinking, nor when continuing a tool call, whose assistant turn would need the
+ * thinking blocks that chat messages cannot carry back.
+ */
+function thinkingOf(extra: Record<string, unknown>, maxTokens: number, toolChoice: ToolChoice | undefined, messages: MessageParam[]) {
+  if (toolChoice?.type === 'any' || toolChoice?.type === 'tool') return undefined;
+  const last = messages[messages.length - 1];
+  if (last?.role === 'user' && Array.isArray(last.content) && last.content.some((block) => block.type === 'tool_result')) return undefined;
+  return anthropicThinking(reasoningEffortOf(extra), maxTokens);
 }
 
 /** The tool whose input is the answer: its name, and whether the schema's value sits under `value` (non-object schemas). */

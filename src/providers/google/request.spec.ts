@@ -12,6 +12,13 @@ function request(overrides: Partial<ProviderRequest> = {}): ProviderRequest {
 const tool = (name: string) => ({ type: 'function' as const, function: { name, parameters: { type: 'object' } } });
 
 describe('toGeminiRequest', () => {
+  it('sends reasoning_effort as a thinking budget, and leaves the model its own thinking without one', () => {
+    expect(toGeminiRequest(request({ extra: { reasoning_effort: 'medium' } })).config?.thinkingConfig).toEqual({ thinkingBudget: 8192 });
+    expect(toGeminiRequest(request({ extra: { reasoning_effort: 'none' } })).config).not.toHaveProperty('thinkingConfig');
+    expect(toGeminiRequest(request()).config).not.toHaveProperty('thinkingConfig');
+    expect(() => toGeminiRequest(request({ extra: { reasoning_effort: 'extreme' } }))).toThrow(/reasoning_effort/);
+  });
+
   it('sends one plain request: no SDK continuation or automatic function calling', () => {
     const { model, config } = toGeminiRequest(request());
     expect(model).toBe('gemini-2.5-flash');

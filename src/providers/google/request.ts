@@ -10,6 +10,7 @@ import {
 import type OpenAI from 'openai';
 import { ApiError } from '../../common/errors/api-error';
 import type { ChatMessage, ProviderRequest } from '../provider-adapter';
+import { checkReasoningEffort, geminiThinkingBudget, reasoningEffortOf } from '../reasoning';
 import { isPlainObject, parseJson } from './json';
 
 // OpenAI chat completion request -> Gemini generateContent request.
@@ -46,6 +47,7 @@ export function checkParameters(extra: Record<string, unknown>): void {
   if (formatType !== undefined && !['text', 'json_object', 'json_schema'].includes(formatType as string)) {
     refuse(`response_format.type ${JSON.stringify(formatType)} is not supported; use text, json_object or json_schema.`, 'response_format.type');
   }
+  checkReasoningEffort(extra);
 }
 
 export function toGeminiRequest(request: ProviderRequest): GenerateContentParameters {
@@ -279,6 +281,9 @@ function toGenerationSettings(extra: Record<string, unknown>): GenerateContentCo
     config.stopSequences = extra.stop as string[];
   }
   if (number(extra.seed)) config.seed = extra.seed;
+  // reasoning_effort as a thinking budget (src/providers/reasoning.ts); without one, the model's own thinking.
+  const thinkingBudget = geminiThinkingBudget(reasoningEffortOf(extra));
+  if (thinkingBudget !== undefined) config.thinkingConfig = { thinkingBudget };
   // 0 is OpenAI's default and means no penalty; several Gemini models refuse the field outright.
   if (number(extra.presence_penalty) && extra.presence_penalty !== 0) config.presencePenalty = extra.presence_penalty;
   if (number(extra.frequency_penalty) && extra.frequency_penalty !== 0) config.frequencyPenalty = extra.frequency_penalty;
