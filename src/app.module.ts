@@ -7,6 +7,7 @@ import { ChatModule } from './chat/chat.module';
 import { ApiExceptionFilter } from './common/errors/api-exception.filter';
 import { ConversationsModule } from './conversations/conversations.module';
 import { DashboardModule } from './dashboard/dashboard.module';
+import { EmbeddingsModule } from './embeddings/embeddings.module';
 import { UnknownRouteModule } from './common/http/unknown-route.module';
 import type { AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
@@ -63,6 +64,7 @@ export class AppModule {
         DeploymentHealthModule,
         ResponsesModule,
         MessagesModule,
+        EmbeddingsModule,
         UsageModule,
         ConversationsModule,
         PaymentsModule,

@@ -34,7 +34,7 @@ export async function createDemoWorkspaceOnFirstStart(app: INestApplication, bas
   if ((await workspaces.count()) > 0) return;
   // gpt-4o-mini: cheap and able to call file_search. An operator's catalog (MODEL_CATALOG_FILE)
   // may not have it: then the first model that can call tools, else the first model.
-  const models = app.get(ModelsService).list();
+  const models = app.get(ModelsService).chatModels();
   const model =
     models.find((candidate) => candidate.id === PREFERRED_DEMO_MODEL) ??
     models.find((candidate) => candidate.functionCalling) ??

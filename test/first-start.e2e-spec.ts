@@ -139,9 +139,9 @@ describe('first start (dist/src/main.js on an empty DATA_DIR)', () => {
       expect(again.html).not.toContain(`action="${new URL(link).pathname}"`);
     });
 
-    it('gives a key that lists the eight models through the official SDK', async () => {
+    it('gives a key that lists the catalog (eight chat models, three embedding models) through the official SDK', async () => {
       const models = await client(demoKey).models.list();
-      expect(models.data).toHaveLength(8);
+      expect(models.data).toHaveLength(11);
       expect(models.data.every((model) => model.object === 'model')).toBe(true);
     });
 
@@ -149,7 +149,7 @@ describe('first start (dist/src/main.js on an empty DATA_DIR)', () => {
       const curl = banner.match(/curl (\S+) -H "([^:]+): ([^"]+)"/)!;
       const response = await fetch(curl[1], { headers: { [curl[2]]: curl[3] } });
       expect(response.status).toBe(200);
-      expect(((await response.json()) as { data: unknown[] }).data).toHaveLength(8);
+      expect(((await response.json()) as { data: unknown[] }).data).toHaveLength(11);
     });
 
     it('creates the demo assistant, which answers (from the simulator, no keys being set) as the banner shows', async () => {
@@ -203,7 +203,7 @@ describe('first start (dist/src/main.js on an empty DATA_DIR)', () => {
       server = startServer();
       await server.waitForHealth(baseUrl, 60_000);
 
-      expect((await client(demoKey).models.list()).data).toHaveLength(8);
+      expect((await client(demoKey).models.list()).data).toHaveLength(11);
       // The balance survived the restart: the credit, less the demo assistant's answer in the first run.
       expect(await client(demoKey).get('/wallet')).toMatchObject({ balanceMillicents: balanceBeforeRestart });
       expect(await client(cliKey).get('/wallet')).toMatchObject({ balanceMillicents: 4200 });

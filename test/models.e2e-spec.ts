@@ -21,17 +21,24 @@ describe('models through the OpenAI SDK', () => {
   });
   afterAll(() => t.close());
 
-  it('lists the curated eight models with the spec shape', async () => {
+  it('lists the curated eight chat models with the spec shape, then the embedding models as such', async () => {
     const page = await workspace.client.models.list();
-    const models = page.data as unknown as Array<Record<string, unknown>>;
+    const all = page.data as unknown as Array<Record<string, unknown>>;
+    expect(all).toHaveLength(11);
+    const models = all.filter((m) => m.kind === 'chat');
     expect(models).toHaveLength(8);
+    expect(all.filter((m) => m.kind === 'embedding')).toEqual([
+      expect.objectContaining({ id: 'text-embedding-3-small', object: 'model', embedding: { dimensions: 1536, adjustable: true } }),
+      expect.objectContaining({ id: 'text-embedding-3-large', embedding: { dimensions: 3072, adjustable: true } }),
+      expect.objectContaining({ id: 'gemini-embedding-001', owned_by: 'google', embedding: { dimensions: 3072, adjustable: true } }),
+    ]);
     const contexts = models.map((m) => m.context_length).sort();
     expect(contexts.filter((c) => c === 128_000)).toHaveLength(3);
     expect(contexts.filter((c) => c === 200_000)).toHaveLength(3);
     expect(contexts.filter((c) => c === 1_000_000)).toHaveLength(2);
     expect(new Set(models.map((m) => m.owned_by)).size).toBeGreaterThanOrEqual(3);
     for (const model of models) {
-      expect(Object.keys(model).sort()).toEqual(['capabilities', 'context_length', 'created', 'id', 'object', 'owned_by']);
+      expect(Object.keys(model).sort()).toEqual(['capabilities', 'context_length', 'created', 'id', 'kind', 'object', 'owned_by']);
       expect(model.object).toBe('model');
       expect(Number.isInteger(model.created)).toBe(true);
       expect(model.capabilities).toEqual({ vision: true, function_calling: true, reasoning: !['gpt-4o', 'gpt-4o-mini', 'gpt-4-turbo'].includes(model.id as string) });

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { DataSource } from 'typeorm';
 import { PartitionedUsageRecords1764003700000 } from '../migrations/1764003700000-PartitionedUsageRecords';
 import { MessagesUsageSource1764004000000 } from '../migrations/1764004000000-MessagesUsageSource';
+import { EmbeddingsUsageSource1764004100000 } from '../migrations/1764004100000-EmbeddingsUsageSource';
 import { Billing } from '../src/billing/billing';
 import { UsageRetention } from '../src/usage/usage-retention';
 import { startTestApp, TestApp } from './support/test-app';
@@ -50,6 +51,8 @@ describe('migration PartitionedUsageRecords on a live table', () => {
     try {
       // The later migrations that change usage_records are undone first, as `migration:revert` would.
       const messagesSource = new MessagesUsageSource1764004000000();
+      const embeddingsSource = new EmbeddingsUsageSource1764004100000();
+      await embeddingsSource.down(runner);
       await messagesSource.down(runner);
       await migration.down(runner);
       expect(await relkind()).toBe('r');
@@ -94,6 +97,7 @@ describe('migration PartitionedUsageRecords on a live table', () => {
       const during = answered.length;
       await migration.up(runner);
       await messagesSource.up(runner);
+      await embeddingsSource.up(runner);
       const after = answered.length;
       await answers(after + 8);
       stop = true;

@@ -121,7 +121,7 @@ export class AssistantsService {
     }
     if (fields.description !== undefined) values.description = fields.description;
     if (fields.systemPrompt !== undefined) values.systemPrompt = fields.systemPrompt;
-    if (fields.model !== undefined) values.model = this.models.get(fields.model).id;
+    if (fields.model !== undefined) values.model = this.models.chatModel(fields.model).id;
     if (fields.temperature !== undefined && fields.temperature !== null) {
       if (!Number.isFinite(fields.temperature) || fields.temperature < 0 || fields.temperature > 2) {
         throw ApiError.badRequest('temperature must be a number from 0 to 2.', 'temperature');

@@ -235,6 +235,14 @@ export class BillingSession {
     this.spend.addModelCall(served, usage);
   }
 
+  /**
+   * Adds a call billed by its input alone (an embeddings call: no output, no tool loop), at
+   * the prices of the deployment that answered. The caller checks the count.
+   */
+  meterInput(promptTokens: number): void {
+    this.spend.addModelCall(this.pricing ?? this.estimate.model, { prompt_tokens: promptTokens, completion_tokens: 0, total_tokens: promptTokens });
+  }
+
   addToolCall(name: string, micros: MicroMillicents): void {
     this.spend.addToolCall(name, micros);
   }

@@ -54,7 +54,7 @@ export interface AdmittedRequest {
 }
 
 /** The caller's key's spending limit, when it has one. */
-function keyBudgetOf(principal: ChatCaller['principal']): KeyBudget | undefined {
+export function keyBudgetOf(principal: ChatCaller['principal']): KeyBudget | undefined {
   const limits = principal.keyLimits;
   if (!principal.apiKeyId || limits?.spendLimitMillicents === null || limits?.spendLimitMillicents === undefined) return undefined;
   return { apiKeyId: principal.apiKeyId, limitMillicents: limits.spendLimitMillicents, period: limits.spendLimitPeriod };
@@ -226,7 +226,7 @@ export class ChatService {
       // `model: "assistant/<slug>"` runs the assistant on its own model; with assistant_id, `model` overrides it.
       const modelId = assistantAsModel !== undefined ? assistant!.model : (request.dto.model ?? request.dto.models?.[0] ?? assistant?.model);
       if (!modelId) throw ApiError.badRequest('You must provide a model parameter (or an assistant_id).', 'model');
-      model = this.models.get(modelId);
+      model = this.models.chatModel(modelId);
       const { keyLimits } = caller.principal;
       // Every model the request names may run: `model` first, then each of `models`.
       // By their ids: an alias is checked as the model it names (a key lists ids).
@@ -433,7 +433,7 @@ export class ChatService {
    */
   private fallbacksOf(model: ModelDefinition, requested: string[] | undefined): ModelDefinition[] {
     if (requested === undefined) return (model.fallbacks ?? []).map((id) => this.models.get(id));
-    const named = [...new Set(requested)].map((id) => this.models.get(id, 'models'));
+    const named = [...new Set(requested)].map((id) => this.models.chatModel(id, 'models'));
     return [...new Set(named)].filter((fallback) => fallback !== model);
   }
 }

@@ -77,7 +77,7 @@ export class MessagesService {
     const chat = toChatRequest(validateMessagesRequest(body, { countingTokens: true }));
     // An unknown model is refused as a request would be (404); an assistant is known by its slug only when it runs.
     if (assistantOfModel(chat.body.model as string) === undefined) {
-      const counted = await this.providers.countNativeTokens(this.models.get(chat.body.model as string), nativeRequestOf(body, beta));
+      const counted = await this.providers.countNativeTokens(this.models.chatModel(chat.body.model as string), nativeRequestOf(body, beta));
       if (counted !== undefined) return { input_tokens: counted };
     }
     return { input_tokens: await countPromptTokensAsync(chat.messages, chat.tools) };

@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { ConfigError } from '../config/app-config';
-import { DEFAULT_CATALOG, loadCatalogFile } from './model-catalog';
+import { DEFAULT_CATALOG, isChatModel, loadCatalogFile } from './model-catalog';
 
 function catalogFile(content: unknown): string {
   const file = path.join(mkdtempSync(path.join(tmpdir(), 'catalog-')), 'models.json');
@@ -11,10 +11,17 @@ function catalogFile(content: unknown): string {
 }
 
 describe('model catalog', () => {
-  it('holds the spec eight models with unique ids and prices', () => {
-    expect(DEFAULT_CATALOG).toHaveLength(8);
-    expect(new Set(DEFAULT_CATALOG.map((m) => m.id)).size).toBe(8);
-    for (const m of DEFAULT_CATALOG) {
+  it('holds the spec eight chat models and three embedding models, with unique ids and prices', () => {
+    const chat = DEFAULT_CATALOG.filter(isChatModel);
+    expect(chat).toHaveLength(8);
+    expect(new Set(DEFAULT_CATALOG.map((m) => m.id)).size).toBe(11);
+    const embedding = DEFAULT_CATALOG.filter((m) => !isChatModel(m));
+    expect(embedding.map((m) => [m.id, m.embedding?.dimensions, m.inputPrice, m.outputPrice])).toEqual([
+      ['text-embedding-3-small', 1536, 2_000, 0],
+      ['text-embedding-3-large', 3072, 13_000, 0],
+      ['gemini-embedding-001', 3072, 15_000, 0],
+    ]);
+    for (const m of chat) {
       expect(m.outputPrice).toBeGreaterThan(m.inputPrice);
       expect(m.cachedInputPrice).toBeLessThanOrEqual(m.inputPrice);
       expect(m.maxOutputTokens).toBeLessThan(m.contextLength);
@@ -183,5 +190,38 @@ describe('model catalog', () => {
       expect(() => loadCatalogFile(catalogFile('{nope'))).toThrow(ConfigError);
       expect(() => loadCatalogFile(catalogFile({ models: [{ id: 'x' }] }))).toThrow(ConfigError);
     });
+  });
+
+  it('reads embedding models: kind, dimensions, whether they may be lowered; naming what is wrong', () => {
+    const models = loadCatalogFile(
+      catalogFile({
+        models: [
+          { id: 'local/bge', provider: 'openai', kind: 'embedding', dimensions: 1024, input_price: 0 },
+          { id: 'e3', provider: 'openai', kind: 'embedding', dimensions: 1536, adjustable_dimensions: true, max_input_tokens: 8192, input_price: 2000 },
+          { id: 'chat', provider: 'openai', context_length: 8192, input_price: 1, output_price: 2 },
+        ],
+      }),
+    );
+    expect(models[0]).toMatchObject({ kind: 'embedding', embedding: { dimensions: 1024, adjustableDimensions: false, maxInputTokens: 8192 }, outputPrice: 0, contextLength: 8192, functionCalling: false });
+    expect(models[1]).toMatchObject({ embedding: { dimensions: 1536, adjustableDimensions: true } });
+    expect(isChatModel(models[2])).toBe(true);
+    expect(models[2].kind).toBeUndefined();
+    const bad = catalogFile({
+      models: [
+        { id: 'a', provider: 'openai', kind: 'vectors', context_length: 1, input_price: 1, output_price: 1 },
+        { id: 'b', provider: 'openai', kind: 'embedding', input_price: 1, output_price: 5, adjustable_dimensions: 'yes' },
+      ],
+    });
+    expect(() => loadCatalogFile(bad)).toThrow(/kind must be one of chat, embedding[\s\S]*adjustable_dimensions must be true or false[\s\S]*output_price must be 0[\s\S]*dimensions must be a whole number/);
+  });
+
+  it('refuses a fallback of another kind', () => {
+    const file = catalogFile({
+      models: [
+        { id: 'e', provider: 'openai', kind: 'embedding', dimensions: 8, input_price: 1, fallbacks: ['c'] },
+        { id: 'c', provider: 'openai', context_length: 8, input_price: 0, output_price: 0 },
+      ],
+    });
+    expect(() => loadCatalogFile(file)).toThrow(/not of the same kind/);
   });
 });

@@ -7,6 +7,10 @@ import { ASSISTANT_MODEL_PREFIX } from './assistant-models';
 export const PROVIDER_NAMES = [...UPSTREAM_PROVIDERS.map(([name]) => name), 'simulator'] as const;
 export type ProviderName = (typeof PROVIDER_NAMES)[number];
 
+/** What a model does: answers chats (chat completions, Responses, Messages), or turns text into vectors (`/v1/embeddings`). */
+export const MODEL_KINDS = ['chat', 'embedding'] as const;
+export type ModelKind = (typeof MODEL_KINDS)[number];
+
 /** A model of the curated catalog: who serves it, and what it costs (millicents per million tokens). */
 export interface ModelDefinition {
   id: string;
@@ -41,6 +45,19 @@ export interface ModelDefinition {
    * provider, so that Claude Code accepts it); each unique across the catalog's ids and aliases.
    */
   aliases?: string[];
+  /** `chat` when absent. An embedding model bills input tokens only (its output price is 0). */
+  kind?: ModelKind;
+  /** An embedding model's native vector size, and whether a request may ask for fewer (`dimensions`). */
+  embedding?: EmbeddingShape;
+}
+
+/** The vectors of an embedding model. */
+export interface EmbeddingShape {
+  dimensions: number;
+  /** The request's `dimensions` (1 to the native size) is honoured: OpenAI's text-embedding-3-*, Gemini's outputDimensionality. */
+  adjustableDimensions: boolean;
+  /** The most tokens one input may have (8192 for OpenAI's); a longer input is refused with a 400. */
+  maxInputTokens: number;
 }
 
 /** Prices of a model, millicents per million tokens. */
@@ -74,8 +91,9 @@ export interface DeploymentDefinition {
 }
 
 /**
- * The spec's eight models: three of 128000 tokens, three of 200000, two of 1000000, from
- * three providers, at the providers' list prices. `MODEL_CATALOG_FILE` replaces the list.
+ * The spec's eight chat models: three of 128000 tokens, three of 200000, two of 1000000, from
+ * three providers, then three embedding models (`/v1/embeddings`), at the providers' list
+ * prices. `MODEL_CATALOG_FILE` replaces the list.
  */
 export const DEFAULT_CATALOG: readonly ModelDefinition[] = [
   model('gpt-4o', 'openai', 1715367049, 128_000, 16_384, 250_000, 1_000_000, 125_000),
@@ -87,10 +105,29 @@ export const DEFAULT_CATALOG: readonly ModelDefinition[] = [
   reasons(model('claude-haiku-4-5', 'anthropic', 1760486400, 200_000, 64_000, 100_000, 500_000, 10_000)),
   reasons(model('gemini-2.5-pro', 'google', 1750118400, 1_000_000, 65_536, 125_000, 1_000_000, 31_250)),
   reasons(model('gemini-2.5-flash', 'google', 1750118400, 1_000_000, 65_536, 30_000, 250_000, 7_500)),
+  embeddingModel('text-embedding-3-small', 'openai', 1705948997, 1_536, 8_192, 2_000),
+  embeddingModel('text-embedding-3-large', 'openai', 1705953180, 3_072, 8_192, 13_000),
+  embeddingModel('gemini-embedding-001', 'google', 1752537600, 3_072, 2_048, 15_000),
 ];
 
 function reasons(definition: ModelDefinition): ModelDefinition {
   return { ...definition, reasoning: true };
+}
+
+/** Whether a model answers chats (every model the catalog does not mark `embedding`). */
+export function isChatModel(model: ModelDefinition): boolean {
+  return (model.kind ?? 'chat') === 'chat';
+}
+
+/** An embedding model at its provider's list price per million input tokens; the request's `dimensions` may lower its size. */
+function embeddingModel(id: string, provider: ProviderName, created: number, dimensions: number, maxInputTokens: number, inputPrice: number): ModelDefinition {
+  return {
+    ...model(id, provider, created, maxInputTokens, 0, inputPrice, 0, inputPrice),
+    vision: false,
+    functionCalling: false,
+    kind: 'embedding',
+    embedding: { dimensions, adjustableDimensions: true, maxInputTokens },
+  };
 }
 
 function model(
@@ -186,6 +223,9 @@ function parseEntry(entry: unknown, at: string, problems: string[], env: NodeJS.
   if (fallbacks !== undefined && (!Array.isArray(fallbacks) || fallbacks.some((f) => typeof f !== 'string'))) {
     problems.push(`${at}.fallbacks must be a list of model ids`);
   }
+  const kind = (e.kind ?? 'chat') as ModelKind;
+  if (!MODEL_KINDS.includes(kind)) problems.push(`${at}.kind must be one of ${MODEL_KINDS.join(', ')}`);
+  const embedding = kind === 'embedding' ? parseEmbeddingShape(e, at, problems) : undefined;
   const aliases = e.aliases;
   const validAliases = Array.isArray(aliases) && aliases.every((alias) => typeof alias === 'string' && alias.trim() !== '');
   if (aliases !== undefined && !validAliases) problems.push(`${at} ("${String(e.id)}").aliases must be a list of non-empty names`);
@@ -195,19 +235,38 @@ function parseEntry(entry: unknown, at: string, problems: string[], env: NodeJS.
     upstreamModel: text('upstream_model', id),
     ownedBy: text('owned_by', provider),
     created: count('created', 1_700_000_000),
-    contextLength: count('context_length'),
-    maxOutputTokens: count('max_output_tokens', 4_096),
-    vision: flag('vision'),
-    functionCalling: flag('function_calling'),
-    reasoning: flag('reasoning', false),
+    contextLength: count('context_length', embedding?.maxInputTokens),
+    maxOutputTokens: count('max_output_tokens', embedding ? 0 : 4_096),
+    vision: embedding ? false : flag('vision'),
+    functionCalling: embedding ? false : flag('function_calling'),
+    reasoning: embedding ? false : flag('reasoning', false),
     inputPrice,
-    outputPrice: count('output_price'),
+    outputPrice: count('output_price', embedding ? 0 : undefined),
     cachedInputPrice: count('cached_input_price', inputPrice),
     cacheWritePrice: count('cache_write_price', defaultCacheWritePrice(deployments?.[0]?.provider ?? provider, inputPrice)),
     ...(deployments ? { deployments } : {}),
     ...(Array.isArray(fallbacks) ? { fallbacks: fallbacks as string[] } : {}),
+    ...(embedding ? { kind, embedding } : {}),
     ...(Array.isArray(aliases) ? { aliases: (aliases as unknown[]).filter((alias): alias is string => typeof alias === 'string' && alias.trim() !== '') } : {}),
   };
+}
+
+/**
+ * `dimensions` (the native size, required), `adjustable_dimensions` (whether a request may ask
+ * for fewer; false unless said) and `max_input_tokens` (per input; 8192 unless said) of an
+ * embedding model.
+ */
+function parseEmbeddingShape(e: Record<string, unknown>, at: string, problems: string[]): EmbeddingShape {
+  const whole = (name: string, fallback?: number): number => {
+    const value = e[name] ?? fallback;
+    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) problems.push(`${at}.${name} must be a whole number >= 1 for an embedding model`);
+    return Number(value);
+  };
+  const adjustable = e.adjustable_dimensions ?? false;
+  if (typeof adjustable !== 'boolean') problems.push(`${at}.adjustable_dimensions must be true or false`);
+  const { output_price: outputPrice } = e;
+  if (outputPrice !== undefined && outputPrice !== 0) problems.push(`${at}.output_price must be 0 for an embedding model (it bills input tokens only)`);
+  return { dimensions: whole('dimensions'), adjustableDimensions: adjustable === true, maxInputTokens: whole('max_input_tokens', 8_192) };
 }
 
 const DEPLOYMENT_FIELDS = new Set([
@@ -340,6 +399,7 @@ function checkFallbacks(model: ModelDefinition, at: string, models: ModelDefinit
     const fallback = models.find((m) => m.id === id);
     if (!fallback) problems.push(`${at}.fallbacks: "${id}" is not a model of the catalog`);
     else if (fallback === model) problems.push(`${at}.fallbacks: a model cannot fall back on itself`);
+    else if (isChatModel(fallback) !== isChatModel(model)) problems.push(`${at}.fallbacks: "${id}" is not of the same kind (chat or embedding)`);
     else if (fallback.inputPrice > model.inputPrice || fallback.outputPrice > model.outputPrice) {
       problems.push(`${at}.fallbacks: "${id}" costs more than "${model.id}" (a fallback is of the same or a lower price)`);
     }

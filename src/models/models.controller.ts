@@ -45,7 +45,8 @@ export class ModelsController {
     // The specification's list is the catalog alone; assistants are listed only when asked for.
     const entries = query.include_assistants === 'true' ? [...catalog, ...(await this.assistants.list(principal.workspaceId))] : catalog;
     if (anthropicVersion === undefined) return { object: 'list', data: entries };
-    return anthropicPage(entries.map((entry) => this.inAnthropicShape(entry)), query);
+    // Anthropic's clients (Claude Code's model picker) list chat models only: an embedding model cannot answer them.
+    return anthropicPage(entries.filter((entry) => entry.kind === 'chat').map((entry) => this.inAnthropicShape(entry)), query);
   }
 
   // `*id` so that ids with a slash (`assistant/support-bot`, `openai/gpt-4o` in a custom catalog) resolve too.

@@ -3,7 +3,7 @@ import { ApiError } from '../common/errors/api-error';
 import { registerSecrets } from '../common/secrets';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
-import { DEFAULT_CATALOG, loadCatalogFile, ModelDefinition } from './model-catalog';
+import { DEFAULT_CATALOG, isChatModel, loadCatalogFile, ModelDefinition } from './model-catalog';
 
 /** The curated model catalog, loaded once at start (a bad catalog file stops the start). */
 @Injectable()
@@ -23,6 +23,11 @@ export class ModelsService {
 
   list(): readonly ModelDefinition[] {
     return this.models;
+  }
+
+  /** The models that answer chats: what an assistant or the playground may run. */
+  chatModels(): readonly ModelDefinition[] {
+    return this.models.filter(isChatModel);
   }
 
   /** A model by its id only: what is stored (a key's allowed models, nerfing rules) names models by id. */
@@ -46,5 +51,26 @@ export class ModelsService {
       throw ApiError.notFound(`The model '${id}' does not exist. GET /v1/models lists the models available.`, 'model_not_found', param);
     }
     return found;
+  }
+
+  /**
+   * A model that answers chats, by its id or an alias: what chat completions, Responses,
+   * Messages and count_tokens run. An embedding model is refused with a 400 naming `param`.
+   */
+  chatModel(id: string, param = 'model'): ModelDefinition {
+    const model = this.get(id, param);
+    if (!isChatModel(model)) {
+      throw ApiError.badRequest(`${model.id} is an embedding model: use it with POST /v1/embeddings, and a chat model here (GET /v1/models lists their kinds).`, param, 'wrong_model_kind');
+    }
+    return model;
+  }
+
+  /** A model that makes embeddings (`POST /v1/embeddings`); a chat model is refused with a 400 naming `param`. */
+  embeddingModel(id: string, param = 'model'): ModelDefinition {
+    const model = this.get(id, param);
+    if (isChatModel(model)) {
+      throw ApiError.badRequest(`${model.id} is a chat model: POST /v1/embeddings takes an embedding model (GET /v1/models lists their kinds).`, param, 'wrong_model_kind');
+    }
+    return model;
   }
 }

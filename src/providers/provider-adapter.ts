@@ -90,6 +90,25 @@ export interface RouteObserver {
   answered(target: AttemptTarget): void;
 }
 
+/** An embeddings call as an adapter gets it: the inputs are texts or token arrays, never both. */
+export interface EmbeddingRequest {
+  /** The deployment's model: its provider and upstream name. */
+  model: ModelDefinition;
+  input: string[] | number[][];
+  /** Asked for fewer dimensions than the model's native size (only where the model allows it). */
+  dimensions?: number;
+  cancellation: Cancellation;
+}
+
+/** The vectors, one per input in order, exactly as the provider sent them (float32), and the tokens it billed, if it said. */
+export interface EmbeddingResult {
+  vectors: Float32Array[];
+  promptTokens?: number;
+}
+
+/** An embeddings call as ProvidersService takes it (see ModelCall). */
+export type EmbeddingCall = Omit<EmbeddingRequest, 'cancellation'> & Pick<ModelCall, 'fallbacks' | 'budgetTokens' | 'route'>;
+
 /**
  * One upstream provider. `stream` yields OpenAI chunks and, when the provider reports it,
  * a last chunk with `usage` (cost is computed from it). Errors are thrown as they come
@@ -106,4 +125,6 @@ export interface ProviderAdapter {
   checkRequest?(extra: Record<string, unknown>, messages?: ChatMessage[]): void;
   /** The input tokens of a native request as the provider counts them (its own endpoint); undefined when it has none. */
   countTokens?(request: { model: ModelDefinition; native: NativeRequest; signal: AbortSignal }): Promise<number | undefined>;
+  /** Embeddings (`POST /v1/embeddings`), for providers that make them. */
+  embed?(request: EmbeddingRequest): Promise<EmbeddingResult>;
 }

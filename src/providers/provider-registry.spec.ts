@@ -17,7 +17,7 @@ describe('provider registry', () => {
     expect(buildDeployments(DEFAULT_CATALOG, loadConfig({})).size).toBe(0);
 
     const deployments = buildDeployments(DEFAULT_CATALOG, loadConfig({ ANTHROPIC_API_KEY: 'sk-ant', GEMINI_API_KEY: 'g', OPENAI_BASE_URL: 'http://vllm.local/v1' }));
-    expect([...deployments.keys()]).toEqual(['claude-sonnet-4-6', 'claude-haiku-4-5', 'gemini-2.5-pro', 'gemini-2.5-flash']);
+    expect([...deployments.keys()]).toEqual(['claude-sonnet-4-6', 'claude-haiku-4-5', 'gemini-2.5-pro', 'gemini-2.5-flash', 'gemini-embedding-001']);
     const [sonnet] = deployments.get('claude-sonnet-4-6')!;
     expect(sonnet).toMatchObject({ id: 'claude-sonnet-4-6/anthropic', label: 'anthropic', keySource: 'env ANTHROPIC_API_KEY', weight: 1 });
     expect(sonnet.adapter).toBeInstanceOf(AnthropicAdapter);

@@ -7,7 +7,7 @@ import { InjectConfig } from '../config/config.module';
 import { MetricsService } from '../metrics/metrics.service';
 import type { ModelDefinition } from '../models/model-catalog';
 import { ModelsService } from '../models/models.service';
-import type { AttemptTarget, ChatCompletion, ChatCompletionChunk, ModelCall, NativeRequest, ProviderAdapter } from './provider-adapter';
+import type { AttemptTarget, ChatCompletion, ChatCompletionChunk, EmbeddingCall, EmbeddingResult, ModelCall, NativeRequest, ProviderAdapter } from './provider-adapter';
 import { buildDeployments, type Deployment } from './routing/deployment';
 import { reasoningFor } from './reasoning';
 import { DeploymentRouter, type DeploymentSnapshot } from './routing/deployment-router';
@@ -22,6 +22,9 @@ export interface OpenedStream {
 }
 
 const BASE_BACKOFF_MS = 200;
+
+/** What routing reads of a call (a chat call or an embeddings call). */
+type RoutedCall = Pick<ModelCall, 'model' | 'fallbacks' | 'budgetTokens' | 'route'>;
 
 /** One upstream call being measured (see ProvidersService.upstreamCall). */
 interface UpstreamCall {
@@ -149,6 +152,30 @@ export class ProvidersService implements OnModuleInit, OnApplicationShutdown {
   }
 
   /**
+   * Embeddings, routed like `complete`: over the model's deployments with failover, retries
+   * and cooldown; `run` aborts it. A deployment whose provider makes no embeddings is refused
+   * as the request's own error (400): trying another would not change it.
+   */
+  async embed(request: EmbeddingCall, run: Cancellation): Promise<EmbeddingResult> {
+    const call = this.upstreamCall(request, run, 'complete');
+    try {
+      const result = await this.routed(request, run, { linkedAfter: false }, async (d, cancellation) => {
+        if (!d.adapter.embed) throw ApiError.badRequest(`The ${d.served.provider} provider of ${d.model.id} makes no embeddings.`, 'model', 'unsupported_model');
+        const answer = await d.adapter.embed({ model: d.served, input: request.input, dimensions: request.dimensions, cancellation });
+        if (answer.vectors.length !== request.input.length) {
+          throw Object.assign(new Error(`${answer.vectors.length} embeddings for ${request.input.length} inputs`), { status: 502 });
+        }
+        return answer;
+      });
+      call.ended();
+      return result;
+    } catch (error) {
+      call.ended(error);
+      throw error;
+    }
+  }
+
+  /**
    * Opens a stream and waits (bounded by the deployment's timeout) for its first chunk, failing
    * over until then. After that, it is never replayed elsewhere: each further chunk must come
    * within UPSTREAM_IDLE_TIMEOUT_MS, or the upstream call is aborted and the stream fails with
@@ -180,7 +207,7 @@ export class ProvidersService implements OnModuleInit, OnApplicationShutdown {
    * rpm/tpm budget are skipped. Every attempt is told to `request.route`.
    */
   private async routed<T>(
-    request: ModelCall,
+    request: RoutedCall,
     run: Cancellation,
     options: { linkedAfter: boolean },
     attempt: (d: Deployment, upstream: Cancellation, unlink: () => void) => Promise<T>,
@@ -239,7 +266,7 @@ export class ProvidersService implements OnModuleInit, OnApplicationShutdown {
   }
 
   /** The deployments to try: the simulator alone for a simulated model; the router's order otherwise. */
-  private plan(request: ModelCall): Deployment[] {
+  private plan(request: RoutedCall): Deployment[] {
     const { model } = request;
     if (this.isSimulated(model)) return [this.simulatedDeployment(model)];
     const fallbacks = (request.fallbacks ?? []).filter((m) => !this.isSimulated(m));
@@ -320,7 +347,7 @@ export class ProvidersService implements OnModuleInit, OnApplicationShutdown {
    * length, and for a stream the time to its first chunk. A call the client abandoned is
    * `aborted`, not an error of the provider.
    */
-  private upstreamCall(request: ModelCall, run: Cancellation, kind: 'complete' | 'stream'): UpstreamCall {
+  private upstreamCall(request: RoutedCall, run: Cancellation, kind: 'complete' | 'stream'): UpstreamCall {
     const { metrics } = this;
     const labels = { provider: this.isSimulated(request.model) ? 'simulator' : request.model.provider, model: request.model.id };
     const started = performance.now();

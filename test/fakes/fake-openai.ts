@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { createServer, IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -64,8 +65,16 @@ export async function startFakeOpenAi(): Promise<FakeOpenAi> {
       });
       open.add(res);
       res.on('close', () => open.delete(res));
-      if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions')) {
+      const embeddings = req.method === 'POST' && req.url?.endsWith('/embeddings') === true;
+      if (!embeddings && (req.method !== 'POST' || !req.url?.endsWith('/chat/completions'))) {
         res.writeHead(404).end();
+        return;
+      }
+      if (embeddings) {
+        const scenario = queue.shift() ?? responder?.(body) ?? fallback;
+        // An error or a hang as for chat; any other scenario is answered with vectors.
+        if (scenario.kind === 'http_error' || scenario.kind === 'hang') void answer(scenario, body, res, req.headers.authorization);
+        else answerEmbeddings(body, res);
         return;
       }
       void answer(queue.shift() ?? responder?.(body) ?? fallback, body, res, req.headers.authorization);
@@ -197,4 +206,51 @@ function toWireUsage(usage: Usage) {
     prompt_tokens_details: { cached_tokens: usage.cached_tokens ?? 0 },
     ...(usage.reasoning_tokens !== undefined ? { completion_tokens_details: { reasoning_tokens: usage.reasoning_tokens } } : {}),
   };
+}
+
+/** Native sizes of the fake's embedding models: `-large` in the upstream name gives 3072, others 1536. */
+export function fakeEmbeddingDimensions(model: string): number {
+  return model.includes('large') ? 3_072 : 1_536;
+}
+
+/** The prompt tokens the fake reports for an input: one per 4 characters (at least 1), a token array's length. */
+export function fakeEmbeddingTokens(input: string | number[]): number {
+  return typeof input === 'string' ? Math.max(1, Math.ceil(input.length / 4)) : input.length;
+}
+
+/**
+ * The fake's vector of an input: float32 values drawn from the SHA-256 of the input (the same
+ * input always gets the same vector), the first `dimensions` of them when the request asks
+ * for fewer.
+ */
+export function fakeEmbedding(input: string | number[], dimensions: number): Float32Array {
+  const vector = new Float32Array(dimensions);
+  let block = Buffer.alloc(0);
+  for (let i = 0; i < dimensions; i++) {
+    if (i % 8 === 0) block = createHash('sha256').update(`${JSON.stringify(input)}:${i / 8}`).digest();
+    vector[i] = block.readInt32LE((i % 8) * 4) / 2 ** 31;
+  }
+  return vector;
+}
+
+/** OpenAI's `/v1/embeddings`: base64 of little-endian float32 when the body asks for it, numbers otherwise. */
+function answerEmbeddings(body: Record<string, unknown>, res: ServerResponse): void {
+  const model = String(body.model);
+  const raw = body.input as string | string[] | number[] | number[][];
+  const inputs: Array<string | number[]> = typeof raw === 'string' ? [raw] : raw.every((item) => typeof item === 'number') ? [raw as number[]] : (raw as Array<string | number[]>);
+  const dimensions = typeof body.dimensions === 'number' ? body.dimensions : fakeEmbeddingDimensions(model);
+  const base64 = body.encoding_format === 'base64';
+  const tokens = inputs.reduce((sum: number, input) => sum + fakeEmbeddingTokens(input), 0);
+  res.writeHead(200, { 'Content-Type': 'application/json' });
+  res.end(
+    JSON.stringify({
+      object: 'list',
+      data: inputs.map((input, index) => {
+        const vector = fakeEmbedding(input, dimensions);
+        return { object: 'embedding', index, embedding: base64 ? Buffer.from(vector.buffer).toString('base64') : Array.from(vector) };
+      }),
+      model,
+      usage: { prompt_tokens: tokens, total_tokens: tokens },
+    }),
+  );
 }

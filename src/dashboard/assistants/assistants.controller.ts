@@ -69,14 +69,14 @@ export class AssistantsController {
   @RequireRole('admin')
   async newForm(@Req() req: PageRequest, @Res() res: Response): Promise<void> {
     const count = (await this.assistants.list(req.member!.id)).length;
-    await this.renderEditor(req, res, null, newAssistantValues(this.models.list()), {}, 200, count);
+    await this.renderEditor(req, res, null, newAssistantValues(this.models.chatModels()), {}, 200, count);
   }
 
   @Post()
   @RequireRole('admin')
   async create(@Req() req: PageRequest, @Res() res: Response, @Body() form: Form): Promise<void> {
     const values = formValues(form, this.toolSwitches);
-    const read = readAssistantForm(values, this.models.list());
+    const read = readAssistantForm(values, this.models.chatModels());
     if (!read.ok) return this.renderEditor(req, res, null, values, read.errors, 400);
     let created: Assistant;
     try {
@@ -102,7 +102,7 @@ export class AssistantsController {
   async update(@Req() req: PageRequest, @Res() res: Response, @Param('assistantId') assistantId: string, @Body() form: Form): Promise<void> {
     const assistant = await this.find(req, assistantId);
     const values = formValues(form, this.toolSwitches);
-    const read = readAssistantForm(values, this.models.list(), assistant.tools);
+    const read = readAssistantForm(values, this.models.chatModels(), assistant.tools);
     if (!read.ok) return this.renderEditor(req, res, assistant, values, read.errors, 400);
     if (!read.fields.slug) return this.renderEditor(req, res, assistant, values, { slug: 'An assistant needs a slug.' }, 400);
     let updated: Assistant;
@@ -174,7 +174,7 @@ export class AssistantsController {
         values,
         errors,
         canManage,
-        models: modelChoices(this.models.list()),
+        models: modelChoices(this.models.chatModels()),
         toolSwitches: this.toolSwitches,
         limit: count === undefined ? null : this.limitOf(req, count),
         maxLengths: { name: NAME_MAX_LENGTH, description: DESCRIPTION_MAX_LENGTH, systemPrompt: SYSTEM_PROMPT_MAX_LENGTH },

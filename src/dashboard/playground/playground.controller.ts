@@ -53,7 +53,7 @@ export class PlaygroundController {
       this.conversations.list(workspaceId, { limit: RECENT_CONVERSATIONS }),
       current ? transcriptOf(this.conversations, workspaceId, current.id) : Promise.resolve(null),
     ]);
-    const models = this.models.list();
+    const models = this.models.chatModels();
     const assistantOfCurrent = current?.assistantId ? assistants.find((assistant) => assistant.id === current.assistantId) : undefined;
     const selected = assistantOfCurrent
       ? `assistant:${assistantOfCurrent.id}`

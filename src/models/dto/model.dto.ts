@@ -1,7 +1,7 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsIn, IsOptional } from 'class-validator';
 import { ASSISTANT_MODEL_PREFIX } from '../assistant-models';
-import type { ModelDefinition } from '../model-catalog';
+import { MODEL_KINDS, type ModelDefinition, type ModelKind } from '../model-catalog';
 
 export class ModelCapabilitiesDto {
   @ApiProperty({ example: true })
@@ -32,6 +32,19 @@ export class ModelDto {
 
   @ApiProperty({ type: ModelCapabilitiesDto })
   capabilities: ModelCapabilitiesDto;
+
+  @ApiProperty({
+    enum: MODEL_KINDS,
+    description: '`chat`: for chat completions, Responses and Messages; `embedding`: for `POST /v1/embeddings` only.',
+    example: 'chat',
+  })
+  kind: ModelKind;
+
+  @ApiPropertyOptional({
+    description: "Only on embedding models: the vectors' native size, and whether a request's `dimensions` may lower it.",
+    example: { dimensions: 1536, adjustable: true },
+  })
+  embedding?: { dimensions: number; adjustable: boolean };
 
   @ApiPropertyOptional({
     description: 'Only on `assistant/<slug>` entries: the assistant, and the catalog model it runs on.',
@@ -74,6 +87,8 @@ export class ModelDto {
       owned_by: model.ownedBy,
       context_length: model.contextLength,
       capabilities: { vision: model.vision, function_calling: model.functionCalling, reasoning: model.reasoning === true },
+      kind: model.kind ?? 'chat',
+      ...(model.embedding ? { embedding: { dimensions: model.embedding.dimensions, adjustable: model.embedding.adjustableDimensions } } : {}),
     };
   }
 }

@@ -1,5 +1,6 @@
 import { GoogleGenAI, type GenerateContentParameters } from '@google/genai';
-import type { ChatCompletion, ChatCompletionChunk, ChatMessage, ProviderAdapter, ProviderRequest } from '../provider-adapter';
+import { toVector } from '../embedding-vectors';
+import type { ChatCompletion, ChatCompletionChunk, ChatMessage, EmbeddingRequest, EmbeddingResult, ProviderAdapter, ProviderRequest } from '../provider-adapter';
 import { CallGuard } from './errors';
 import { checkGeminiRequest, toGeminiRequest } from './request';
 import { toChatCompletion } from './response';
@@ -45,6 +46,28 @@ export class GoogleAdapter implements ProviderAdapter {
     try {
       const response = await this.client.models.generateContent(withSignal(params, guard.signal));
       return toChatCompletion(response, request);
+    } catch (error) {
+      throw guard.explain(error);
+    } finally {
+      guard.close();
+    }
+  }
+
+  /**
+   * `models.embedContent` with one content per input (`outputDimensionality` for `dimensions`).
+   * Gemini reports no token count: the caller bills its own. Texts only (token arrays are
+   * OpenAI's tokenizer's: the embeddings service refuses them for other providers).
+   */
+  async embed(request: EmbeddingRequest): Promise<EmbeddingResult> {
+    const texts = request.input.map((item) => (typeof item === 'string' ? item : ''));
+    const guard = new CallGuard(request.cancellation.signal, this.options.timeoutMs);
+    try {
+      const response = await this.client.models.embedContent({
+        model: request.model.upstreamModel,
+        contents: texts.map((text) => ({ role: 'user', parts: [{ text }] })),
+        config: { abortSignal: guard.signal, ...(request.dimensions !== undefined ? { outputDimensionality: request.dimensions } : {}) },
+      });
+      return { vectors: (response.embeddings ?? []).map((embedding) => toVector(embedding.values)) };
     } catch (error) {
       throw guard.explain(error);
     } finally {

@@ -1,4 +1,6 @@
-import type { ChatCompletion, ChatCompletionChunk, ProviderAdapter, ProviderRequest } from '../provider-adapter';
+import OpenAI from 'openai';
+import { toVector } from '../embedding-vectors';
+import type { ChatCompletion, ChatCompletionChunk, EmbeddingRequest, EmbeddingResult, ProviderAdapter, ProviderRequest } from '../provider-adapter';
 import { OpenAiHttpClient } from './openai-http';
 import { checkOpenAiParameters, toOpenAiParams } from './request';
 
@@ -34,6 +36,30 @@ export class OpenAiAdapter implements ProviderAdapter {
     // Usage is always asked for upstream: the cost of a stream is computed from it.
     return this.client.stream({ stream: true, stream_options: { include_usage: true }, ...this.params(request) }, request.cancellation);
   }
+
+  /**
+   * `POST {baseUrl}/embeddings` through the OpenAI SDK (one request: its retries and timeout
+   * are ProvidersService's). Asks for base64 and decodes it exactly; a compatible server that
+   * answers floats anyway is read too.
+   */
+  async embed(request: EmbeddingRequest): Promise<EmbeddingResult> {
+    this.sdk ??= new OpenAI({ apiKey: this.options.apiKey, baseURL: this.options.baseUrl, maxRetries: 0, timeout: 24 * 3_600_000 });
+    const response = await this.sdk.embeddings.create(
+      {
+        model: request.model.upstreamModel,
+        input: request.input,
+        encoding_format: 'base64',
+        ...(request.dimensions !== undefined ? { dimensions: request.dimensions } : {}),
+      },
+      { signal: request.cancellation.signal },
+    );
+    const data = Array.isArray(response?.data) ? [...response.data] : [];
+    // In input order, whatever order the server listed them in.
+    data.sort((a, b) => a.index - b.index);
+    const promptTokens = response.usage?.prompt_tokens;
+    return { vectors: data.map((item) => toVector(item.embedding)), ...(typeof promptTokens === 'number' ? { promptTokens } : {}) };
+  }
+  private sdk?: OpenAI;
 
   private params(request: ProviderRequest) {
     return toOpenAiParams(request, Boolean(this.options.baseUrl));

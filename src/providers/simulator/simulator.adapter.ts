@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { decode } from 'gpt-tokenizer';
-import type { ChatCompletion, ChatCompletionChunk, ProviderAdapter, ProviderRequest } from '../provider-adapter';
+import type { ChatCompletion, ChatCompletionChunk, EmbeddingRequest, EmbeddingResult, ProviderAdapter, ProviderRequest } from '../provider-adapter';
+import { simulatedEmbedding, simulatedPromptTokens } from './embeddings';
 import { countPromptTokensAsync, countTextTokens, encodeText } from '../tokens';
 import { hash, Reply, simulate, simulatorOptions } from './replies';
 
@@ -52,6 +53,14 @@ export class SimulatorAdapter implements ProviderAdapter {
       ),
       usage: await usageOf(request, replies),
     };
+  }
+
+  /** Deterministic unit vectors (see simulatedEmbedding), of the model's size or the request's `dimensions`. */
+  embed(request: EmbeddingRequest): Promise<EmbeddingResult> {
+    const { model, input } = request;
+    const dimensions = request.dimensions ?? model.embedding?.dimensions ?? 256;
+    const vectors = input.map((item: string | number[]) => simulatedEmbedding(model, item, dimensions));
+    return Promise.resolve({ vectors, promptTokens: simulatedPromptTokens(input) });
   }
 
   async *stream(request: ProviderRequest): AsyncIterable<ChatCompletionChunk> {

@@ -291,7 +291,7 @@ export class UsageRecordDto {
 
   @ApiProperty({
     enum: USAGE_SOURCES,
-    description: 'Where the request came from: `api` (an API key), `dashboard` (the playground), `widget` (a chat widget).',
+    description: 'Where the request came from: `api` (an API key), `dashboard` (the playground), `widget` (a chat widget), `messages` (the Anthropic Messages API), `embeddings` (`POST /v1/embeddings`).',
     example: 'api',
   })
   source: string;

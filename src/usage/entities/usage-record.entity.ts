@@ -3,10 +3,11 @@ import { bigintToNumber, numericToNumber } from '../../common/database/transform
 
 export type UsageStatus = 'success' | 'error';
 
-export const USAGE_SOURCES = ['api', 'dashboard', 'widget', 'messages'] as const;
+export const USAGE_SOURCES = ['api', 'dashboard', 'widget', 'messages', 'embeddings'] as const;
 /**
  * Who made the request: an API key (`api`), the dashboard's playground (`dashboard`), a chat
- * widget (`widget`), or an API key through the Anthropic Messages API (`messages`).
+ * widget (`widget`), an API key through the Anthropic Messages API (`messages`), or an API
+ * key's `POST /v1/embeddings` (`embeddings`).
  */
 export type UsageSource = (typeof USAGE_SOURCES)[number];
 

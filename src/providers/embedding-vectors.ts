@@ -1,0 +1,38 @@
+/**
+ * Embedding vectors as OpenAI's wire format carries them: a JSON array of numbers
+ * (`encoding_format: "float"`), or the base64 of their little-endian float32 bytes (`"base64"`,
+ * the OpenAI SDK's default, which decodes it to the same numbers). Vectors are kept as
+ * Float32Array from the upstream on, so that both formats give bit-identical values.
+ */
+
+/** The base64 of a vector's little-endian float32 bytes. */
+export function toBase64(vector: Float32Array): string {
+  const bytes = Buffer.alloc(vector.length * 4);
+  for (let i = 0; i < vector.length; i++) bytes.writeFloatLE(vector[i], i * 4);
+  return bytes.toString('base64');
+}
+
+/** A vector as an upstream sent it: base64 of little-endian float32 bytes, or an array of numbers (rounded to float32). */
+export function toVector(embedding: unknown): Float32Array {
+  if (typeof embedding === 'string') {
+    const bytes = Buffer.from(embedding, 'base64');
+    if (bytes.length % 4 !== 0) throw upstreamShape(`a base64 embedding of ${bytes.length} bytes, not a whole number of float32 values`);
+    const vector = new Float32Array(bytes.length / 4);
+    for (let i = 0; i < vector.length; i++) vector[i] = bytes.readFloatLE(i * 4);
+    return vector;
+  }
+  if (Array.isArray(embedding) && embedding.every((value) => typeof value === 'number' && Number.isFinite(value))) {
+    return Float32Array.from(embedding as number[]);
+  }
+  throw upstreamShape('an embedding that is neither base64 nor an array of numbers');
+}
+
+/** The numbers of `encoding_format: "float"`: each float32 value as the double it is exactly. */
+export function toFloats(vector: Float32Array): number[] {
+  return Array.from(vector);
+}
+
+/** The upstream answered in a shape we cannot read: a 502 of that deployment (another may answer). */
+function upstreamShape(what: string): Error {
+  return Object.assign(new Error(`The upstream sent ${what}`), { status: 502 });
+}

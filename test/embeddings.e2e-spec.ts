@@ -1,0 +1,245 @@
+import OpenAI from 'openai';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
+import { DataSource } from 'typeorm';
+import { ApiKeysService } from '../src/workspaces/api-keys.service';
+import { fakeEmbedding, fakeEmbeddingTokens, FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
+import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
+import { walletInvariants } from './support/wallet-invariants';
+
+type XService = { cost_millicents: number; provider: string | null; deployment: string | null; attempts: number };
+type Embeddings = OpenAI.CreateEmbeddingResponse & { x_service: XService };
+
+/** Millicents per million input tokens: OpenAI's list prices of the two models, and the simulated one's. */
+const SMALL_PRICE = 2_000;
+const LARGE_PRICE = 13_000;
+const SIM_PRICE = 1_000;
+
+function catalog(models: object[]): string {
+  const file = path.join(mkdtempSync(path.join(tmpdir(), 'embeddings-catalog-')), 'models.json');
+  writeFileSync(file, JSON.stringify({ models }));
+  return file;
+}
+
+function deployment(label: string, fake: FakeOpenAi) {
+  process.env[`EMBEDDINGS_TEST_KEY_${label.toUpperCase()}`] = `sk-${label}`;
+  return { label, provider: 'openai', base_url: fake.url, api_key_env: `EMBEDDINGS_TEST_KEY_${label.toUpperCase()}` };
+}
+
+const embeddingCalls = (fake: FakeOpenAi) => fake.requests.filter((r) => r.path.endsWith('/embeddings'));
+
+describe('POST /v1/embeddings', () => {
+  let upstream: FakeOpenAi;
+  let failing: FakeOpenAi;
+  let t: TestApp;
+  let db: DataSource;
+  let workspace: TestWorkspace;
+
+  const embed = (body: Partial<OpenAI.EmbeddingCreateParams>, client = workspace.client) =>
+    client.embeddings.create({ model: 'text-embedding-3-small', input: 'Hello', ...body } as OpenAI.EmbeddingCreateParams) as unknown as Promise<Embeddings>;
+  /** The bare HTTP answer, for what the SDK would hide (the wire format of `embedding`, the error body). */
+  const post = async (body: unknown, apiKey = workspace.apiKey) => {
+    const response = await fetch(`${t.baseUrl}/v1/embeddings`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${apiKey}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    return { status: response.status, headers: response.headers, body: (await response.json()) as Record<string, any> };
+  };
+
+  beforeAll(async () => {
+    [upstream, failing] = await Promise.all([startFakeOpenAi(), startFakeOpenAi()]);
+    failing.setDefault({ kind: 'http_error', status: 500, body: { error: { message: 'boom', type: 'server_error' } } });
+    const embedding = { provider: 'openai', kind: 'embedding', adjustable_dimensions: true, context_length: 8_192, output_price: 0 };
+    t = await startTestApp({
+      config: {
+        llmSimulator: 'off',
+        modelCatalogFile: catalog([
+          { ...embedding, id: 'text-embedding-3-small', dimensions: 1536, input_price: SMALL_PRICE, deployments: [deployment('primary', upstream)] },
+          {
+            ...embedding,
+            id: 'text-embedding-3-large',
+            dimensions: 3072,
+            input_price: LARGE_PRICE,
+            deployments: [deployment('failing', failing), deployment('healthy', upstream)],
+          },
+          { id: 'sim-embed', provider: 'simulator', kind: 'embedding', dimensions: 256, context_length: 8_192, input_price: SIM_PRICE, output_price: 0 },
+          { id: 'gpt-4o-mini', provider: 'simulator', context_length: 128_000, max_output_tokens: 16_384, input_price: 15_000, output_price: 60_000 },
+        ]),
+      },
+    });
+    db = t.app.get(DataSource);
+    workspace = await t.createWorkspace({ tier: 'enterprise', balanceMillicents: 10_000_000 });
+  });
+  afterAll(async () => {
+    await t?.close();
+    await Promise.all([upstream?.close(), failing?.close()]);
+  });
+
+  it("gives the same vectors through the SDK's default (base64) and with float, of the model's size and of `dimensions`", async () => {
+    const input = 'The food was delicious and the waiter was friendly.';
+    const viaDefault = await embed({ input });
+    const viaFloat = await embed({ input, encoding_format: 'float' });
+    expect(viaDefault.data[0].embedding).toHaveLength(1536);
+    expect(viaDefault.data[0].embedding).toEqual(viaFloat.data[0].embedding);
+    // Exactly the upstream's float32 values.
+    expect(viaFloat.data[0].embedding).toEqual(Array.from(fakeEmbedding(input, 1536)));
+    expect(viaDefault).toMatchObject({ object: 'list', model: 'text-embedding-3-small', data: [{ object: 'embedding', index: 0 }] });
+
+    // On the wire, base64 is the little-endian float32 bytes (a quarter of the width if read as anything else).
+    const raw = await post({ model: 'text-embedding-3-small', input, encoding_format: 'base64' });
+    expect(typeof raw.body.data[0].embedding).toBe('string');
+    const bytes = Buffer.from(raw.body.data[0].embedding as string, 'base64');
+    expect(bytes.length).toBe(1536 * 4);
+    expect(Array.from({ length: 1536 }, (_, i) => bytes.readFloatLE(i * 4))).toEqual(viaFloat.data[0].embedding);
+
+    const short = await embed({ input, dimensions: 256 });
+    const shortFloat = await embed({ input, dimensions: 256, encoding_format: 'float' });
+    expect(short.data[0].embedding).toHaveLength(256);
+    expect(short.data[0].embedding).toEqual(shortFloat.data[0].embedding);
+    expect(embeddingCalls(upstream).at(-1)!.body).toMatchObject({ model: 'text-embedding-3-small', dimensions: 256 });
+  });
+
+  it('takes every input form: a string, strings, a token array, token arrays; one vector per input, in order', async () => {
+    const forms: Array<[OpenAI.EmbeddingCreateParams['input'], Array<string | number[]>]> = [
+      ['one text', ['one text']],
+      [['first', 'second', 'third'], ['first', 'second', 'third']],
+      [[9906, 1917, 0], [[9906, 1917, 0]]],
+      [[[9906], [1917, 0, 42]], [[9906], [1917, 0, 42]]],
+    ];
+    for (const [input, inputs] of forms) {
+      const answer = await embed({ input });
+      expect(answer.data.map((d) => d.index)).toEqual(inputs.map((_, i) => i));
+      answer.data.forEach((d, i) => expect(d.embedding).toEqual(Array.from(fakeEmbedding(inputs[i], 1536))));
+      expect(answer.usage).toEqual({ prompt_tokens: inputs.reduce((sum: number, item) => sum + fakeEmbeddingTokens(item), 0), total_tokens: answer.usage.prompt_tokens });
+      expect(embeddingCalls(upstream).at(-1)!.body.input).toEqual(inputs);
+    }
+  });
+
+  it('refuses bad requests with a 400 naming the field, never a 500', async () => {
+    const cases: Array<[unknown, string]> = [
+      [{ model: 'text-embedding-3-small', input: '' }, 'input'],
+      [{ model: 'text-embedding-3-small', input: [] }, 'input'],
+      [{ model: 'text-embedding-3-small', input: ['a', 1] }, 'input'],
+      [{ model: 'text-embedding-3-small', input: Array.from({ length: 2049 }, () => 'a') }, 'input'],
+      [{ model: 'text-embedding-3-small', input: 'word '.repeat(9_000) }, 'input'],
+      [{ model: 'text-embedding-3-small', input: Array.from({ length: 40 }, () => 'word '.repeat(8_000)) }, 'input'],
+      [{ model: 'text-embedding-3-small', input: 'x', dimensions: 1537 }, 'dimensions'],
+      [{ model: 'text-embedding-3-small', input: 'x', dimensions: 0 }, 'dimensions'],
+      [{ model: 'sim-embed', input: 'x', dimensions: 128 }, 'dimensions'],
+      [{ model: 'text-embedding-3-small', input: 'x', encoding_format: 'int8' }, 'encoding_format'],
+      [{ input: 'x' }, 'model'],
+    ];
+    for (const [body, param] of cases) {
+      const answer = await post(body);
+      expect({ status: answer.status, param: answer.body.error?.param }).toEqual({ status: 400, param });
+    }
+    await t.quiet(workspace.id);
+  });
+
+  it('charges usage.prompt_tokens times the input price, once, with one usage record each; nothing stays held', async () => {
+    const payer = await t.createWorkspace({ tier: 'enterprise', balanceMillicents: 1_000_000 });
+    const before = await walletInvariants(db, payer.id);
+    const answers: Embeddings[] = [];
+    // 4000 characters: 1000 tokens as the fake counts them, 2 millicents at $0.02 per million.
+    for (const input of ['x'.repeat(4_000), ['y'.repeat(4_000), 'z'.repeat(2_000)], 'short text']) {
+      answers.push(await embed({ input: input as string }, payer.client));
+    }
+    for (const answer of answers) {
+      expect(answer.x_service).toMatchObject({ provider: 'openai', deployment: 'primary', attempts: 1 });
+      expect(answer.x_service.cost_millicents).toBe((answer.usage.prompt_tokens * SMALL_PRICE) / 1_000_000);
+    }
+    expect(answers.map((a) => a.usage.prompt_tokens)).toEqual([1_000, 1_500, 3]);
+    await t.quiet(payer.id);
+    const after = await walletInvariants(db, payer.id);
+    expect(after).toMatchObject({ reserved: 0, holds: 0, balance: after.ledger });
+    // 2 + 3 + 0.006 millicents: whole millicents are charged, the remainder carried.
+    expect(before.balance - after.balance).toBe(5);
+    const records = (await db.query(
+      `SELECT source, model, status, input_tokens::int AS input, output_tokens::int AS output, total_cost_millicents::float AS cost, deployment
+         FROM usage_records WHERE workspace_id = $1 ORDER BY created_at`,
+      [payer.id],
+    )) as unknown[];
+    expect(records).toEqual(
+      answers.map((a) => ({ source: 'embeddings', model: 'text-embedding-3-small', status: 'success', input: a.usage.prompt_tokens, output: 0, cost: a.x_service.cost_millicents, deployment: 'primary' })),
+    );
+    // /v1/usage groups them under their model.
+    const summary = await payer.client.get<{ data: { by_model: { model: string; requests: number; cost_millicents: number }[] } }>('/usage');
+    expect(summary.data.by_model).toEqual([{ model: 'text-embedding-3-small', requests: 3, cost_millicents: 5.006 }]);
+  });
+
+  it('refuses with 402 what the wallet cannot cover, holding and charging nothing', async () => {
+    const poor = await t.createWorkspace({ tier: 'enterprise', balanceMillicents: 0 });
+    const calls = embeddingCalls(upstream).length;
+    await expect(embed({ input: 'Hello' }, poor.client)).rejects.toMatchObject({ status: 402, code: 'insufficient_balance' });
+    expect(embeddingCalls(upstream)).toHaveLength(calls);
+    await t.quiet(poor.id);
+    expect(await walletInvariants(db, poor.id)).toMatchObject({ balance: 0, ledger: 0, reserved: 0, holds: 0 });
+  });
+
+  it("refuses a model the key may not use with 403, and runs one it may", async () => {
+    const restricted = await t.createWorkspace({ tier: 'enterprise' });
+    const keys = t.app.get(ApiKeysService);
+    await keys.setLimits(restricted.apiKeyId, { allowedModels: ['gpt-4o-mini'] });
+    const calls = embeddingCalls(upstream).length;
+    await expect(embed({}, restricted.client)).rejects.toMatchObject({ status: 403, code: 'model_not_allowed' });
+    expect(embeddingCalls(upstream)).toHaveLength(calls);
+    await keys.setLimits(restricted.apiKeyId, { allowedModels: ['text-embedding-3-small'] });
+    await expect(embed({}, restricted.client)).resolves.toMatchObject({ model: 'text-embedding-3-small' });
+  });
+
+  it('fails over from a deployment answering 500 to a healthy one, and charges the answer only', async () => {
+    const answers: Embeddings[] = [];
+    // Until the failing deployment was tried at least once (the router draws the order by weight).
+    for (let i = 0; i < 30 && embeddingCalls(failing).length === 0; i++) answers.push(await embed({ model: 'text-embedding-3-large', input: 'failover' }));
+    answers.push(await embed({ model: 'text-embedding-3-large', input: 'failover' }));
+    expect(embeddingCalls(failing).length).toBeGreaterThan(0);
+    for (const answer of answers) {
+      expect(answer.data[0].embedding).toEqual(Array.from(fakeEmbedding('failover', 3072)));
+      expect(answer.x_service).toMatchObject({ provider: 'openai', deployment: 'healthy', cost_millicents: (answer.usage.prompt_tokens * LARGE_PRICE) / 1e6 });
+    }
+    expect(answers.some((a) => a.x_service.attempts > 1)).toBe(true);
+  });
+
+  it('answers 429 with Retry-After and X-RateLimit headers at the tier limit', async () => {
+    const free = await t.createWorkspace({ tier: 'free' });
+    for (let i = 1; i <= 5; i++) {
+      const { response } = await free.client.embeddings.create({ model: 'text-embedding-3-small', input: 'Hello' }).withResponse();
+      expect(response.headers.get('x-ratelimit-limit')).toBe('5');
+      expect(response.headers.get('x-ratelimit-remaining')).toBe(String(5 - i));
+    }
+    const error = await embed({}, free.client).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OpenAI.RateLimitError);
+    const limited = error as InstanceType<typeof OpenAI.RateLimitError>;
+    expect(Number(limited.headers?.get('retry-after'))).toBeGreaterThan(0);
+    expect(limited.headers?.get('x-ratelimit-remaining')).toBe('0');
+    await t.quiet(free.id);
+    const [refused] = await db.query(`SELECT count(*)::int AS n FROM usage_records WHERE workspace_id = $1 AND source = 'embeddings' AND error_code = 'rate_limit_exceeded'`, [free.id]);
+    expect(refused.n).toBe(1);
+  });
+
+  it("answers deterministic unit vectors of the model's size from the simulator", async () => {
+    const first = await embed({ model: 'sim-embed', input: ['alpha', 'beta'] });
+    const again = await embed({ model: 'sim-embed', input: ['beta'], encoding_format: 'float' });
+    expect(first.data.map((d) => d.embedding.length)).toEqual([256, 256]);
+    expect(again.data[0].embedding).toEqual(first.data[1].embedding);
+    expect(first.data[0].embedding).not.toEqual(first.data[1].embedding);
+    const norm = Math.hypot(...first.data[0].embedding);
+    expect(norm).toBeCloseTo(1, 5);
+    expect(first.x_service).toMatchObject({ provider: 'simulator', deployment: 'simulator' });
+    expect(first.x_service.cost_millicents).toBe((first.usage.prompt_tokens * SIM_PRICE) / 1e6);
+  });
+
+  it('refuses a chat model here and an embedding model on the chat paths, with a 400 naming model', async () => {
+    await expect(
+      workspace.client.chat.completions.create({ model: 'text-embedding-3-small', messages: [{ role: 'user', content: 'Hi' }] }),
+    ).rejects.toMatchObject({ status: 400, param: 'model', code: 'wrong_model_kind' });
+    await expect(embed({ model: 'gpt-4o-mini' })).rejects.toMatchObject({ status: 400, param: 'model', code: 'wrong_model_kind' });
+    await expect(workspace.client.responses.create({ model: 'text-embedding-3-small', input: 'Hi' })).rejects.toMatchObject({ status: 400, param: 'model' });
+    const models = await workspace.client.models.list();
+    const kinds = Object.fromEntries(models.data.map((m) => [m.id, (m as unknown as { kind: string }).kind]));
+    expect(kinds).toEqual({ 'text-embedding-3-small': 'embedding', 'text-embedding-3-large': 'embedding', 'sim-embed': 'embedding', 'gpt-4o-mini': 'chat' });
+    expect(models.data.find((m) => m.id === 'sim-embed')).toMatchObject({ embedding: { dimensions: 256, adjustable: false } });
+  });
+});
