@@ -1,3 +1,4 @@
+import Anthropic from '@anthropic-ai/sdk';
 import { Cancellation } from '../src/common/cancellation';
 import { ApiError } from '../src/common/errors/api-error';
 import { DEFAULT_CATALOG, type ModelDefinition } from '../src/models/model-catalog';
@@ -5,6 +6,7 @@ import { GoogleAdapter } from '../src/providers/google/google.adapter';
 import type { ChatCompletionChunk, ChatMessage, ProviderRequest } from '../src/providers/provider-adapter';
 import { isAbort, isRetryable, toUpstreamApiError } from '../src/providers/upstream-errors';
 import { startFakeGemini, type FakeGemini } from './fakes/fake-gemini';
+import { DataSource } from 'typeorm';
 import { startTestApp, type TestApp, type TestWorkspace } from './support/test-app';
 
 /**
@@ -707,6 +709,50 @@ describe('Gemini through the service, with the OpenAI SDK', () => {
     fake.reset();
     await workspace.client.chat.completions.create({ model: 'gemini-2.5-flash', messages: [{ role: 'user', content: 'Answer.' }] });
     expect(fake.requests[0].body!.generationConfig).not.toHaveProperty('thinkingConfig');
+  });
+
+  it('answers the Anthropic Messages API from Gemini: system blocks, two parallel tool_use, their tool_results, and a stream', async () => {
+    const anthropic = new Anthropic({ baseURL: t.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
+    const weather = { name: 'get_weather', description: 'Weather in a city', input_schema: { type: 'object' as const, properties: { city: { type: 'string' } }, required: ['city'] } };
+    const system = [{ type: 'text' as const, text: 'You are terse.' }, { type: 'text' as const, text: 'Use the tools.', cache_control: { type: 'ephemeral' as const } }];
+    const question = { role: 'user' as const, content: 'Weather in Oslo and Rome?' };
+    fake.reset();
+    fake.script({ answer: { functionCalls: [{ name: 'get_weather', args: { city: 'Oslo' } }, { name: 'get_weather', args: { city: 'Rome' } }], usage: { promptTokenCount: 40, candidatesTokenCount: 12 } } });
+    const calls = await anthropic.messages.create({ model: 'gemini-2.5-flash', max_tokens: 300, system, tools: [weather], messages: [question] });
+    expect(fake.requests[0].body!.systemInstruction).toMatchObject({ parts: [{ text: expect.stringContaining('You are terse.') }] });
+    expect(JSON.stringify(fake.requests[0].body!.systemInstruction)).toContain('Use the tools.');
+    expect(calls.stop_reason).toBe('tool_use');
+    const uses = calls.content.filter((block) => block.type === 'tool_use');
+    expect(uses.map((use) => use.input)).toEqual([{ city: 'Oslo' }, { city: 'Rome' }]);
+    expect(new Set(uses.map((use) => use.id)).size).toBe(2);
+
+    fake.script({ answer: { text: 'Oslo 3, Rome 18.', usage: { promptTokenCount: 80, candidatesTokenCount: 6 } } });
+    const results = uses.map((use, i) => ({ type: 'tool_result' as const, tool_use_id: use.id, content: i === 0 ? '3 degrees' : '18 degrees' }));
+    const stream = anthropic.messages.stream({
+      model: 'gemini-2.5-flash',
+      max_tokens: 300,
+      system,
+      tools: [weather],
+      messages: [question, { role: 'assistant', content: calls.content }, { role: 'user', content: results }],
+    });
+    const final = await stream.finalMessage();
+    expect(final.content).toEqual([expect.objectContaining({ type: 'text', text: 'Oslo 3, Rome 18.' })]);
+    expect(final.stop_reason).toBe('end_turn');
+    // Both results went back to Gemini as function responses, in order.
+    const responses = (fake.requests[1].body!.contents ?? []).flatMap((content) => content.parts ?? []).filter((part) => part.functionResponse);
+    expect(responses.map((part) => [part.functionResponse.name, JSON.stringify(part.functionResponse.response)])).toEqual([
+      ['get_weather', expect.stringContaining('3 degrees')],
+      ['get_weather', expect.stringContaining('18 degrees')],
+    ]);
+    await t.quiet(workspace.id);
+    const records = (await t.app.get(DataSource).query(`SELECT source, status FROM usage_records WHERE workspace_id = $1 AND source = 'messages' ORDER BY created_at`, [workspace.id])) as {
+      source: string;
+      status: string;
+    }[];
+    expect(records).toEqual([
+      { source: 'messages', status: 'success' },
+      { source: 'messages', status: 'success' },
+    ]);
   });
 
   it('answers logprobs and top_logprobs from Gemini in the OpenAI shape', async () => {

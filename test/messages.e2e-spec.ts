@@ -4,6 +4,7 @@ import { AssistantsService } from '../src/assistants/assistants.service';
 import { ApiKeysService } from '../src/workspaces/api-keys.service';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
+import { waitFor } from './support/wait-for';
 import { walletInvariants } from './support/wallet-invariants';
 
 /**
@@ -418,6 +419,34 @@ describe('Anthropic Messages API (POST /v1/messages)', () => {
     for (const wallet of [chatWallet, messageWallet]) expect(wallet).toEqual({ balance: wallet.ledger, ledger: wallet.ledger, reserved: 0, holds: 0 });
     expect((await usageRecords(asMessage.id)).map((record) => record.source)).toEqual(['messages', 'messages']);
     expect((await usageRecords(asChat.id)).map((record) => record.charged)).toEqual((await usageRecords(asMessage.id)).map((record) => record.charged));
+  });
+
+  it('charges a stream the client cut for what reached it, stops the upstream call, and holds nothing afterwards', async () => {
+    const own = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+    upstream.script({ kind: 'text', text: Array.from({ length: 200 }, (_, i) => `word${i}`).join(' '), chunkDelayMs: 20 });
+    const controller = new AbortController();
+    const stream = anthropicClient(own.apiKey).messages.stream({ model: 'gpt-4o-mini', max_tokens: 1000, messages: [{ role: 'user', content: 'Talk.' }] }, { signal: controller.signal });
+    let deltas = 0;
+    await (async () => {
+      for await (const event of stream) {
+        if (event.type === 'content_block_delta' && ++deltas === 5) controller.abort();
+      }
+    })().catch(() => undefined);
+    const upstreamCall = upstream.requests[upstream.requests.length - 1];
+    await waitFor(async () => (await usageRecords(own.id)).length === 1 && upstreamCall.closedEarly);
+    const [record] = await usageRecords(own.id);
+    expect(record).toMatchObject({ source: 'messages', status: 'error', error_code: 'client_disconnected', stream: true });
+    // What reached the client (about five words) is charged, not the 200 words the upstream would have sent.
+    const [used] = (await db.query(`SELECT output_tokens::int AS output, llm_cost_millicents::float AS cost FROM usage_records WHERE workspace_id = $1`, [own.id])) as {
+      output: number;
+      cost: number;
+    }[];
+    expect(used.output).toBeGreaterThanOrEqual(5);
+    expect(used.output).toBeLessThan(150);
+    expect(used.cost).toBeGreaterThan(0);
+    await t.quiet(own.id);
+    const wallet = await walletInvariants(db, own.id);
+    expect(wallet).toEqual({ balance: wallet.ledger, ledger: wallet.ledger, reserved: 0, holds: 0 });
   });
 
   it('counts tokens for free: no hold, no charge, no usage record', async () => {
