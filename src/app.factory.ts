@@ -6,6 +6,9 @@ import express, { type NextFunction, type RequestHandler, type Response } from '
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { API_GUARDS, AppModule } from './app.module';
 import { chatCompletionsRoute } from './chat/chat-direct-route';
+import { messagesRoute } from './messages/messages-direct-route';
+import { MessagesController } from './messages/messages.controller';
+import { MessagesErrorFilter } from './messages/messages-error.filter';
 import { ChatRefusalFilter } from './chat/chat-refusal.filter';
 import { ChatController } from './chat/chat.controller';
 import { ChatService } from './chat/chat.service';
@@ -89,7 +92,7 @@ export async function createApp(
   const filter = new ApiExceptionFilter(app.get<ErrorPageRenderer>(ERROR_PAGE_RENDERER));
   app.use((error: unknown, req: ApiRequest, res: Response, next: NextFunction) => {
     if (!error) return next();
-    if (req.path === '/v1/messages' || req.path.startsWith('/v1/messages/')) answerErrorInAnthropicShape(req, res);
+    if (isMessagesPath(req.path)) answerErrorInAnthropicShape(req, res);
     filter.respond(error, req, res);
   });
   app.useGlobalPipes(createValidationPipe());
@@ -103,13 +106,22 @@ export async function createApp(
       serveDirectRoutes(app.getHttpServer(), {
         app: app.getHttpAdapter().getInstance(),
         middleware: requestMiddleware,
-        onError: (error, req, res) => filter.respond(error, req, res),
+        // The body parser's refusals of a message request answer in Anthropic's shape, as the Express error handler above does.
+        onError: (error, req, res) => {
+          if (isMessagesPath(req.path)) answerErrorInAnthropicShape(req, res);
+          filter.respond(error, req, res);
+        },
         basePath: config.dashboard.basePath,
         routes: [
           chatCompletionsRoute(
             app.get(ChatController),
             API_GUARDS.map((guard) => app.get<CanActivate>(guard)),
             new ChatRefusalFilter(app.get(ChatService)),
+          ),
+          messagesRoute(
+            app.get(MessagesController),
+            API_GUARDS.map((guard) => app.get<CanActivate>(guard)),
+            app.get(MessagesErrorFilter),
           ),
         ],
         application: app.get(ApplicationConfig),
@@ -175,4 +187,9 @@ function setUpSwagger(app: NestExpressApplication): void {
     // deepLinking: the dashboard links to a tag (`/docs#/Wallet`).
     swaggerOptions: { persistAuthorization: true, deepLinking: true },
   });
+}
+
+/** The Anthropic Messages API's paths, whose errors answer in Anthropic's shape. */
+function isMessagesPath(path: string): boolean {
+  return path === '/v1/messages' || path.startsWith('/v1/messages/');
 }

@@ -184,14 +184,15 @@ describe('the direct route fails closed', () => {
     );
     expect(refusal).toBeInstanceOf(ConfigError);
     const problems = (refusal as ConfigError).problems;
-    expect(problems.map((problem) => /does not run the (global \w+ \w+)/.exec(problem)?.[1]).sort()).toEqual([
-      'global filter AuditFailureFilter',
-      'global guard AuditGuard',
-      'global interceptor AuditInterceptor',
-    ]);
+    // Each direct route names each: chat completions and the Anthropic Messages API, each with the file to teach.
+    const named = problems.map((problem) => `${/the direct route of (POST \S+)/.exec(problem)?.[1]} ${/does not run the (global \w+ \w+)/.exec(problem)?.[1]}`);
+    expect(named.sort()).toEqual(
+      ['POST /v1/chat/completions', 'POST /v1/messages'].flatMap((route) =>
+        ['global filter AuditFailureFilter', 'global guard AuditGuard', 'global interceptor AuditInterceptor'].map((enhancer) => `${route} ${enhancer}`),
+      ),
+    );
     for (const problem of problems) {
-      expect(problem).toContain('the direct route of POST /v1/chat/completions');
-      expect(problem).toContain('src/chat/chat-direct-route.ts');
+      expect(problem).toMatch(/src\/chat\/chat-direct-route\.ts|src\/messages\/messages-direct-route\.ts/);
       expect(problem).toContain('or set DIRECT_ROUTE=off');
     }
   });
