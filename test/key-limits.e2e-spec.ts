@@ -66,7 +66,9 @@ describe('API key limits', () => {
   };
 
   it('never lets 50 concurrent requests take a key past its daily limit, and starts again the next day', async () => {
-    const workspace = await t.createWorkspace({ balanceMillicents: 10_000_000 });
+    // Tier team (300 rpm): the burst, the requests one by one and the key's reads are some 70 requests in a minute,
+    // past the default tier's 60, and this test is about the key's money, not the workspace's rate.
+    const workspace = await t.createWorkspace({ tier: 'team', balanceMillicents: 10_000_000 });
     await keys.setLimits(workspace.apiKeyId, { spendLimitMillicents: 5_000, spendLimitPeriod: 'daily' });
     const client = new OpenAI({ apiKey: workspace.apiKey, baseURL: `${t.baseUrl}/v1`, maxRetries: 0 });
 
