@@ -2,7 +2,7 @@ import { Subject } from 'rxjs';
 import type { ChatStreamEvent } from '../chat/completion-types';
 import { KEEP_ALIVE } from '../chat/completion-types';
 import { ApiError } from '../common/errors/api-error';
-import { anthropicErrorType } from './anthropic-errors';
+import { anthropicErrorType } from '../common/errors/anthropic-errors';
 import { MessageEvent, messageEvents } from './message-events';
 import { messageOf, toolInputOf } from './message-object';
 import { AnthropicAnswer } from './native-answer';

@@ -3,7 +3,7 @@ import { Observable } from 'rxjs';
 import { ChatStreamEvent, isKeepAlive, XService } from '../chat/completion-types';
 import type { ApiError } from '../common/errors/api-error';
 import type { ChatCompletionChunk, CompletionUsage } from '../providers/provider-adapter';
-import { anthropicErrorOf } from './anthropic-errors';
+import { anthropicErrorOf } from '../common/errors/anthropic-errors';
 import { MessageXService, StopReason, stopReasonOf, usageOf, xServiceOf } from './message-object';
 import type { AnthropicAnswer } from './native-answer';
 

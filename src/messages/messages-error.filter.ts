@@ -3,7 +3,7 @@ import type { Response } from 'express';
 import { ApiError, type ApiErrorBody } from '../common/errors/api-error';
 import { ApiExceptionFilter } from '../common/errors/api-exception.filter';
 import type { ApiRequest } from '../common/http/request-context';
-import { inAnthropicShape } from './anthropic-errors';
+import { inAnthropicShape } from '../common/errors/anthropic-errors';
 import { MessagesService } from './messages.service';
 
 /**

@@ -8,7 +8,7 @@ import { clientGone } from '../common/http/client-gone.decorator';
 import { Idempotent } from '../common/http/idempotent.decorator';
 import type { ApiRequest, Principal } from '../common/http/request-context';
 import { ApiStandardResponses } from '../common/openapi/api-responses';
-import { anthropicErrorOf } from './anthropic-errors';
+import { anthropicErrorOf } from '../common/errors/anthropic-errors';
 import { CreateMessageRequestDto } from './dto/create-message.dto';
 import { CountTokensResponseDto, MessageObjectDto } from './dto/messages.dto';
 import type { MessageEvent } from './message-events';
