@@ -1,9 +1,9 @@
 import { ArgumentsHost, Catch, ExceptionFilter, Injectable } from '@nestjs/common';
 import type { Response } from 'express';
-import { ApiError, type ApiErrorBody } from '../common/errors/api-error';
+import { ApiError } from '../common/errors/api-error';
 import { ApiExceptionFilter } from '../common/errors/api-exception.filter';
 import type { ApiRequest } from '../common/http/request-context';
-import { inAnthropicShape } from '../common/errors/anthropic-errors';
+import { answerErrorInAnthropicShape } from '../common/errors/anthropic-errors';
 import { MessagesService } from './messages.service';
 
 /**
@@ -27,8 +27,7 @@ export class MessagesErrorFilter implements ExceptionFilter {
     if (exception instanceof ApiError && exception.type === 'rate_limit_exceeded' && req.principal && !countsTokens && !this.messages.isRecorded(exception)) {
       void this.messages.recordRefused({ principal: req.principal, requestId: req.id }, req.body, exception);
     }
-    const json = res.json.bind(res);
-    res.json = (body: ApiErrorBody) => json(inAnthropicShape(res.statusCode, body, req.id));
+    answerErrorInAnthropicShape(req, res);
     this.errors.respond(exception, req, res);
   }
 }
