@@ -284,7 +284,7 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
   };
 
   for (let i = 0; i < SETTINGS.warmupQueries; i++) {
-    await documents.search(searchAssistant, `${VOCABULARY.draw(random)} ${VOCABULARY.draw(random)}`, SETTINGS.maxResults);
+    await documents.search(searchAssistant, `${VOCABULARY.draw(random)} ${VOCABULARY.draw(random)}`, { maxResults: SETTINGS.maxResults });
   }
   // Interleave the kinds so drift hits them alike.
   const samples: Record<string, number[]> = Object.fromEntries(Object.keys(kinds).map((kind) => [kind, []]));
@@ -292,7 +292,7 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
   for (let i = 0; i < SETTINGS.queriesPerKind; i++) {
     for (const [kind, queries] of Object.entries(kinds)) {
       const start = process.hrtime.bigint();
-      const results = await documents.search(searchAssistant, queries[i], SETTINGS.maxResults);
+      const results = await documents.search(searchAssistant, queries[i], { maxResults: SETTINGS.maxResults });
       samples[kind].push(elapsedMs(start));
       if (results.length > 0) found[kind]++;
     }

@@ -156,7 +156,7 @@ describe('documents for file_search', () => {
       expect(text).toContain('use a ratio of 1 to 16');
       expect(text).toMatch(/Method +Grind +Ratio\nPour-over +medium-fine +1:16/);
       for (const hidden of ['dataLayer', 'varroa', 'font-family', 'Enable JavaScript', 'Guides', '<p>']) expect(text).not.toContain(hidden);
-      expect(await documents.search(assistantId, 'varroa mites oxalic acid', 5)).toEqual([]);
+      expect(await documents.search(assistantId, 'varroa mites oxalic acid', { maxResults: 5 })).toEqual([]);
     });
 
     it('PDF: the text of every page, in order, a sentence across a page break joined', async () => {
@@ -177,7 +177,7 @@ describe('documents for file_search', () => {
       expect(text.indexOf('Revenue')).toBeLessThan(text.indexOf('Headcount'));
       expect(progress.map((p) => p.stage)).toEqual(['extracting', 'extracting', 'extracting', 'chunking', 'storing', 'stored']);
       expect(progress[2].message).toBe('Read page 3 of 3 of report.pdf');
-      const [top] = await documents.search(assistantId, 'Frankfurt data centre cooling', 3);
+      const [top] = await documents.search(assistantId, 'Frankfurt data centre cooling', { maxResults: 3 });
       expect(top).toMatchObject({ document_name: 'report.pdf', position: 0 });
     });
 
@@ -220,7 +220,7 @@ describe('documents for file_search', () => {
       expect(await allText(document.id)).toBe(
         'Onboarding checklist\n\nEvery new hire receives a laptop & a security key on day one.\n\nAccounts are created by IT.',
       );
-      expect((await documents.search(assistantId, 'security key laptop', 1))[0].document_name).toBe('onboarding.docx');
+      expect((await documents.search(assistantId, 'security key laptop', { maxResults: 1 }))[0].document_name).toBe('onboarding.docx');
       expect(await apiError(add('fake.docx', 'not a zip'))).toMatchObject({ status: 400, code: 'unreadable_file' });
       expect(await apiError(add('bad.docx', Buffer.from('PK\u0003\u0004 truncated archive')))).toMatchObject({ status: 400, code: 'unreadable_file' });
     });
@@ -378,7 +378,7 @@ describe('documents for file_search', () => {
 
     it('ranks the passages with every term first, best first, each with its document and position', async () => {
       const { assistantId } = await library();
-      const results = await documents.search(assistantId, 'daily dog walk', 5);
+      const results = await documents.search(assistantId, 'daily dog walk', { maxResults: 5 });
       expect(results.map((r) => r.document_name)).toEqual(['walks.txt', 'dogs.md']);
       expect(results[0]).toEqual({
         document_id: expect.any(String),
@@ -388,16 +388,16 @@ describe('documents for file_search', () => {
         score: expect.any(Number),
       });
       expect(results[0].score).toBeGreaterThan(results[1].score);
-      expect(results[1].score).toBeGreaterThanOrEqual(1); // both have every term
+      expect(results[1].score).toBeGreaterThanOrEqual(0.5); // both have every term
     });
 
     it('when no passage has every term, passages with the most of them follow', async () => {
       const { assistantId } = await library();
-      const results = await documents.search(assistantId, 'cat water bowl litter', 5);
+      const results = await documents.search(assistantId, 'cat water bowl litter', { maxResults: 5 });
       expect(results[0].document_name).toBe('cats.md');
-      expect(results[0].score).toBeLessThan(1);
+      expect(results[0].score).toBeLessThan(0.5);
       // dogs.md has two of the three terms; cats.md and walks.txt one each.
-      const partial = await documents.search(assistantId, 'puppies vaccinated sleep', 5);
+      const partial = await documents.search(assistantId, 'puppies vaccinated sleep', { maxResults: 5 });
       expect(partial[0].document_name).toBe('dogs.md');
       expect(new Set(partial.slice(1).map((r) => r.document_name))).toEqual(new Set(['cats.md', 'walks.txt']));
       for (let i = 1; i < partial.length; i++) expect(partial[i].score).toBeLessThanOrEqual(partial[i - 1].score);
@@ -405,34 +405,34 @@ describe('documents for file_search', () => {
 
     it('supports web-search syntax: phrases, or, and excluded words', async () => {
       const { assistantId } = await library();
-      expect((await documents.search(assistantId, '"litter box"', 5)).map((r) => r.document_name)).toEqual(['cats.md']);
-      expect((await documents.search(assistantId, '"box litter"', 5)).map((r) => r.document_name)).toEqual([]);
-      expect(new Set((await documents.search(assistantId, 'puppies or groom', 5)).map((r) => r.document_name))).toEqual(new Set(['dogs.md', 'cats.md']));
-      expect((await documents.search(assistantId, 'walk -park', 5)).map((r) => r.document_name)).toEqual(['dogs.md']);
+      expect((await documents.search(assistantId, '"litter box"', { maxResults: 5 })).map((r) => r.document_name)).toEqual(['cats.md']);
+      expect((await documents.search(assistantId, '"box litter"', { maxResults: 5 })).map((r) => r.document_name)).toEqual([]);
+      expect(new Set((await documents.search(assistantId, 'puppies or groom', { maxResults: 5 })).map((r) => r.document_name))).toEqual(new Set(['dogs.md', 'cats.md']));
+      expect((await documents.search(assistantId, 'walk -park', { maxResults: 5 })).map((r) => r.document_name)).toEqual(['dogs.md']);
     });
 
     it('an empty or stop-word-only query finds nothing; maxResults is honoured', async () => {
       const { assistantId } = await library();
-      expect(await documents.search(assistantId, '', 5)).toEqual([]);
-      expect(await documents.search(assistantId, '   ', 5)).toEqual([]);
-      expect(await documents.search(assistantId, 'the and of a', 5)).toEqual([]);
-      expect(await documents.search(assistantId, '"" - or', 5)).toEqual([]);
-      expect(await documents.search(assistantId, 'dog OR cat OR walk', 1)).toHaveLength(1);
-      expect(await documents.search(assistantId, 'dog OR cat OR walk', 0)).toHaveLength(1);
+      expect(await documents.search(assistantId, '', { maxResults: 5 })).toEqual([]);
+      expect(await documents.search(assistantId, '   ', { maxResults: 5 })).toEqual([]);
+      expect(await documents.search(assistantId, 'the and of a', { maxResults: 5 })).toEqual([]);
+      expect(await documents.search(assistantId, '"" - or', { maxResults: 5 })).toEqual([]);
+      expect(await documents.search(assistantId, 'dog OR cat OR walk', { maxResults: 1 })).toHaveLength(1);
+      expect(await documents.search(assistantId, 'dog OR cat OR walk', { maxResults: 0 })).toHaveLength(1);
     });
 
     it("only searches the assistant's own documents", async () => {
       const mine = await library();
       const other = await setup();
       await other.add('dogs-elsewhere.md', 'Dogs walk daily in the other workspace too.');
-      const results = await documents.search(mine.assistantId, 'dogs', 10);
+      const results = await documents.search(mine.assistantId, 'dogs', { maxResults: 10 });
       expect(results.map((r) => r.document_name).sort()).toEqual(['dogs.md', 'walks.txt']);
-      expect((await documents.search(other.assistantId, 'dogs', 10)).map((r) => r.document_name)).toEqual(['dogs-elsewhere.md']);
+      expect((await documents.search(other.assistantId, 'dogs', { maxResults: 10 })).map((r) => r.document_name)).toEqual(['dogs-elsewhere.md']);
     });
 
     it('formats results for the model: numbered, with document name and passage number', async () => {
       const { assistantId } = await library();
-      const results = await documents.search(assistantId, 'daily dog walk', 2);
+      const results = await documents.search(assistantId, 'daily dog walk', { maxResults: 2 });
       expect(documents.formatResultsForModel(results)).toBe(
         `[1] walks.txt, passage 1\n${results[0].content}\n\n---\n\n[2] dogs.md, passage 1\n${results[1].content}`,
       );
@@ -459,7 +459,7 @@ describe('documents for file_search', () => {
       expect(await apiError(documents.remove(other.workspaceId, document.id))).toMatchObject({ status: 404, code: 'document_not_found' });
       expect(await documents.remove(workspaceId, document.id)).toEqual({ id: document.id, deleted: true });
       expect(await chunksOf(document.id)).toEqual([]);
-      expect(await documents.search(assistantId, 'committee budget', 5)).toEqual([]);
+      expect(await documents.search(assistantId, 'committee budget', { maxResults: 5 })).toEqual([]);
       expect(await apiError(documents.remove(workspaceId, document.id))).toMatchObject({ status: 404, message: `No document with id ${document.id}.` });
     });
 
@@ -525,7 +525,7 @@ describe('documents for file_search', () => {
           },
         ],
       });
-      expect((await documents.search(assistantId, 'employee handbook', 1))[0].document_id).toBe(added.id);
+      expect((await documents.search(assistantId, 'employee handbook', { maxResults: 1 }))[0].document_id).toBe(added.id);
 
       expect(await cli('document', 'remove', '--document', added.id as string)).toEqual({ id: added.id, deleted: true });
       expect(await cli('document', 'list', '--assistant', assistantId)).toEqual({ data: [] });

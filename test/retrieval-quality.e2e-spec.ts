@@ -105,7 +105,7 @@ describe('file_search retrieval quality on the fixture corpus', () => {
       .join('\n');
 
   it.each(CASES)('"$query" -> $document', async ({ query, document, passage }) => {
-    const results = await documents.search(assistantId, query, 5);
+    const results = await documents.search(assistantId, query, { maxResults: 5 });
     const top = results[0];
     const explanation = `query "${query}" expected ${document} ("${passage}") first, got:\n${describeTop(results)}`;
     if (!top || top.document_name !== document || !top.content.includes(passage)) throw new Error(explanation);
@@ -113,9 +113,9 @@ describe('file_search retrieval quality on the fixture corpus', () => {
   });
 
   it('finds nothing for words that only appear in scripts and styles of the HTML pages', async () => {
-    expect(await documents.search(assistantId, 'dataLayer analytics snippet', 5)).toEqual([]);
+    expect(await documents.search(assistantId, 'dataLayer analytics snippet', { maxResults: 5 })).toEqual([]);
     // "varroa" is in the coffee page's script and style too: only the beekeeping guide may answer.
-    const varroa = await documents.search(assistantId, 'varroa', 10);
+    const varroa = await documents.search(assistantId, 'varroa', { maxResults: 10 });
     expect(new Set(varroa.map((r) => r.document_name))).toEqual(new Set(['beekeeping-for-beginners.md']));
   });
 });

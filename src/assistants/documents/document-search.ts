@@ -1,4 +1,4 @@
-import type { FileSearchResult } from './documents.service';
+import type { FileSearchOptions, FileSearchResult } from './documents.service';
 
 /**
  * What `file_search` needs of the documents: the passages of an assistant's documents that
@@ -7,6 +7,6 @@ import type { FileSearchResult } from './documents.service';
  * depends on this narrow port and a test can hand it a plain fake.
  */
 export abstract class DocumentSearch {
-  abstract search(assistantId: string, query: string, maxResults: number): Promise<FileSearchResult[]>;
+  abstract search(assistantId: string, query: string, options: FileSearchOptions): Promise<FileSearchResult[]>;
   abstract formatResultsForModel(results: FileSearchResult[]): string;
 }

@@ -33,6 +33,16 @@ export interface IngestionProgress {
   message: string;
 }
 
+/** What a `file_search` may be narrowed to, as OpenAI's tool has it. */
+export interface FileSearchOptions {
+  /** How many passages at most, 1 to MAX_SEARCH_RESULTS. */
+  maxResults: number;
+  /** Only passages whose `score` is at least this (0 to 1); none when absent. */
+  scoreThreshold?: number;
+  /** Only passages of these documents (what the attribute filters left); all of the assistant's when absent. */
+  documentIds?: string[];
+}
+
 /** One passage found by `search`, best first. */
 export interface FileSearchResult {
   document_id: string;
@@ -41,8 +51,9 @@ export interface FileSearchResult {
   position: number;
   content: string;
   /**
-   * From 1 to 2 when the passage has every term of the query (higher when they are closer
-   * together and more frequent); from 0 to 1 when it has only some, scaled by their share.
+   * From 0 to 1, higher is better: from 0.5 to 1 when the passage has every term of the
+   * query (higher when they are closer together and more frequent); below 0.5 when it has
+   * only some, scaled by their share.
    */
   score: number;
 }
@@ -401,17 +412,20 @@ export class DocumentsService {
    * passages with only some of the terms follow, ranked by `ts_rank` times the share of the
    * terms they have. An empty or stop-word-only query finds nothing.
    */
-  async search(assistantId: string, query: string, maxResults = 5): Promise<FileSearchResult[]> {
+  async search(assistantId: string, query: string, options: FileSearchOptions): Promise<FileSearchResult[]> {
     assertUuid(assistantId, 'assistant');
     const text = query.trim();
-    if (!text) return [];
-    const limit = Math.min(MAX_SEARCH_RESULTS, Math.max(1, Math.floor(maxResults) || 1));
+    if (!text || options.documentIds?.length === 0) return [];
+    const limit = Math.min(MAX_SEARCH_RESULTS, Math.max(1, Math.floor(options.maxResults) || 1));
     const rows = await this.documents.query<Array<FileSearchResult & { score: number | string }>>(FILE_SEARCH_SQL, [
       assistantId,
       text,
       limit,
+      options.documentIds ?? null,
+      (options.scoreThreshold ?? 0) * 2,
     ]);
-    return rows.map((row) => ({ ...row, score: Math.round(Number(row.score) * 10_000) / 10_000 }));
+    // The SQL's rank is 0 to 2 (partial matches below 1): halved to OpenAI's 0 to 1.
+    return rows.map((row) => ({ ...row, score: Math.round(Number(row.score) * 5_000) / 10_000 }));
   }
 
   /** Results as the content of a `file_search` tool message: each passage with its document and position. */
@@ -466,9 +480,11 @@ export const FILE_SEARCH_SQL = `
                      / greatest(cardinality(q.lexemes), 1)
            END AS score
     FROM q JOIN document_chunks c ON c.assistant_id = $1 AND c.content_tsv @@ q.loose
+    WHERE $4::uuid[] IS NULL OR c.document_id = ANY($4::uuid[])
   )
   SELECT s.document_id, d.name AS document_name, s.position, s.content, s.score
   FROM scored s JOIN documents d ON d.id = s.document_id
+  WHERE s.score >= $5
   ORDER BY s.score DESC, d.created_at, d.id, s.position
   LIMIT $3`;
 

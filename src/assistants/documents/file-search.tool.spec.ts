@@ -1,16 +1,16 @@
 import { ToolArgumentsError, ToolContext } from '../../tools/server-tool';
 import { DocumentSearch } from './document-search';
-import { FileSearchResult, formatResultsForModel } from './documents.service';
+import { FileSearchOptions, FileSearchResult, formatResultsForModel } from './documents.service';
 import { FileSearchTool } from './file-search.tool';
 
 /** The port with a plain fake behind it: no database. */
 class FakeDocumentSearch extends DocumentSearch {
-  readonly searches: Array<{ assistantId: string; query: string; maxResults: number }> = [];
+  readonly searches: Array<{ assistantId: string; query: string; options: FileSearchOptions }> = [];
   constructor(private readonly results: FileSearchResult[]) {
     super();
   }
-  async search(assistantId: string, query: string, maxResults: number): Promise<FileSearchResult[]> {
-    this.searches.push({ assistantId, query, maxResults });
+  async search(assistantId: string, query: string, options: FileSearchOptions): Promise<FileSearchResult[]> {
+    this.searches.push({ assistantId, query, options });
     return this.results;
   }
   formatResultsForModel(results: FileSearchResult[]): string {
@@ -20,7 +20,7 @@ class FakeDocumentSearch extends DocumentSearch {
 
 describe('FileSearchTool', () => {
   const context = (maxResults = 4): ToolContext => ({ assistant: { id: 'assistant-7', tools: [] }, maxResults, signal: new AbortController().signal });
-  const passage: FileSearchResult = { document_id: 'd1', document_name: 'policy.md', position: 2, content: 'Returns within 30 days.', score: 1.5 };
+  const passage: FileSearchResult = { document_id: 'd1', document_name: 'policy.md', position: 2, content: 'Returns within 30 days.', score: 0.75 };
 
   it('is file_search, priced by FILE_SEARCH_PRICE_MILLICENTS, offered as a function of {"query"}', () => {
     const tool = new FileSearchTool(new FakeDocumentSearch([]));
@@ -32,7 +32,7 @@ describe('FileSearchTool', () => {
   it("searches the assistant's documents with the query and the result count, and renders the passages", async () => {
     const documents = new FakeDocumentSearch([passage]);
     const content = await new FileSearchTool(documents).run('{"query":" returns "}', context(4));
-    expect(documents.searches).toEqual([{ assistantId: 'assistant-7', query: 'returns', maxResults: 4 }]);
+    expect(documents.searches).toEqual([{ assistantId: 'assistant-7', query: 'returns', options: { maxResults: 4 } }]);
     expect(content).toBe('[1] policy.md, passage 3\nReturns within 30 days.');
   });
 

@@ -30,7 +30,7 @@ export class FileSearchTool implements ServerTool {
   constructor(private readonly documents: DocumentSearch) {}
 
   async run(args: string, { assistant, maxResults }: ToolContext): Promise<string> {
-    const results = await this.documents.search(assistant.id, queryArgument(args, FileSearchTool.descriptor.name), maxResults);
+    const results = await this.documents.search(assistant.id, queryArgument(args, FileSearchTool.descriptor.name), { maxResults });
     return results.length ? this.documents.formatResultsForModel(results) : 'No passage of the documents matches.';
   }
 }
