@@ -7,11 +7,12 @@ import { Membership } from './entities/membership.entity';
 import { OneTimeToken } from './entities/one-time-token.entity';
 import { User } from './entities/user.entity';
 import { MembersService } from './members.service';
+import { MembersStore } from './members-store';
 
 /** People who use the dashboard, their credentials, and their memberships in workspaces. */
 @Module({
   imports: [TypeOrmModule.forFeature([User, Membership, Invitation, OneTimeToken]), WorkspacesModule],
-  providers: [AccountsService, MembersService],
+  providers: [AccountsService, MembersService, MembersStore],
   exports: [AccountsService, MembersService],
 })
 export class AccountsModule {}

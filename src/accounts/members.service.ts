@@ -1,64 +1,24 @@
 import { Injectable } from '@nestjs/common';
-import { InjectRepository } from '@nestjs/typeorm';
 import { isUUID } from 'class-validator';
-import { EntityManager, Repository } from 'typeorm';
-import { queryRows } from '../common/database/query-rows';
+import { EntityManager } from 'typeorm';
 import { ApiError } from '../common/errors/api-error';
 import type { TierName } from '../common/tier-name';
 import { WorkspacesService } from '../workspaces/workspaces.service';
 import { normalizeEmail } from './accounts.service';
 import { isLinkSecret, newLinkSecret, sha256 } from './link-secrets';
-import { isRole, Membership, Role } from './entities/membership.entity';
-import type { WorkspaceStatus } from '../workspaces/entities/workspace.entity';
+import { isRole, Role } from './entities/membership.entity';
+import { LockedMember, MembersStore, MemberWorkspace, PendingInvitation, UsableInvitation, WorkspaceMember } from './members-store';
+
+export type { MemberWorkspace, PendingInvitation, UsableInvitation, WorkspaceMember } from './members-store';
 
 /** How long an invitation link can be used. */
 export const INVITATION_LIFETIME_MS = 7 * 24 * 3_600_000;
 
-/** A pending invitation as its link shows it. */
-export interface UsableInvitation {
-  id: string;
-  workspaceId: string;
-  workspaceName: string;
-  email: string;
-  role: Role;
-  invitedByName: string | null;
-  expiresAt: Date;
-}
-
-/** A workspace as one of its members sees it. */
-export interface MemberWorkspace {
-  id: string;
-  name: string;
-  tier: TierName;
-  /** `suspended`: every page of the workspace shows a banner saying so. */
-  status: WorkspaceStatus;
-  role: Role;
-}
-
-/** A person in a workspace's member list. */
-export interface WorkspaceMember {
-  userId: string;
-  name: string;
-  email: string;
-  role: Role;
-  joinedAt: Date;
-}
-
-/** An invitation not yet accepted, revoked or expired. */
-export interface PendingInvitation {
-  id: string;
-  email: string;
-  role: Role;
-  invitedByName: string | null;
-  createdAt: Date;
-  expiresAt: Date;
-}
-
 const MAX_WORKSPACE_NAME_LENGTH = 100;
 
 /**
- * Who belongs to which workspace, with which role: the memberships and invitations tables
- * (and the users', this module's too). Workspaces are WorkspacesService's to create and
+ * Who belongs to which workspace, with which role: the rules of memberships and invitations
+ * (their statements are MembersStore's). Workspaces are WorkspacesService's to create and
  * rename. The lists a member sees (their workspaces, an invitation's workspace) still read
  * the workspace's name and tier by a join in the same statement: a join for display is
  * not ownership, and it keeps each page one indexed query instead of a query per module.
@@ -66,29 +26,19 @@ const MAX_WORKSPACE_NAME_LENGTH = 100;
 @Injectable()
 export class MembersService {
   constructor(
-    /** Its manager runs the raw SQL and the transactions (the same pool as every repository). */
-    @InjectRepository(Membership) private readonly memberships: Repository<Membership>,
+    private readonly store: MembersStore,
     private readonly workspaces: WorkspacesService,
   ) {}
 
   /** The person's workspace with their role, or null when they are not a member (or the id is not a uuid). */
   async membership(userId: string, workspaceId: string): Promise<MemberWorkspace | null> {
     if (!isUUID(workspaceId)) return null;
-    const rows: MemberWorkspace[] = await this.memberships.query(
-      `SELECT w.id, w.name, w.tier, w.status, m.role FROM memberships m JOIN workspaces w ON w.id = m.workspace_id
-        WHERE m.user_id = $1 AND m.workspace_id = $2`,
-      [userId, workspaceId],
-    );
-    return rows[0] ?? null;
+    return this.store.membership(userId, workspaceId);
   }
 
   /** Every workspace of the person, by name. */
   async workspacesOf(userId: string): Promise<MemberWorkspace[]> {
-    return this.memberships.query(
-      `SELECT w.id, w.name, w.tier, w.status, m.role FROM memberships m JOIN workspaces w ON w.id = m.workspace_id
-        WHERE m.user_id = $1 ORDER BY lower(w.name), w.created_at`,
-      [userId],
-    );
+    return this.store.workspacesOf(userId);
   }
 
   /** A new invitation; returns the secret of its link (only its SHA-256 is stored). */
@@ -96,36 +46,21 @@ export class MembersService {
     if (!isRole(role)) throw ApiError.badRequest('Choose a role: member, admin or owner.', 'role', 'invalid_role');
     const address = normalizeEmail(email);
     const { secret: token, hash } = newLinkSecret();
-    const rows: { id: string }[] = await this.memberships.query(
-      `INSERT INTO invitations (workspace_id, email, role, token_hash, invited_by, expires_at)
-       VALUES ($1, $2, $3, $4, $5, now() + $6 * interval '1 millisecond') RETURNING id`,
-      [workspaceId, address, role, hash, invitedBy, INVITATION_LIFETIME_MS],
-    );
-    return { id: rows[0].id, token, email: address };
+    const id = await this.store.insertInvitation({
+      workspaceId,
+      email: address,
+      role,
+      tokenHash: hash,
+      invitedBy,
+      lifetimeMs: INVITATION_LIFETIME_MS,
+    });
+    return { id, token, email: address };
   }
 
   /** The pending, unexpired invitation of a link, or null. */
   async usableInvitation(token: string): Promise<UsableInvitation | null> {
     if (!isLinkSecret(token)) return null;
-    const rows: (Omit<UsableInvitation, 'workspaceName' | 'invitedByName'> & { workspace_name: string; invited_by_name: string | null })[] =
-      await this.memberships.query(
-        `SELECT i.id, i.workspace_id AS "workspaceId", w.name AS workspace_name, i.email, i.role,
-                u.name AS invited_by_name, i.expires_at AS "expiresAt"
-           FROM invitations i JOIN workspaces w ON w.id = i.workspace_id LEFT JOIN users u ON u.id = i.invited_by
-          WHERE i.token_hash = $1 AND i.accepted_at IS NULL AND i.revoked_at IS NULL AND i.expires_at > now()`,
-        [sha256(token)],
-      );
-    const row = rows[0];
-    if (!row) return null;
-    return {
-      id: row.id,
-      workspaceId: row.workspaceId,
-      workspaceName: row.workspace_name,
-      email: row.email,
-      role: row.role,
-      invitedByName: row.invited_by_name,
-      expiresAt: row.expiresAt,
-    };
+    return this.store.usableInvitation(sha256(token));
   }
 
   /**
@@ -136,39 +71,17 @@ export class MembersService {
    */
   async acceptInvitation(token: string, userId: string, manager?: EntityManager): Promise<{ workspaceId: string; role: Role }> {
     const work = async (db: EntityManager) => {
-      // queryRows: TypeORM answers an UPDATE with [rows, rowCount], not with the rows.
-      const rows = await queryRows<{ workspace_id: string; role: Role; email: string }>(
-        db,
-        `UPDATE invitations i SET accepted_at = now(), accepted_by = u.id
-           FROM users u
-          WHERE i.token_hash = $1 AND i.accepted_at IS NULL AND i.revoked_at IS NULL AND i.expires_at > now()
-            AND u.id = $2 AND lower(u.email) = lower(i.email) AND u.email_verified_at IS NOT NULL
-          RETURNING i.workspace_id, i.role, i.email`,
-        [sha256(token), userId],
-      );
-      const invitation = rows[0];
+      const invitation = await this.store.markAccepted(db, sha256(token), userId);
       if (!invitation) throw await this.whyNotAccepted(db, token, userId);
-      await db.query(
-        `INSERT INTO memberships (workspace_id, user_id, role) VALUES ($1, $2, $3)
-         ON CONFLICT (workspace_id, user_id) DO UPDATE SET role = CASE
-           WHEN array_position(ARRAY['member','admin','owner'], EXCLUDED.role) > array_position(ARRAY['member','admin','owner'], memberships.role)
-           THEN EXCLUDED.role ELSE memberships.role END`,
-        [invitation.workspace_id, userId, invitation.role],
-      );
-      return { workspaceId: invitation.workspace_id, role: invitation.role };
+      await this.store.addOrPromote(db, invitation.workspaceId, userId, invitation.role);
+      return invitation;
     };
-    return manager ? work(manager) : this.memberships.manager.transaction(work);
+    return manager ? work(manager) : this.store.transaction(work);
   }
 
   /** Why an account could not accept an invitation: the link is spent, it is for another address, or the address is not verified. */
   private async whyNotAccepted(db: EntityManager, token: string, userId: string): Promise<ApiError> {
-    const rows: { invited: string; email: string; verified: boolean }[] = await db.query(
-      `SELECT i.email AS invited, u.email, u.email_verified_at IS NOT NULL AS verified
-         FROM invitations i, users u
-        WHERE i.token_hash = $1 AND i.accepted_at IS NULL AND i.revoked_at IS NULL AND i.expires_at > now() AND u.id = $2`,
-      [sha256(token), userId],
-    );
-    const row = rows[0];
+    const row = await this.store.invitationMismatch(db, sha256(token), userId);
     if (!row) {
       return ApiError.badRequest('This invitation is invalid, used, revoked or expired. Ask for a new one.', 'token', 'invalid_invitation');
     }
@@ -186,32 +99,16 @@ export class MembersService {
 
   /** The workspace's people, owners first, then by name. */
   async members(workspaceId: string): Promise<WorkspaceMember[]> {
-    return this.memberships.query(
-      `SELECT u.id AS "userId", u.name, u.email, m.role, m.created_at AS "joinedAt"
-         FROM memberships m JOIN users u ON u.id = m.user_id
-        WHERE m.workspace_id = $1
-        ORDER BY array_position(ARRAY['owner','admin','member'], m.role), lower(u.name), u.email`,
-      [workspaceId],
-    );
+    return this.store.members(workspaceId);
   }
 
   async ownerCount(workspaceId: string): Promise<number> {
-    const rows: { count: number }[] = await this.memberships.query(
-      `SELECT count(*)::int AS count FROM memberships WHERE workspace_id = $1 AND role = 'owner'`,
-      [workspaceId],
-    );
-    return rows[0].count;
+    return this.store.ownerCount(workspaceId);
   }
 
   /** Invitations that can still be accepted, newest first. */
   async pendingInvitations(workspaceId: string): Promise<PendingInvitation[]> {
-    return this.memberships.query(
-      `SELECT i.id, i.email, i.role, u.name AS "invitedByName", i.created_at AS "createdAt", i.expires_at AS "expiresAt"
-         FROM invitations i LEFT JOIN users u ON u.id = i.invited_by
-        WHERE i.workspace_id = $1 AND i.accepted_at IS NULL AND i.revoked_at IS NULL AND i.expires_at > now()
-        ORDER BY i.created_at DESC`,
-      [workspaceId],
-    );
+    return this.store.pendingInvitations(workspaceId);
   }
 
   /**
@@ -226,43 +123,26 @@ export class MembersService {
   ): Promise<{ id: string; token: string; email: string; replaced: boolean }> {
     const address = normalizeEmail(email);
     if (!isRole(role)) throw ApiError.badRequest('Choose a role: member, admin or owner.', 'role', 'invalid_role');
-    const existing: { role: Role }[] = await this.memberships.query(
-      `SELECT m.role FROM memberships m JOIN users u ON u.id = m.user_id WHERE m.workspace_id = $1 AND u.email = $2`,
-      [workspaceId, address],
-    );
-    if (existing[0]) {
-      throw new ApiError('conflict', `${address} is already a member of this workspace (${existing[0].role}). Change their role in the table instead.`, {
+    const existing = await this.store.roleOfAddress(workspaceId, address);
+    if (existing) {
+      throw new ApiError('conflict', `${address} is already a member of this workspace (${existing}). Change their role in the table instead.`, {
         code: 'already_member',
         param: 'email',
       });
     }
-    const replaced = await queryRows(
-      this.memberships.manager,
-      `UPDATE invitations SET revoked_at = now()
-        WHERE workspace_id = $1 AND email = $2 AND accepted_at IS NULL AND revoked_at IS NULL AND expires_at > now()
-        RETURNING id`,
-      [workspaceId, address],
-    );
+    const replaced = await this.store.revokePendingOf(workspaceId, address);
     const invitation = await this.invite(workspaceId, address, role, invitedBy);
-    return { ...invitation, replaced: replaced.length > 0 };
+    return { ...invitation, replaced: replaced > 0 };
   }
 
   /** Revokes a pending invitation of this workspace; another workspace's (or no) invitation is a 404. */
   async revokeInvitation(workspaceId: string, invitationId: string): Promise<{ email: string }> {
     if (!isUUID(invitationId)) throw invitationNotFound();
-    const rows = await queryRows<{ email: string }>(
-      this.memberships.manager,
-      `UPDATE invitations SET revoked_at = COALESCE(revoked_at, now())
-        WHERE id = $1 AND workspace_id = $2 AND accepted_at IS NULL
-        RETURNING email`,
-      [invitationId, workspaceId],
-    );
-    if (rows[0]) return { email: rows[0].email };
-    const accepted: unknown[] = await this.memberships.query(`SELECT 1 FROM invitations WHERE id = $1 AND workspace_id = $2`, [
-      invitationId,
-      workspaceId,
-    ]);
-    if (accepted.length > 0) throw ApiError.badRequest('This invitation was already accepted.', 'invitation', 'invitation_accepted');
+    const revoked = await this.store.revokeInvitation(workspaceId, invitationId);
+    if (revoked) return revoked;
+    if (await this.store.hasInvitation(workspaceId, invitationId)) {
+      throw ApiError.badRequest('This invitation was already accepted.', 'invitation', 'invitation_accepted');
+    }
     throw invitationNotFound();
   }
 
@@ -277,7 +157,7 @@ export class MembersService {
       if (target.role === 'owner' && role !== 'owner' && owners.length === 1) {
         throw lastOwner(target.userId === actorId ? 'You are the only owner: make someone else an owner before you change your own role.' : undefined);
       }
-      await db.query(`UPDATE memberships SET role = $3 WHERE workspace_id = $1 AND user_id = $2`, [workspaceId, userId, role]);
+      await this.store.setRole(db, workspaceId, userId, role);
       return { name: target.name, role };
     });
   }
@@ -286,7 +166,7 @@ export class MembersService {
   async removeMember(workspaceId: string, userId: string, actorId: string): Promise<{ name: string }> {
     return this.withOwnersLocked(workspaceId, userId, actorId, async (db, target, owners) => {
       if (target.role === 'owner' && owners.length === 1) throw lastOwner();
-      await db.query(`DELETE FROM memberships WHERE workspace_id = $1 AND user_id = $2`, [workspaceId, userId]);
+      await this.store.remove(db, workspaceId, userId);
       return { name: target.name };
     });
   }
@@ -297,7 +177,7 @@ export class MembersService {
       if (target.role === 'owner' && owners.length === 1) {
         throw lastOwner('You are the only owner: make someone else an owner first, then leave.');
       }
-      await db.query(`DELETE FROM memberships WHERE workspace_id = $1 AND user_id = $2`, [workspaceId, userId]);
+      await this.store.remove(db, workspaceId, userId);
     });
   }
 
@@ -313,9 +193,9 @@ export class MembersService {
    */
   async createWorkspaceFor(userId: string, name: string, tier: TierName): Promise<{ id: string; name: string }> {
     const normalized = normalizeWorkspaceName(name);
-    return this.memberships.manager.transaction(async (manager) => {
+    return this.store.transaction(async (manager) => {
       const { workspace } = await this.workspaces.create({ name: normalized, tier, withApiKey: false }, manager);
-      await manager.query(`INSERT INTO memberships (workspace_id, user_id, role) VALUES ($1, $2, 'owner')`, [workspace.id, userId]);
+      await this.store.addOwner(manager, workspace.id, userId);
       return { id: workspace.id, name: workspace.name };
     });
   }
@@ -330,25 +210,17 @@ export class MembersService {
     workspaceId: string,
     userId: string,
     actorId: string | null,
-    work: (db: EntityManager, target: { userId: string; name: string; role: Role }, owners: string[]) => Promise<T>,
+    work: (db: EntityManager, target: LockedMember, owners: string[]) => Promise<T>,
   ): Promise<T> {
     if (!isUUID(userId)) throw memberNotFound();
-    return this.memberships.manager.transaction(async (db) => {
-      const ownerRows: { user_id: string }[] = await db.query(
-        `SELECT user_id FROM memberships WHERE workspace_id = $1 AND role = 'owner' ORDER BY user_id FOR UPDATE`,
-        [workspaceId],
-      );
-      const owners = ownerRows.map((row) => row.user_id);
+    return this.store.transaction(async (db) => {
+      const owners = await this.store.lockOwners(db, workspaceId);
       if (actorId !== null && !owners.includes(actorId)) {
         throw ApiError.permissionDenied('You are no longer an owner of this workspace.', 'not_owner');
       }
-      const targets: { userId: string; name: string; role: Role }[] = await db.query(
-        `SELECT m.user_id AS "userId", u.name, m.role FROM memberships m JOIN users u ON u.id = m.user_id
-          WHERE m.workspace_id = $1 AND m.user_id = $2 FOR UPDATE OF m`,
-        [workspaceId, userId],
-      );
-      if (!targets[0]) throw memberNotFound();
-      return work(db, targets[0], owners);
+      const target = await this.store.lockMember(db, workspaceId, userId);
+      if (!target) throw memberNotFound();
+      return work(db, target, owners);
     });
   }
 }
