@@ -128,7 +128,7 @@ async function main({ databaseUrl, log, startApp }: BenchContext): Promise<numbe
     `SELECT count(*) AS records FROM usage_records WHERE workspace_id = ${busiest}`,
   )) as { records: string }[];
   // The plans of the figures' statements: today's part (through the day index) and 30 days of failures (the partial index).
-  const { FAILURES_SQL, GROUPED_TOTALS_SQL } = await import('../src/operator/operator-console.service');
+  const { FAILURES_SQL, GROUPED_TOTALS_SQL } = await import('../src/operator/platform-figures-store');
   const day = (offset: number) => new Date(Date.now() + offset * 86_400_000).toISOString().slice(0, 10);
   for (const [name, sql, parameters] of [
     ['daily totals, yesterday and today', GROUPED_TOTALS_SQL, [day(-1), day(0)]],

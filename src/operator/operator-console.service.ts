@@ -1,14 +1,17 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
 import { isUUID } from 'class-validator';
-import { DataSource, EntityManager } from 'typeorm';
 import { ApiError } from '../common/errors/api-error';
 import { WalletTransaction } from '../wallet/entities/wallet-transaction.entity';
 import { WalletService } from '../wallet/wallet.service';
 import { ApiKeysService } from '../workspaces/api-keys.service';
 import type { Workspace, WorkspaceStatus } from '../workspaces/entities/workspace.entity';
 import { WorkspacesService } from '../workspaces/workspaces.service';
-import { Actor, OperatorAction, writeAuditEntry } from './audit-log';
+import { Actor, OperatorAction } from './audit-log';
+import { AuditLogStore } from './audit-log-store';
+import { ConsoleWorkspacesStore, MemberRow, WorkspaceOverview } from './console-workspaces-store';
+import { emptyTotals, GroupedTotals, PlatformFiguresStore, Sums } from './platform-figures-store';
+
+export type { MemberRow, WorkspaceOverview } from './console-workspaces-store';
 
 /** Workspaces per page of the console's list. */
 export const WORKSPACES_PAGE_SIZE = 50;
@@ -16,45 +19,10 @@ export const WORKSPACES_PAGE_SIZE = 50;
 export const WORKSPACES_MAX_PAGE = 400;
 /** Audit entries per page. */
 export const AUDIT_PAGE_SIZE = 50;
-/**
- * The figures' statements, exported so that bench/operator-pages.ts explains exactly these.
- * The daily totals of the days $1 to $2 (`YYYY-MM-DD`), per day, per workspace and per model, in one pass.
- */
-export const GROUPED_TOTALS_SQL = `
-  SELECT day::text AS day, workspace_id, model, sum(requests)::bigint AS requests, sum(tokens)::bigint AS tokens,
-         sum(cost_millicents)::text AS cost, GROUPING(day, workspace_id, model) AS grouping
-    FROM usage_daily_totals
-   WHERE day BETWEEN $1::date AND $2::date
-   GROUP BY GROUPING SETS ((day), (workspace_id), (model))`;
-
-/** Failed requests of the days $1 to $2 per error code, from the partial index of failures (created_at, error_code). */
-export const FAILURES_SQL = `
-  SELECT COALESCE(error_code, 'unknown') AS error_code, count(*)::bigint AS requests
-    FROM usage_records
-   WHERE status = 'error' AND created_at >= $1::date AND created_at < $2::date + 1
-   GROUP BY 1
-   ORDER BY 2 DESC, 1`;
-
 /** Periods whose closed days' figures are kept (each at most one map of workspaces). */
 const CLOSED_DAYS_CACHE = 8;
 /** The longest reason an operator may write. */
 export const REASON_MAX_LENGTH = 500;
-
-/** A row of the console's workspace list: money in whole millicents, this calendar month (UTC) so far. */
-export interface WorkspaceOverview {
-  id: string;
-  name: string;
-  tier: string;
-  status: WorkspaceStatus;
-  customRateLimitRpm: number | null;
-  createdAt: Date;
-  balanceMillicents: number;
-  reservedMillicents: number;
-  /** Exact sum of the month's costs, as numeric text (fractions of a millicent). */
-  spendMonthMillicents: string;
-  requestsMonth: number;
-  members: number;
-}
 
 export interface WorkspaceList {
   rows: WorkspaceOverview[];
@@ -88,12 +56,6 @@ export interface AuditPage {
   nextCursor: string | null;
 }
 
-export interface MemberRow {
-  name: string;
-  email: string;
-  role: string;
-}
-
 /**
  * The reads and actions of the operator console, across every workspace. Figures come from
  * usage_daily_totals (and a partial index of failed requests), never from a scan of
@@ -107,7 +69,9 @@ export class OperatorConsoleService {
   private readonly closedDaysCache = new Map<string, Promise<GroupedTotals>>();
 
   constructor(
-    @InjectDataSource() private readonly db: DataSource,
+    private readonly consoleWorkspaces: ConsoleWorkspacesStore,
+    private readonly figuresStore: PlatformFiguresStore,
+    private readonly auditLog: AuditLogStore,
     private readonly workspaces: WorkspacesService,
     private readonly wallet: WalletService,
     private readonly apiKeys: ApiKeysService,
@@ -121,88 +85,24 @@ export class OperatorConsoleService {
     const term = search.trim();
     const namePattern = term ? `%${term.replace(/[\\%_]/g, (c) => `\\${c}`)}%` : null;
     const idPrefix = term && /^[0-9a-f-]{1,36}$/i.test(term) ? `${term.toLowerCase()}%` : null;
-    const where = `($1::text IS NULL OR w.name ILIKE $1 OR ($2::text IS NOT NULL AND w.id::text LIKE $2))`;
-    const [{ total }] = (await this.db.query(`SELECT count(*)::int AS total FROM workspaces w WHERE ${where}`, [
-      namePattern,
-      idPrefix,
-    ])) as { total: number }[];
+    const total = await this.consoleWorkspaces.count({ namePattern, idPrefix });
     const pages = Math.max(1, Math.min(WORKSPACES_MAX_PAGE, Math.ceil(total / WORKSPACES_PAGE_SIZE)));
     const current = Math.min(Math.max(1, page), pages);
-    const rows = await this.overviews(where, [namePattern, idPrefix], WORKSPACES_PAGE_SIZE, (current - 1) * WORKSPACES_PAGE_SIZE, now);
+    const rows = await this.consoleWorkspaces.page({ namePattern, idPrefix }, WORKSPACES_PAGE_SIZE, (current - 1) * WORKSPACES_PAGE_SIZE, monthStart(now));
     return { rows, total, page: current, pages };
   }
 
   /** One workspace as the list shows it; 404 for an unknown id (or not an id). */
   async workspace(workspaceId: string, now = new Date()): Promise<WorkspaceOverview> {
     if (!isUUID(workspaceId)) throw ApiError.notFound(`No workspace with id ${workspaceId}.`, 'workspace_not_found');
-    const [found] = await this.overviews('w.id = $1', [workspaceId], 1, 0, now);
+    const found = await this.consoleWorkspaces.one(workspaceId, monthStart(now));
     if (!found) throw ApiError.notFound(`No workspace with id ${workspaceId}.`, 'workspace_not_found');
     return found;
   }
 
-  /**
-   * The workspaces `where` selects (its parameters first), newest first, `limit` from
-   * `offset`, with their wallet, this month's usage from the daily totals and their number of
-   * members: aggregates for the selected rows only.
-   */
-  private async overviews(where: string, parameters: unknown[], limit: number, offset: number, now: Date): Promise<WorkspaceOverview[]> {
-    const n = parameters.length;
-    const rows = (await this.db.query(
-      `WITH page AS (
-         SELECT w.id, w.name, w.tier, w.status, w.custom_rate_limit_rpm, w.created_at
-           FROM workspaces w
-          WHERE ${where}
-          ORDER BY w.created_at DESC, w.id DESC
-          LIMIT $${n + 1} OFFSET $${n + 2}
-       )
-       SELECT p.*, COALESCE(wl.balance_millicents, 0) AS balance, COALESCE(wl.reserved_millicents, 0) AS reserved,
-              month.cost, month.requests,
-              (SELECT count(*) FROM memberships m WHERE m.workspace_id = p.id)::int AS members
-         FROM page p
-         LEFT JOIN wallets wl ON wl.workspace_id = p.id
-         CROSS JOIN LATERAL (
-           SELECT COALESCE(sum(t.cost_millicents), 0)::text AS cost, COALESCE(sum(t.requests), 0)::bigint AS requests
-             FROM usage_daily_totals t
-            WHERE t.workspace_id = p.id AND t.day >= $${n + 3}::date
-         ) month
-        ORDER BY p.created_at DESC, p.id DESC`,
-      [...parameters, limit, offset, monthStart(now)],
-    )) as {
-      id: string;
-      name: string;
-      tier: string;
-      status: WorkspaceStatus;
-      custom_rate_limit_rpm: number | null;
-      created_at: Date;
-      balance: string;
-      reserved: string;
-      cost: string;
-      requests: string;
-      members: number;
-    }[];
-    return rows.map((row) => ({
-      id: row.id,
-      name: row.name,
-      tier: row.tier,
-      status: row.status,
-      customRateLimitRpm: row.custom_rate_limit_rpm,
-      createdAt: row.created_at,
-      balanceMillicents: Number(row.balance),
-      reservedMillicents: Number(row.reserved),
-      spendMonthMillicents: row.cost,
-      requestsMonth: Number(row.requests),
-      members: row.members,
-    }));
-  }
-
   /** Its members: who to contact. */
   async members(workspaceId: string): Promise<MemberRow[]> {
-    return this.db.query(
-      `SELECT u.name, u.email, m.role FROM memberships m JOIN users u ON u.id = m.user_id
-        WHERE m.workspace_id = $1
-        ORDER BY array_position(ARRAY['owner','admin','member'], m.role), lower(u.name), u.email`,
-      [workspaceId],
-    );
+    return this.consoleWorkspaces.members(workspaceId);
   }
 
   /**
@@ -219,21 +119,12 @@ export class OperatorConsoleService {
     const liveStart = startDate > closedEnd ? startDate : addDays(closedEnd, 1);
     const [closed, live, failures] = await Promise.all([
       startDate <= closedEnd ? this.closedDays(startDate, closedEnd) : Promise.resolve(emptyTotals()),
-      liveStart <= endDate ? this.groupedTotals(liveStart, endDate) : Promise.resolve(emptyTotals()),
-      this.db.query(FAILURES_SQL, [startDate, endDate]) as Promise<{ error_code: string; requests: string }[]>,
+      liveStart <= endDate ? this.figuresStore.groupedTotals(liveStart, endDate) : Promise.resolve(emptyTotals()),
+      this.figuresStore.failures(startDate, endDate),
     ]);
     const totals = mergeTotals(closed, live);
     const topWorkspaces = largestCosts(totals.byWorkspace, top);
-    const names = new Map<string, string>(
-      topWorkspaces.length === 0
-        ? []
-        : (
-            (await this.db.query(`SELECT id, name FROM workspaces WHERE id = ANY($1::uuid[])`, [topWorkspaces.map(([id]) => id)])) as {
-              id: string;
-              name: string;
-            }[]
-          ).map((row) => [row.id, row.name]),
-    );
+    const names = await this.figuresStore.workspaceNames(topWorkspaces.map(([id]) => id));
     const days = [...totals.byDay].sort(([a], [b]) => (a < b ? 1 : -1));
     return {
       daily: days.map(([date, sums]) => ({ date, requests: sums.requests, tokens: sums.tokens, costMillicents: sums.cost })),
@@ -247,7 +138,7 @@ export class OperatorConsoleService {
       ),
       topWorkspaces: topWorkspaces.map(([id, sums]) => ({ id, name: names.get(id) ?? null, requests: sums.requests, costMillicents: sums.cost })),
       topModels: largestCosts(totals.byModel, top).map(([model, sums]) => ({ model, requests: sums.requests, tokens: sums.tokens, costMillicents: sums.cost })),
-      failures: failures.map((row) => ({ errorCode: row.error_code, requests: Number(row.requests) })),
+      failures,
     };
   }
 
@@ -255,7 +146,7 @@ export class OperatorConsoleService {
     const key = `${startDate}/${endDate}`;
     let cached = this.closedDaysCache.get(key);
     if (!cached) {
-      cached = this.groupedTotals(startDate, endDate);
+      cached = this.figuresStore.groupedTotals(startDate, endDate);
       // A failed read is not kept: the next page asks again.
       cached.catch(() => this.closedDaysCache.delete(key));
       if (this.closedDaysCache.size >= CLOSED_DAYS_CACHE) this.closedDaysCache.delete(this.closedDaysCache.keys().next().value!);
@@ -264,44 +155,13 @@ export class OperatorConsoleService {
     return cached;
   }
 
-  private async groupedTotals(startDate: string, endDate: string): Promise<GroupedTotals> {
-    const rows = (await this.db.query(GROUPED_TOTALS_SQL, [startDate, endDate])) as { day: string | null; workspace_id: string | null; model: string | null; requests: string; tokens: string; cost: string; grouping: number }[];
-    const totals = emptyTotals();
-    for (const row of rows) {
-      const sums = { requests: Number(row.requests), tokens: Number(row.tokens), cost: row.cost };
-      // GROUPING bits, in the order (day, workspace_id, model): 1 = that column is aggregated away.
-      if (row.grouping === 0b011) totals.byDay.set(row.day!, sums);
-      else if (row.grouping === 0b101) totals.byWorkspace.set(row.workspace_id!, sums);
-      else if (row.grouping === 0b110) totals.byModel.set(row.model!, sums);
-    }
-    return totals;
-  }
-
   /** The audit log, newest first, one workspace's or everyone's; `after` is the last entry id of the previous page. */
   async audit(options: { workspaceId?: string; after?: string; limit?: number } = {}): Promise<AuditPage> {
     const limit = options.limit ?? AUDIT_PAGE_SIZE;
     const after = options.after && isUUID(options.after) ? options.after : null;
     const workspaceId = options.workspaceId ?? null;
-    const rows = (await this.db.query(
-      `SELECT a.id, a.operator_email, a.action, a.workspace_id, w.name AS workspace_name, a.before, a.after, a.reason, a.at
-         FROM operator_audit_log a
-         LEFT JOIN workspaces w ON w.id = a.workspace_id
-        WHERE ($1::uuid IS NULL OR a.workspace_id = $1)
-          AND ($2::uuid IS NULL OR (a.at, a.id) < (SELECT at, id FROM operator_audit_log WHERE id = $2))
-        ORDER BY a.at DESC, a.id DESC
-        LIMIT $3`,
-      [workspaceId, after, limit + 1],
-    )) as {
-      id: string;
-      operator_email: string;
-      action: OperatorAction;
-      workspace_id: string | null;
-      workspace_name: string | null;
-      before: Record<string, unknown> | null;
-      after: Record<string, unknown> | null;
-      reason: string | null;
-      at: Date;
-    }[];
+    // One more than the page: whether there is a next page.
+    const rows = await this.auditLog.page(workspaceId, after, limit + 1);
     const page = rows.slice(0, limit).map((row) => ({
       id: row.id,
       operatorEmail: row.operator_email,
@@ -322,11 +182,11 @@ export class OperatorConsoleService {
    * key cache's lifetime.
    */
   async setTier(actor: Actor, workspaceId: string, tier: string, customRateLimitRpm: number | undefined, reason: string | null): Promise<Workspace> {
-    const updated = await this.db.transaction(async (manager) => {
+    const updated = await this.consoleWorkspaces.transaction(async (manager) => {
       const before = await this.workspaces.getLocked(manager, await this.knownId(workspaceId));
       const snapshot = { tier: before.tier, custom_rate_limit_rpm: before.customRateLimitRpm };
       const after = await this.workspaces.setTier(workspaceId, tier, customRateLimitRpm, manager);
-      await writeAuditEntry(manager, {
+      await this.auditLog.append(manager, {
         operator: actor,
         action: 'set_tier',
         workspaceId,
@@ -357,9 +217,10 @@ export class OperatorConsoleService {
     const why = requiredReason(reason);
     if (!isUUID(nonce)) throw ApiError.badRequest('This form has no valid nonce: reload the page and try again.', 'nonce');
     const idempotencyKey = `operator:${await this.knownId(workspaceId)}:${nonce}`;
-    return this.db.transaction(async (manager) => {
-      const before = await this.lockedBalance(manager, workspaceId);
-      const done = await manager.getRepository(WalletTransaction).findOneBy({ idempotencyKey });
+    return this.consoleWorkspaces.transaction(async (manager) => {
+      const before = await this.consoleWorkspaces.lockedBalance(manager, workspaceId);
+      if (before === null) throw ApiError.notFound(`No workspace with id ${workspaceId}.`, 'workspace_not_found');
+      const done = await this.consoleWorkspaces.ledgerRow(manager, idempotencyKey);
       if (done) return { transaction: done, duplicate: true };
       const row = await this.wallet.credit(
         {
@@ -371,7 +232,7 @@ export class OperatorConsoleService {
         },
         manager,
       );
-      await writeAuditEntry(manager, {
+      await this.auditLog.append(manager, {
         operator: actor,
         action: 'adjust_balance',
         workspaceId,
@@ -390,11 +251,11 @@ export class OperatorConsoleService {
    * writes no entry; `changed` says which.
    */
   async setStatus(actor: Actor, workspaceId: string, status: WorkspaceStatus, reason: string | null): Promise<{ changed: boolean }> {
-    const changed = await this.db.transaction(async (manager) => {
+    const changed = await this.consoleWorkspaces.transaction(async (manager) => {
       const workspace = await this.workspaces.getLocked(manager, await this.knownId(workspaceId));
       if (workspace.status === status) return false;
-      await manager.query(`UPDATE workspaces SET status = $2, updated_at = now() WHERE id = $1`, [workspaceId, status]);
-      await writeAuditEntry(manager, {
+      await this.consoleWorkspaces.setStatus(manager, workspaceId, status);
+      await this.auditLog.append(manager, {
         operator: actor,
         action: status === 'suspended' ? 'suspend' : 'resume',
         workspaceId,
@@ -411,15 +272,6 @@ export class OperatorConsoleService {
   private async knownId(workspaceId: string): Promise<string> {
     if (!isUUID(workspaceId)) throw ApiError.notFound(`No workspace with id ${workspaceId}.`, 'workspace_not_found');
     return workspaceId;
-  }
-
-  /** The wallet's balance, its row locked until the transaction ends. */
-  private async lockedBalance(manager: EntityManager, workspaceId: string): Promise<number> {
-    const [row] = (await manager.query(`SELECT balance_millicents FROM wallets WHERE workspace_id = $1 FOR UPDATE`, [workspaceId])) as {
-      balance_millicents: string;
-    }[];
-    if (!row) throw ApiError.notFound(`No workspace with id ${workspaceId}.`, 'workspace_not_found');
-    return Number(row.balance_millicents);
   }
 }
 
@@ -438,24 +290,6 @@ function optionalReason(reason: string | null): string | null {
   const why = (reason ?? '').trim();
   if (why.length > REASON_MAX_LENGTH) throw ApiError.badRequest(`A reason has at most ${REASON_MAX_LENGTH} characters.`, 'reason');
   return why || null;
-}
-
-/** Requests, tokens and exact cost (numeric text) of a group of daily totals. */
-interface Sums {
-  requests: number;
-  tokens: number;
-  cost: string;
-}
-
-/** Daily totals of a range of days, summed per day, per workspace and per model. */
-interface GroupedTotals {
-  byDay: Map<string, Sums>;
-  byWorkspace: Map<string, Sums>;
-  byModel: Map<string, Sums>;
-}
-
-function emptyTotals(): GroupedTotals {
-  return { byDay: new Map(), byWorkspace: new Map(), byModel: new Map() };
 }
 
 /** The totals of two disjoint ranges of days, as one. */

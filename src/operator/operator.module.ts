@@ -3,7 +3,11 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { User } from '../accounts/entities/user.entity';
 import { WalletModule } from '../wallet/wallet.module';
 import { WorkspacesModule } from '../workspaces/workspaces.module';
+import { AuditLogStore } from './audit-log-store';
+import { ConsoleWorkspacesStore } from './console-workspaces-store';
 import { OperatorConsoleService } from './operator-console.service';
+import { OperatorsStore } from './operators-store';
+import { PlatformFiguresStore } from './platform-figures-store';
 import { OperatorsService } from './operators.service';
 
 /**
@@ -13,7 +17,7 @@ import { OperatorsService } from './operators.service';
  */
 @Module({
   imports: [TypeOrmModule.forFeature([User]), WorkspacesModule, WalletModule],
-  providers: [OperatorsService, OperatorConsoleService],
+  providers: [OperatorsService, OperatorConsoleService, OperatorsStore, AuditLogStore, ConsoleWorkspacesStore, PlatformFiguresStore],
   exports: [OperatorsService, OperatorConsoleService],
 })
 export class OperatorModule {}

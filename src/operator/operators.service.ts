@@ -1,12 +1,11 @@
 import { Injectable } from '@nestjs/common';
-import { InjectRepository } from '@nestjs/typeorm';
-import { Repository } from 'typeorm';
 import { normalizeEmail } from '../accounts/accounts.service';
 import { User } from '../accounts/entities/user.entity';
 import { ApiError } from '../common/errors/api-error';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
-import { writeAuditEntry } from './audit-log';
+import { AuditLogStore } from './audit-log-store';
+import { OperatorsStore } from './operators-store';
 
 /** Who the CLI names as the operator of its own actions in the audit log. */
 const CLI_ACTOR = 'cli';
@@ -21,7 +20,8 @@ const CLI_ACTOR = 'cli';
 @Injectable()
 export class OperatorsService {
   constructor(
-    @InjectRepository(User) private readonly users: Repository<User>,
+    private readonly store: OperatorsStore,
+    private readonly auditLog: AuditLogStore,
     @InjectConfig() private readonly config: AppConfig,
   ) {}
 
@@ -37,10 +37,7 @@ export class OperatorsService {
   async unverifiedOperatorsWarning(): Promise<string | null> {
     const listed = this.config.dashboard.operatorEmails;
     if (listed.length === 0) return null;
-    const rows = (await this.users.query(`SELECT email, email_verified_at IS NOT NULL AS verified FROM users WHERE email = ANY($1::text[])`, [
-      listed,
-    ])) as { email: string; verified: boolean }[];
-    const verified = new Map(rows.map((row) => [row.email, row.verified]));
+    const verified = await this.store.verifiedAddresses(listed);
     const waiting = listed.flatMap((email) => {
       if (!verified.has(email)) return [`${email} (no account)`];
       return verified.get(email) ? [] : [`${email} (not verified)`];
@@ -67,14 +64,8 @@ export class OperatorsService {
 
   private async mark(rawEmail: string, isOperator: boolean) {
     const email = normalizeEmail(rawEmail);
-    return this.users.manager.transaction(async (manager) => {
-      const [user] = (await manager.query(`SELECT id, is_operator, email_verified_at IS NOT NULL AS verified FROM users WHERE email = $1 FOR UPDATE`, [
-        email,
-      ])) as {
-        id: string;
-        is_operator: boolean;
-        verified: boolean;
-      }[];
+    return this.store.transaction(async (manager) => {
+      const user = await this.store.lockAccount(manager, email);
       if (!user) {
         throw ApiError.notFound(`No account with the email ${email}: the person signs up (or is invited) first.`, 'user_not_found');
       }
@@ -85,8 +76,8 @@ export class OperatorsService {
         );
       }
       if (user.is_operator !== isOperator) {
-        await manager.query(`UPDATE users SET is_operator = $2, updated_at = now() WHERE id = $1`, [user.id, isOperator]);
-        await writeAuditEntry(manager, {
+        await this.store.setOperator(manager, user.id, isOperator);
+        await this.auditLog.append(manager, {
           operator: { id: null, email: CLI_ACTOR },
           action: isOperator ? 'operator_grant' : 'operator_revoke',
           workspaceId: null,
