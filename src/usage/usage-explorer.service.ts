@@ -1,14 +1,12 @@
 import { Injectable } from '@nestjs/common';
-import { InjectRepository } from '@nestjs/typeorm';
-import { Repository } from 'typeorm';
 import { ApiError } from '../common/errors/api-error';
 import { Page, toPage } from '../common/pagination';
 import type { UsageRecordDto } from './dto/usage.dto';
-import { UsageRecord } from './entities/usage-record.entity';
-import { isRecordOf, RecordRow, recordsSql, toRecordDto, type UsageRecordFilter } from './usage-record-list';
+import { RecordRow, toRecordDto, UsageRecordsStore, type UsageRecordFilter } from './usage-records-store';
+import { UsageStatsStore } from './usage-stats-store';
 import { PendingSettlements } from '../common/settlements/pending-settlements';
 
-export type { UsageRecordFilter } from './usage-record-list';
+export type { UsageRecordFilter } from './usage-records-store';
 
 /** Rows per statement when every record of a filter is read (the CSV export). */
 const EXPORT_BATCH = 1_000;
@@ -29,7 +27,8 @@ export interface ExploredRecord extends UsageRecordDto {
 @Injectable()
 export class UsageExplorerService {
   constructor(
-    @InjectRepository(UsageRecord) private readonly records: Repository<UsageRecord>,
+    private readonly recordsStore: UsageRecordsStore,
+    private readonly stats: UsageStatsStore,
     /** Absent where no chat request is served (the CLI). */
     private readonly pending: PendingSettlements,
   ) {}
@@ -37,7 +36,7 @@ export class UsageExplorerService {
   /** Newest first: `limit` records after the cursor (a record id of this workspace). */
   async page(workspaceId: string, filter: UsageRecordFilter, query: { limit: number; startingAfter?: string }): Promise<Page<ExploredRecord>> {
     await this.pending.written(workspaceId);
-    if (query.startingAfter && !(await isRecordOf(this.records.manager, workspaceId, query.startingAfter))) {
+    if (query.startingAfter && !(await this.recordsStore.isRecordOf(workspaceId, query.startingAfter))) {
       throw ApiError.badRequest('starting_after does not name a usage record of this workspace.', 'starting_after', 'invalid_cursor');
     }
     const rows = await this.select(workspaceId, filter, query.limit + 1, query.startingAfter);
@@ -58,16 +57,11 @@ export class UsageExplorerService {
 
   /** The models the workspace used in the last `days` days, for a filter's choices (from the daily totals). */
   async modelsUsed(workspaceId: string, since: string): Promise<string[]> {
-    const rows = (await this.records.manager.query(
-      'SELECT DISTINCT model FROM usage_daily_totals WHERE workspace_id = $1 AND day >= $2::date ORDER BY model',
-      [workspaceId, since],
-    )) as { model: string }[];
-    return rows.map((row) => row.model);
+    return this.stats.modelsUsed(workspaceId, since);
   }
 
   private async select(workspaceId: string, filter: UsageRecordFilter, limit: number, startingAfter?: string): Promise<ExploredRecord[]> {
-    const { sql, parameters } = recordsSql(workspaceId, filter, limit, startingAfter);
-    const rows = (await this.records.manager.query(sql, parameters)) as RecordRow[];
+    const rows = await this.recordsStore.list(workspaceId, filter, limit, startingAfter);
     return rows.map(toRecord);
   }
 }

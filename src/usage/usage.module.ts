@@ -5,7 +5,9 @@ import { UsageRecord } from './entities/usage-record.entity';
 import { UsageController } from './usage.controller';
 import { UsageExplorerService } from './usage-explorer.service';
 import { UsagePartitions } from './usage-partitions';
+import { UsageRecordsStore } from './usage-records-store';
 import { UsageRetention } from './usage-retention';
+import { UsageStatsStore } from './usage-stats-store';
 import { UsageStatsService } from './usage-stats.service';
 import { UsageService } from './usage.service';
 
@@ -14,7 +16,7 @@ import { UsageService } from './usage.service';
   // The statistics wait for the settlements this process answered for.
   imports: [TypeOrmModule.forFeature([UsageRecord]), PendingSettlementsModule],
   controllers: [UsageController],
-  providers: [UsageService, UsageStatsService, UsagePartitions, UsageRetention, UsageExplorerService],
+  providers: [UsageService, UsageStatsService, UsagePartitions, UsageRetention, UsageExplorerService, UsageStatsStore, UsageRecordsStore],
   exports: [UsageService, UsageStatsService, UsageExplorerService, UsagePartitions, UsageRetention],
 })
 export class UsageModule {}

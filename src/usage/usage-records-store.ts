@@ -1,12 +1,14 @@
-import type { EntityManager } from 'typeorm';
+import { Injectable } from '@nestjs/common';
+import { InjectRepository } from '@nestjs/typeorm';
+import { Repository } from 'typeorm';
 import type { UsageRecordDto } from './dto/usage.dto';
-import type { NerfingApplication, UsageSource, UsageStatus } from './entities/usage-record.entity';
+import { type NerfingApplication, UsageRecord, type UsageSource, type UsageStatus } from './entities/usage-record.entity';
 
 /*
  * Listing a workspace's usage records newest first, in keyset pages: the statement, the
  * cursor's check and the row's shape, shared by /v1/usage/recent (UsageStatsService) and the
  * dashboard's usage explorer (UsageExplorerService), so the API and the dashboard cannot
- * come to list different records for the same filter.
+ * come to list different records for the same filter. (UsageService writes the records.)
  */
 
 /** Which records to list; every filter optional. `from` included, `until` excluded. */
@@ -89,10 +91,22 @@ export function recordsSql(
   };
 }
 
-/** Whether `recordId` names a usage record of the workspace (a page cursor must; each caller words its own 400). */
-export async function isRecordOf(manager: EntityManager, workspaceId: string, recordId: string): Promise<boolean> {
-  const rows = (await manager.query('SELECT 1 FROM usage_records WHERE id = $1 AND workspace_id = $2', [recordId, workspaceId])) as unknown[];
-  return rows.length > 0;
+/** The reads of a workspace's usage records, one page at a time. */
+@Injectable()
+export class UsageRecordsStore {
+  constructor(@InjectRepository(UsageRecord) private readonly records: Repository<UsageRecord>) {}
+
+  /** Whether `recordId` names a usage record of the workspace (a page cursor must; each caller words its own 400). */
+  async isRecordOf(workspaceId: string, recordId: string): Promise<boolean> {
+    const rows = (await this.records.manager.query('SELECT 1 FROM usage_records WHERE id = $1 AND workspace_id = $2', [recordId, workspaceId])) as unknown[];
+    return rows.length > 0;
+  }
+
+  /** See `recordsSql`. */
+  list(workspaceId: string, filter: UsageRecordFilter, limit: number, startingAfter?: string): Promise<RecordRow[]> {
+    const { sql, parameters } = recordsSql(workspaceId, filter, limit, startingAfter);
+    return this.records.manager.query(sql, parameters);
+  }
 }
 
 /** A row as /v1/usage/recent answers it: numbers for counts and costs, the time as ISO 8601. */
