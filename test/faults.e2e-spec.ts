@@ -11,6 +11,7 @@ import { killQuietly, ServerProcess, sleep, waitUntil } from './support/processe
 import { RestartablePostgres } from './support/restartable-postgres';
 import { describeWithRedisServer, findRedisServer, ping, RedisServer, startRedisServer } from './support/redis-server';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
+import { waitFor } from './support/wait-for';
 import { nothingHeld, walletInvariants } from './support/wallet-invariants';
 
 
@@ -158,8 +159,8 @@ describeWithRedisServer('faults survived by replicas', () => {
   }
 
   /** Balance = ledger, nothing reserved, no hold, and the balance went down by exactly what was charged. */
-  async function expectBooksBalanced(workspace: TestWorkspace, initial: number, timeoutMs = 10_000) {
-    expect(await waitUntil(() => nothingHeld(db, workspace.id), timeoutMs)).toBe(true);
+  async function expectBooksBalanced(workspace: TestWorkspace, initial: number) {
+    await waitFor(() => nothingHeld(db, workspace.id));
     const [{ charged }] = await db.query(`SELECT coalesce(sum(charged_millicents), 0)::int AS charged FROM usage_records WHERE workspace_id = $1`, [workspace.id]);
     expect(await walletInvariants(db, workspace.id)).toEqual({ balance: initial - charged, reserved: 0, ledger: initial - charged, holds: 0 });
   }
@@ -176,8 +177,10 @@ describeWithRedisServer('faults survived by replicas', () => {
     for (const outcome of outcomes) {
       expect({ status: outcome.status, code: outcome.code }).toEqual({ status: 504, code: 'upstream_timeout/upstream_timeout' });
       const took = outcome.endedAt - outcome.startedAt;
+      // Not before UPSTREAM_TIMEOUT_MS (2 s). The upper bound only tells a timeout from a hang:
+      // without one the request would wait for the client's 30 s abort; half of that.
       expect(took).toBeGreaterThanOrEqual(1_900);
-      expect(took).toBeLessThan(6_000);
+      expect(took).toBeLessThan(15_000);
     }
     await expectBooksBalanced(workspace, 1_000_000);
     expect(await walletInvariants(db, workspace.id)).toMatchObject({ balance: 1_000_000 });
@@ -225,8 +228,9 @@ describeWithRedisServer('faults survived by replicas', () => {
     expect(new Set(unavailable.map((o) => o.code))).toEqual(new Set(['service_unavailable/database_unavailable']));
     expect(during.length).toBeGreaterThan(20);
     expect(during.every((o) => o.status === 503)).toBe(true);
-    // Quickly: a refused connection is known at once; nothing waits for the pool's 10 s connect timeout.
-    expect(slowest503).toBeLessThan(3_000);
+    // Quickly: a refused connection is known at once; nothing waits for the pool's 10 s connect
+    // timeout. The bound is half of that wait, so a busy machine is no failure and a wait is one.
+    expect(slowest503).toBeLessThan(5_000);
     // Recovered by itself: everything started 3 s after the restart was served.
     const after = outcomes.filter((o) => o.startedAt > restartedAt + 3_000);
     expect(after.length).toBeGreaterThan(20);
@@ -264,25 +268,30 @@ describeWithRedisServer('faults survived by replicas', () => {
     expect(await redisCommand(redis.port, 'CLIENT', 'PAUSE', String(PAUSE_MS), 'ALL')).toBe('+OK');
     const paused = await burst(await setup.createWorkspace({ tier: 'free' }), FREE_RPM + 1);
     console.log(`Redis paused: request durations (ms) ${paused.map((a) => a.ms).join(', ')}`);
+    // The burst's precondition (see above), not a claim about speed.
     expect(Date.now() - pausedAt).toBeLessThan(PAUSE_MS);
     expect(paused.map((a) => a.status)).toEqual(Array(FREE_RPM + 1).fill(200));
-    for (const answer of paused) expect(answer.ms).toBeLessThan(2_000);
+    // Each waited for the command timeouts (about 1 s), not for Redis: a request that waited for
+    // it would hang until the client's 10 s abort (the pause lasts 12 s); half of that.
+    for (const answer of paused) expect(answer.ms).toBeLessThan(5_000);
     await sleep(PAUSE_MS + 500 - (Date.now() - pausedAt));
 
     // Redis gone (killed): connections are refused, requests go through at once.
     killQuietly(redis.pid, 'SIGKILL');
-    expect(await waitUntil(async () => !(await ping(redis.port)), 5_000)).toBe(true);
+    await waitFor(async () => !(await ping(redis.port)));
     const gone = await burst(await setup.createWorkspace({ tier: 'free' }), FREE_RPM + 2);
     console.log(`Redis gone: request durations (ms) ${gone.map((a) => a.ms).join(', ')}`);
     expect(gone.map((a) => a.status)).toEqual(Array(FREE_RPM + 2).fill(200));
-    for (const answer of gone) expect(answer.ms).toBeLessThan(1_500);
+    // A refused connection fails open at once; a request that waited for Redis would hang until
+    // the client's 10 s abort: half of that.
+    for (const answer of gone) expect(answer.ms).toBeLessThan(5_000);
 
     // Redis back on its port: the replicas reconnect by themselves and count again.
     const revived = spawn(findRedisServer()!, ['--port', String(redis.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dataDir], {
       stdio: 'ignore',
     });
     try {
-      expect(await waitUntil(() => ping(redis.port), 10_000)).toBe(true);
+      await waitFor(() => ping(redis.port));
       const workspace = await setup.createWorkspace({ tier: 'free' });
       // ioredis retries with a growing delay (up to 2 s): wait until both replicas count again.
       expect(
