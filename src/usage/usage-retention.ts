@@ -1,11 +1,9 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { Cron } from '@nestjs/schedule';
-import { InjectRepository } from '@nestjs/typeorm';
-import { QueryResult, QueryRunner, Repository } from 'typeorm';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
-import { UsageRecord } from './entities/usage-record.entity';
 import { UsagePartitions, utcDay } from './usage-partitions';
+import { RetentionSession, UsagePartitionsStore } from './usage-partitions-store';
 
 /** Any number, the same in every replica: only one replica purges at a time. */
 const RETENTION_LOCK_KEY = 4_242_101;
@@ -41,7 +39,7 @@ export class UsageRetention {
   private readonly logger = new Logger('UsageRetention');
 
   constructor(
-    @InjectRepository(UsageRecord) private readonly records: Repository<UsageRecord>,
+    private readonly store: UsagePartitionsStore,
     @InjectConfig() private readonly config: AppConfig,
     private readonly partitions: UsagePartitions,
   ) {}
@@ -68,27 +66,13 @@ export class UsageRetention {
     const batchSize = options.batchSize ?? 10_000;
     const cutoff = this.cutoff(options.now ?? new Date());
     // One connection of the pool for the whole run: the advisory lock belongs to the session.
-    const runner = this.records.manager.connection.createQueryRunner();
-    await runner.connect();
+    const session = await this.store.session();
     try {
-      const [{ locked }] = (await runner.query('SELECT pg_try_advisory_lock($1) AS locked', [RETENTION_LOCK_KEY])) as {
-        locked: boolean;
-      }[];
-      if (!locked) return { deleted: 0, droppedPartitions: [], cutoff, ran: false };
+      if (!(await session.tryLock(RETENTION_LOCK_KEY))) return { deleted: 0, droppedPartitions: [], cutoff, ran: false };
       try {
-        const droppedPartitions = await this.dropExpiredPartitions(runner, cutoff);
-        const deleted = await this.deleteInBatches(
-          runner,
-          `DELETE FROM usage_records WHERE (id, created_at) IN (SELECT id, created_at FROM usage_records WHERE created_at < $1 LIMIT $2)`,
-          [cutoff, batchSize],
-          batchSize,
-        );
-        await this.deleteInBatches(
-          runner,
-          `DELETE FROM usage_daily_totals WHERE ctid IN (SELECT ctid FROM usage_daily_totals WHERE day < $1::date LIMIT $2)`,
-          [utcDay(cutoff), batchSize],
-          batchSize,
-        );
+        const droppedPartitions = await this.dropExpiredPartitions(session, cutoff);
+        const deleted = await inBatches(batchSize, () => session.deleteRecordsBefore(cutoff, batchSize));
+        await inBatches(batchSize, () => session.deleteTotalsBefore(utcDay(cutoff), batchSize));
         if (deleted > 0 || droppedPartitions.length > 0) {
           this.logger.log(
             `Removed the usage records created before ${cutoff.toISOString()} (USAGE_RETENTION_DAYS=${this.config.usageRetentionDays}): ` +
@@ -97,43 +81,34 @@ export class UsageRetention {
         }
         return { deleted, droppedPartitions, cutoff, ran: true };
       } finally {
-        await runner.query('SELECT pg_advisory_unlock($1)', [RETENTION_LOCK_KEY]);
+        await session.unlock(RETENTION_LOCK_KEY);
       }
     } finally {
-      await runner.release();
+      await session.release();
     }
   }
 
   /** Detaches and drops the partitions whose whole range is before the cutoff; returns their names. */
-  private async dropExpiredPartitions(runner: QueryRunner, cutoff: Date): Promise<string[]> {
+  private async dropExpiredPartitions(session: RetentionSession, cutoff: Date): Promise<string[]> {
     const expired = (await this.partitions.list()).filter((partition) => Date.parse(partition.to) <= cutoff.getTime());
     if (expired.length === 0) return [];
     const dropped: string[] = [];
-    await runner.query(`SET statement_timeout = '${DETACH_TIMEOUT}'`);
-    await runner.query(`SET lock_timeout = '${DETACH_TIMEOUT}'`);
-    try {
+    await session.withTimeouts(DETACH_TIMEOUT, async () => {
       for (const partition of expired) {
-        const name = `"${partition.name.replace(/"/g, '""')}"`;
-        // A detach that a stop interrupted is finished; CONCURRENTLY cannot run in a transaction (this is autocommit).
-        await runner.query(`ALTER TABLE usage_records DETACH PARTITION ${name} ${partition.detaching ? 'FINALIZE' : 'CONCURRENTLY'}`);
-        await runner.query(`DROP TABLE ${name}`);
+        await session.detachAndDrop(partition);
         dropped.push(partition.name);
       }
-    } finally {
-      await runner.query('RESET statement_timeout');
-      await runner.query('RESET lock_timeout');
-    }
+    });
     return dropped;
   }
+}
 
-  /** Runs a `LIMIT $2` delete until it deletes fewer than a batch; returns the rows deleted. */
-  private async deleteInBatches(runner: QueryRunner, sql: string, parameters: unknown[], batchSize: number): Promise<number> {
-    let deleted = 0;
-    for (;;) {
-      const result = (await runner.query(sql, parameters, true)) as QueryResult;
-      const count = result.affected ?? 0;
-      deleted += count;
-      if (count < batchSize) return deleted;
-    }
+/** Runs a delete of at most `batchSize` rows until it deletes fewer; returns the rows deleted. */
+async function inBatches(batchSize: number, deleteBatch: () => Promise<number>): Promise<number> {
+  let deleted = 0;
+  for (;;) {
+    const count = await deleteBatch();
+    deleted += count;
+    if (count < batchSize) return deleted;
   }
 }

@@ -5,6 +5,7 @@ import { UsageRecord } from './entities/usage-record.entity';
 import { UsageController } from './usage.controller';
 import { UsageExplorerService } from './usage-explorer.service';
 import { UsagePartitions } from './usage-partitions';
+import { UsagePartitionsStore } from './usage-partitions-store';
 import { UsageRecordsStore } from './usage-records-store';
 import { UsageRetention } from './usage-retention';
 import { UsageStatsStore } from './usage-stats-store';
@@ -16,7 +17,7 @@ import { UsageService } from './usage.service';
   // The statistics wait for the settlements this process answered for.
   imports: [TypeOrmModule.forFeature([UsageRecord]), PendingSettlementsModule],
   controllers: [UsageController],
-  providers: [UsageService, UsageStatsService, UsagePartitions, UsageRetention, UsageExplorerService, UsageStatsStore, UsageRecordsStore],
+  providers: [UsageService, UsageStatsService, UsagePartitions, UsageRetention, UsageExplorerService, UsageStatsStore, UsageRecordsStore, UsagePartitionsStore],
   exports: [UsageService, UsageStatsService, UsageExplorerService, UsagePartitions, UsageRetention],
 })
 export class UsageModule {}
