@@ -37,8 +37,9 @@ const SEARCH_WHERE = `($1::text IS NULL OR w.name ILIKE $1 OR ($2::text IS NOT N
 /**
  * The operator console's statements on workspaces across the modules' tables: the list with
  * each row's wallet, month of usage and number of members (reads for display, aggregates of
- * the page's rows only), and the two things the console changes in its audited transactions:
- * the workspace's status, and the wallet's row it locks before an adjustment.
+ * the page's rows only), and, in the console's audited transactions, the wallet's row it locks
+ * before an adjustment and the ledger row of a form's nonce (statements on the wallet's tables:
+ * they belong to the wallet module, another lane today).
  */
 @Injectable()
 export class ConsoleWorkspacesStore {
@@ -129,10 +130,6 @@ export class ConsoleWorkspacesStore {
         ORDER BY array_position(ARRAY['owner','admin','member'], m.role), lower(u.name), u.email`,
       [workspaceId],
     );
-  }
-
-  async setStatus(manager: EntityManager, workspaceId: string, status: WorkspaceStatus): Promise<void> {
-    await manager.query(`UPDATE workspaces SET status = $2, updated_at = now() WHERE id = $1`, [workspaceId, status]);
   }
 
   /** The wallet's balance, its row locked until the transaction ends; null when the workspace has no wallet. */

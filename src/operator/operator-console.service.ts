@@ -254,7 +254,7 @@ export class OperatorConsoleService {
     const changed = await this.consoleWorkspaces.transaction(async (manager) => {
       const workspace = await this.workspaces.getLocked(manager, await this.knownId(workspaceId));
       if (workspace.status === status) return false;
-      await this.consoleWorkspaces.setStatus(manager, workspaceId, status);
+      await this.workspaces.setStatus(manager, workspaceId, status);
       await this.auditLog.append(manager, {
         operator: actor,
         action: status === 'suspended' ? 'suspend' : 'resume',

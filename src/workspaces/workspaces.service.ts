@@ -7,7 +7,7 @@ import { assertUuid } from '../common/validation/uuid';
 import { TIERS } from '../limits/tier-policy';
 import { WalletService } from '../wallet/wallet.service';
 import { ApiKeysService } from './api-keys.service';
-import { Workspace } from './entities/workspace.entity';
+import { Workspace, type WorkspaceStatus } from './entities/workspace.entity';
 
 export interface CreateWorkspaceCommand {
   name: string;
@@ -134,6 +134,11 @@ export class WorkspacesService {
     const workspace = await manager.findOne(Workspace, { where: { id: workspaceId }, lock: { mode: 'pessimistic_write' } });
     if (!workspace) throw ApiError.notFound(`No workspace with id ${workspaceId}.`, 'workspace_not_found');
     return workspace;
+  }
+
+  /** Suspends or resumes the workspace, in the caller's transaction (the operator console audits it in the same one). */
+  async setStatus(manager: EntityManager, workspaceId: string, status: WorkspaceStatus): Promise<void> {
+    await manager.update(Workspace, { id: workspaceId }, { status });
   }
 
   /** Gives a workspace a new name (checked by the caller); false when there is no such workspace. */
