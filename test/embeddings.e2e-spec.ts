@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { DataSource } from 'typeorm';
 import { ApiKeysService } from '../src/workspaces/api-keys.service';
+import { fakeGeminiEmbedding, FakeGemini, GEMINI_EMBED_BATCH_LIMIT, startFakeGemini } from './fakes/fake-gemini';
 import { fakeEmbedding, fakeEmbeddingTokens, FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
 import { walletInvariants } from './support/wallet-invariants';
@@ -15,6 +16,7 @@ type Embeddings = OpenAI.CreateEmbeddingResponse & { x_service: XService };
 const SMALL_PRICE = 2_000;
 const LARGE_PRICE = 13_000;
 const SIM_PRICE = 1_000;
+const GEMINI_PRICE = 15_000;
 
 function catalog(models: object[]): string {
   const file = path.join(mkdtempSync(path.join(tmpdir(), 'embeddings-catalog-')), 'models.json');
@@ -32,6 +34,7 @@ const embeddingCalls = (fake: FakeOpenAi) => fake.requests.filter((r) => r.path.
 describe('POST /v1/embeddings', () => {
   let upstream: FakeOpenAi;
   let failing: FakeOpenAi;
+  let gemini: FakeGemini;
   let t: TestApp;
   let db: DataSource;
   let workspace: TestWorkspace;
@@ -49,7 +52,8 @@ describe('POST /v1/embeddings', () => {
   };
 
   beforeAll(async () => {
-    [upstream, failing] = await Promise.all([startFakeOpenAi(), startFakeOpenAi()]);
+    [upstream, failing, gemini] = await Promise.all([startFakeOpenAi(), startFakeOpenAi(), startFakeGemini({ apiKey: 'gemini-key' })]);
+    process.env.EMBEDDINGS_TEST_KEY_GEMINI = 'gemini-key';
     failing.setDefault({ kind: 'http_error', status: 500, body: { error: { message: 'boom', type: 'server_error' } } });
     const embedding = { provider: 'openai', kind: 'embedding', adjustable_dimensions: true, context_length: 8_192, output_price: 0 };
     t = await startTestApp({
@@ -64,6 +68,17 @@ describe('POST /v1/embeddings', () => {
             input_price: LARGE_PRICE,
             deployments: [deployment('failing', failing), deployment('healthy', upstream)],
           },
+          {
+            id: 'gemini-embedding-001',
+            provider: 'google',
+            kind: 'embedding',
+            dimensions: 3072,
+            adjustable_dimensions: true,
+            max_input_tokens: 2_048,
+            input_price: GEMINI_PRICE,
+            output_price: 0,
+            deployments: [{ label: 'gemini', provider: 'google', base_url: gemini.url, api_key_env: 'EMBEDDINGS_TEST_KEY_GEMINI' }],
+          },
           { id: 'sim-embed', provider: 'simulator', kind: 'embedding', dimensions: 256, context_length: 8_192, input_price: SIM_PRICE, output_price: 0 },
           { id: 'gpt-4o-mini', provider: 'simulator', context_length: 128_000, max_output_tokens: 16_384, input_price: 15_000, output_price: 60_000 },
         ]),
@@ -74,7 +89,7 @@ describe('POST /v1/embeddings', () => {
   });
   afterAll(async () => {
     await t?.close();
-    await Promise.all([upstream?.close(), failing?.close()]);
+    await Promise.all([upstream?.close(), failing?.close(), gemini?.close()]);
   });
 
   it("gives the same vectors through the SDK's default (base64) and with float, of the model's size and of `dimensions`", async () => {
@@ -219,6 +234,48 @@ describe('POST /v1/embeddings', () => {
     expect(refused.n).toBe(1);
   });
 
+  it('embeds through a Google deployment: base64 and float alike, dimensions as unit vectors, 2048 inputs in batches of 100', async () => {
+    const viaDefault = await embed({ model: 'gemini-embedding-001', input: 'Returns are accepted within 30 days.' });
+    const viaFloat = await embed({ model: 'gemini-embedding-001', input: 'Returns are accepted within 30 days.', encoding_format: 'float' });
+    expect(viaDefault.data[0].embedding).toEqual(viaFloat.data[0].embedding);
+    expect(viaFloat.data[0].embedding).toEqual(Array.from(fakeGeminiEmbedding('Returns are accepted within 30 days.')));
+    expect(viaFloat.x_service).toMatchObject({ provider: 'google', deployment: 'gemini', cost_millicents: (viaFloat.usage.prompt_tokens * GEMINI_PRICE) / 1e6 });
+    expect(viaFloat.usage.prompt_tokens).toBeGreaterThan(0);
+    const call = gemini.requests.at(-1)!;
+    expect({ model: call.model, action: call.action, apiKey: call.apiKey }).toEqual({ model: 'gemini-embedding-001', action: 'batchEmbedContents', apiKey: 'gemini-key' });
+    expect(call.body).toEqual({ requests: [{ model: 'models/gemini-embedding-001', content: { role: 'user', parts: [{ text: 'Returns are accepted within 30 days.' }] } }] });
+
+    // Gemini leaves a shortened vector as its first values; the answer is of unit length, as OpenAI's are.
+    const short = await embed({ model: 'gemini-embedding-001', input: ['alpha', 'beta'], dimensions: 256 });
+    const shortFloat = await embed({ model: 'gemini-embedding-001', input: ['alpha', 'beta'], dimensions: 256, encoding_format: 'float' });
+    expect(short.data.map((d) => d.embedding)).toEqual(shortFloat.data.map((d) => d.embedding));
+    expect(gemini.requests.at(-1)!.body!.requests).toEqual([
+      expect.objectContaining({ outputDimensionality: 256, content: { role: 'user', parts: [{ text: 'alpha' }] } }),
+      expect.objectContaining({ outputDimensionality: 256, content: { role: 'user', parts: [{ text: 'beta' }] } }),
+    ]);
+    shortFloat.data.forEach((d, i) => {
+      const prefix = fakeGeminiEmbedding(['alpha', 'beta'][i], 256);
+      expect(d.embedding).toHaveLength(256);
+      expect(Math.hypot(...d.embedding)).toBeCloseTo(1, 6);
+      expect(Math.hypot(...prefix)).toBeLessThan(0.9);
+      const scale = Math.hypot(...prefix);
+      d.embedding.forEach((value, k) => expect(value).toBeCloseTo(prefix[k] / scale, 6));
+    });
+
+    // OpenAI's 2048 inputs are 21 calls of at most 100, answered in input order.
+    const before = gemini.requests.length;
+    const inputs = Array.from({ length: 2_048 }, (_, i) => `document ${i}`);
+    const many = await embed({ model: 'gemini-embedding-001', input: inputs, encoding_format: 'float', dimensions: 8 });
+    const batches = gemini.requests.slice(before);
+    expect(batches.map((r) => (r.body!.requests as unknown[]).length)).toEqual([...Array.from({ length: 20 }, () => GEMINI_EMBED_BATCH_LIMIT), 48]);
+    expect(many.data).toHaveLength(2_048);
+    const alone = await embed({ model: 'gemini-embedding-001', input: 'document 1234', dimensions: 8, encoding_format: 'float' });
+    expect(many.data[1_234]).toEqual({ object: 'embedding', index: 1_234, embedding: alone.data[0].embedding });
+
+    // Token arrays are OpenAI's tokenizer's: a 400 naming input, before anything is held.
+    await expect(embed({ model: 'gemini-embedding-001', input: [[1, 2, 3]] })).rejects.toMatchObject({ status: 400, param: 'input' });
+  });
+
   it("answers deterministic unit vectors of the model's size from the simulator", async () => {
     const first = await embed({ model: 'sim-embed', input: ['alpha', 'beta'] });
     const again = await embed({ model: 'sim-embed', input: ['beta'], encoding_format: 'float' });
@@ -239,7 +296,13 @@ describe('POST /v1/embeddings', () => {
     await expect(workspace.client.responses.create({ model: 'text-embedding-3-small', input: 'Hi' })).rejects.toMatchObject({ status: 400, param: 'model' });
     const models = await workspace.client.models.list();
     const kinds = Object.fromEntries(models.data.map((m) => [m.id, (m as unknown as { kind: string }).kind]));
-    expect(kinds).toEqual({ 'text-embedding-3-small': 'embedding', 'text-embedding-3-large': 'embedding', 'sim-embed': 'embedding', 'gpt-4o-mini': 'chat' });
+    expect(kinds).toEqual({
+      'text-embedding-3-small': 'embedding',
+      'text-embedding-3-large': 'embedding',
+      'gemini-embedding-001': 'embedding',
+      'sim-embed': 'embedding',
+      'gpt-4o-mini': 'chat',
+    });
     expect(models.data.find((m) => m.id === 'sim-embed')).toMatchObject({ embedding: { dimensions: 256, adjustable: false } });
   });
 });

@@ -27,6 +27,14 @@ export function toVector(embedding: unknown): Float32Array {
   throw upstreamShape('an embedding that is neither base64 nor an array of numbers');
 }
 
+/** The vector scaled to length 1 (cosine similarity as a dot product); a zero vector stays as it is. */
+export function toUnitLength(vector: Float32Array): Float32Array {
+  let sum = 0;
+  for (const value of vector) sum += value * value;
+  const norm = Math.sqrt(sum);
+  return norm > 0 ? Float32Array.from(vector, (value) => value / norm) : vector;
+}
+
 /** The numbers of `encoding_format: "float"`: each float32 value as the double it is exactly. */
 export function toFloats(vector: Float32Array): number[] {
   return Array.from(vector);
