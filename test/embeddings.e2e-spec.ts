@@ -3,6 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { DataSource } from 'typeorm';
+import { ProvidersService } from '../src/providers/providers.service';
 import { ApiKeysService } from '../src/workspaces/api-keys.service';
 import { fakeGeminiEmbedding, FakeGemini, GEMINI_EMBED_BATCH_LIMIT, startFakeGemini } from './fakes/fake-gemini';
 import { fakeEmbedding, fakeEmbeddingTokens, FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
@@ -17,6 +18,7 @@ const SMALL_PRICE = 2_000;
 const LARGE_PRICE = 13_000;
 const SIM_PRICE = 1_000;
 const GEMINI_PRICE = 15_000;
+const LOCAL_PRICE = 100;
 
 function catalog(models: object[]): string {
   const file = path.join(mkdtempSync(path.join(tmpdir(), 'embeddings-catalog-')), 'models.json');
@@ -35,6 +37,7 @@ describe('POST /v1/embeddings', () => {
   let upstream: FakeOpenAi;
   let failing: FakeOpenAi;
   let gemini: FakeGemini;
+  let local: FakeOpenAi;
   let t: TestApp;
   let db: DataSource;
   let workspace: TestWorkspace;
@@ -52,7 +55,12 @@ describe('POST /v1/embeddings', () => {
   };
 
   beforeAll(async () => {
-    [upstream, failing, gemini] = await Promise.all([startFakeOpenAi(), startFakeOpenAi(), startFakeGemini({ apiKey: 'gemini-key' })]);
+    [upstream, failing, gemini, local] = await Promise.all([
+      startFakeOpenAi(),
+      startFakeOpenAi(),
+      startFakeGemini({ apiKey: 'gemini-key' }),
+      startFakeOpenAi({ localEmbeddings: { dimensions: 384 } }),
+    ]);
     process.env.EMBEDDINGS_TEST_KEY_GEMINI = 'gemini-key';
     failing.setDefault({ kind: 'http_error', status: 500, body: { error: { message: 'boom', type: 'server_error' } } });
     const embedding = { provider: 'openai', kind: 'embedding', adjustable_dimensions: true, context_length: 8_192, output_price: 0 };
@@ -60,7 +68,7 @@ describe('POST /v1/embeddings', () => {
       config: {
         llmSimulator: 'off',
         modelCatalogFile: catalog([
-          { ...embedding, id: 'text-embedding-3-small', dimensions: 1536, input_price: SMALL_PRICE, deployments: [deployment('primary', upstream)] },
+          { ...embedding, id: 'text-embedding-3-small', dimensions: 1536, vocabulary_size: 100_277, input_price: SMALL_PRICE, deployments: [deployment('primary', upstream)] },
           {
             ...embedding,
             id: 'text-embedding-3-large',
@@ -79,6 +87,17 @@ describe('POST /v1/embeddings', () => {
             output_price: 0,
             deployments: [{ label: 'gemini', provider: 'google', base_url: gemini.url, api_key_env: 'EMBEDDINGS_TEST_KEY_GEMINI' }],
           },
+          // A local OpenAI-compatible text-embeddings server: floats only, no usage, its own model name.
+          {
+            id: 'bge-small',
+            provider: 'openai',
+            kind: 'embedding',
+            dimensions: 384,
+            max_input_tokens: 512,
+            input_price: LOCAL_PRICE,
+            output_price: 0,
+            deployments: [{ ...deployment('local', local), upstream_model: 'BAAI/bge-small-en-v1.5' }],
+          },
           { id: 'sim-embed', provider: 'simulator', kind: 'embedding', dimensions: 256, context_length: 8_192, input_price: SIM_PRICE, output_price: 0 },
           { id: 'gpt-4o-mini', provider: 'simulator', context_length: 128_000, max_output_tokens: 16_384, input_price: 15_000, output_price: 60_000 },
         ]),
@@ -89,7 +108,7 @@ describe('POST /v1/embeddings', () => {
   });
   afterAll(async () => {
     await t?.close();
-    await Promise.all([upstream?.close(), failing?.close(), gemini?.close()]);
+    await Promise.all([upstream?.close(), failing?.close(), gemini?.close(), local?.close()]);
   });
 
   it("gives the same vectors through the SDK's default (base64) and with float, of the model's size and of `dimensions`", async () => {
@@ -122,6 +141,9 @@ describe('POST /v1/embeddings', () => {
       [['first', 'second', 'third'], ['first', 'second', 'third']],
       [[9906, 1917, 0], [[9906, 1917, 0]]],
       [[[9906], [1917, 0, 42]], [[9906], [1917, 0, 42]]],
+      // cl100k_base's last id, and the most tokens one input may have.
+      [[100_276, 0], [[100_276, 0]]],
+      [Array.from({ length: 8_192 }, () => 7), [Array.from({ length: 8_192 }, () => 7)]],
     ];
     for (const [input, inputs] of forms) {
       const answer = await embed({ input });
@@ -130,6 +152,10 @@ describe('POST /v1/embeddings', () => {
       expect(answer.usage).toEqual({ prompt_tokens: inputs.reduce((sum: number, item) => sum + fakeEmbeddingTokens(item), 0), total_tokens: answer.usage.prompt_tokens });
       expect(embeddingCalls(upstream).at(-1)!.body.input).toEqual(inputs);
     }
+    // OpenAI's most inputs in one request (short vectors: the fake hashes every value).
+    const passages = Array.from({ length: 2_048 }, (_, i) => `passage ${i}`);
+    const all = await embed({ input: passages, dimensions: 4 });
+    expect(all.data.map((d) => d.embedding)).toEqual(passages.map((p) => Array.from(fakeEmbedding(p, 4))));
   });
 
   it('refuses bad requests with a 400 naming the field, never a 500', async () => {
@@ -140,6 +166,13 @@ describe('POST /v1/embeddings', () => {
       [{ model: 'text-embedding-3-small', input: Array.from({ length: 2049 }, () => 'a') }, 'input'],
       [{ model: 'text-embedding-3-small', input: 'word '.repeat(9_000) }, 'input'],
       [{ model: 'text-embedding-3-small', input: Array.from({ length: 40 }, () => 'word '.repeat(8_000)) }, 'input'],
+      // A token array: 8192 tokens at most, ids of cl100k_base only, whole numbers >= 0.
+      [{ model: 'text-embedding-3-small', input: Array.from({ length: 8_193 }, () => 1) }, 'input'],
+      [{ model: 'text-embedding-3-small', input: Array.from({ length: 37 }, () => Array.from({ length: 8_192 }, () => 1)) }, 'input'],
+      [{ model: 'text-embedding-3-small', input: [100_277] }, 'input'],
+      [{ model: 'text-embedding-3-small', input: [[1], [5, 200_000]] }, 'input'],
+      [{ model: 'text-embedding-3-small', input: [[1, -1]] }, 'input'],
+      [{ model: 'text-embedding-3-small', input: [[1, 2.5]] }, 'input'],
       [{ model: 'text-embedding-3-small', input: 'x', dimensions: 1537 }, 'dimensions'],
       [{ model: 'text-embedding-3-small', input: 'x', dimensions: 0 }, 'dimensions'],
       [{ model: 'sim-embed', input: 'x', dimensions: 128 }, 'dimensions'],
@@ -204,17 +237,24 @@ describe('POST /v1/embeddings', () => {
     await expect(embed({}, restricted.client)).resolves.toMatchObject({ model: 'text-embedding-3-small' });
   });
 
-  it('fails over from a deployment answering 500 to a healthy one, and charges the answer only', async () => {
+  it('fails over from a deployment answering 500 to a healthy one, charges the answer only, and cools the failing one down', async () => {
+    const failingState = () => t.app.get(ProvidersService).deployments().find((d) => d.model === 'text-embedding-3-large' && d.label === 'failing');
     const answers: Embeddings[] = [];
-    // Until the failing deployment was tried at least once (the router draws the order by weight).
-    for (let i = 0; i < 30 && embeddingCalls(failing).length === 0; i++) answers.push(await embed({ model: 'text-embedding-3-large', input: 'failover' }));
-    answers.push(await embed({ model: 'text-embedding-3-large', input: 'failover' }));
-    expect(embeddingCalls(failing).length).toBeGreaterThan(0);
+    // Until the failing deployment is in cooldown (3 failures; the router draws the order by weight).
+    for (let i = 0; i < 60 && failingState()?.state !== 'cooldown'; i++) answers.push(await embed({ model: 'text-embedding-3-large', input: 'failover' }));
+    expect(failingState()).toMatchObject({ state: 'cooldown' });
+    expect(embeddingCalls(failing).length).toBeGreaterThanOrEqual(3);
     for (const answer of answers) {
       expect(answer.data[0].embedding).toEqual(Array.from(fakeEmbedding('failover', 3072)));
       expect(answer.x_service).toMatchObject({ provider: 'openai', deployment: 'healthy', cost_millicents: (answer.usage.prompt_tokens * LARGE_PRICE) / 1e6 });
     }
     expect(answers.some((a) => a.x_service.attempts > 1)).toBe(true);
+    // In cooldown it gets nothing: every request goes to the healthy one at its first attempt.
+    const calls = embeddingCalls(failing).length;
+    for (let i = 0; i < 10; i++) {
+      await expect(embed({ model: 'text-embedding-3-large', input: 'cooled' })).resolves.toMatchObject({ x_service: { deployment: 'healthy', attempts: 1 } });
+    }
+    expect(embeddingCalls(failing)).toHaveLength(calls);
   });
 
   it('answers 429 with Retry-After and X-RateLimit headers at the tier limit', async () => {
@@ -276,6 +316,21 @@ describe('POST /v1/embeddings', () => {
     await expect(embed({ model: 'gemini-embedding-001', input: [[1, 2, 3]] })).rejects.toMatchObject({ status: 400, param: 'input' });
   });
 
+  it('embeds through an OpenAI-compatible local server (base_url) that answers floats and no usage, billing our count', async () => {
+    const input = ['Returns are accepted within 30 days.', 'Refunds go back to the card used.'];
+    const viaDefault = await embed({ model: 'bge-small', input });
+    const viaFloat = await embed({ model: 'bge-small', input, encoding_format: 'float' });
+    expect(viaDefault.data.map((d) => d.embedding)).toEqual(input.map((text) => Array.from(fakeEmbedding(text, 384))));
+    expect(viaFloat.data.map((d) => d.embedding)).toEqual(viaDefault.data.map((d) => d.embedding));
+    const call = embeddingCalls(local).at(-1)!;
+    expect(call.body).toMatchObject({ model: 'BAAI/bge-small-en-v1.5', input });
+    expect(call.headers.authorization).toBe('Bearer sk-local');
+    // Our tokenizer's count (the server said none): 8 and 9 tokens with o200k.
+    expect(viaFloat.usage).toEqual({ prompt_tokens: 17, total_tokens: 17 });
+    expect(viaFloat.x_service).toMatchObject({ provider: 'openai', deployment: 'local', cost_millicents: (17 * LOCAL_PRICE) / 1e6 });
+    await expect(embed({ model: 'bge-small', input: 'word '.repeat(600) })).rejects.toMatchObject({ status: 400, param: 'input', code: 'input_too_long' });
+  });
+
   it("answers deterministic unit vectors of the model's size from the simulator", async () => {
     const first = await embed({ model: 'sim-embed', input: ['alpha', 'beta'] });
     const again = await embed({ model: 'sim-embed', input: ['beta'], encoding_format: 'float' });
@@ -300,6 +355,7 @@ describe('POST /v1/embeddings', () => {
       'text-embedding-3-small': 'embedding',
       'text-embedding-3-large': 'embedding',
       'gemini-embedding-001': 'embedding',
+      'bge-small': 'embedding',
       'sim-embed': 'embedding',
       'gpt-4o-mini': 'chat',
     });

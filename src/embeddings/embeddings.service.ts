@@ -20,6 +20,17 @@ import { EmbeddingRequest, MAX_EMBEDDING_REQUEST_TOKENS, parseEmbeddingRequest }
 /** A token is at most this many characters (o200k's longest): a longer text is over a limit without counting it. */
 const LONGEST_TOKEN_CHARS = 128;
 
+/** A token array's ids are of the model's tokenizer: a 400 naming `input` for the first that is not. */
+function checkTokenIds(inputs: number[][], vocabularySize: number, model: string): void {
+  for (const [index, tokens] of inputs.entries()) {
+    const bad = tokens.findIndex((token) => token >= vocabularySize);
+    if (bad >= 0) {
+      const at = inputs.length === 1 ? `input[${bad}]` : `input[${index}][${bad}]`;
+      throw ApiError.badRequest(`${at} is ${tokens[bad]}, not a token id of ${model}'s tokenizer (0 to ${vocabularySize - 1}).`, 'input', 'invalid_input');
+    }
+  }
+}
+
 /** Who calls: the key's principal, the request's id (its hold and usage record), and whether it carries an Idempotency-Key. */
 export interface EmbeddingsCaller {
   principal: Principal;
@@ -109,6 +120,7 @@ export class EmbeddingsService {
       if (request.tokens && model.provider === 'google' && !this.providers.isSimulated(model)) {
         throw ApiError.badRequest(`${model.id} takes texts: token arrays are OpenAI's tokenizer's.`, 'input', 'invalid_input');
       }
+      if (request.tokens && shape.vocabularySize !== undefined) checkTokenIds(request.input as number[][], shape.vocabularySize, model.id);
       const promptTokens = await this.countInputs(request, shape.maxInputTokens);
       // The catalog's fallbacks that the key may not run are left out, never refused.
       const fallbacks = (model.fallbacks ?? [])

@@ -441,17 +441,20 @@ export const GEMINI_EMBED_BATCH_LIMIT = 100;
 /**
  * The fake's Gemini embedding of a text, as Gemini makes them (Matryoshka): the native vector
  * has unit length, and `outputDimensionality` keeps its first values without normalising them
- * again (Google's docs ask the caller to). Float32, drawn from the SHA-256 of the text.
+ * again (Google's docs ask the caller to). Float32, drawn from a generator seeded with the
+ * SHA-256 of the text (one hash a vector: 2048 inputs stay cheap).
  */
 export function fakeGeminiEmbedding(text: string, dimensions = FAKE_GEMINI_EMBEDDING_DIMENSIONS): Float32Array {
-  const full = new Float64Array(FAKE_GEMINI_EMBEDDING_DIMENSIONS);
-  let block = Buffer.alloc(0);
-  for (let i = 0; i < full.length; i++) {
-    if (i % 8 === 0) block = createHash('sha256').update(`gemini:${text}:${i / 8}`).digest();
-    full[i] = block.readInt32LE((i % 8) * 4) / 2 ** 31;
-  }
-  const norm = Math.hypot(...full);
-  return Float32Array.from(full.subarray(0, dimensions), (value) => value / norm);
+  let seed = createHash('sha256').update(`gemini:${text}`).digest().readUInt32LE(0);
+  const next = () => {
+    seed = (seed + 0x6d2b79f5) >>> 0;
+    let t = Math.imul(seed ^ (seed >>> 15), seed | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 31 - 1;
+  };
+  const full = Array.from({ length: FAKE_GEMINI_EMBEDDING_DIMENSIONS }, next);
+  const norm = Math.sqrt(full.reduce((sum, value) => sum + value * value, 0));
+  return Float32Array.from(full.slice(0, dimensions), (value) => value / norm);
 }
 
 type EmbedContentRequest = { model?: string; content?: { parts?: Array<{ text?: unknown }> }; outputDimensionality?: unknown; taskType?: unknown };
