@@ -45,10 +45,10 @@ describe('POST /v1/embeddings', () => {
   const embed = (body: Partial<OpenAI.EmbeddingCreateParams>, client = workspace.client) =>
     client.embeddings.create({ model: 'text-embedding-3-small', input: 'Hello', ...body } as OpenAI.EmbeddingCreateParams) as unknown as Promise<Embeddings>;
   /** The bare HTTP answer, for what the SDK would hide (the wire format of `embedding`, the error body). */
-  const post = async (body: unknown, apiKey = workspace.apiKey) => {
+  const post = async (body: unknown, apiKey = workspace.apiKey, headers: Record<string, string> = {}) => {
     const response = await fetch(`${t.baseUrl}/v1/embeddings`, {
       method: 'POST',
-      headers: { Authorization: `Bearer ${apiKey}`, 'Content-Type': 'application/json' },
+      headers: { Authorization: `Bearer ${apiKey}`, 'Content-Type': 'application/json', ...headers },
       body: JSON.stringify(body),
     });
     return { status: response.status, headers: response.headers, body: (await response.json()) as Record<string, any> };
@@ -133,6 +133,26 @@ describe('POST /v1/embeddings', () => {
     expect(short.data[0].embedding).toHaveLength(256);
     expect(short.data[0].embedding).toEqual(shortFloat.data[0].embedding);
     expect(embeddingCalls(upstream).at(-1)!.body).toMatchObject({ model: 'text-embedding-3-small', dimensions: 256 });
+  });
+
+  it('answers alike on the direct route and through Nest (a request with an Idempotency-Key), refusals too', async () => {
+    const body = { model: 'text-embedding-3-small', input: ['same', 'answer'], encoding_format: 'base64' };
+    const direct = await post(body);
+    const viaNest = await post(body, workspace.apiKey, { 'Idempotency-Key': `embeddings-${Date.now()}` });
+    expect(viaNest.body).toEqual(direct.body);
+    for (const answer of [direct, viaNest]) {
+      expect(answer.status).toBe(200);
+      expect(answer.headers.get('content-type')).toBe('application/json; charset=utf-8');
+      expect(answer.headers.get('x-ratelimit-limit')).not.toBeNull();
+    }
+    // Express's ETag, a hash of the whole answer, is what tells Nest's answer from the direct route's.
+    expect({ direct: direct.headers.has('etag'), nest: viaNest.headers.has('etag') }).toEqual({ direct: false, nest: true });
+    const refusals = await Promise.all([post({ ...body, dimensions: 0 }), post({ ...body, dimensions: 0 }, workspace.apiKey, { 'Idempotency-Key': `bad-${Date.now()}` })]);
+    expect(refusals.map((r) => [r.status, r.body.error.param])).toEqual([
+      [400, 'dimensions'],
+      [400, 'dimensions'],
+    ]);
+    await t.quiet(workspace.id);
   });
 
   it('takes every input form: a string, strings, a token array, token arrays; one vector per input, in order', async () => {
