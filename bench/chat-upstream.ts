@@ -10,6 +10,9 @@
  *   Server-Sent Events: a role chunk, three content chunks, a finish chunk, a usage chunk
  *   when `stream_options.include_usage` is set (the service always sets it), then [DONE].
  *   The whole stream goes out in one write: the floor is the cost of HTTP, not of pacing.
+ * - POST /v1/embeddings: one 1536-dimension vector per input (or of `dimensions`), base64
+ *   when `encoding_format` says so, with `usage`; the answer of each shape is serialized once.
+ *   The body is parsed as JSON here (the number of inputs decides the answer's size).
  * - GET /v1/models: one model.
  *
  * The request body is not parsed as JSON (that would be the floor's main cost); the two
@@ -54,6 +57,35 @@ const STREAM_WITHOUT_USAGE = sse(false);
 const MODELS = json({ object: 'list', data: [{ id: 'gpt-4o-mini', object: 'model', created: CREATED, owned_by: 'openai' }] });
 const NOT_FOUND = json({ error: { message: 'Not found', type: 'invalid_request_error', code: 'not_found' } });
 
+/** The fake's vector: fixed values of unit scale; every input gets the same one (the benchmark measures transport, not meaning). */
+const EMBEDDING_DIMENSIONS = 1_536;
+const VECTOR = Float32Array.from({ length: EMBEDDING_DIMENSIONS }, (_, i) => Math.sin(i + 1) / Math.sqrt(EMBEDDING_DIMENSIONS / 2));
+const embeddingAnswers = new Map<string, Buffer>();
+
+/** OpenAI's answer to an embeddings body, cached by its shape (inputs, dimensions, encoding). */
+function embeddingAnswer(body: string): Buffer {
+  const request = JSON.parse(body) as { input?: unknown; dimensions?: number; encoding_format?: string };
+  const input = request.input;
+  const inputs = typeof input === 'string' ? [input] : Array.isArray(input) && input.every((item) => typeof item === 'number') ? [input] : ((input as unknown[]) ?? []);
+  const dimensions = request.dimensions ?? EMBEDDING_DIMENSIONS;
+  const base64 = request.encoding_format === 'base64';
+  const key = `${inputs.length}:${dimensions}:${base64}`;
+  let answer = embeddingAnswers.get(key);
+  if (!answer) {
+    const vector = VECTOR.subarray(0, dimensions);
+    const embedding = base64 ? Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength).toString('base64') : Array.from(vector);
+    const tokens = inputs.length * 8;
+    answer = json({
+      object: 'list',
+      data: inputs.map((_, index) => ({ object: 'embedding', index, embedding })),
+      model: 'text-embedding-3-small',
+      usage: { prompt_tokens: tokens, total_tokens: tokens },
+    });
+    embeddingAnswers.set(key, answer);
+  }
+  return answer;
+}
+
 const STREAM_FLAG = /"stream"\s*:\s*true/;
 const INCLUDE_USAGE_FLAG = /"include_usage"\s*:\s*true/;
 
@@ -68,7 +100,8 @@ export function handle(req: IncomingMessage, res: ServerResponse): void {
     req.resume();
     return send(res, 200, 'application/json', MODELS);
   }
-  if (req.method !== 'POST' || !req.url?.startsWith('/v1/chat/completions')) {
+  const embeddings = req.url?.startsWith('/v1/embeddings') === true;
+  if (req.method !== 'POST' || !(req.url?.startsWith('/v1/chat/completions') || embeddings)) {
     req.resume();
     return send(res, 404, 'application/json', NOT_FOUND);
   }
@@ -76,6 +109,7 @@ export function handle(req: IncomingMessage, res: ServerResponse): void {
   req.setEncoding('utf8');
   req.on('data', (chunk: string) => (body += chunk));
   req.on('end', () => {
+    if (embeddings) return send(res, 200, 'application/json', embeddingAnswer(body));
     if (!STREAM_FLAG.test(body)) return send(res, 200, 'application/json', COMPLETION);
     const stream = INCLUDE_USAGE_FLAG.test(body) ? STREAM_WITH_USAGE : STREAM_WITHOUT_USAGE;
     send(res, 200, 'text/event-stream; charset=utf-8', stream);

@@ -9,6 +9,8 @@
  * 2. DocumentsService.search over one assistant holding 10,000 chunks (ingested as text
  *    documents through the same service): p50/p95/p99 per kind of query, one query at a time.
  *
+ * 3. `/v1/embeddings` throughput and added latency against Portkey (bench/embeddings.ts), last.
+ *
  * Everything runs on its own embedded PostgreSQL in a temporary directory, stopped and
  * removed at the end, on an error, on Ctrl-C, or after the hard timeout. Results are
  * printed and written to bench/results/file-search-latest.json (ignored by git).
@@ -25,6 +27,7 @@ import { DocumentsService, FILE_SEARCH_SQL, IngestionProgress } from '../src/ass
 import { loadConfig } from '../src/config/app-config';
 import { ConfigModule } from '../src/config/config.module';
 import { dataSourceOptions } from '../src/database/data-source';
+import { EMBEDDINGS_BENCH_MS, measureEmbeddings } from './embeddings';
 import { type BenchContext, closeApp, runBench, summarize, table, writeResults } from './harness';
 
 const SETTINGS = {
@@ -148,7 +151,8 @@ const elapsedMs = (start: bigint) => Number(process.hrtime.bigint() - start) / 1
 // ---------------------------------------------------------------------------------------
 // The run.
 // ---------------------------------------------------------------------------------------
-async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: BenchContext): Promise<number> {
+async function main(ctx: BenchContext): Promise<number> {
+  const { databaseUrl, log, onCleanup, startedAt, startLoad } = ctx;
   // Only the documents module, not the whole app: what is measured is DocumentsService (its
   // reader's limits come from the configuration, read from the environment as the app does).
   @Module({
@@ -358,7 +362,7 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
   const file = await writeResults('file-search', results);
   log('');
   log(`Results written to ${file} (${results.wallSeconds} s)`);
-  return 0;
+  return measureEmbeddings(ctx);
 }
 
-runBench('file-search', { hardTimeoutMs: SETTINGS.hardTimeoutMs }, main);
+runBench('file-search', { hardTimeoutMs: SETTINGS.hardTimeoutMs + EMBEDDINGS_BENCH_MS }, main);

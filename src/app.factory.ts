@@ -6,6 +6,9 @@ import express, { type NextFunction, type RequestHandler, type Response } from '
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { API_GUARDS, AppModule } from './app.module';
 import { chatCompletionsRoute } from './chat/chat-direct-route';
+import { embeddingsRoute } from './embeddings/embeddings-direct-route';
+import { EmbeddingsRefusalFilter } from './embeddings/embeddings-refusal.filter';
+import { EmbeddingsController } from './embeddings/embeddings.controller';
 import { messagesRoute } from './messages/messages-direct-route';
 import { MessagesController } from './messages/messages.controller';
 import { MessagesErrorFilter } from './messages/messages-error.filter';
@@ -97,7 +100,7 @@ export async function createApp(
   });
   app.useGlobalPipes(createValidationPipe());
   setUpSwagger(app);
-  // Chat completions skip Express's router and Nest's pipeline, a fifth to a quarter of their CPU (README, "The direct route"),
+  // Chat completions (and messages, embeddings) skip Express's router and Nest's pipeline, a fifth to a quarter of their CPU (README, "The direct route"),
   // unless DIRECT_ROUTE=off. Last: it refuses to start if Nest would run around the handler anything it does not, and
   // the global enhancers are all known only once the ones above are added. app.useGlobal* on the app returned here
   // throws (serveDirectRoutes): add them above.
@@ -122,6 +125,11 @@ export async function createApp(
             app.get(MessagesController),
             API_GUARDS.map((guard) => app.get<CanActivate>(guard)),
             app.get(MessagesErrorFilter),
+          ),
+          embeddingsRoute(
+            app.get(EmbeddingsController),
+            API_GUARDS.map((guard) => app.get<CanActivate>(guard)),
+            app.get(EmbeddingsRefusalFilter),
           ),
         ],
         application: app.get(ApplicationConfig),

@@ -184,15 +184,15 @@ describe('the direct route fails closed', () => {
     );
     expect(refusal).toBeInstanceOf(ConfigError);
     const problems = (refusal as ConfigError).problems;
-    // Each direct route names each: chat completions and the Anthropic Messages API, each with the file to teach.
+    // Each direct route names each: chat completions, the Anthropic Messages API and embeddings, each with the file to teach.
     const named = problems.map((problem) => `${/the direct route of (POST \S+)/.exec(problem)?.[1]} ${/does not run the (global \w+ \w+)/.exec(problem)?.[1]}`);
     expect(named.sort()).toEqual(
-      ['POST /v1/chat/completions', 'POST /v1/messages'].flatMap((route) =>
+      ['POST /v1/chat/completions', 'POST /v1/embeddings', 'POST /v1/messages'].flatMap((route) =>
         ['global filter AuditFailureFilter', 'global guard AuditGuard', 'global interceptor AuditInterceptor'].map((enhancer) => `${route} ${enhancer}`),
       ),
     );
     for (const problem of problems) {
-      expect(problem).toMatch(/src\/chat\/chat-direct-route\.ts|src\/messages\/messages-direct-route\.ts/);
+      expect(problem).toMatch(/src\/chat\/chat-direct-route\.ts|src\/messages\/messages-direct-route\.ts|src\/embeddings\/embeddings-direct-route\.ts/);
       expect(problem).toContain('or set DIRECT_ROUTE=off');
     }
   });

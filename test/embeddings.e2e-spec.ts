@@ -3,7 +3,9 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { DataSource } from 'typeorm';
+import { ProvidersService } from '../src/providers/providers.service';
 import { ApiKeysService } from '../src/workspaces/api-keys.service';
+import { fakeGeminiEmbedding, FakeGemini, GEMINI_EMBED_BATCH_LIMIT, startFakeGemini } from './fakes/fake-gemini';
 import { fakeEmbedding, fakeEmbeddingTokens, FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
 import { walletInvariants } from './support/wallet-invariants';
@@ -15,6 +17,8 @@ type Embeddings = OpenAI.CreateEmbeddingResponse & { x_service: XService };
 const SMALL_PRICE = 2_000;
 const LARGE_PRICE = 13_000;
 const SIM_PRICE = 1_000;
+const GEMINI_PRICE = 15_000;
+const LOCAL_PRICE = 100;
 
 function catalog(models: object[]): string {
   const file = path.join(mkdtempSync(path.join(tmpdir(), 'embeddings-catalog-')), 'models.json');
@@ -32,6 +36,8 @@ const embeddingCalls = (fake: FakeOpenAi) => fake.requests.filter((r) => r.path.
 describe('POST /v1/embeddings', () => {
   let upstream: FakeOpenAi;
   let failing: FakeOpenAi;
+  let gemini: FakeGemini;
+  let local: FakeOpenAi;
   let t: TestApp;
   let db: DataSource;
   let workspace: TestWorkspace;
@@ -39,30 +45,58 @@ describe('POST /v1/embeddings', () => {
   const embed = (body: Partial<OpenAI.EmbeddingCreateParams>, client = workspace.client) =>
     client.embeddings.create({ model: 'text-embedding-3-small', input: 'Hello', ...body } as OpenAI.EmbeddingCreateParams) as unknown as Promise<Embeddings>;
   /** The bare HTTP answer, for what the SDK would hide (the wire format of `embedding`, the error body). */
-  const post = async (body: unknown, apiKey = workspace.apiKey) => {
+  const post = async (body: unknown, apiKey = workspace.apiKey, headers: Record<string, string> = {}) => {
     const response = await fetch(`${t.baseUrl}/v1/embeddings`, {
       method: 'POST',
-      headers: { Authorization: `Bearer ${apiKey}`, 'Content-Type': 'application/json' },
+      headers: { Authorization: `Bearer ${apiKey}`, 'Content-Type': 'application/json', ...headers },
       body: JSON.stringify(body),
     });
     return { status: response.status, headers: response.headers, body: (await response.json()) as Record<string, any> };
   };
 
   beforeAll(async () => {
-    [upstream, failing] = await Promise.all([startFakeOpenAi(), startFakeOpenAi()]);
+    [upstream, failing, gemini, local] = await Promise.all([
+      startFakeOpenAi(),
+      startFakeOpenAi(),
+      startFakeGemini({ apiKey: 'gemini-key' }),
+      startFakeOpenAi({ localEmbeddings: { dimensions: 384 } }),
+    ]);
+    process.env.EMBEDDINGS_TEST_KEY_GEMINI = 'gemini-key';
     failing.setDefault({ kind: 'http_error', status: 500, body: { error: { message: 'boom', type: 'server_error' } } });
     const embedding = { provider: 'openai', kind: 'embedding', adjustable_dimensions: true, context_length: 8_192, output_price: 0 };
     t = await startTestApp({
       config: {
         llmSimulator: 'off',
         modelCatalogFile: catalog([
-          { ...embedding, id: 'text-embedding-3-small', dimensions: 1536, input_price: SMALL_PRICE, deployments: [deployment('primary', upstream)] },
+          { ...embedding, id: 'text-embedding-3-small', dimensions: 1536, vocabulary_size: 100_277, input_price: SMALL_PRICE, deployments: [deployment('primary', upstream)] },
           {
             ...embedding,
             id: 'text-embedding-3-large',
             dimensions: 3072,
             input_price: LARGE_PRICE,
             deployments: [deployment('failing', failing), deployment('healthy', upstream)],
+          },
+          {
+            id: 'gemini-embedding-001',
+            provider: 'google',
+            kind: 'embedding',
+            dimensions: 3072,
+            adjustable_dimensions: true,
+            max_input_tokens: 2_048,
+            input_price: GEMINI_PRICE,
+            output_price: 0,
+            deployments: [{ label: 'gemini', provider: 'google', base_url: gemini.url, api_key_env: 'EMBEDDINGS_TEST_KEY_GEMINI' }],
+          },
+          // A local OpenAI-compatible text-embeddings server: floats only, no usage, its own model name.
+          {
+            id: 'bge-small',
+            provider: 'openai',
+            kind: 'embedding',
+            dimensions: 384,
+            max_input_tokens: 512,
+            input_price: LOCAL_PRICE,
+            output_price: 0,
+            deployments: [{ ...deployment('local', local), upstream_model: 'BAAI/bge-small-en-v1.5' }],
           },
           { id: 'sim-embed', provider: 'simulator', kind: 'embedding', dimensions: 256, context_length: 8_192, input_price: SIM_PRICE, output_price: 0 },
           { id: 'gpt-4o-mini', provider: 'simulator', context_length: 128_000, max_output_tokens: 16_384, input_price: 15_000, output_price: 60_000 },
@@ -74,7 +108,7 @@ describe('POST /v1/embeddings', () => {
   });
   afterAll(async () => {
     await t?.close();
-    await Promise.all([upstream?.close(), failing?.close()]);
+    await Promise.all([upstream?.close(), failing?.close(), gemini?.close(), local?.close()]);
   });
 
   it("gives the same vectors through the SDK's default (base64) and with float, of the model's size and of `dimensions`", async () => {
@@ -101,12 +135,35 @@ describe('POST /v1/embeddings', () => {
     expect(embeddingCalls(upstream).at(-1)!.body).toMatchObject({ model: 'text-embedding-3-small', dimensions: 256 });
   });
 
+  it('answers alike on the direct route and through Nest (a request with an Idempotency-Key), refusals too', async () => {
+    const body = { model: 'text-embedding-3-small', input: ['same', 'answer'], encoding_format: 'base64' };
+    const direct = await post(body);
+    const viaNest = await post(body, workspace.apiKey, { 'Idempotency-Key': `embeddings-${Date.now()}` });
+    expect(viaNest.body).toEqual(direct.body);
+    for (const answer of [direct, viaNest]) {
+      expect(answer.status).toBe(200);
+      expect(answer.headers.get('content-type')).toBe('application/json; charset=utf-8');
+      expect(answer.headers.get('x-ratelimit-limit')).not.toBeNull();
+    }
+    // Express's ETag, a hash of the whole answer, is what tells Nest's answer from the direct route's.
+    expect({ direct: direct.headers.has('etag'), nest: viaNest.headers.has('etag') }).toEqual({ direct: false, nest: true });
+    const refusals = await Promise.all([post({ ...body, dimensions: 0 }), post({ ...body, dimensions: 0 }, workspace.apiKey, { 'Idempotency-Key': `bad-${Date.now()}` })]);
+    expect(refusals.map((r) => [r.status, r.body.error.param])).toEqual([
+      [400, 'dimensions'],
+      [400, 'dimensions'],
+    ]);
+    await t.quiet(workspace.id);
+  });
+
   it('takes every input form: a string, strings, a token array, token arrays; one vector per input, in order', async () => {
     const forms: Array<[OpenAI.EmbeddingCreateParams['input'], Array<string | number[]>]> = [
       ['one text', ['one text']],
       [['first', 'second', 'third'], ['first', 'second', 'third']],
       [[9906, 1917, 0], [[9906, 1917, 0]]],
       [[[9906], [1917, 0, 42]], [[9906], [1917, 0, 42]]],
+      // cl100k_base's last id, and the most tokens one input may have.
+      [[100_276, 0], [[100_276, 0]]],
+      [Array.from({ length: 8_192 }, () => 7), [Array.from({ length: 8_192 }, () => 7)]],
     ];
     for (const [input, inputs] of forms) {
       const answer = await embed({ input });
@@ -115,6 +172,10 @@ describe('POST /v1/embeddings', () => {
       expect(answer.usage).toEqual({ prompt_tokens: inputs.reduce((sum: number, item) => sum + fakeEmbeddingTokens(item), 0), total_tokens: answer.usage.prompt_tokens });
       expect(embeddingCalls(upstream).at(-1)!.body.input).toEqual(inputs);
     }
+    // OpenAI's most inputs in one request (short vectors: the fake hashes every value).
+    const passages = Array.from({ length: 2_048 }, (_, i) => `passage ${i}`);
+    const all = await embed({ input: passages, dimensions: 4 });
+    expect(all.data.map((d) => d.embedding)).toEqual(passages.map((p) => Array.from(fakeEmbedding(p, 4))));
   });
 
   it('refuses bad requests with a 400 naming the field, never a 500', async () => {
@@ -125,6 +186,13 @@ describe('POST /v1/embeddings', () => {
       [{ model: 'text-embedding-3-small', input: Array.from({ length: 2049 }, () => 'a') }, 'input'],
       [{ model: 'text-embedding-3-small', input: 'word '.repeat(9_000) }, 'input'],
       [{ model: 'text-embedding-3-small', input: Array.from({ length: 40 }, () => 'word '.repeat(8_000)) }, 'input'],
+      // A token array: 8192 tokens at most, ids of cl100k_base only, whole numbers >= 0.
+      [{ model: 'text-embedding-3-small', input: Array.from({ length: 8_193 }, () => 1) }, 'input'],
+      [{ model: 'text-embedding-3-small', input: Array.from({ length: 37 }, () => Array.from({ length: 8_192 }, () => 1)) }, 'input'],
+      [{ model: 'text-embedding-3-small', input: [100_277] }, 'input'],
+      [{ model: 'text-embedding-3-small', input: [[1], [5, 200_000]] }, 'input'],
+      [{ model: 'text-embedding-3-small', input: [[1, -1]] }, 'input'],
+      [{ model: 'text-embedding-3-small', input: [[1, 2.5]] }, 'input'],
       [{ model: 'text-embedding-3-small', input: 'x', dimensions: 1537 }, 'dimensions'],
       [{ model: 'text-embedding-3-small', input: 'x', dimensions: 0 }, 'dimensions'],
       [{ model: 'sim-embed', input: 'x', dimensions: 128 }, 'dimensions'],
@@ -189,17 +257,24 @@ describe('POST /v1/embeddings', () => {
     await expect(embed({}, restricted.client)).resolves.toMatchObject({ model: 'text-embedding-3-small' });
   });
 
-  it('fails over from a deployment answering 500 to a healthy one, and charges the answer only', async () => {
+  it('fails over from a deployment answering 500 to a healthy one, charges the answer only, and cools the failing one down', async () => {
+    const failingState = () => t.app.get(ProvidersService).deployments().find((d) => d.model === 'text-embedding-3-large' && d.label === 'failing');
     const answers: Embeddings[] = [];
-    // Until the failing deployment was tried at least once (the router draws the order by weight).
-    for (let i = 0; i < 30 && embeddingCalls(failing).length === 0; i++) answers.push(await embed({ model: 'text-embedding-3-large', input: 'failover' }));
-    answers.push(await embed({ model: 'text-embedding-3-large', input: 'failover' }));
-    expect(embeddingCalls(failing).length).toBeGreaterThan(0);
+    // Until the failing deployment is in cooldown (3 failures; the router draws the order by weight).
+    for (let i = 0; i < 60 && failingState()?.state !== 'cooldown'; i++) answers.push(await embed({ model: 'text-embedding-3-large', input: 'failover' }));
+    expect(failingState()).toMatchObject({ state: 'cooldown' });
+    expect(embeddingCalls(failing).length).toBeGreaterThanOrEqual(3);
     for (const answer of answers) {
       expect(answer.data[0].embedding).toEqual(Array.from(fakeEmbedding('failover', 3072)));
       expect(answer.x_service).toMatchObject({ provider: 'openai', deployment: 'healthy', cost_millicents: (answer.usage.prompt_tokens * LARGE_PRICE) / 1e6 });
     }
     expect(answers.some((a) => a.x_service.attempts > 1)).toBe(true);
+    // In cooldown it gets nothing: every request goes to the healthy one at its first attempt.
+    const calls = embeddingCalls(failing).length;
+    for (let i = 0; i < 10; i++) {
+      await expect(embed({ model: 'text-embedding-3-large', input: 'cooled' })).resolves.toMatchObject({ x_service: { deployment: 'healthy', attempts: 1 } });
+    }
+    expect(embeddingCalls(failing)).toHaveLength(calls);
   });
 
   it('answers 429 with Retry-After and X-RateLimit headers at the tier limit', async () => {
@@ -217,6 +292,63 @@ describe('POST /v1/embeddings', () => {
     await t.quiet(free.id);
     const [refused] = await db.query(`SELECT count(*)::int AS n FROM usage_records WHERE workspace_id = $1 AND source = 'embeddings' AND error_code = 'rate_limit_exceeded'`, [free.id]);
     expect(refused.n).toBe(1);
+  });
+
+  it('embeds through a Google deployment: base64 and float alike, dimensions as unit vectors, 2048 inputs in batches of 100', async () => {
+    const viaDefault = await embed({ model: 'gemini-embedding-001', input: 'Returns are accepted within 30 days.' });
+    const viaFloat = await embed({ model: 'gemini-embedding-001', input: 'Returns are accepted within 30 days.', encoding_format: 'float' });
+    expect(viaDefault.data[0].embedding).toEqual(viaFloat.data[0].embedding);
+    expect(viaFloat.data[0].embedding).toEqual(Array.from(fakeGeminiEmbedding('Returns are accepted within 30 days.')));
+    expect(viaFloat.x_service).toMatchObject({ provider: 'google', deployment: 'gemini', cost_millicents: (viaFloat.usage.prompt_tokens * GEMINI_PRICE) / 1e6 });
+    expect(viaFloat.usage.prompt_tokens).toBeGreaterThan(0);
+    const call = gemini.requests.at(-1)!;
+    expect({ model: call.model, action: call.action, apiKey: call.apiKey }).toEqual({ model: 'gemini-embedding-001', action: 'batchEmbedContents', apiKey: 'gemini-key' });
+    expect(call.body).toEqual({ requests: [{ model: 'models/gemini-embedding-001', content: { role: 'user', parts: [{ text: 'Returns are accepted within 30 days.' }] } }] });
+
+    // Gemini leaves a shortened vector as its first values; the answer is of unit length, as OpenAI's are.
+    const short = await embed({ model: 'gemini-embedding-001', input: ['alpha', 'beta'], dimensions: 256 });
+    const shortFloat = await embed({ model: 'gemini-embedding-001', input: ['alpha', 'beta'], dimensions: 256, encoding_format: 'float' });
+    expect(short.data.map((d) => d.embedding)).toEqual(shortFloat.data.map((d) => d.embedding));
+    expect(gemini.requests.at(-1)!.body!.requests).toEqual([
+      expect.objectContaining({ outputDimensionality: 256, content: { role: 'user', parts: [{ text: 'alpha' }] } }),
+      expect.objectContaining({ outputDimensionality: 256, content: { role: 'user', parts: [{ text: 'beta' }] } }),
+    ]);
+    shortFloat.data.forEach((d, i) => {
+      const prefix = fakeGeminiEmbedding(['alpha', 'beta'][i], 256);
+      expect(d.embedding).toHaveLength(256);
+      expect(Math.hypot(...d.embedding)).toBeCloseTo(1, 6);
+      expect(Math.hypot(...prefix)).toBeLessThan(0.9);
+      const scale = Math.hypot(...prefix);
+      d.embedding.forEach((value, k) => expect(value).toBeCloseTo(prefix[k] / scale, 6));
+    });
+
+    // OpenAI's 2048 inputs are 21 calls of at most 100, answered in input order.
+    const before = gemini.requests.length;
+    const inputs = Array.from({ length: 2_048 }, (_, i) => `document ${i}`);
+    const many = await embed({ model: 'gemini-embedding-001', input: inputs, encoding_format: 'float', dimensions: 8 });
+    const batches = gemini.requests.slice(before);
+    expect(batches.map((r) => (r.body!.requests as unknown[]).length)).toEqual([...Array.from({ length: 20 }, () => GEMINI_EMBED_BATCH_LIMIT), 48]);
+    expect(many.data).toHaveLength(2_048);
+    const alone = await embed({ model: 'gemini-embedding-001', input: 'document 1234', dimensions: 8, encoding_format: 'float' });
+    expect(many.data[1_234]).toEqual({ object: 'embedding', index: 1_234, embedding: alone.data[0].embedding });
+
+    // Token arrays are OpenAI's tokenizer's: a 400 naming input, before anything is held.
+    await expect(embed({ model: 'gemini-embedding-001', input: [[1, 2, 3]] })).rejects.toMatchObject({ status: 400, param: 'input' });
+  });
+
+  it('embeds through an OpenAI-compatible local server (base_url) that answers floats and no usage, billing our count', async () => {
+    const input = ['Returns are accepted within 30 days.', 'Refunds go back to the card used.'];
+    const viaDefault = await embed({ model: 'bge-small', input });
+    const viaFloat = await embed({ model: 'bge-small', input, encoding_format: 'float' });
+    expect(viaDefault.data.map((d) => d.embedding)).toEqual(input.map((text) => Array.from(fakeEmbedding(text, 384))));
+    expect(viaFloat.data.map((d) => d.embedding)).toEqual(viaDefault.data.map((d) => d.embedding));
+    const call = embeddingCalls(local).at(-1)!;
+    expect(call.body).toMatchObject({ model: 'BAAI/bge-small-en-v1.5', input });
+    expect(call.headers.authorization).toBe('Bearer sk-local');
+    // Our tokenizer's count (the server said none): 8 and 9 tokens with o200k.
+    expect(viaFloat.usage).toEqual({ prompt_tokens: 17, total_tokens: 17 });
+    expect(viaFloat.x_service).toMatchObject({ provider: 'openai', deployment: 'local', cost_millicents: (17 * LOCAL_PRICE) / 1e6 });
+    await expect(embed({ model: 'bge-small', input: 'word '.repeat(600) })).rejects.toMatchObject({ status: 400, param: 'input', code: 'input_too_long' });
   });
 
   it("answers deterministic unit vectors of the model's size from the simulator", async () => {
@@ -239,7 +371,14 @@ describe('POST /v1/embeddings', () => {
     await expect(workspace.client.responses.create({ model: 'text-embedding-3-small', input: 'Hi' })).rejects.toMatchObject({ status: 400, param: 'model' });
     const models = await workspace.client.models.list();
     const kinds = Object.fromEntries(models.data.map((m) => [m.id, (m as unknown as { kind: string }).kind]));
-    expect(kinds).toEqual({ 'text-embedding-3-small': 'embedding', 'text-embedding-3-large': 'embedding', 'sim-embed': 'embedding', 'gpt-4o-mini': 'chat' });
+    expect(kinds).toEqual({
+      'text-embedding-3-small': 'embedding',
+      'text-embedding-3-large': 'embedding',
+      'gemini-embedding-001': 'embedding',
+      'bge-small': 'embedding',
+      'sim-embed': 'embedding',
+      'gpt-4o-mini': 'chat',
+    });
     expect(models.data.find((m) => m.id === 'sim-embed')).toMatchObject({ embedding: { dimensions: 256, adjustable: false } });
   });
 });

@@ -65,4 +65,21 @@ describe('OpenAPI document and Swagger UI', () => {
     expect(Object.keys(schemas.InputItemDto.properties)).toEqual(expect.arrayContaining(['type', 'role', 'content', 'call_id', 'output']));
     expect(schemas.ContentPartDto.properties.type.enum).toEqual(expect.arrayContaining(['input_text', 'input_image', 'input_file', 'input_audio']));
   });
+
+  it('describes /v1/embeddings: its request, OpenAI answer and errors', () => {
+    const operation = document.paths['/v1/embeddings'].post as unknown as {
+      requestBody: { content: Record<string, { schema: { $ref: string } }> };
+      responses: Record<string, { content?: Record<string, { schema: { $ref: string } }> }>;
+    };
+    expect(operation.requestBody.content['application/json'].schema.$ref).toBe('#/components/schemas/CreateEmbeddingRequestDto');
+    expect(operation.responses['200'].content!['application/json'].schema.$ref).toBe('#/components/schemas/CreateEmbeddingResponseDto');
+    expect(Object.keys(operation.responses)).toEqual(expect.arrayContaining(['400', '402', '403', '429']));
+    const schemas = document.components.schemas as Record<string, { properties: Record<string, { enum?: string[]; oneOf?: unknown[] }>; required?: string[] }>;
+    const request = schemas.CreateEmbeddingRequestDto;
+    expect(request.required).toEqual(expect.arrayContaining(['model', 'input']));
+    expect(request.properties.input.oneOf).toHaveLength(4);
+    expect(request.properties.encoding_format.enum).toEqual(['float', 'base64']);
+    expect(Object.keys(request.properties)).toEqual(expect.arrayContaining(['dimensions', 'user']));
+    expect(Object.keys(schemas.CreateEmbeddingResponseDto.properties)).toEqual(expect.arrayContaining(['object', 'data', 'model', 'usage', 'x_service']));
+  });
 });

@@ -20,6 +20,17 @@ import { EmbeddingRequest, MAX_EMBEDDING_REQUEST_TOKENS, parseEmbeddingRequest }
 /** A token is at most this many characters (o200k's longest): a longer text is over a limit without counting it. */
 const LONGEST_TOKEN_CHARS = 128;
 
+/** A token array's ids are of the model's tokenizer: a 400 naming `input` for the first that is not. */
+function checkTokenIds(inputs: number[][], vocabularySize: number, model: string): void {
+  for (const [index, tokens] of inputs.entries()) {
+    const bad = tokens.findIndex((token) => token >= vocabularySize);
+    if (bad >= 0) {
+      const at = inputs.length === 1 ? `input[${bad}]` : `input[${index}][${bad}]`;
+      throw ApiError.badRequest(`${at} is ${tokens[bad]}, not a token id of ${model}'s tokenizer (0 to ${vocabularySize - 1}).`, 'input', 'invalid_input');
+    }
+  }
+}
+
 /** Who calls: the key's principal, the request's id (its hold and usage record), and whether it carries an Idempotency-Key. */
 export interface EmbeddingsCaller {
   principal: Principal;
@@ -56,16 +67,17 @@ export class EmbeddingsService {
   async create(caller: EmbeddingsCaller, body: unknown, clientGone: Cancellation): Promise<EmbeddingsResponse> {
     const link = this.drain.untilDeadline(clientGone);
     try {
-      const { request, model, fallbacks, promptTokens, billing } = await this.prepare(caller, body, clientGone);
+      const { request, model, fallbacks, promptTokens, exact, billing } = await this.prepare(caller, body, clientGone);
       try {
         const result = await this.providers.embed(
           { model, fallbacks, input: request.input, dimensions: request.dimensions, budgetTokens: promptTokens, route: billing.route },
           link.run,
         );
-        // The provider's count, within what the inputs can have been; ours when it gave none.
+        // The provider's count, within what the inputs can have been; ours when it gave none (the hold may be a bound).
         const reported = result.promptTokens;
-        const most = request.input.length * (model.embedding?.maxInputTokens ?? model.contextLength);
-        billing.meterInput(isTokenCount(reported) ? Math.min(reported, most) : promptTokens);
+        const maxInputTokens = model.embedding?.maxInputTokens ?? model.contextLength;
+        const most = request.input.length * maxInputTokens;
+        billing.meterInput(isTokenCount(reported) ? Math.min(reported, most) : exact ? promptTokens : await this.countExactly(request, maxInputTokens));
         await billing.settle(undefined);
         return this.answer(request, model, billing, result.vectors);
       } catch (error) {
@@ -109,7 +121,8 @@ export class EmbeddingsService {
       if (request.tokens && model.provider === 'google' && !this.providers.isSimulated(model)) {
         throw ApiError.badRequest(`${model.id} takes texts: token arrays are OpenAI's tokenizer's.`, 'input', 'invalid_input');
       }
-      const promptTokens = await this.countInputs(request, shape.maxInputTokens);
+      if (request.tokens && shape.vocabularySize !== undefined) checkTokenIds(request.input as number[][], shape.vocabularySize, model.id);
+      const { tokens: promptTokens, exact } = await this.countInputs(request, shape.maxInputTokens);
       // The catalog's fallbacks that the key may not run are left out, never refused.
       const fallbacks = (model.fallbacks ?? [])
         .map((id) => this.models.find(id))
@@ -129,7 +142,7 @@ export class EmbeddingsService {
         idempotent: caller.idempotent,
         keyBudget: keyBudgetOf(caller.principal),
       });
-      return { request, model, fallbacks, promptTokens, billing };
+      return { request, model, fallbacks, promptTokens, exact, billing };
     } catch (error) {
       const modelId = model?.id || request?.model.slice(0, 200) || (typeof (body as { model?: unknown })?.model === 'string' ? String((body as { model: string }).model).slice(0, 200) : 'unknown');
       await this.billing.recordRefused(this.subjectOf(caller, modelId, request?.user), Date.now() - startedAt, error);
@@ -138,27 +151,59 @@ export class EmbeddingsService {
   }
 
   /**
-   * The inputs' tokens with our tokenizer (a token array is its length), each within the
-   * model's input limit and all within OpenAI's 300,000 a request: a 400 naming `input` otherwise.
+   * The inputs' tokens to hold, each within the model's input limit and all within OpenAI's
+   * 300,000 a request (a 400 naming `input` otherwise), and whether that is our exact count.
+   * A text of at most `maxInputTokens` UTF-8 bytes is held at its byte count, not tokenized: a
+   * byte-level BPE token (OpenAI's, ours) is at least one byte, so no count of it can be more,
+   * and the settlement charges the provider's count. Tokenizing every input cost more than
+   * the rest of the request (bench/README.md, "Embeddings"). Longer texts are counted (they
+   * may be over the limit), and every text is when the bounds add up past 300,000.
    */
-  private async countInputs(request: EmbeddingRequest, maxInputTokens: number): Promise<number> {
-    let total = 0;
+  private async countInputs(request: EmbeddingRequest, maxInputTokens: number): Promise<{ tokens: number; exact: boolean }> {
+    let bound = 0;
+    let exact = true;
+    for (const item of request.input) {
+      const bytes = typeof item === 'string' ? Buffer.byteLength(item) : 0;
+      if (typeof item === 'string' && bytes <= maxInputTokens) {
+        bound += bytes;
+        exact = false;
+      } else bound += typeof item === 'string' ? Math.min(bytes, maxInputTokens) : item.length;
+    }
+    if (exact || bound > MAX_EMBEDDING_REQUEST_TOKENS) return { tokens: await this.countExactly(request, maxInputTokens), exact: true };
+    // Only the long texts need counting now: each within the limit, or the request is refused.
+    let tokens = 0;
     for (const [index, item] of request.input.entries()) {
-      const tokens = typeof item !== 'string' ? item.length : item.length > maxInputTokens * LONGEST_TOKEN_CHARS ? Infinity : await countTextTokensAsync(item);
-      const at = request.input.length === 1 && typeof request.input[0] === 'string' ? 'input' : `input[${index}]`;
-      if (tokens > maxInputTokens) {
-        throw ApiError.badRequest(
-          `${at} has ${Number.isFinite(tokens) ? tokens : 'too many'} tokens; ${request.model} takes at most ${maxInputTokens} per input.`,
-          'input',
-          'input_too_long',
-        );
-      }
-      total += tokens;
+      const bytes = typeof item === 'string' ? Buffer.byteLength(item) : Infinity;
+      tokens += bytes <= maxInputTokens ? bytes : await this.countOne(request, index, maxInputTokens);
+    }
+    return { tokens, exact: false };
+  }
+
+  /** Our tokenizer's count of every input (a token array is its length), refused as `countInputs` says. */
+  private async countExactly(request: EmbeddingRequest, maxInputTokens: number): Promise<number> {
+    let total = 0;
+    for (const index of request.input.keys()) {
+      total += await this.countOne(request, index, maxInputTokens);
       if (total > MAX_EMBEDDING_REQUEST_TOKENS) {
         throw ApiError.badRequest(`The inputs have more than ${MAX_EMBEDDING_REQUEST_TOKENS} tokens, the most one request may have: split them.`, 'input', 'input_too_long');
       }
     }
     return total;
+  }
+
+  /** One input's tokens with our tokenizer, within the model's input limit. */
+  private async countOne(request: EmbeddingRequest, index: number, maxInputTokens: number): Promise<number> {
+    const item = request.input[index];
+    const tokens = typeof item !== 'string' ? item.length : item.length > maxInputTokens * LONGEST_TOKEN_CHARS ? Infinity : await countTextTokensAsync(item);
+    if (tokens > maxInputTokens) {
+      const at = request.input.length === 1 && typeof item === 'string' ? 'input' : `input[${index}]`;
+      throw ApiError.badRequest(
+        `${at} has ${Number.isFinite(tokens) ? tokens : 'too many'} tokens; ${request.model} takes at most ${maxInputTokens} per input.`,
+        'input',
+        'input_too_long',
+      );
+    }
+    return tokens;
   }
 
   private answer(request: EmbeddingRequest, model: ModelDefinition, billing: BillingSession, vectors: Float32Array[]): EmbeddingsResponse {

@@ -197,22 +197,26 @@ describe('model catalog', () => {
       catalogFile({
         models: [
           { id: 'local/bge', provider: 'openai', kind: 'embedding', dimensions: 1024, input_price: 0 },
-          { id: 'e3', provider: 'openai', kind: 'embedding', dimensions: 1536, adjustable_dimensions: true, max_input_tokens: 8192, input_price: 2000 },
+          { id: 'e3', provider: 'openai', kind: 'embedding', dimensions: 1536, adjustable_dimensions: true, max_input_tokens: 8192, vocabulary_size: 100_277, input_price: 2000 },
           { id: 'chat', provider: 'openai', context_length: 8192, input_price: 1, output_price: 2 },
         ],
       }),
     );
     expect(models[0]).toMatchObject({ kind: 'embedding', embedding: { dimensions: 1024, adjustableDimensions: false, maxInputTokens: 8192 }, outputPrice: 0, contextLength: 8192, functionCalling: false });
-    expect(models[1]).toMatchObject({ embedding: { dimensions: 1536, adjustableDimensions: true } });
+    expect(models[1]).toMatchObject({ embedding: { dimensions: 1536, adjustableDimensions: true, vocabularySize: 100_277 } });
+    expect(models[0].embedding!.vocabularySize).toBeUndefined();
     expect(isChatModel(models[2])).toBe(true);
     expect(models[2].kind).toBeUndefined();
     const bad = catalogFile({
       models: [
         { id: 'a', provider: 'openai', kind: 'vectors', context_length: 1, input_price: 1, output_price: 1 },
         { id: 'b', provider: 'openai', kind: 'embedding', input_price: 1, output_price: 5, adjustable_dimensions: 'yes' },
+        { id: 'v', provider: 'openai', kind: 'embedding', dimensions: 8, input_price: 1, vocabulary_size: 0 },
       ],
     });
-    expect(() => loadCatalogFile(bad)).toThrow(/kind must be one of chat, embedding[\s\S]*adjustable_dimensions must be true or false[\s\S]*output_price must be 0[\s\S]*dimensions must be a whole number/);
+    expect(() => loadCatalogFile(bad)).toThrow(
+      /kind must be one of chat, embedding[\s\S]*adjustable_dimensions must be true or false[\s\S]*output_price must be 0[\s\S]*dimensions must be a whole number[\s\S]*vocabulary_size must be a whole number/,
+    );
   });
 
   it('refuses a fallback of another kind', () => {

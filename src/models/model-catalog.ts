@@ -58,6 +58,8 @@ export interface EmbeddingShape {
   adjustableDimensions: boolean;
   /** The most tokens one input may have (8192 for OpenAI's); a longer input is refused with a 400. */
   maxInputTokens: number;
+  /** The size of the model's tokenizer's vocabulary, where known: a token array's ids are below it (cl100k_base's for OpenAI's). */
+  vocabularySize?: number;
 }
 
 /** Prices of a model, millicents per million tokens. */
@@ -90,6 +92,9 @@ export interface DeploymentDefinition {
   prices?: Prices;
 }
 
+/** cl100k_base, the tokenizer of OpenAI's embedding models: ids 0 to 100,276 (its special tokens last). */
+const CL100K_VOCABULARY = 100_277;
+
 /**
  * The spec's eight chat models: three of 128000 tokens, three of 200000, two of 1000000, from
  * three providers, then three embedding models (`/v1/embeddings`), at the providers' list
@@ -105,8 +110,8 @@ export const DEFAULT_CATALOG: readonly ModelDefinition[] = [
   reasons(model('claude-haiku-4-5', 'anthropic', 1760486400, 200_000, 64_000, 100_000, 500_000, 10_000)),
   reasons(model('gemini-2.5-pro', 'google', 1750118400, 1_000_000, 65_536, 125_000, 1_000_000, 31_250)),
   reasons(model('gemini-2.5-flash', 'google', 1750118400, 1_000_000, 65_536, 30_000, 250_000, 7_500)),
-  embeddingModel('text-embedding-3-small', 'openai', 1705948997, 1_536, 8_192, 2_000),
-  embeddingModel('text-embedding-3-large', 'openai', 1705953180, 3_072, 8_192, 13_000),
+  embeddingModel('text-embedding-3-small', 'openai', 1705948997, 1_536, 8_192, 2_000, CL100K_VOCABULARY),
+  embeddingModel('text-embedding-3-large', 'openai', 1705953180, 3_072, 8_192, 13_000, CL100K_VOCABULARY),
   embeddingModel('gemini-embedding-001', 'google', 1752537600, 3_072, 2_048, 15_000),
 ];
 
@@ -120,13 +125,13 @@ export function isChatModel(model: ModelDefinition): boolean {
 }
 
 /** An embedding model at its provider's list price per million input tokens; the request's `dimensions` may lower its size. */
-function embeddingModel(id: string, provider: ProviderName, created: number, dimensions: number, maxInputTokens: number, inputPrice: number): ModelDefinition {
+function embeddingModel(id: string, provider: ProviderName, created: number, dimensions: number, maxInputTokens: number, inputPrice: number, vocabularySize?: number): ModelDefinition {
   return {
     ...model(id, provider, created, maxInputTokens, 0, inputPrice, 0, inputPrice),
     vision: false,
     functionCalling: false,
     kind: 'embedding',
-    embedding: { dimensions, adjustableDimensions: true, maxInputTokens },
+    embedding: { dimensions, adjustableDimensions: true, maxInputTokens, ...(vocabularySize ? { vocabularySize } : {}) },
   };
 }
 
@@ -253,8 +258,8 @@ function parseEntry(entry: unknown, at: string, problems: string[], env: NodeJS.
 
 /**
  * `dimensions` (the native size, required), `adjustable_dimensions` (whether a request may ask
- * for fewer; false unless said) and `max_input_tokens` (per input; 8192 unless said) of an
- * embedding model.
+ * for fewer; false unless said), `max_input_tokens` (per input; 8192 unless said) and
+ * `vocabulary_size` (token arrays' ids are below it; unchecked unless said) of an embedding model.
  */
 function parseEmbeddingShape(e: Record<string, unknown>, at: string, problems: string[]): EmbeddingShape {
   const whole = (name: string, fallback?: number): number => {
@@ -266,7 +271,13 @@ function parseEmbeddingShape(e: Record<string, unknown>, at: string, problems: s
   if (typeof adjustable !== 'boolean') problems.push(`${at}.adjustable_dimensions must be true or false`);
   const { output_price: outputPrice } = e;
   if (outputPrice !== undefined && outputPrice !== 0) problems.push(`${at}.output_price must be 0 for an embedding model (it bills input tokens only)`);
-  return { dimensions: whole('dimensions'), adjustableDimensions: adjustable === true, maxInputTokens: whole('max_input_tokens', 8_192) };
+  const vocabularySize = e.vocabulary_size === undefined ? undefined : whole('vocabulary_size');
+  return {
+    dimensions: whole('dimensions'),
+    adjustableDimensions: adjustable === true,
+    maxInputTokens: whole('max_input_tokens', 8_192),
+    ...(vocabularySize !== undefined ? { vocabularySize } : {}),
+  };
 }
 
 const DEPLOYMENT_FIELDS = new Set([

@@ -1,5 +1,5 @@
 import * as path from 'node:path';
-import { toBase64, toFloats, toVector } from './embedding-vectors';
+import { toBase64, toFloats, toUnitLength, toVector } from './embedding-vectors';
 
 describe('embedding vectors', () => {
   const vector = Float32Array.from([0.1, -0.25, 1e-8, 3.4028234663852886e38, -3.5, 0.333333343267]);
@@ -28,5 +28,10 @@ describe('embedding vectors', () => {
     expect(() => toVector('AAA')).toThrow(expect.objectContaining({ status: 502 }));
     expect(() => toVector([1, 'x'])).toThrow(expect.objectContaining({ status: 502 }));
     expect(() => toVector(null)).toThrow(expect.objectContaining({ status: 502 }));
+  });
+
+  it('scales a vector to unit length, keeping its direction; a zero vector stays zero', () => {
+    expect(Array.from(toUnitLength(Float32Array.from([3, 4])))).toEqual([Math.fround(0.6), Math.fround(0.8)]);
+    expect(Array.from(toUnitLength(Float32Array.from([0, 0])))).toEqual([0, 0]);
   });
 });

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 
@@ -7,6 +8,8 @@ import type { AddressInfo, Socket } from 'node:net';
  *
  *   POST /v1beta/models/{model}:generateContent                 JSON in, JSON out
  *   POST /v1beta/models/{model}:streamGenerateContent?alt=sse   JSON in, `data: {...}` events out
+ *   POST /v1beta/models/{model}:embedContent                    one content in, `{embedding: {values}}` out
+ *   POST /v1beta/models/{model}:batchEmbedContents              at most 100 requests in, `{embeddings: [{values}]}` out
  *
  * (the API key in the `x-goog-api-key` header). Every request is recorded; each answer is
  * scripted per test with `script(...)` (one reply per request, in order), falling back to
@@ -138,6 +141,8 @@ const STATUS_NAMES: Record<number, string> = {
   504: 'DEADLINE_EXCEEDED',
 };
 
+const ACTIONS = ['generateContent', 'streamGenerateContent', 'embedContent', 'batchEmbedContents'];
+
 const DEFAULT_REPLY: FakeGeminiReply = { answer: { text: 'Hello from the fake Gemini.' } };
 
 export interface FakeGeminiOptions {
@@ -177,7 +182,7 @@ export async function startFakeGemini(options: FakeGeminiOptions = {}): Promise<
     if (options.apiKey !== undefined && request.apiKey !== options.apiKey) {
       return { error: { status: 400, message: 'API key not valid. Please pass a valid API key.', reason: 'API_KEY_INVALID' } };
     }
-    if (!request.model || !['generateContent', 'streamGenerateContent'].includes(request.action ?? '') || request.method !== 'POST') {
+    if (!request.model || !ACTIONS.includes(request.action ?? '') || request.method !== 'POST') {
       return { error: { status: 404, message: `Method ${request.method} ${request.path} is not found in this fake.` } };
     }
     const script = queue.shift() ?? fallback;
@@ -264,6 +269,13 @@ async function respond(request: RecordedGeminiRequest, reply: FakeGeminiReply, r
 
   await sleep(reply.headerDelayMs);
   if (gone()) return;
+  if (request.action === 'embedContent' || request.action === 'batchEmbedContents') {
+    // Any reply but an error or a raw body is answered with the vectors.
+    const answer = embeddingAnswer(request);
+    res.writeHead(answer.status, { 'content-type': 'application/json; charset=UTF-8' });
+    res.end(JSON.stringify(answer.body));
+    return;
+  }
   if (!request.stream) {
     res.writeHead(200, { 'content-type': 'application/json; charset=UTF-8' });
     res.end(JSON.stringify('answer' in reply ? renderAnswer(reply.answer, request) : reply.events[reply.events.length - 1]));
@@ -420,4 +432,51 @@ function usageOf(answer: GeminiAnswer, request?: RecordedGeminiRequest): GeminiU
 function sleep(ms: number | undefined): Promise<void> {
   // Unreferenced: a test that ends while a reply is still waiting does not keep Jest alive.
   return ms && ms > 0 ? new Promise((resolve) => setTimeout(resolve, ms).unref()) : Promise.resolve();
+}
+
+/** Gemini's native embedding size (gemini-embedding-001), and the most requests one batchEmbedContents takes. */
+export const FAKE_GEMINI_EMBEDDING_DIMENSIONS = 3_072;
+export const GEMINI_EMBED_BATCH_LIMIT = 100;
+
+/**
+ * The fake's Gemini embedding of a text, as Gemini makes them (Matryoshka): the native vector
+ * has unit length, and `outputDimensionality` keeps its first values without normalising them
+ * again (Google's docs ask the caller to). Float32, drawn from a generator seeded with the
+ * SHA-256 of the text (one hash a vector: 2048 inputs stay cheap).
+ */
+export function fakeGeminiEmbedding(text: string, dimensions = FAKE_GEMINI_EMBEDDING_DIMENSIONS): Float32Array {
+  let seed = createHash('sha256').update(`gemini:${text}`).digest().readUInt32LE(0);
+  const next = () => {
+    seed = (seed + 0x6d2b79f5) >>> 0;
+    let t = Math.imul(seed ^ (seed >>> 15), seed | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 31 - 1;
+  };
+  const full = Array.from({ length: FAKE_GEMINI_EMBEDDING_DIMENSIONS }, next);
+  const norm = Math.sqrt(full.reduce((sum, value) => sum + value * value, 0));
+  return Float32Array.from(full.slice(0, dimensions), (value) => value / norm);
+}
+
+type EmbedContentRequest = { model?: string; content?: { parts?: Array<{ text?: unknown }> }; outputDimensionality?: unknown; taskType?: unknown };
+
+/** The answer of `embedContent` or `batchEmbedContents`, or Google's 400 for what the real API refuses. */
+function embeddingAnswer(request: RecordedGeminiRequest): { status: number; body: unknown } {
+  const invalid = (message: string) => ({ status: 400, body: googleErrorBody({ status: 400, message }) });
+  const body = request.body as (EmbedContentRequest & { requests?: EmbedContentRequest[] }) | undefined;
+  const batch = request.action === 'batchEmbedContents';
+  const items = batch ? body?.requests : body ? [body] : undefined;
+  if (!Array.isArray(items) || items.length === 0) return invalid('* BatchEmbedContentsRequest.requests: contents is not specified');
+  if (items.length > GEMINI_EMBED_BATCH_LIMIT) return invalid(`* BatchEmbedContentsRequest.requests: at most ${GEMINI_EMBED_BATCH_LIMIT} requests can be in one batch`);
+  const vectors: number[][] = [];
+  for (const [index, item] of items.entries()) {
+    if (batch && item.model !== `models/${request.model}`) {
+      return invalid(`* BatchEmbedContentsRequest.requests[${index}].model: the model must match the one of the URL, models/${request.model}`);
+    }
+    const text = (item.content?.parts ?? []).map((part) => (typeof part.text === 'string' ? part.text : '')).join('');
+    if (text === '') return invalid(`* BatchEmbedContentsRequest.requests[${index}].content: contains an empty text`);
+    const dimensions = item.outputDimensionality ?? FAKE_GEMINI_EMBEDDING_DIMENSIONS;
+    if (typeof dimensions !== 'number' || dimensions < 1 || dimensions > FAKE_GEMINI_EMBEDDING_DIMENSIONS) return invalid('outputDimensionality is out of range');
+    vectors.push(Array.from(fakeGeminiEmbedding(text, dimensions)));
+  }
+  return { status: 200, body: batch ? { embeddings: vectors.map((values) => ({ values })) } : { embedding: { values: vectors[0] } } };
 }

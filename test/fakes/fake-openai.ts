@@ -46,7 +46,15 @@ export interface FakeOpenAi {
  * A local server speaking OpenAI's Chat Completions wire format (JSON and SSE), so the
  * service's real OpenAI adapter and SDK run unmodified against it.
  */
-export async function startFakeOpenAi(): Promise<FakeOpenAi> {
+/**
+ * `localEmbeddings`: answers `/embeddings` as a local OpenAI-compatible text-embeddings server
+ * may: numbers whatever `encoding_format` asks, vectors of this size, and no `usage`.
+ */
+export interface FakeOpenAiOptions {
+  localEmbeddings?: { dimensions: number };
+}
+
+export async function startFakeOpenAi(options: FakeOpenAiOptions = {}): Promise<FakeOpenAi> {
   const queue: OpenAiScenario[] = [];
   let fallback: OpenAiScenario = { kind: 'text', text: 'Hello from the fake upstream.' };
   let responder: ((body: Record<string, unknown>) => OpenAiScenario) | null = null;
@@ -74,7 +82,7 @@ export async function startFakeOpenAi(): Promise<FakeOpenAi> {
         const scenario = queue.shift() ?? responder?.(body) ?? fallback;
         // An error or a hang as for chat; any other scenario is answered with vectors.
         if (scenario.kind === 'http_error' || scenario.kind === 'hang') void answer(scenario, body, res, req.headers.authorization);
-        else answerEmbeddings(body, res);
+        else answerEmbeddings(body, res, options.localEmbeddings);
         return;
       }
       void answer(queue.shift() ?? responder?.(body) ?? fallback, body, res, req.headers.authorization);
@@ -234,12 +242,12 @@ export function fakeEmbedding(input: string | number[], dimensions: number): Flo
 }
 
 /** OpenAI's `/v1/embeddings`: base64 of little-endian float32 when the body asks for it, numbers otherwise. */
-function answerEmbeddings(body: Record<string, unknown>, res: ServerResponse): void {
+function answerEmbeddings(body: Record<string, unknown>, res: ServerResponse, local?: { dimensions: number }): void {
   const model = String(body.model);
   const raw = body.input as string | string[] | number[] | number[][];
   const inputs: Array<string | number[]> = typeof raw === 'string' ? [raw] : raw.every((item) => typeof item === 'number') ? [raw as number[]] : (raw as Array<string | number[]>);
-  const dimensions = typeof body.dimensions === 'number' ? body.dimensions : fakeEmbeddingDimensions(model);
-  const base64 = body.encoding_format === 'base64';
+  const dimensions = local ? local.dimensions : typeof body.dimensions === 'number' ? body.dimensions : fakeEmbeddingDimensions(model);
+  const base64 = !local && body.encoding_format === 'base64';
   const tokens = inputs.reduce((sum: number, input) => sum + fakeEmbeddingTokens(input), 0);
   res.writeHead(200, { 'Content-Type': 'application/json' });
   res.end(
@@ -250,7 +258,7 @@ function answerEmbeddings(body: Record<string, unknown>, res: ServerResponse): v
         return { object: 'embedding', index, embedding: base64 ? Buffer.from(vector.buffer).toString('base64') : Array.from(vector) };
       }),
       model,
-      usage: { prompt_tokens: tokens, total_tokens: tokens },
+      ...(local ? {} : { usage: { prompt_tokens: tokens, total_tokens: tokens } }),
     }),
   );
 }

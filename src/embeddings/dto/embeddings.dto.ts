@@ -8,7 +8,8 @@ export class CreateEmbeddingRequestDto {
   @ApiProperty({
     description:
       'A string, an array of strings, a token array (integers) or an array of token arrays: at most 2048 inputs, none empty, ' +
-      "each within the model's input limit (8192 tokens for OpenAI's), at most 300,000 tokens in all.",
+      "each within the model's input limit (8192 tokens for OpenAI's), at most 300,000 tokens in all; a token array's ids within the model's " +
+      "vocabulary (0 to 100,276 for text-embedding-3-*).",
     oneOf: [
       { type: 'string' },
       { type: 'array', items: { type: 'string' } },
@@ -20,7 +21,9 @@ export class CreateEmbeddingRequestDto {
   input: string | string[] | number[] | number[][];
 
   @ApiPropertyOptional({
-    description: "Fewer dimensions than the model's native size (1 to it), where the model allows it (text-embedding-3-*, gemini-embedding-001); a 400 elsewhere.",
+    description:
+      "Fewer dimensions than the model's native size (1 to it), where the model allows it (text-embedding-3-*, gemini-embedding-001); a 400 elsewhere. " +
+      'The shortened vectors are of unit length.',
     example: 256,
   })
   dimensions?: number;

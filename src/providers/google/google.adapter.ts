@@ -1,10 +1,13 @@
 import { GoogleGenAI, type GenerateContentParameters } from '@google/genai';
-import { toVector } from '../embedding-vectors';
+import { toUnitLength, toVector } from '../embedding-vectors';
 import type { ChatCompletion, ChatCompletionChunk, ChatMessage, EmbeddingRequest, EmbeddingResult, ProviderAdapter, ProviderRequest } from '../provider-adapter';
 import { CallGuard } from './errors';
 import { checkGeminiRequest, toGeminiRequest } from './request';
 import { toChatCompletion } from './response';
 import { GeminiStreamTranslator } from './stream';
+
+/** The most inputs one `batchEmbedContents` call takes. */
+const GEMINI_EMBED_BATCH = 100;
 
 export interface GoogleAdapterOptions {
   apiKey: string;
@@ -54,20 +57,31 @@ export class GoogleAdapter implements ProviderAdapter {
   }
 
   /**
-   * `models.embedContent` with one content per input (`outputDimensionality` for `dimensions`).
+   * `models.embedContent`, which the SDK sends as `batchEmbedContents`: one request per input
+   * (`outputDimensionality` for `dimensions`), in batches of at most 100 (Gemini's bound; OpenAI
+   * takes 2048 inputs), sent together under one timer. A shortened Gemini vector is not of unit
+   * length (Google asks the caller to normalise it): it is, as OpenAI's shortened ones are.
    * Gemini reports no token count: the caller bills its own. Texts only (token arrays are
    * OpenAI's tokenizer's: the embeddings service refuses them for other providers).
    */
   async embed(request: EmbeddingRequest): Promise<EmbeddingResult> {
     const texts = request.input.map((item) => (typeof item === 'string' ? item : ''));
+    const batches = Array.from({ length: Math.ceil(texts.length / GEMINI_EMBED_BATCH) }, (_, i) => texts.slice(i * GEMINI_EMBED_BATCH, (i + 1) * GEMINI_EMBED_BATCH));
+    const native = request.model.embedding?.dimensions;
+    const shortened = request.dimensions !== undefined && request.dimensions !== native;
     const guard = new CallGuard(request.cancellation.signal, this.options.timeoutMs);
     try {
-      const response = await this.client.models.embedContent({
-        model: request.model.upstreamModel,
-        contents: texts.map((text) => ({ role: 'user', parts: [{ text }] })),
-        config: { abortSignal: guard.signal, ...(request.dimensions !== undefined ? { outputDimensionality: request.dimensions } : {}) },
-      });
-      return { vectors: (response.embeddings ?? []).map((embedding) => toVector(embedding.values)) };
+      const answers = await Promise.all(
+        batches.map((batch) =>
+          this.client.models.embedContent({
+            model: request.model.upstreamModel,
+            contents: batch.map((text) => ({ role: 'user', parts: [{ text }] })),
+            config: { abortSignal: guard.signal, ...(request.dimensions !== undefined ? { outputDimensionality: request.dimensions } : {}) },
+          }),
+        ),
+      );
+      const vectors = answers.flatMap((response) => (response.embeddings ?? []).map((embedding) => toVector(embedding.values)));
+      return { vectors: shortened ? vectors.map(toUnitLength) : vectors };
     } catch (error) {
       throw guard.explain(error);
     } finally {

@@ -42,35 +42,45 @@ export class UpstreamStreamError extends Error {
 }
 
 /**
- * `POST {baseUrl}/chat/completions` on `node:http` with kept-alive agents: the request body
- * goes out as given, a plain answer comes back parsed, a stream as its parsed `data:`
- * events until `[DONE]`. Timeouts and retries are the caller's (ProvidersService); aborting
+ * `POST {baseUrl}/chat/completions` and `POST {baseUrl}/embeddings` on `node:http` with
+ * kept-alive agents: the request body goes out as given, a plain answer comes back parsed, a
+ * stream as its parsed `data:` events until `[DONE]`. Timeouts and retries are the caller's (ProvidersService); aborting
  * `cancellation` destroys the request, and a stream under way with it. In place of the OpenAI SDK,
  * whose request building, headers, logging and web-stream plumbing cost about as much CPU
  * per call as the rest of the call (bench/README.md, "chat.ts").
  */
 export class OpenAiHttpClient {
-  private readonly url: URL;
-  /** What every request's options share, worked out once: the address as node:http takes it, and the agent. */
-  private readonly target: http.RequestOptions;
+  private readonly transport: typeof http | typeof https;
+  /** What every request's options share, by endpoint, worked out once: the address as node:http takes it, and the agent. */
+  private readonly targets: Record<'chat' | 'embeddings', http.RequestOptions>;
   /** The headers of a request, by the answer it accepts. */
   private readonly headers: Record<string, http.OutgoingHttpHeaders>;
 
   constructor(options: { apiKey: string; baseUrl?: string }) {
     const base = (options.baseUrl ?? OPENAI_BASE_URL).replace(/\/+$/, '');
-    this.url = new URL(`${base}/chat/completions`);
-    this.target = { ...urlToHttpOptions(this.url), method: 'POST', agent: agents[this.url.protocol as keyof typeof agents] };
+    const target = (path: string): http.RequestOptions => {
+      const url = new URL(`${base}${path}`);
+      return { ...urlToHttpOptions(url), method: 'POST', agent: agents[url.protocol as keyof typeof agents] };
+    };
+    this.targets = { chat: target('/chat/completions'), embeddings: target('/embeddings') };
+    this.transport = new URL(base).protocol === 'https:' ? https : http;
     const headers = { Authorization: `Bearer ${options.apiKey}`, 'Content-Type': 'application/json', 'User-Agent': USER_AGENT };
     this.headers = Object.fromEntries(['application/json', 'text/event-stream'].map((accept) => [accept, { ...headers, Accept: accept }]));
   }
 
   async complete(body: object, cancellation: Cancellation): Promise<ChatCompletion> {
-    const response = await this.post(body, 'application/json', cancellation);
+    const response = await this.post('chat', body, 'application/json', cancellation);
     return JSON.parse(await readText(response, cancellation)) as ChatCompletion;
   }
 
+  /** `POST /embeddings`: the answer parsed, in whatever shape the server gave it (the adapter reads it). */
+  async embed(body: object, cancellation: Cancellation): Promise<unknown> {
+    const response = await this.post('embeddings', body, 'application/json', cancellation);
+    return JSON.parse(await readText(response, cancellation)) as unknown;
+  }
+
   async *stream(body: object, cancellation: Cancellation): AsyncIterable<ChatCompletionChunk> {
-    const response = await this.post(body, 'text/event-stream', cancellation);
+    const response = await this.post('chat', body, 'text/event-stream', cancellation);
     response.setEncoding('utf8');
     let pending = '';
     let done = false;
@@ -100,11 +110,10 @@ export class OpenAiHttpClient {
   }
 
   /** Sends the request; resolves with a 2xx response, rejects with UpstreamHttpError otherwise. */
-  private post(body: object, accept: 'application/json' | 'text/event-stream', cancellation: Cancellation): Promise<http.IncomingMessage> {
-    const transport = this.url.protocol === 'https:' ? https : http;
+  private post(endpoint: 'chat' | 'embeddings', body: object, accept: 'application/json' | 'text/event-stream', cancellation: Cancellation): Promise<http.IncomingMessage> {
     return new Promise((resolve, reject) => {
       // The request's own options first, then the spread: see usageRecord (billing/usage-record.ts).
-      const request = transport.request({ headers: this.headers[accept], ...this.target }, (response) => {
+      const request = this.transport.request({ headers: this.headers[accept], ...this.targets[endpoint] }, (response) => {
         const status = response.statusCode ?? 502;
         if (status >= 200 && status < 300) return resolve(response);
         readText(response, cancellation).then((text) => reject(new UpstreamHttpError(status, flatHeaders(response.headers), errorOf(text))), reject);

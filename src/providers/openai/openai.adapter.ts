@@ -1,4 +1,3 @@
-import OpenAI from 'openai';
 import { toVector } from '../embedding-vectors';
 import type { ChatCompletion, ChatCompletionChunk, EmbeddingRequest, EmbeddingResult, ProviderAdapter, ProviderRequest } from '../provider-adapter';
 import { OpenAiHttpClient } from './openai-http';
@@ -38,28 +37,24 @@ export class OpenAiAdapter implements ProviderAdapter {
   }
 
   /**
-   * `POST {baseUrl}/embeddings` through the OpenAI SDK (one request: its retries and timeout
-   * are ProvidersService's). Asks for base64 and decodes it exactly; a compatible server that
-   * answers floats anyway is read too.
+   * `POST {baseUrl}/embeddings` on the client of chat completions (the OpenAI SDK's fetch
+   * plumbing cost more CPU than the rest of the call: bench/README.md, "Embeddings"). Asks for
+   * base64 and decodes it exactly; a compatible server that answers floats anyway is read too.
    */
   async embed(request: EmbeddingRequest): Promise<EmbeddingResult> {
-    this.sdk ??= new OpenAI({ apiKey: this.options.apiKey, baseURL: this.options.baseUrl, maxRetries: 0, timeout: 24 * 3_600_000 });
-    const response = await this.sdk.embeddings.create(
-      {
-        model: request.model.upstreamModel,
-        input: request.input,
-        encoding_format: 'base64',
-        ...(request.dimensions !== undefined ? { dimensions: request.dimensions } : {}),
-      },
-      { signal: request.cancellation.signal },
-    );
-    const data = Array.isArray(response?.data) ? [...response.data] : [];
+    const body = {
+      model: request.model.upstreamModel,
+      input: request.input,
+      encoding_format: 'base64',
+      ...(request.dimensions !== undefined ? { dimensions: request.dimensions } : {}),
+    };
+    const response = (await this.client.embed(body, request.cancellation)) as { data?: unknown; usage?: { prompt_tokens?: unknown } } | null;
+    const data = Array.isArray(response?.data) ? [...(response.data as Array<{ index?: unknown; embedding?: unknown }>)] : [];
     // In input order, whatever order the server listed them in.
-    data.sort((a, b) => a.index - b.index);
-    const promptTokens = response.usage?.prompt_tokens;
+    data.sort((a, b) => Number(a.index) - Number(b.index));
+    const promptTokens = response?.usage?.prompt_tokens;
     return { vectors: data.map((item) => toVector(item.embedding)), ...(typeof promptTokens === 'number' ? { promptTokens } : {}) };
   }
-  private sdk?: OpenAI;
 
   private params(request: ProviderRequest) {
     return toOpenAiParams(request, Boolean(this.options.baseUrl));
