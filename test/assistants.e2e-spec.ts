@@ -490,6 +490,101 @@ describe('assistants and the server-side tool loop (through the OpenAI SDK)', ()
     });
   });
 
+  describe('citations (message.annotations)', () => {
+    type Annotation = OpenAI.Chat.ChatCompletionMessage.Annotation | { type: 'file_citation'; file_citation: { file_id: string; filename: string; index: number; start_index: number; end_index: number } };
+    const handbook = 'Damaged goods are replaced free of charge within 30 days.\n\nOrders ship from Rotterdam.';
+    const webHits = [
+      { title: 'Node 24 released', url: 'https://nodejs.org/blog/24', snippet: 'Node.js 24 is out.' },
+      { title: 'Changelog', url: 'https://nodejs.org/changelog', snippet: 'All changes.' },
+    ];
+    // web_search first (numbers 1 and 2), file_search next (3), then an answer citing both and a number no result has.
+    const answer = 'Node 24 is out [1][2]. Damaged goods are replaced 【3†source】, not [9].';
+
+    async function citingBot(workspace: TestWorkspace, name: string) {
+      const bot = await create(workspace, { name, model: 'gpt-4o-mini', tools: ['web_search', 'file_search'] });
+      const document = await t.app.get(DocumentsService).add({ workspaceId: workspace.id, assistantId: bot.id, fileName: 'handbook.md', data: Buffer.from(handbook) });
+      search.script(resultsScenario(webHits));
+      upstream.script(
+        webSearchCall('node release'),
+        { kind: 'tool_calls', calls: [{ id: 'call_fs', name: 'file_search', arguments: '{"query":"damaged goods"}' }] },
+        { kind: 'text', text: answer },
+      );
+      return { bot, document };
+    }
+
+    /** Every annotation names a result of this response and lies inside the text, on a marker. */
+    function expectCitationsOf(text: string, annotations: Annotation[], documentId: string) {
+      const urls = webHits.map((hit) => hit.url);
+      for (const annotation of annotations) {
+        const span = annotation.type === 'url_citation' ? annotation.url_citation : annotation.file_citation;
+        expect(span.start_index).toBeGreaterThanOrEqual(0);
+        expect(span.end_index).toBeLessThanOrEqual(text.length);
+        expect(text.slice(span.start_index, span.end_index)).toMatch(/^(\[\d\]|【3†source】)$/);
+        if (annotation.type === 'url_citation') expect(urls).toContain(annotation.url_citation.url);
+        else expect(annotation.file_citation).toMatchObject({ file_id: documentId, filename: 'handbook.md' });
+      }
+      expect(annotations.map((annotation) => (annotation.type === 'url_citation' ? annotation.url_citation.url : annotation.file_citation.file_id))).toEqual([
+        ...urls,
+        documentId,
+      ]);
+    }
+
+    it('a plain answer carries url_citation and file_citation annotations for its markers, and the tool messages number the results', async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+      const { bot, document } = await citingBot(workspace, 'Citing bot');
+      const completion = await workspace.client.chat.completions.create({
+        assistant_id: bot.id,
+        messages: [{ role: 'user', content: 'Node news, and damaged goods?' }],
+      } as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming);
+      const message = completion.choices[0].message;
+      expect(message.content).toBe(answer);
+      expectCitationsOf(answer, message.annotations as Annotation[], document.id);
+      expect(message.annotations![0]).toEqual({ type: 'url_citation', url_citation: { url: 'https://nodejs.org/blog/24', title: 'Node 24 released', start_index: 15, end_index: 18 } });
+      // The model saw the numbers it cites: the second search went on from the first's.
+      const toolMessages = (lastUpstream().body.messages as Array<{ role: string; content: string }>).filter((m) => m.role === 'tool');
+      expect(toolMessages[0].content).toMatch(/^\[1\] Node 24 released\n[\s\S]*\[2\] Changelog/);
+      expect(toolMessages[1].content).toMatch(/^\[3\] handbook\.md, passage 1\n/);
+    });
+
+    it('a streamed answer sends the annotations in a delta before its finish, indexing the text the client got', async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+      const { bot, document } = await citingBot(workspace, 'Streaming citing bot');
+      const stream = await workspace.client.chat.completions.create({
+        assistant_id: bot.id,
+        messages: [{ role: 'user', content: 'Node news, and damaged goods?' }],
+        stream: true,
+      } as unknown as OpenAI.Chat.ChatCompletionCreateParamsStreaming);
+      let text = '';
+      const annotations: Annotation[] = [];
+      let finishedBeforeAnnotations = false;
+      let finished = false;
+      for await (const chunk of stream) {
+        const choice = chunk.choices[0];
+        text += choice?.delta?.content ?? '';
+        const delta = choice?.delta as { annotations?: Annotation[] } | undefined;
+        if (delta?.annotations) {
+          finishedBeforeAnnotations ||= finished;
+          annotations.push(...delta.annotations);
+        }
+        finished ||= choice?.finish_reason != null;
+      }
+      expect(text).toBe(answer);
+      expect(finishedBeforeAnnotations).toBe(false);
+      expectCitationsOf(text, annotations, document.id);
+    });
+
+    it('an answer without sources carries no annotations', async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+      const bot = await create(workspace, { name: 'Quiet bot', model: 'gpt-4o-mini', tools: ['web_search'] });
+      upstream.script({ kind: 'text', text: 'No search needed [1].' });
+      const completion = await workspace.client.chat.completions.create({
+        assistant_id: bot.id,
+        messages: [{ role: 'user', content: 'Hi' }],
+      } as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming);
+      expect(completion.choices[0].message.annotations ?? []).toEqual([]);
+    });
+  });
+
   describe('limits', () => {
     it.each([
       ['free', 1],
