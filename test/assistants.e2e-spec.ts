@@ -478,6 +478,32 @@ describe('assistants and the server-side tool loop (through the OpenAI SDK)', ()
       expect((lastUpstream().body.messages as Array<{ content: string }>).at(-1)!.content).toContain('Rotterdam');
     });
 
+    it("takes OpenAI's file_search options in the tool settings and searches with them; bad ones are 400s naming the field", async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 100_000, tier: 'team' });
+      const filters = { type: 'eq' as const, key: 'filename', value: 'policy.md' };
+      const bot = await create(workspace, { name: 'Options bot', model: 'gpt-4o-mini', tools: [{ type: 'file_search', max_num_results: 1, ranking_options: { score_threshold: 0 }, filters }] });
+      expect(bot.tools).toEqual([{ type: 'file_search', max_num_results: 1, ranking_options: { score_threshold: 0 }, filters }]);
+      const documents = t.app.get(DocumentsService);
+      await documents.add({ workspaceId: workspace.id, assistantId: bot.id, fileName: 'policy.md', data: Buffer.from(refundPolicy) });
+      await documents.add({ workspaceId: workspace.id, assistantId: bot.id, fileName: 'other.md', data: Buffer.from('Damaged goods go back to the warehouse.') });
+      upstream.script({ kind: 'tool_calls', calls: [{ id: 'call_fs_o', name: 'file_search', arguments: '{"query":"damaged goods"}' }] }, { kind: 'text', text: 'Replaced [1].' });
+      await workspace.client.chat.completions.create({ assistant_id: bot.id, messages: [{ role: 'user', content: 'Damaged goods?' }] } as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming);
+      const toolMessage = (lastUpstream().body.messages as Array<{ role: string; content: string }>).at(-1)!;
+      // One passage (max_num_results), of policy.md only (the filter): other.md matches the query too.
+      expect(toolMessage.content.match(/^\[\d+\] /gm)).toHaveLength(1);
+      expect(toolMessage.content).toContain('policy.md');
+      expect(toolMessage.content).not.toContain('other.md');
+
+      for (const [tools, param] of [
+        [[{ type: 'file_search', max_num_results: 51 }], 'tools.0.max_num_results'],
+        [[{ type: 'file_search', ranking_options: { score_threshold: -1 } }], 'tools.0.ranking_options.score_threshold'],
+        [[{ type: 'file_search', filters: { type: 'and', filters: [] } }], 'tools.0.filters.filters'],
+        [[{ type: 'web_search', filters: filters }], 'tools.0.filters'],
+      ] as const) {
+        await expect(create(workspace, { name: 'Refused', model: 'gpt-4o-mini', tools: tools as never })).rejects.toMatchObject({ status: 400, param });
+      }
+    });
+
     it("searches only the assistant's own documents", async () => {
       const workspace = await t.createWorkspace({ tier: 'team' });
       const mine = await create(workspace, { name: 'Mine', model: 'gpt-4o-mini', tools: ['file_search'] });
