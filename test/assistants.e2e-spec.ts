@@ -2,6 +2,7 @@ import OpenAI from 'openai';
 import { DataSource } from 'typeorm';
 import { AssistantsService } from '../src/assistants/assistants.service';
 import { DocumentsService } from '../src/assistants/documents/documents.service';
+import { ConversationStore } from '../src/conversations/conversation-store';
 import { WalletService } from '../src/wallet/wallet.service';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
 import { FakeSearch, resultsScenario, startFakeSearch } from './fakes/fake-search';
@@ -558,8 +559,10 @@ describe('assistants and the server-side tool loop (through the OpenAI SDK)', ()
     it('a plain answer carries url_citation and file_citation annotations for its markers, and the tool messages number the results', async () => {
       const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
       const { bot, document } = await citingBot(workspace, 'Citing bot');
+      const conversation = await t.app.get(ConversationStore).create(workspace.id, { assistantId: bot.id });
       const completion = await workspace.client.chat.completions.create({
         assistant_id: bot.id,
+        conversation_id: conversation.id,
         messages: [{ role: 'user', content: 'Node news, and damaged goods?' }],
       } as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming);
       const message = completion.choices[0].message;
@@ -570,6 +573,10 @@ describe('assistants and the server-side tool loop (through the OpenAI SDK)', ()
       const toolMessages = (lastUpstream().body.messages as Array<{ role: string; content: string }>).filter((m) => m.role === 'tool');
       expect(toolMessages[0].content).toMatch(/^\[1\] Node 24 released\n[\s\S]*\[2\] Changelog/);
       expect(toolMessages[1].content).toMatch(/^\[3\] handbook\.md, passage 1\n/);
+      // The reply is stored with its annotations: the conversation API gives them back.
+      await t.settled(workspace.id);
+      const stored = (await workspace.client.get(`/conversations/${conversation.id}`)) as { messages: { data: Array<{ role: string; annotations: unknown }> } };
+      expect(stored.messages.data.map((message) => message.annotations)).toEqual([null, message.annotations]);
     });
 
     it('a streamed answer sends the annotations in a delta before its finish, indexing the text the client got', async () => {

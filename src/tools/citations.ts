@@ -129,3 +129,26 @@ export function chatAnnotationsOf(value: unknown): ChatAnnotation[] {
       (entry?.type === 'file_citation' && typeof entry.file_citation?.file_id === 'string'),
   );
 }
+
+/** A cited source as a person reads it under an answer: a linked page title or a file name. */
+export interface SourceLine {
+  label: string;
+  /** An http(s) URL to link, for a web page; null for a document. */
+  url: string | null;
+}
+
+/** The distinct sources an answer's annotations cite, in the order first cited. */
+export function sourceLines(annotations: readonly ChatAnnotation[]): SourceLine[] {
+  const lines = new Map<string, SourceLine>();
+  for (const annotation of annotations) {
+    if (annotation.type === 'url_citation') {
+      const { url, title } = annotation.url_citation;
+      const linkable = /^https?:\/\//i.test(url);
+      if (!lines.has(`url:${url}`)) lines.set(`url:${url}`, { label: title || url, url: linkable ? url : null });
+    } else {
+      const { file_id: id, filename } = annotation.file_citation;
+      if (!lines.has(`file:${id}`)) lines.set(`file:${id}`, { label: filename, url: null });
+    }
+  }
+  return [...lines.values()];
+}
