@@ -559,9 +559,10 @@ describe('Responses API (openai SDK, fake OpenAI upstream)', () => {
         model,
         input: 'How long for returns?',
         tools: [{ type: 'file_search', vector_store_ids: [] }, { type: 'web_search_preview' }],
-        include: ['file_search_call.results'],
+        include: ['file_search_call.results', 'web_search_call.action.sources'],
       });
       expect(response.output.map((item) => item.type)).toEqual(['web_search_call', 'file_search_call', 'message']);
+      expect(response.output[0]).toMatchObject({ status: 'completed', action: { type: 'search', query: 'return law', sources: [{ type: 'url', url: 'https://law.example/returns' }] } });
       const call = response.output[1] as FileSearchCall;
       expect(call).toMatchObject({ status: 'completed', queries: ['returns'] });
       expect(call.results!.map((result) => result.file_id).sort()).toEqual([returns.id, shipping.id].sort());
