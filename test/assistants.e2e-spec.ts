@@ -2,6 +2,7 @@ import OpenAI from 'openai';
 import { DataSource } from 'typeorm';
 import { AssistantsService } from '../src/assistants/assistants.service';
 import { DocumentsService } from '../src/assistants/documents/documents.service';
+import { ConversationStore } from '../src/conversations/conversation-store';
 import { WalletService } from '../src/wallet/wallet.service';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
 import { FakeSearch, resultsScenario, startFakeSearch } from './fakes/fake-search';
@@ -478,6 +479,32 @@ describe('assistants and the server-side tool loop (through the OpenAI SDK)', ()
       expect((lastUpstream().body.messages as Array<{ content: string }>).at(-1)!.content).toContain('Rotterdam');
     });
 
+    it("takes OpenAI's file_search options in the tool settings and searches with them; bad ones are 400s naming the field", async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 100_000, tier: 'team' });
+      const filters = { type: 'eq' as const, key: 'filename', value: 'policy.md' };
+      const bot = await create(workspace, { name: 'Options bot', model: 'gpt-4o-mini', tools: [{ type: 'file_search', max_num_results: 1, ranking_options: { score_threshold: 0 }, filters }] });
+      expect(bot.tools).toEqual([{ type: 'file_search', max_num_results: 1, ranking_options: { score_threshold: 0 }, filters }]);
+      const documents = t.app.get(DocumentsService);
+      await documents.add({ workspaceId: workspace.id, assistantId: bot.id, fileName: 'policy.md', data: Buffer.from(refundPolicy) });
+      await documents.add({ workspaceId: workspace.id, assistantId: bot.id, fileName: 'other.md', data: Buffer.from('Damaged goods go back to the warehouse.') });
+      upstream.script({ kind: 'tool_calls', calls: [{ id: 'call_fs_o', name: 'file_search', arguments: '{"query":"damaged goods"}' }] }, { kind: 'text', text: 'Replaced [1].' });
+      await workspace.client.chat.completions.create({ assistant_id: bot.id, messages: [{ role: 'user', content: 'Damaged goods?' }] } as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming);
+      const toolMessage = (lastUpstream().body.messages as Array<{ role: string; content: string }>).at(-1)!;
+      // One passage (max_num_results), of policy.md only (the filter): other.md matches the query too.
+      expect(toolMessage.content.match(/^\[\d+\] /gm)).toHaveLength(1);
+      expect(toolMessage.content).toContain('policy.md');
+      expect(toolMessage.content).not.toContain('other.md');
+
+      for (const [tools, param] of [
+        [[{ type: 'file_search', max_num_results: 51 }], 'tools.0.max_num_results'],
+        [[{ type: 'file_search', ranking_options: { score_threshold: -1 } }], 'tools.0.ranking_options.score_threshold'],
+        [[{ type: 'file_search', filters: { type: 'and', filters: [] } }], 'tools.0.filters.filters'],
+        [[{ type: 'web_search', filters: filters }], 'tools.0.filters'],
+      ] as const) {
+        await expect(create(workspace, { name: 'Refused', model: 'gpt-4o-mini', tools: tools as never })).rejects.toMatchObject({ status: 400, param });
+      }
+    });
+
     it("searches only the assistant's own documents", async () => {
       const workspace = await t.createWorkspace({ tier: 'team' });
       const mine = await create(workspace, { name: 'Mine', model: 'gpt-4o-mini', tools: ['file_search'] });
@@ -487,6 +514,107 @@ describe('assistants and the server-side tool loop (through the OpenAI SDK)', ()
       await workspace.client.chat.completions.create({ assistant_id: mine.id, messages: [{ role: 'user', content: 'launch code?' }] } as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming);
       const toolMessage = (lastUpstream().body.messages as Array<{ content: string }>).at(-1)!;
       expect(toolMessage.content).not.toContain('pelican');
+    });
+  });
+
+  describe('citations (message.annotations)', () => {
+    type Annotation = OpenAI.Chat.ChatCompletionMessage.Annotation | { type: 'file_citation'; file_citation: { file_id: string; filename: string; index: number; start_index: number; end_index: number } };
+    const handbook = 'Damaged goods are replaced free of charge within 30 days.\n\nOrders ship from Rotterdam.';
+    const webHits = [
+      { title: 'Node 24 released', url: 'https://nodejs.org/blog/24', snippet: 'Node.js 24 is out.' },
+      { title: 'Changelog', url: 'https://nodejs.org/changelog', snippet: 'All changes.' },
+    ];
+    // web_search first (numbers 1 and 2), file_search next (3), then an answer citing both and a number no result has.
+    const answer = 'Node 24 is out [1][2]. Damaged goods are replaced 【3†source】, not [9].';
+
+    async function citingBot(workspace: TestWorkspace, name: string) {
+      const bot = await create(workspace, { name, model: 'gpt-4o-mini', tools: ['web_search', 'file_search'] });
+      const document = await t.app.get(DocumentsService).add({ workspaceId: workspace.id, assistantId: bot.id, fileName: 'handbook.md', data: Buffer.from(handbook) });
+      search.script(resultsScenario(webHits));
+      upstream.script(
+        webSearchCall('node release'),
+        { kind: 'tool_calls', calls: [{ id: 'call_fs', name: 'file_search', arguments: '{"query":"damaged goods"}' }] },
+        { kind: 'text', text: answer },
+      );
+      return { bot, document };
+    }
+
+    /** Every annotation names a result of this response and lies inside the text, on a marker. */
+    function expectCitationsOf(text: string, annotations: Annotation[], documentId: string) {
+      const urls = webHits.map((hit) => hit.url);
+      for (const annotation of annotations) {
+        const span = annotation.type === 'url_citation' ? annotation.url_citation : annotation.file_citation;
+        expect(span.start_index).toBeGreaterThanOrEqual(0);
+        expect(span.end_index).toBeLessThanOrEqual(text.length);
+        expect(text.slice(span.start_index, span.end_index)).toMatch(/^(\[\d\]|【3†source】)$/);
+        if (annotation.type === 'url_citation') expect(urls).toContain(annotation.url_citation.url);
+        else expect(annotation.file_citation).toMatchObject({ file_id: documentId, filename: 'handbook.md' });
+      }
+      expect(annotations.map((annotation) => (annotation.type === 'url_citation' ? annotation.url_citation.url : annotation.file_citation.file_id))).toEqual([
+        ...urls,
+        documentId,
+      ]);
+    }
+
+    it('a plain answer carries url_citation and file_citation annotations for its markers, and the tool messages number the results', async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+      const { bot, document } = await citingBot(workspace, 'Citing bot');
+      const conversation = await t.app.get(ConversationStore).create(workspace.id, { assistantId: bot.id });
+      const completion = await workspace.client.chat.completions.create({
+        assistant_id: bot.id,
+        conversation_id: conversation.id,
+        messages: [{ role: 'user', content: 'Node news, and damaged goods?' }],
+      } as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming);
+      const message = completion.choices[0].message;
+      expect(message.content).toBe(answer);
+      expectCitationsOf(answer, message.annotations as Annotation[], document.id);
+      expect(message.annotations![0]).toEqual({ type: 'url_citation', url_citation: { url: 'https://nodejs.org/blog/24', title: 'Node 24 released', start_index: 15, end_index: 18 } });
+      // The model saw the numbers it cites: the second search went on from the first's.
+      const toolMessages = (lastUpstream().body.messages as Array<{ role: string; content: string }>).filter((m) => m.role === 'tool');
+      expect(toolMessages[0].content).toMatch(/^\[1\] Node 24 released\n[\s\S]*\[2\] Changelog/);
+      expect(toolMessages[1].content).toMatch(/^\[3\] handbook\.md, passage 1\n/);
+      // The reply is stored with its annotations: the conversation API gives them back.
+      await t.settled(workspace.id);
+      const stored = (await workspace.client.get(`/conversations/${conversation.id}`)) as { messages: { data: Array<{ role: string; annotations: unknown }> } };
+      expect(stored.messages.data.map((message) => message.annotations)).toEqual([null, message.annotations]);
+    });
+
+    it('a streamed answer sends the annotations in a delta before its finish, indexing the text the client got', async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+      const { bot, document } = await citingBot(workspace, 'Streaming citing bot');
+      const stream = await workspace.client.chat.completions.create({
+        assistant_id: bot.id,
+        messages: [{ role: 'user', content: 'Node news, and damaged goods?' }],
+        stream: true,
+      } as unknown as OpenAI.Chat.ChatCompletionCreateParamsStreaming);
+      let text = '';
+      const annotations: Annotation[] = [];
+      let finishedBeforeAnnotations = false;
+      let finished = false;
+      for await (const chunk of stream) {
+        const choice = chunk.choices[0];
+        text += choice?.delta?.content ?? '';
+        const delta = choice?.delta as { annotations?: Annotation[] } | undefined;
+        if (delta?.annotations) {
+          finishedBeforeAnnotations ||= finished;
+          annotations.push(...delta.annotations);
+        }
+        finished ||= choice?.finish_reason != null;
+      }
+      expect(text).toBe(answer);
+      expect(finishedBeforeAnnotations).toBe(false);
+      expectCitationsOf(text, annotations, document.id);
+    });
+
+    it('an answer without sources carries no annotations', async () => {
+      const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000 });
+      const bot = await create(workspace, { name: 'Quiet bot', model: 'gpt-4o-mini', tools: ['web_search'] });
+      upstream.script({ kind: 'text', text: 'No search needed [1].' });
+      const completion = await workspace.client.chat.completions.create({
+        assistant_id: bot.id,
+        messages: [{ role: 'user', content: 'Hi' }],
+      } as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming);
+      expect(completion.choices[0].message.annotations ?? []).toEqual([]);
     });
   });
 

@@ -364,6 +364,7 @@ describe('conversations', () => {
         tool_calls: null,
         tool_call_id: null,
         tokens: 3,
+        annotations: null,
         created_at: expect.stringMatching(ISO),
       });
 

@@ -212,6 +212,36 @@ describe('dashboard: assistants and documents', () => {
       expect((await assistants().resolve(owner.workspaceId, id)).slug).toBe('edited');
     });
 
+    it("sets file_search's options (count, score threshold, filters), shows them again, and shows a bad one beside its field", async () => {
+      const id = await createAssistant(owner.client, base, { name: 'Options', slug: 'options' });
+      await owner.client.get(`${base}/${id}`);
+      const filters = { type: 'or', filters: [{ type: 'eq', key: 'type', value: 'pdf' }, { type: 'gte', key: 'uploaded_at', value: 1767225600 }] };
+      const options = { file_search_max_num_results: '12', file_search_score_threshold: '0.4', file_search_filters: JSON.stringify(filters) };
+      expect((await owner.client.post(`${base}/${id}`, validForm({ name: 'Options', slug: 'options', ...options }))).status).toBe(303);
+      expect((await assistants().resolve(owner.workspaceId, id)).tools).toEqual([
+        { type: 'file_search', max_num_results: 12, ranking_options: { score_threshold: 0.4 }, filters },
+      ]);
+      const page = await owner.client.get(`${base}/${id}`);
+      expect(page.html).toMatch(/name="file_search_max_num_results"[^>]*value="12"/);
+      expect(page.html).toContain('&quot;uploaded_at&quot;');
+
+      for (const [field, value, message] of [
+        ['file_search_max_num_results', '60', 'max_num_results must be an integer from 1 to 50.'],
+        ['file_search_score_threshold', '2', 'score_threshold must be a number from 0 to 1.'],
+        ['file_search_filters', '{"type": "eq", "key": "colour", "value": "red"}', 'key must be one of'],
+        ['file_search_filters', '{not json', 'The filters must be JSON'],
+      ]) {
+        const refused = await owner.client.post(`${base}/${id}`, validForm({ name: 'Options', slug: 'options', ...options, [field]: value }));
+        expect(refused.status).toBe(400);
+        expect(refused.html).toMatch(new RegExp(`name="${field}"[^>]*aria-invalid="true"`));
+        expect(textOf(refused.html)).toContain(message);
+      }
+      // Emptied fields remove the options.
+      const cleared = { file_search_max_num_results: '', file_search_score_threshold: '', file_search_filters: '' };
+      expect((await owner.client.post(`${base}/${id}`, validForm({ name: 'Options', slug: 'options', ...cleared }))).status).toBe(303);
+      expect((await assistants().resolve(owner.workspaceId, id)).tools).toEqual([{ type: 'file_search' }]);
+    });
+
     it('deletes after a confirmation page; the assistant is then unknown to pages and API', async () => {
       const id = await createAssistant(owner.client, base, { name: 'Doomed', slug: 'doomed' });
       const confirm = await owner.client.get(`${base}/${id}/delete`);

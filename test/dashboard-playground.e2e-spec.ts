@@ -289,7 +289,7 @@ describeWithBrowser('dashboard: playground in the browser', () => {
   const SCREENSHOT = path.join(__dirname, '..', 'docs', 'playground.png');
   const FACT = 'Damaged goods are replaced free of charge; send a photo of the damage to support.';
   const ANSWER =
-    'Good news: **damaged goods are replaced free of charge**.\n\nWhat to do:\n\n1. Take a photo of the damage.\n2. Send it to `support@example.com`.\n\nNo need to return the item first.';
+    'Good news: **damaged goods are replaced free of charge** [1].\n\nWhat to do:\n\n1. Take a photo of the damage.\n2. Send it to `support@example.com`.\n\nNo need to return the item first.';
   let upstream: FakeOpenAi;
   let t: TestApp;
   let browser: Browser;
@@ -379,6 +379,8 @@ describeWithBrowser('dashboard: playground in the browser', () => {
     expect(finalText).toContain('No need to return the item first.');
     expect(finalText.startsWith(partial)).toBe(true);
     expect(await page.locator('#playground-transcript .message-assistant .md').last().locator('ol li').count()).toBe(2);
+    // The passage the answer cites ([1]) is shown under it, by its document's name.
+    expect(await page.locator('#playground-transcript .message-assistant .sources li').allTextContents()).toEqual(['policy.pdf']);
 
     // The fact reached the model through file_search, from the document.
     const toolMessage = (upstream.requests.at(-1)!.body.messages as Array<{ role: string; content: string }>).at(-1)!;
@@ -420,6 +422,8 @@ describeWithBrowser('dashboard: playground in the browser', () => {
     expect(await page.locator('h1').textContent()).toBe('What happens if my parcel arrives damaged?');
     expect(await page.locator('.message-assistant .md strong').first().textContent()).toBe('damaged goods are replaced free of charge');
     expect(await page.locator('.message-assistant .turn-cost').textContent()).toBe(`${formatMillicents(record.cost)} (${record.cost} millicents)`);
+    // The conversation keeps the answer's sources.
+    expect(await page.locator('.message-assistant .sources li').allTextContents()).toEqual(['policy.pdf']);
     await context.close();
   });
 

@@ -1,6 +1,7 @@
 import OpenAI, { APIError } from 'openai';
 import { DataSource } from 'typeorm';
 import { AssistantsService } from '../src/assistants/assistants.service';
+import { DocumentsService } from '../src/assistants/documents/documents.service';
 import { NerfingRulesService } from '../src/limits/nerfing/nerfing-rules.service';
 import { NerfingService } from '../src/limits/nerfing/nerfing.service';
 import { WalletService } from '../src/wallet/wallet.service';
@@ -466,8 +467,9 @@ describe('Responses API (openai SDK, fake OpenAI upstream)', () => {
       const response = await create(workspace, { model: 'assistant/searcher', input: 'Weather in Paris?', tools: [{ type: 'web_search_preview' }] });
       expect(response.output_text).toBe('Sunny, 21 C.');
       expect(response.x_service).toMatchObject({ iterations: 2, tools_used: ['web_search'] });
-      // The tool call stayed on the server; the model saw the search result.
-      expect(response.output.map((item) => item.type)).toEqual(['message']);
+      // The tool call ran on the server, shown as a web_search_call item; the model saw the search result.
+      expect(response.output.map((item) => item.type)).toEqual(['web_search_call', 'message']);
+      expect(response.output[0]).toMatchObject({ type: 'web_search_call', status: 'completed', action: { type: 'search', query: 'Paris weather' } });
       const messages = lastUpstream().messages as Array<{ role: string; content: unknown }>;
       expect(messages[0]).toEqual({ role: 'system', content: 'You search.' });
       expect(JSON.stringify(messages[messages.length - 1])).toContain('Sunny, 21 C');
@@ -482,7 +484,7 @@ describe('Responses API (openai SDK, fake OpenAI upstream)', () => {
         .stream({ model: 'assistant/searcher', input: 'Weather in Oslo?' })
         .finalResponse()) as unknown as WithService<OpenAI.Responses.Response>;
       expect(streamed.output_text).toBe('Snow, -3 C.');
-      expect(streamed.output.map((item) => item.type)).toEqual(['message']);
+      expect(streamed.output.map((item) => item.type)).toEqual(['web_search_call', 'message']);
       expect(streamed.x_service).toMatchObject({ iterations: 2, tools_used: ['web_search'] });
 
       // A function tool after a hosted one is named by its place in the request.
@@ -501,6 +503,146 @@ describe('Responses API (openai SDK, fake OpenAI upstream)', () => {
         status: 400,
         error: { code: 'tool_requires_assistant', param: 'tools.0' },
       });
+    });
+  });
+
+  describe('citations and file_search options', () => {
+    type FileSearchCall = OpenAI.Responses.ResponseFileSearchToolCall;
+    type Annotation = OpenAI.Responses.ResponseOutputText['annotations'][number];
+    const returnsDoc = 'Returns are accepted within 30 days of delivery. Refunds reach your card within five days.';
+    const shippingDoc = 'Orders ship from Rotterdam within two days. Returns of large items need a pickup.';
+    const fileSearch = (query = 'returns') => ({ kind: 'tool_calls' as const, calls: [{ id: 'call_fs', name: 'file_search', arguments: JSON.stringify({ query }) }] });
+
+    async function librarian(name: string) {
+      const workspace = await t.createWorkspace({ balanceMillicents: 1_000_000, tier: 'team' });
+      const assistant = await t.app.get(AssistantsService).create(workspace.id, { name, model: 'gpt-4o-mini', tools: ['file_search', 'web_search'] });
+      const documents = t.app.get(DocumentsService);
+      const returns = await documents.add({ workspaceId: workspace.id, assistantId: assistant.id, fileName: 'returns.md', data: Buffer.from(returnsDoc) });
+      const shipping = await documents.add({ workspaceId: workspace.id, assistantId: assistant.id, fileName: 'shipping.txt', data: Buffer.from(shippingDoc) });
+      return { workspace, model: `assistant/${assistant.slug}`, returns, shipping };
+    }
+
+    /** Every annotation names a result of this response (a file of its file_search_call, a page of the search) and lies inside its text. */
+    function expectCitations(response: OpenAI.Responses.Response, urls: string[] = []) {
+      const files = response.output.filter((item): item is FileSearchCall => item.type === 'file_search_call').flatMap((item) => item.results ?? []);
+      const messages = response.output.filter((item): item is OpenAI.Responses.ResponseOutputMessage => item.type === 'message');
+      const annotations: Annotation[] = [];
+      for (const part of messages.flatMap((message) => message.content)) {
+        if (part.type !== 'output_text') continue;
+        for (const annotation of part.annotations) {
+          annotations.push(annotation);
+          if (annotation.type === 'file_citation') {
+            expect(files.map((file) => file.file_id)).toContain(annotation.file_id);
+            expect(annotation.index).toBeGreaterThanOrEqual(0);
+            expect(annotation.index).toBeLessThanOrEqual(part.text.length);
+            expect(part.text.slice(annotation.index)).toMatch(/^\[\d\]/);
+          } else if (annotation.type === 'url_citation') {
+            expect(urls).toContain(annotation.url);
+            expect(part.text.slice(annotation.start_index, annotation.end_index)).toMatch(/^\[\d\]$/);
+          } else {
+            throw new Error(`unexpected annotation ${annotation.type}`);
+          }
+        }
+      }
+      return annotations;
+    }
+
+    it('plain: file_search_call with its results (include), web_search_call, and output_text annotations pointing at them', async () => {
+      const { workspace, model, returns, shipping } = await librarian('Librarian');
+      search.script(resultsScenario([{ title: 'Return law', url: 'https://law.example/returns', snippet: '14 days minimum.' }]));
+      upstream.script(
+        { kind: 'tool_calls', calls: [{ id: 'call_ws', name: 'web_search', arguments: '{"query":"return law"}' }] },
+        fileSearch(),
+        { kind: 'text', text: 'The law says 14 days [1]; we accept 30 [2] and large items need a pickup [3]. Not [7].' },
+      );
+      const response = await create(workspace, {
+        model,
+        input: 'How long for returns?',
+        tools: [{ type: 'file_search', vector_store_ids: [] }, { type: 'web_search_preview' }],
+        include: ['file_search_call.results', 'web_search_call.action.sources'],
+      });
+      expect(response.output.map((item) => item.type)).toEqual(['web_search_call', 'file_search_call', 'message']);
+      expect(response.output[0]).toMatchObject({ status: 'completed', action: { type: 'search', query: 'return law', sources: [{ type: 'url', url: 'https://law.example/returns' }] } });
+      const call = response.output[1] as FileSearchCall;
+      expect(call).toMatchObject({ status: 'completed', queries: ['returns'] });
+      expect(call.results!.map((result) => result.file_id).sort()).toEqual([returns.id, shipping.id].sort());
+      for (const result of call.results!) {
+        expect(result).toMatchObject({ filename: expect.any(String), text: expect.any(String), score: expect.any(Number) });
+        expect(result.attributes).toMatchObject({ filename: result.filename, type: expect.any(String), uploaded_at: expect.any(Number) });
+      }
+      const annotations = expectCitations(response, ['https://law.example/returns']);
+      expect(annotations.map((annotation) => annotation.type)).toEqual(['url_citation', 'file_citation', 'file_citation']);
+
+      // Without include, the call is there without its results; the annotations stay.
+      upstream.script(fileSearch(), { kind: 'text', text: 'Thirty days [1].' });
+      const plain = await create(workspace, { model, input: 'Returns?', tools: [{ type: 'file_search' }] });
+      expect((plain.output[0] as FileSearchCall).results).toBeNull();
+      expect((plain.output[1] as OpenAI.Responses.ResponseOutputMessage).content[0]).toMatchObject({ annotations: [{ type: 'file_citation', index: 12 }] });
+    });
+
+    it('streamed: response.output_text.annotation.added events, and the final response carries the same annotations', async () => {
+      const { workspace, model } = await librarian('Streaming librarian');
+      upstream.script(fileSearch(), { kind: 'text', text: 'Thirty days [1], pickups for large items [2].' });
+      const stream = workspace.client.responses.stream({
+        model,
+        input: 'Returns?',
+        tools: [{ type: 'file_search', vector_store_ids: [] }],
+        include: ['file_search_call.results'],
+      });
+      const events: Array<{ type: string; annotation?: Annotation; annotation_index?: number; item_id?: string }> = [];
+      for await (const event of stream) events.push(event as (typeof events)[number]);
+      const response = await stream.finalResponse();
+      const annotations = expectCitations(response);
+      expect(annotations).toHaveLength(2);
+      const added = events.filter((event) => event.type === 'response.output_text.annotation.added');
+      expect(added.map((event) => event.annotation)).toEqual(annotations);
+      expect(added.map((event) => event.annotation_index)).toEqual([0, 1]);
+      const types = events.map((event) => event.type);
+      expect(types.indexOf('response.file_search_call.completed')).toBeLessThan(types.indexOf('response.output_text.annotation.added'));
+      expect(types.indexOf('response.output_text.annotation.added')).toBeLessThan(types.indexOf('response.output_text.done'));
+    });
+
+    it('max_num_results, ranking_options.score_threshold and filters change what file_search finds', async () => {
+      const { workspace, model, returns, shipping } = await librarian('Filtered librarian');
+      const found = async (options: Record<string, unknown>) => {
+        upstream.script(fileSearch(), { kind: 'text', text: 'Done.' });
+        const response = await create(workspace, { model, input: 'Returns?', tools: [{ type: 'file_search', ...options }], include: ['file_search_call.results'] });
+        return (response.output[0] as FileSearchCall).results!;
+      };
+      const all = await found({});
+      expect(all).toHaveLength(2);
+      expect(await found({ max_num_results: 1 })).toHaveLength(1);
+      // Scores are shown rounded to 4 decimals: the threshold sits just under the best one.
+      const [low, high] = all.map((result) => result.score!).sort((a, b) => a - b);
+      const threshold = low < high ? (low + high) / 2 : high - 0.001;
+      const above = await found({ ranking_options: { score_threshold: threshold } });
+      expect(above.length).toBe(low < high ? 1 : 2);
+      expect(above.every((result) => result.score! >= threshold)).toBe(true);
+      expect((await found({ filters: { type: 'eq', key: 'type', value: 'md' } })).map((result) => result.file_id)).toEqual([returns.id]);
+      expect((await found({ filters: { type: 'in', key: 'filename', value: ['shipping.txt'] } })).map((result) => result.file_id)).toEqual([shipping.id]);
+      const later = Math.floor(Date.now() / 1000) + 3_600;
+      expect(await found({ filters: { type: 'gt', key: 'uploaded_at', value: later } })).toEqual([]);
+      const either = { type: 'or', filters: [{ type: 'eq', key: 'filename', value: 'returns.md' }, { type: 'lt', key: 'uploaded_at', value: later }] };
+      expect(await found({ filters: either })).toHaveLength(2);
+    });
+
+    it('bad file_search options are 400s naming the field', async () => {
+      const { workspace, model } = await librarian('Strict librarian');
+      const refused = (options: Record<string, unknown>) => refusal(workspace, { model, input: 'Returns?', tools: [{ type: 'web_search' }, { type: 'file_search', ...options }] });
+      expect(await refused({ max_num_results: 0 })).toMatchObject({ status: 400, error: { param: 'tools.1.max_num_results' } });
+      expect(await refused({ max_num_results: 51 })).toMatchObject({ status: 400, error: { param: 'tools.1.max_num_results' } });
+      expect(await refused({ ranking_options: { score_threshold: 1.5 } })).toMatchObject({ status: 400, error: { param: 'tools.1.ranking_options.score_threshold' } });
+      expect(await refused({ filters: { type: 'eq', key: 'colour', value: 'red' } })).toMatchObject({ status: 400, error: { param: 'tools.1.filters.key' } });
+      expect(await refused({ filters: { type: 'gt', key: 'filename', value: 'a' } })).toMatchObject({ status: 400, error: { param: 'tools.1.filters.type' } });
+      expect(await refused({ filters: { type: 'and', filters: [{ type: 'eq', key: 'uploaded_at', value: 'yesterday' }] } })).toMatchObject({
+        status: 400,
+        error: { param: 'tools.1.filters.filters.0.value' },
+      });
+      let deep: Record<string, unknown> = { type: 'eq', key: 'type', value: 'md' };
+      for (let i = 0; i < 5; i++) deep = { type: 'and', filters: [deep] };
+      expect(await refused({ filters: deep })).toMatchObject({ status: 400, error: { param: 'tools.1.filters.filters.0.filters.0.filters.0.filters.0' } });
+      const wide = { type: 'or', filters: Array.from({ length: 33 }, () => ({ type: 'eq', key: 'type', value: 'md' })) };
+      expect(await refused({ filters: wide })).toMatchObject({ status: 400, error: { param: 'tools.1.filters.filters.32' } });
     });
   });
 

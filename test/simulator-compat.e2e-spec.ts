@@ -2,6 +2,8 @@ import OpenAI from 'openai';
 import { zodResponseFormat } from 'openai/helpers/zod';
 import { DataSource } from 'typeorm';
 import { z } from 'zod';
+import { AssistantsService } from '../src/assistants/assistants.service';
+import { DocumentsService } from '../src/assistants/documents/documents.service';
 import { ModelsService } from '../src/models/models.service';
 import { countTextTokens } from '../src/providers/tokens';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
@@ -120,6 +122,27 @@ describe('the simulator honours what clients ask for', () => {
       total_cost_millicents: exact.toFixed(6),
     });
   }
+
+  describe('citations', () => {
+    it("answers from an assistant's documents citing the passages it used, so annotations work offline, plain and streamed", async () => {
+      const bot = await t.app.get(AssistantsService).create(workspace.id, { name: 'Offline librarian', model: 'gpt-4o-mini', tools: ['file_search'] });
+      const document = await t.app
+        .get(DocumentsService)
+        .add({ workspaceId: workspace.id, assistantId: bot.id, fileName: 'handbook.md', data: Buffer.from('The emergency generator is tested every Tuesday.') });
+      const request = { assistant_id: bot.id, messages: messages('When is the emergency generator tested?') };
+      const completion = await workspace.client.chat.completions.create(request as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming);
+      const { content, annotations } = completion.choices[0].message as unknown as { content: string; annotations: Array<{ type: string; file_citation: { file_id: string; start_index: number; end_index: number } }> };
+      expect(content).toContain('The emergency generator is tested every Tuesday. [1]');
+      expect(annotations).toHaveLength(1);
+      expect(annotations[0]).toMatchObject({ type: 'file_citation', file_citation: { file_id: document.id, filename: 'handbook.md' } });
+      expect(content.slice(annotations[0].file_citation.start_index, annotations[0].file_citation.end_index)).toBe('[1]');
+
+      const stream = await workspace.client.chat.completions.create({ ...request, stream: true } as unknown as OpenAI.Chat.ChatCompletionCreateParamsStreaming);
+      const streamed: unknown[] = [];
+      for await (const chunk of stream) streamed.push(...(((chunk.choices[0]?.delta as { annotations?: unknown[] }) ?? {}).annotations ?? []));
+      expect(streamed).toEqual(annotations);
+    });
+  });
 
   describe('tool_choice', () => {
     it('"required" calls the tool the user names, else the first offered, with arguments valid against its schema', async () => {

@@ -402,14 +402,16 @@ describe('configuration', () => {
 });
 
 describe('formatResultsForModel', () => {
-  it('renders numbered title, URL and snippet blocks', () => {
+  it('renders title, URL and snippet blocks, each with the number the answer cites it by', () => {
     const results: SearchResult[] = [
       { title: 'Node.js', url: 'https://nodejs.org/en', snippet: 'A JavaScript runtime.' },
       { title: 'No snippet', url: 'https://example.com/', snippet: '' },
     ];
     expect(formatResultsForModel(results)).toBe(
-      ['1. Node.js', '   https://nodejs.org/en', '   A JavaScript runtime.', '', '2. No snippet', '   https://example.com/'].join('\n'),
+      ['[1] Node.js', '    https://nodejs.org/en', '    A JavaScript runtime.', '', '[2] No snippet', '    https://example.com/'].join('\n'),
     );
+    // The request's numbers: results found by an earlier call keep theirs.
+    expect(formatResultsForModel(results, [4, 2]).split('\n').filter((line) => line.startsWith('['))).toEqual(['[4] Node.js', '[2] No snippet']);
   });
 
   it('says so when there are no results', () => {

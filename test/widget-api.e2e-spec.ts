@@ -1,6 +1,7 @@
 import { gunzipSync } from 'node:zlib';
 import { DataSource } from 'typeorm';
 import { AssistantsService } from '../src/assistants/assistants.service';
+import { DocumentsService } from '../src/assistants/documents/documents.service';
 import { WalletService } from '../src/wallet/wallet.service';
 import { ADDRESS_REQUEST_RATE_LIMIT_RPM, READ_RATE_LIMIT_RPM, VISITOR_RATE_LIMIT_RPM } from '../src/widget/widget.controller';
 import { WidgetsService } from '../src/widget/widgets.service';
@@ -239,6 +240,37 @@ describe('widget: public endpoints', () => {
     // Starting over: the next message opens a new conversation.
     expect((await call('DELETE', conversationPath(publicId, token))).status).toBe(204);
     expect((await call('GET', conversationPath(publicId, token))).json.messages).toEqual([]);
+  });
+
+  it('shows visitors the sources an answer cites only when its owner turns it on (off by default)', async () => {
+    const assistants = t.app.get(AssistantsService);
+    const widgets = t.app.get(WidgetsService);
+    const ids: Record<string, string> = {};
+    for (const showSources of [false, true]) {
+      const name = showSources ? 'Open librarian' : 'Discreet librarian';
+      const assistant = await assistants.create(workspace.id, { name, model: 'gpt-4o-mini', tools: ['file_search'] });
+      await t.app.get(DocumentsService).add({ workspaceId: workspace.id, assistantId: assistant.id, fileName: 'returns-policy.md', data: Buffer.from('Returns are accepted within 30 days.') });
+      const settings = { ...defaultWidgetSettings(name), enabled: true, allowedOrigins: [SITE] };
+      expect(settings.showSources).toBe(false);
+      ids[String(showSources)] = (await widgets.save(workspace.id, assistant.id, { ...settings, showSources })).publicId;
+    }
+    for (const [shown, id] of Object.entries(ids)) {
+      const token = await newVisitor(id);
+      upstream.script({ kind: 'tool_calls', calls: [{ id: 'call_fs', name: 'file_search', arguments: '{"query":"returns"}' }] }, { kind: 'text', text: 'Within 30 days [1].' });
+      const answer = await send(id, token, 'How long for returns?');
+      expect(streamedText(answer)).toBe('Within 30 days [1].');
+      const events = answer.text.split('\n').filter((line) => line.startsWith('data: {')).map((line) => JSON.parse(line.slice(6)) as { sources?: unknown });
+      const sources = events.flatMap((event) => (event.sources ? [event.sources] : []));
+      const transcript = (await call('GET', conversationPath(id, token))).json.messages as Array<{ role: string; sources?: unknown }>;
+      if (shown === 'true') {
+        expect(sources).toEqual([[{ label: 'returns-policy.md', url: null }]]);
+        expect(transcript.at(-1)).toMatchObject({ role: 'assistant', sources: [{ label: 'returns-policy.md', url: null }] });
+      } else {
+        expect(sources).toEqual([]);
+        expect(answer.text).not.toContain('returns-policy.md');
+        expect(transcript.at(-1)!.sources).toBeUndefined();
+      }
+    }
   });
 
   it('refuses a malformed visitor id, an empty or too long message, and a bad body, with 400 naming the field', async () => {

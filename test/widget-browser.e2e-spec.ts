@@ -4,6 +4,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { DataSource } from 'typeorm';
 import { AccountsService } from '../src/accounts/accounts.service';
 import { AssistantsService } from '../src/assistants/assistants.service';
+import { DocumentsService } from '../src/assistants/documents/documents.service';
 import { WalletService } from '../src/wallet/wallet.service';
 import { defaultWidgetSettings } from '../src/widget/widget-settings';
 import { WidgetsService } from '../src/widget/widgets.service';
@@ -92,6 +93,7 @@ describeWithBrowser('widget in a browser', () => {
   let brokeId: string;
   /** A widget whose daily cap no message fits in. */
   let cappedId: string;
+  let sourcesId: string;
   let allowed: { origin: string; server: Server };
   let refused: { origin: string; server: Server };
   let context: BrowserContext;
@@ -108,7 +110,9 @@ describeWithBrowser('widget in a browser', () => {
     const tag = (id = publicId) => `<script src="${t.baseUrl}/widget.js" data-widget="${id}" async></script>`;
     allowed = await startSite(
       (path) =>
-        hostPage(tag(path.startsWith('/broke') ? brokeId : path.startsWith('/capped') ? cappedId : publicId), { css: path.startsWith('/aggressive') ? AGGRESSIVE_CSS : undefined }),
+        hostPage(tag(path.startsWith('/broke') ? brokeId : path.startsWith('/capped') ? cappedId : path.startsWith('/sources') ? sourcesId : publicId), {
+          css: path.startsWith('/aggressive') ? AGGRESSIVE_CSS : undefined,
+        }),
       // A strict page: scripts and connections to the service only, no inline style or script at all.
       (path): Record<string, string> => (path.startsWith('/strict') ? { 'content-security-policy': `default-src 'none'; script-src ${t.baseUrl}; connect-src ${t.baseUrl}; style-src 'self'` } : {}),
     );
@@ -134,6 +138,13 @@ describeWithBrowser('widget in a browser', () => {
         allowedOrigins: [allowed.origin],
         dailyCapMillicents: 1,
       })
+    ).publicId;
+    // A widget whose owner shows the sources of answers, on an assistant answering from a document.
+    const library = await t.createWorkspace({ tier: 'team', balanceMillicents: 100_000 });
+    const librarian = await t.app.get(AssistantsService).create(library.id, { name: 'Librarian', model: 'gpt-4o-mini', tools: ['file_search'] });
+    await t.app.get(DocumentsService).add({ workspaceId: library.id, assistantId: librarian.id, fileName: 'shipping.md', data: Buffer.from('We ship to Norway in 3 days.') });
+    sourcesId = (
+      await t.app.get(WidgetsService).save(library.id, librarian.id, { ...defaultWidgetSettings('Library'), enabled: true, allowedOrigins: [allowed.origin], showSources: true })
     ).publicId;
     browser = await launchChromium();
     context = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'en-US' });
@@ -342,6 +353,30 @@ describeWithBrowser('widget in a browser', () => {
     // Chromium reports the statuses of the refused fetches (401 for the forged token, 402 for the cap); nothing else is logged.
     expect(cappedProblems.filter((problem) => !/status of 40[12]/.test(problem.text))).toEqual([]);
     await capped.close();
+  });
+
+  it('lists the sources an answer cites under it when the owner shows them, and again after a reload', async () => {
+    const visitor = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'en-US' });
+    const tab = await visitor.newPage();
+    const tabProblems = collectConsoleErrors(tab);
+    await tab.goto(`${allowed.origin}/sources`);
+    await tab.getByRole('button', { name: 'Open chat: Library' }).click();
+    upstream.script(
+      { kind: 'tool_calls', calls: [{ id: 'call_fs', name: 'file_search', arguments: '{"query":"Norway"}' }] },
+      { kind: 'text', text: 'In 3 days [1].' },
+    );
+    await tab.getByLabel('Your message').fill('Do you ship to Norway?');
+    await tab.keyboard.press('Enter');
+    await soon('the sources', async () => (await inWidget(tab, '.sources li').count()) === 1);
+    expect(await inWidget(tab, '.sources li').allTextContents()).toEqual(['shipping.md']);
+    expect(await inWidget(tab, '.msg.assistant').last().textContent()).toBe('In 3 days [1].');
+    await tab.reload();
+    await tab.getByRole('button', { name: 'Open chat: Library' }).click();
+    await soon('the sources after a reload', async () => (await inWidget(tab, '.sources li').count()) === 1);
+    expect(await inWidget(tab, '.sources li').allTextContents()).toEqual(['shipping.md']);
+    await expectAccessible(tab, 'the widget with sources');
+    expect(tabProblems).toEqual([]);
+    await visitor.close();
   });
 
   it('shows a live preview on the dashboard page, under its CSP, following the form', async () => {

@@ -74,7 +74,7 @@ describe('dashboard: widget page', () => {
     const [row] = await t.app.get(DataSource).query(`SELECT * FROM widgets WHERE assistant_id = $1`, [assistantId]);
     expect(row).toMatchObject({ enabled: true, allowed_origins: ['https://www.example.com', 'http://localhost:8080'], accent_color: '#aa3300', theme: 'dark', position: 'bottom-left' });
     // The spending settings: the cap typed in dollars is kept in millicents, and shown with today's spending.
-    expect(row).toMatchObject({ daily_cap_millicents: '1250000', history_messages: 4, max_answer_tokens: 800 });
+    expect(row).toMatchObject({ daily_cap_millicents: '1250000', history_messages: 4, max_answer_tokens: 800, show_sources: false });
     expect(textOf(shown.html)).toContain('Spent today (UTC): $0.00 of $12.50.');
     expect(shown.html).toContain('name="daily_cap" inputmode="decimal" required value="12.50"');
     expect(shown.html).not.toContain('id="widget-cap-reached"');
@@ -86,6 +86,11 @@ describe('dashboard: widget page', () => {
     await owner.client.post(page, settings({ enabled: '', title: 'Desk' }));
     const [again] = await t.app.get(DataSource).query(`SELECT public_id, enabled, title FROM widgets WHERE assistant_id = $1`, [assistantId]);
     expect(again).toEqual({ public_id: row.public_id, enabled: false, title: 'Desk' });
+    // Showing the answers' sources is the owner's choice, off until the switch is on.
+    await owner.client.post(page, settings({ show_sources: 'on' }));
+    const [shows] = await t.app.get(DataSource).query(`SELECT show_sources FROM widgets WHERE assistant_id = $1`, [assistantId]);
+    expect(shows).toEqual({ show_sources: true });
+    expect((await owner.client.get(page)).html).toMatch(/name="show_sources" checked/);
   });
 
   it('lets a member read the settings but not change them; other workspaces get 404', async () => {

@@ -3,6 +3,7 @@ import { InjectRepository } from '@nestjs/typeorm';
 import { isUUID } from 'class-validator';
 import { EntityManager, Repository } from 'typeorm';
 import { ApiError } from '../common/errors/api-error';
+import { parseFileSearchOptions } from './documents/document-filters';
 import { isSlug, MAX_SLUG_LENGTH } from '../common/validation/slug';
 import { assertUuid } from '../common/validation/uuid';
 import { ModelsService } from '../models/models.service';
@@ -191,7 +192,9 @@ export function slugify(name: string): string {
   return slug && !isUUID(slug) ? slug : 'assistant';
 }
 
-/** Each tool must be a registered server tool (ToolsService), once. */
+const FILE_SEARCH_OPTIONS = ['max_num_results', 'ranking_options', 'filters'] as const;
+
+/** Each tool must be a registered server tool (ToolsService), once, with settings it takes. */
 function parseTools(tools: Array<ServerToolType | AssistantTool>, registered: ToolsService): AssistantTool[] {
   const parsed = tools.map((tool, index) => {
     const value: AssistantTool = typeof tool === 'string' ? { type: tool } : { ...tool };
@@ -201,6 +204,11 @@ function parseTools(tools: Array<ServerToolType | AssistantTool>, registered: To
     if (value.max_results !== undefined && (!Number.isInteger(value.max_results) || value.max_results < 1 || value.max_results > 20)) {
       throw ApiError.badRequest('max_results must be an integer from 1 to 20.', `tools.${index}.max_results`);
     }
+    // file_search takes OpenAI's options, stored as checked (a filter cut to its known fields); no other tool has them.
+    const { max_num_results: _count, ranking_options: _ranking, filters: _filters, ...rest } = value;
+    if (value.type === 'file_search') return { ...rest, ...parseFileSearchOptions(value as unknown as Record<string, unknown>, `tools.${index}`) };
+    const misplaced = FILE_SEARCH_OPTIONS.find((option) => value[option] !== undefined && value[option] !== null);
+    if (misplaced) throw ApiError.badRequest(`${misplaced} is an option of file_search only.`, `tools.${index}.${misplaced}`);
     return value;
   });
   if (new Set(parsed.map((tool) => tool.type)).size !== parsed.length) {

@@ -427,7 +427,8 @@ export class BillingSession {
     return {
       workspaceId: this.estimate.subject.workspaceId,
       conversationId: conversation.id,
-      messages: storable([...conversation.messages, reply]).map((message) => ({
+      // Only the reply's own annotations are kept: a request's messages may carry a client's, which point at nothing of ours.
+      messages: storable([...conversation.messages.map(withoutAnnotations), reply]).map((message) => ({
         ...(message as object),
         tokens: countPromptTokens([message]),
       })) as AppendTurnParams['messages'],
@@ -523,4 +524,10 @@ function keyLimitRefusal(budget: KeyBudget, amounts: { remaining: number; held: 
 
 function holdAmount(micros: MicroMillicents): number {
   return Math.max(1, ceilMillicents(micros));
+}
+
+function withoutAnnotations(message: ChatMessage): ChatMessage {
+  if (!('annotations' in message)) return message;
+  const { annotations: _annotations, ...rest } = message as ChatMessage & { annotations?: unknown };
+  return rest as ChatMessage;
 }

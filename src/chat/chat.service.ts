@@ -17,7 +17,9 @@ import type { ChatMessage, FunctionTool, ModelCall, NativeRequest } from '../pro
 import { ProvidersService } from '../providers/providers.service';
 import { countPromptTokensAsync } from '../providers/tokens';
 import { isAbort } from '../providers/upstream-errors';
-import { ServerToolCall, ToolsService } from '../tools/tools.service';
+import { SourceList } from '../tools/citations';
+import type { ToolHost, ToolSettings } from '../tools/server-tool';
+import { ServerToolCall, ToolOutcome, ToolsService } from '../tools/tools.service';
 import { Billing } from '../billing/billing';
 import { BillingSession, holdEstimateMillicents, MIN_USEFUL_OUTPUT_TOKENS, type SpendingReservation } from '../billing/billing-session';
 import type { UsageSubject } from '../billing/usage-record';
@@ -26,6 +28,7 @@ import { ChatRequest, parseChatRequest } from './chat-request';
 import { type ChatCompletionResponse, type ChatStreamEvent, withOurFields } from './completion-types';
 import { streamedCompletion } from './streamed-completion';
 import { answerOf, completionTurn, runToolLoop } from './tool-loop';
+import { withAnnotations } from './annotated-answer';
 
 /** Who calls, and the request's id (its usage record and hold are keyed by it). */
 export interface ChatCaller {
@@ -44,6 +47,16 @@ export interface ChatCaller {
   onAdmitted?(admitted: AdmittedRequest): void;
   /** The request in a provider's own format (the Messages API's body), sent as it came to a deployment of that provider. */
   native?: NativeRequest;
+  /** Options of the assistant's server tools for this request only (a Responses request's `file_search` options), by tool type. */
+  toolOptions?: readonly ToolSettings[];
+  /** Told of each server tool call once it ran, with the results it numbered (the Responses API's output items). */
+  onToolCall?(report: ToolCallReport): void;
+}
+
+/** A server tool call of the loop, once it ran (or could not). */
+export interface ToolCallReport {
+  call: ServerToolCall;
+  outcome: ToolOutcome;
 }
 
 /** What ChatCaller.onAdmitted tells: for APIs that announce it before the answer (the Messages API's message_start). */
@@ -97,6 +110,11 @@ interface PreparedCall {
   budgetTokens: number;
   /** Null in direct mode. */
   assistant: Assistant | null;
+  /** The assistant as its tools see it: its tool settings with the request's options applied. */
+  toolHost: ToolHost | null;
+  /** The sources the request's tools returned, numbered for the answer's citations. */
+  sources: SourceList;
+  onToolCall?: ChatCaller['onToolCall'];
   billing: BillingSession;
   /** The conversation sent upstream: the assistant's system prompt, the stored history, then the request's messages. */
   messages: ChatMessage[];
@@ -151,7 +169,7 @@ export class ChatService {
           completionTurn(await this.providers.complete(this.providerRequest(call, messages, last, outputCap), call.run), isServerTool),
         ...this.loopOf(call),
       });
-      const completion = answerOf(end, isServerTool);
+      const completion = withAnnotations(answerOf(end, isServerTool), call.sources);
       await call.billing.settle(completion.choices[0]?.message as ChatMessage | undefined);
       const { spend } = call.billing;
       return withOurFields(completion, { model: answeredModelName(call), usage: spend.usage(), x_service: spend.xService() });
@@ -179,6 +197,7 @@ export class ChatService {
         modelId: () => answeredModelName(call),
         includeUsage: call.request.dto.stream_options?.include_usage === true,
         isServerTool: (name) => this.tools.isServerTool(name, call.serverTools),
+        sources: call.sources,
         openStream: (messages, last, outputCap) => this.providers.openStream(this.providerRequest(call, messages, last, outputCap), call.run),
         ...this.loopOf(call),
       };
@@ -308,6 +327,9 @@ export class ChatService {
         fallbacks,
         budgetTokens: promptTokens + outputCap * request.choices,
         assistant,
+        toolHost: assistant ? { id: assistant.id, tools: withOptions(assistant.tools, caller.toolOptions) } : null,
+        sources: new SourceList(),
+        onToolCall: caller.onToolCall,
         billing,
         messages,
         serverTools,
@@ -401,7 +423,11 @@ export class ChatService {
       messages: call.messages,
       maxIterations: call.maxIterations,
       billing: call.billing,
-      runTool: (toolCall: ServerToolCall) => this.tools.run(toolCall, call.assistant!, call.run.signal),
+      runTool: async (toolCall: ServerToolCall) => {
+        const outcome = await this.tools.run(toolCall, call.toolHost!, call.run.signal, call.sources);
+        call.onToolCall?.({ call: toolCall, outcome });
+        return outcome;
+      },
     };
   }
 
@@ -436,6 +462,15 @@ export class ChatService {
     const named = [...new Set(requested)].map((id) => this.models.chatModel(id, 'models'));
     return [...new Set(named)].filter((fallback) => fallback !== model);
   }
+}
+
+/** An assistant's tool settings with a request's options for some of them laid over. */
+function withOptions(tools: readonly ToolSettings[], options: readonly ToolSettings[] | undefined): ToolSettings[] {
+  if (!options?.length) return [...tools];
+  return tools.map((tool) => {
+    const own = options.find((option) => option.type === tool.type);
+    return own ? { ...tool, ...own } : tool;
+  });
 }
 
 /** The answer's `model`: the name the request gave its model, unless another (a fallback) answered. */

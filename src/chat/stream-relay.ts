@@ -1,5 +1,6 @@
 import type { Subscriber } from 'rxjs';
 import type { ChatCompletionChunk, CompletionUsage } from '../providers/provider-adapter';
+import type { ChatAnnotation } from '../tools/citations';
 import type { ServerToolCall } from '../tools/tools.service';
 import { ChatCompletionChunkResponse, KEEP_ALIVE, KeepAlive, withOurFields, XService } from './completion-types';
 
@@ -26,6 +27,8 @@ export interface StreamedIteration {
 export class StreamRelay {
   /** Whether text or the client's own tool calls were passed on to it: what a failure still charges. */
   delivered = false;
+  /** The first choice's text as the client got it, across iterations (what annotations index). */
+  text = '';
   private readonly rolesSent = new Set<number>();
   private heldFinish?: ChatCompletionChunkResponse;
   private template?: ChatCompletionChunk;
@@ -83,6 +86,7 @@ export class StreamRelay {
           else delete delta.tool_calls;
         }
         if (delta.role !== undefined || delta.content || delta.tool_calls || delta.refusal) {
+          if (choice.index === 0 && delta.content) this.text += delta.content;
           out.push({ ...choice, delta, finish_reason: null });
           if (delta.content || delta.tool_calls || delta.refusal) this.delivered = true;
         }
@@ -105,7 +109,15 @@ export class StreamRelay {
   /** Adds text of the service's own to the answer (e.g. why it ends early), as a content delta. */
   say(text: string): void {
     if (!this.template) return;
+    this.text += text;
     this.subscriber.next(this.chunkOf(this.template, [{ index: 0, delta: { content: text }, finish_reason: null, logprobs: null }]));
+  }
+
+  /** Sends the answer's citations in a delta of their own, before the finish (`delta.annotations`, as OpenAI streams them). */
+  annotate(annotations: ChatAnnotation[]): void {
+    if (!this.template || annotations.length === 0) return;
+    const delta = { annotations } as Choice['delta'];
+    this.subscriber.next(this.chunkOf(this.template, [{ index: 0, delta, finish_reason: null, logprobs: null }]));
   }
 
   keepAlive(): void {

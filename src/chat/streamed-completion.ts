@@ -4,6 +4,8 @@ import { serverShuttingDown } from '../common/http/server-drain';
 import type { ChatMessage } from '../providers/provider-adapter';
 import type { OpenedStream } from '../providers/providers.service';
 import type { BillingSession } from '../billing/billing-session';
+import { citationsIn, SourceList } from '../tools/citations';
+import { annotatedReply } from './annotated-answer';
 import type { ChatStreamEvent } from './completion-types';
 import { StreamedIteration, StreamRelay } from './stream-relay';
 import { cutShortNote, LoopEnd, ModelTurn, runToolLoop, ToolLoop } from './tool-loop';
@@ -19,6 +21,8 @@ export interface StreamedCall extends Omit<ToolLoop<StreamedTurn>, 'callModel' |
   /** `stream_options.include_usage`: a last chunk carries the usage. */
   includeUsage: boolean;
   isServerTool(name: string | undefined): boolean;
+  /** The sources the request's tools numbered: the answer's citations of them go out before its finish. */
+  sources?: SourceList;
   /** Opens one model call's stream (retried until its first chunk; see ProvidersService.openStream). */
   openStream(messages: ChatMessage[], last: boolean, outputCap?: number): Promise<OpenedStream>;
 }
@@ -92,8 +96,11 @@ async function relayToolLoop(subscriber: Subscriber<ChatStreamEvent>, call: Stre
     finishReason = 'stop';
   }
   // Throws the error to end the stream with; after a disconnect it settles and returns.
-  await call.billing.settleStream(failure, end ? replyOf(end.turn) : undefined, relay.delivered);
+  const sources = call.sources ?? new SourceList();
+  await call.billing.settleStream(failure, end ? annotatedReply(replyOf(end.turn), sources) : undefined, relay.delivered);
   if (subscriber.closed) return;
+  // The citations of the whole text the client got (every iteration's), as OpenAI sends them: a delta before the finish.
+  relay.annotate(citationsIn(relay.text, sources));
   const { spend } = call.billing;
   relay.finish(spend.xService(), call.includeUsage ? spend.usage() : undefined, finishReason);
   subscriber.complete();

@@ -177,13 +177,14 @@ export class ConversationTurns {
     const inserted = await queryRows<{ id: string; position: number }>(
       manager,
       `INSERT INTO conversation_messages
-         (conversation_id, workspace_id, position, role, content_type, content, tool_calls, tool_call_id, tokens, cost_millicents, tools_used)
+         (conversation_id, workspace_id, position, role, content_type, content, tool_calls, tool_call_id, tokens, cost_millicents, tools_used, annotations)
        SELECT $1, $2, $3::integer + m.ord, m.role, m.content_type, m.content, m.tool_calls::jsonb, m.tool_call_id, m.tokens,
               -- The turn's cost and tools go on its last message, the reply.
               CASE WHEN m.ord = cardinality($4::text[]) THEN $10::numeric END,
-              CASE WHEN m.ord = cardinality($4::text[]) THEN $11::text[] END
-         FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::integer[])
-              WITH ORDINALITY AS m(role, content_type, content, tool_calls, tool_call_id, tokens, ord)
+              CASE WHEN m.ord = cardinality($4::text[]) THEN $11::text[] END,
+              m.annotations::jsonb
+         FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::integer[], $12::text[])
+              WITH ORDINALITY AS m(role, content_type, content, tool_calls, tool_call_id, tokens, annotations, ord)
         ORDER BY m.ord
        RETURNING id, position`,
       [
@@ -198,6 +199,7 @@ export class ConversationTurns {
         rows.map((row) => row.tokens),
         cost,
         params.toolsUsed ? [...params.toolsUsed] : null,
+        rows.map((row) => row.annotationsJson),
       ],
     );
     result.messageIds = inserted.sort((a, b) => a.position - b.position).map((row) => row.id);

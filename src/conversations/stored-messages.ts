@@ -35,6 +35,8 @@ export interface TurnMessage {
   tool_calls?: StoredToolCall[] | null;
   tool_call_id?: string | null;
   tokens: number;
+  /** A reply's citations (OpenAI's `message.annotations`), kept as given. */
+  annotations?: unknown[] | null;
 }
 
 const DECIMAL = /^\d{1,14}(\.\d+)?$/;
@@ -46,6 +48,8 @@ export interface StoredMessageValues {
   toolCallsJson: string | null;
   toolCallId: string | null;
   tokens: number;
+  /** The annotations' JSON; null without any. */
+  annotationsJson: string | null;
   /** What it adds to the conversation's `content_bytes`. */
   bytes: number;
 }
@@ -70,6 +74,7 @@ export function storedMessage(message: TurnMessage, index: number): StoredMessag
     toolCallsJson,
     toolCallId: message.tool_call_id ?? null,
     tokens: message.tokens,
+    annotationsJson: Array.isArray(message.annotations) && message.annotations.length > 0 ? JSON.stringify(message.annotations) : null,
     bytes: contentBytes(content, toolCallsJson),
   };
 }

@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto';
+import { parseFileSearchOptions } from '../assistants/documents/document-filters';
 import { ApiError } from '../common/errors/api-error';
 import { assistantOfModel } from '../models/assistant-models';
 import type { ContentPart } from '../providers/provider-adapter';
+import type { ToolSettings } from '../tools/server-tool';
 import type { ContentPartDto, CreateResponseRequestDto, InputItemDto, ToolDto } from './dto/create-response.dto';
 import { itemTypeOf } from './dto/create-response.dto';
 
@@ -45,13 +47,17 @@ export interface ResponsesRequest {
   assistantRef?: string;
   /** The server tools the request's hosted tools ask for: the assistant must offer them. */
   serverTools: Array<{ name: string; param: string }>;
+  /** The hosted tools' own options (file_search's max_num_results, ranking_options, filters), over the assistant's settings. */
+  toolOptions: ToolSettings[];
+  /** `include`: which output item details to add (`file_search_call.results`, `web_search_call.action.sources`). */
+  include: ReadonlySet<string>;
   /** For each chat tool, its index in the request's `tools` (hosted tools are not chat tools). */
   toolIndexes: number[];
   echo: EchoedFields;
 }
 
 /** A new id with OpenAI's prefixes (`resp_`, `msg_`, `fc_`). */
-export function newId(prefix: 'resp' | 'msg' | 'fc'): string {
+export function newId(prefix: 'resp' | 'msg' | 'fc' | 'fs' | 'ws'): string {
   return `${prefix}_${randomBytes(24).toString('hex')}`;
 }
 
@@ -68,7 +74,7 @@ export function toResponsesRequest(request: CreateResponseRequestDto, hostedTool
   const conversation = request.conversation;
   const conversationId = typeof conversation === 'string' ? conversation : conversation?.id;
   const assistantRef = request.assistant_id ?? assistantOfModel(request.model);
-  const { tools, serverTools, toolIndexes } = toolsOf(request.tools ?? [], assistantRef !== undefined, hostedTools);
+  const { tools, serverTools, toolIndexes, toolOptions } = toolsOf(request.tools ?? [], assistantRef !== undefined, hostedTools);
   const format = formatOf(request.text?.format);
   const user = request.user;
 
@@ -100,6 +106,8 @@ export function toResponsesRequest(request: CreateResponseRequestDto, hostedTool
     assistantRef,
     serverTools,
     toolIndexes,
+    toolOptions,
+    include: new Set(request.include ?? []),
     echo: {
       instructions: request.instructions ?? null,
       max_output_tokens: typeof request.max_output_tokens === 'number' ? request.max_output_tokens : null,
@@ -144,6 +152,10 @@ export function toChatMessages(instructions: string | null, items: readonly Inpu
       }
       case 'function_call_output':
         messages.push({ role: 'tool', tool_call_id: item.call_id, content: outputTextOf(item.output!) });
+        break;
+      case 'file_search_call':
+      case 'web_search_call':
+        // A hosted tool's call of an earlier response, sent back with its output: the answer that used it follows it.
         break;
       default:
         throw ApiError.badRequest(`input.${index}.type "${item.type}" is not supported.`, `input.${index}.type`, 'unsupported_input_item');
@@ -203,10 +215,11 @@ function toolsOf(
   requested: ToolDto[],
   assistantMode: boolean,
   hostedTools: ReadonlyMap<string, string>,
-): Pick<ResponsesRequest, 'serverTools' | 'toolIndexes'> & { tools: unknown[] } {
+): Pick<ResponsesRequest, 'serverTools' | 'toolIndexes' | 'toolOptions'> & { tools: unknown[] } {
   const tools: unknown[] = [];
   const serverTools: ResponsesRequest['serverTools'] = [];
   const toolIndexes: number[] = [];
+  const toolOptions: ToolSettings[] = [];
   requested.forEach((tool, index) => {
     const at = `tools.${index}`;
     if (tool.type === 'function') {
@@ -241,8 +254,9 @@ function toolsOf(
       );
     }
     serverTools.push({ name: serverTool, param: at });
+    if (serverTool === 'file_search') toolOptions.push({ type: serverTool, ...parseFileSearchOptions(tool as unknown as Record<string, unknown>, at) });
   });
-  return { tools, serverTools, toolIndexes };
+  return { tools, serverTools, toolIndexes, toolOptions };
 }
 
 function toolChoiceOf(choice: CreateResponseRequestDto['tool_choice']): unknown {

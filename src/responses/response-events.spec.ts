@@ -2,7 +2,8 @@ import { firstValueFrom, Observable, Subject, toArray } from 'rxjs';
 import { ChatCompletionChunkResponse, ChatStreamEvent, KEEP_ALIVE, KeepAlive } from '../chat/completion-types';
 import { ApiError } from '../common/errors/api-error';
 import { ResponseEvent, responseEvents } from './response-events';
-import { ResponseObject, startResponse } from './response-object';
+import { MessageItem, ResponseObject, startResponse } from './response-object';
+import type { ToolCallItem } from './tool-call-items';
 
 const ECHO = {
   instructions: null,
@@ -33,17 +34,60 @@ function chunk(delta: Delta, finish: string | null = null, extra: Partial<ChatCo
   };
 }
 
-function run(chat: Observable<ChatStreamEvent>, finished: (response: ResponseObject) => Promise<void> = async () => undefined) {
+function run(
+  chat: Observable<ChatStreamEvent>,
+  finished: (response: ResponseObject) => Promise<void> = async () => undefined,
+  onToolItem?: (emit: (item: ToolCallItem) => void) => void,
+) {
   return responseEvents(chat, {
     start: (model) => startResponse('resp_1', model, ECHO, null),
     finished,
     toApiError: (error) => (error instanceof ApiError ? error : new ApiError('internal_error', 'boom')),
+    onToolItem,
   });
 }
 
 const events = (list: Array<ResponseEvent | KeepAlive>) => list.filter((event): event is ResponseEvent => 'type' in event);
 
 describe('responseEvents', () => {
+  it("puts a server tool's call between the text before it and the answer, and each citation in the message its marker is in", async () => {
+    let addItem: ((item: ToolCallItem) => void) | undefined;
+    let completed: ResponseObject | undefined;
+    const chat = new Subject<ChatStreamEvent>();
+    const all = firstValueFrom(
+      run(
+        chat,
+        async (response) => {
+          completed = response;
+        },
+        (emit) => {
+          addItem = emit;
+        },
+      ).pipe(toArray()),
+    );
+    const url = (start: number) => ({ type: 'url_citation', url_citation: { url: 'https://a.example/', title: 'A', start_index: start, end_index: start + 3 } });
+    chat.next(chunk({ role: 'assistant', content: 'Looking [1]. ' }));
+    addItem!({ type: 'web_search_call', id: 'ws_1', status: 'completed', action: { type: 'search', query: 'a' } });
+    chat.next(chunk({ content: 'Found it [1].' }));
+    // The chat stream's citations index its whole text: "Looking [1]. Found it [1]."
+    chat.next(chunk({ annotations: [url(8), url(22)] } as Delta));
+    chat.next(chunk({}, 'stop'));
+    chat.complete();
+    const list = events(await all);
+    expect(completed!.output.map((item) => item.type)).toEqual(['message', 'web_search_call', 'message']);
+    const texts = completed!.output.filter((item): item is MessageItem => item.type === 'message').map((item) => item.content[0]);
+    expect(texts).toEqual([
+      { type: 'output_text', text: 'Looking [1]. ', annotations: [{ type: 'url_citation', url: 'https://a.example/', title: 'A', start_index: 8, end_index: 11 }], logprobs: [] },
+      { type: 'output_text', text: 'Found it [1].', annotations: [{ type: 'url_citation', url: 'https://a.example/', title: 'A', start_index: 9, end_index: 12 }], logprobs: [] },
+    ]);
+    const added = list.filter((event) => event.type === 'response.output_text.annotation.added');
+    expect(added.map((event) => [event.output_index, event.annotation_index])).toEqual([
+      [0, 0],
+      [2, 0],
+    ]);
+    expect(list.map((event) => event.type)).toContain('response.web_search_call.completed');
+  });
+
   it('turns text then a tool call into a message item closed before the function_call item, numbered in order', async () => {
     const usage = { prompt_tokens: 10, completion_tokens: 4, total_tokens: 14 };
     const chat = new Subject<ChatStreamEvent>();

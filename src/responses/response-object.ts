@@ -1,6 +1,8 @@
 import type { ChatCompletionResponse, XService } from '../chat/completion-types';
 import type { CompletionUsage } from '../providers/provider-adapter';
+import { chatAnnotationsOf, ResponseAnnotation, responseAnnotationOf } from '../tools/citations';
 import { EchoedFields, newId } from './chat-translation';
+import type { ToolCallItem } from './tool-call-items';
 
 /**
  * The Responses object (`object: "response"`) built from what the chat core answered. Its
@@ -12,7 +14,7 @@ import { EchoedFields, newId } from './chat-translation';
 export interface OutputText {
   type: 'output_text';
   text: string;
-  annotations: unknown[];
+  annotations: ResponseAnnotation[];
   logprobs: unknown[];
 }
 export interface Refusal {
@@ -34,7 +36,7 @@ export interface FunctionCallItem {
   arguments: string;
   status: 'in_progress' | 'completed' | 'incomplete';
 }
-export type OutputItem = MessageItem | FunctionCallItem;
+export type OutputItem = MessageItem | FunctionCallItem | ToolCallItem;
 
 export interface ResponseUsage {
   input_tokens: number;
@@ -84,15 +86,19 @@ export function startResponse(id: string, model: string, echo: EchoedFields, con
   };
 }
 
-/** The finished response of a plain (not streamed) chat completion. */
-export function responseOf(start: ResponseObject, completion: ChatCompletionResponse): ResponseObject {
+/**
+ * The finished response of a plain (not streamed) chat completion: the server tools' calls
+ * (`toolItems`, in the order they ran), then the answer with its citations.
+ */
+export function responseOf(start: ResponseObject, completion: ChatCompletionResponse, toolItems: readonly ToolCallItem[] = []): ResponseObject {
   const choice = completion.choices[0];
   const message = choice?.message;
-  const output: OutputItem[] = [];
+  const output: OutputItem[] = [...toolItems];
   if (message?.refusal) {
     output.push({ type: 'message', id: newId('msg'), status: 'completed', role: 'assistant', content: [{ type: 'refusal', refusal: message.refusal }] });
   } else if (message?.content) {
-    output.push({ type: 'message', id: newId('msg'), status: 'completed', role: 'assistant', content: [outputText(message.content)] });
+    const annotations = chatAnnotationsOf(message.annotations).map(responseAnnotationOf);
+    output.push({ type: 'message', id: newId('msg'), status: 'completed', role: 'assistant', content: [outputText(message.content, annotations)] });
   }
   for (const call of message?.tool_calls ?? []) {
     if (call.type !== 'function') continue;
@@ -118,8 +124,8 @@ export function finishResponse(
   };
 }
 
-export function outputText(text: string): OutputText {
-  return { type: 'output_text', text, annotations: [], logprobs: [] };
+export function outputText(text: string, annotations: ResponseAnnotation[] = []): OutputText {
+  return { type: 'output_text', text, annotations, logprobs: [] };
 }
 
 /** Chat usage in the Responses API's names. */

@@ -1,7 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { catchError, defer, finalize, Observable, switchMap } from 'rxjs';
 import { AssistantsService } from '../assistants/assistants.service';
-import { ChatCaller, ChatService } from '../chat/chat.service';
+import { ChatCaller, ChatService, ToolCallReport } from '../chat/chat.service';
 import type { KeepAlive } from '../chat/completion-types';
 import type { Cancellation } from '../common/cancellation';
 import { ApiError } from '../common/errors/api-error';
@@ -13,6 +13,7 @@ import { ResponseObject, responseOf, startResponse } from './response-object';
 import { InputItem, newId, ResponsesRequest, toChatMessages, toResponsesRequest } from './chat-translation';
 import { validateResponsesRequest } from './dto/create-response.dto';
 import { ResponsesStore } from './responses-store';
+import { ToolCallItem, toolCallItem } from './tool-call-items';
 
 /** A Responses request ready for the chat core: its chat body, and the conversation it goes into. */
 interface PreparedTurn {
@@ -56,14 +57,19 @@ export class ResponsesService {
 
   async create(caller: ChatCaller, body: unknown, clientGone: Cancellation): Promise<ResponseObject> {
     const turn = await this.prepare(caller, body);
+    const toolItems: ToolCallItem[] = [];
     let completion: Awaited<ReturnType<ChatService['complete']>>;
     try {
-      completion = await this.chat.complete(caller, turn.chatBody, clientGone);
+      completion = await this.chat.complete(
+        withToolItems(caller, turn, (item) => toolItems.push(item)),
+        turn.chatBody,
+        clientGone,
+      );
     } catch (error) {
       await turn.abandon();
       throw this.answered(error, turn.request.toolIndexes);
     }
-    const response = responseOf(startResponse(turn.id, completion.model, turn.request.echo, turn.conversationId), completion);
+    const response = responseOf(startResponse(turn.id, completion.model, turn.request.echo, turn.conversationId), completion, toolItems);
     await this.keep(caller, turn, response);
     return response;
   }
@@ -76,8 +82,13 @@ export class ResponsesService {
     return defer(() => this.prepare(caller, body)).pipe(
       switchMap((turn) => {
         let answered = false;
-        return responseEvents(this.chat.stream(caller, turn.chatBody), {
+        let toToolItem: ((item: ToolCallItem) => void) | undefined;
+        const chatCaller = withToolItems(caller, turn, (item) => toToolItem?.(item));
+        return responseEvents(this.chat.stream(chatCaller, turn.chatBody), {
           start: (model) => startResponse(turn.id, model, turn.request.echo, turn.conversationId),
+          onToolItem: (emit) => {
+            toToolItem = emit;
+          },
           finished: (response) => {
             answered = true;
             return this.keep(caller, turn, response);
@@ -247,6 +258,19 @@ export class ResponsesService {
       }
     }
   }
+}
+
+/** The caller for the chat core: with the request's tool options, and told of each server tool call as an output item. */
+function withToolItems(caller: ChatCaller, turn: PreparedTurn, onItem: (item: ToolCallItem) => void): ChatCaller {
+  const { toolOptions, include } = turn.request;
+  return {
+    ...caller,
+    toolOptions,
+    onToolCall: (report: ToolCallReport) => {
+      const item = toolCallItem(report, include);
+      if (item) onItem(item);
+    },
+  };
 }
 
 /** The first user text of the input, as the new conversation's title (cut to 100 characters). */

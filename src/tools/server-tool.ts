@@ -1,6 +1,7 @@
 import type { Type } from '@nestjs/common';
 import type { AppConfig } from '../config/app-config';
 import type { FunctionTool } from '../providers/provider-adapter';
+import type { CitedSource, SourceList } from './citations';
 
 /** A configured tool price (`toolPrices` of the configuration, e.g. WEB_SEARCH_PRICE_MILLICENTS). */
 export type ToolPriceKey = keyof AppConfig['toolPrices'];
@@ -40,11 +41,18 @@ export interface ServerTool {
   readonly defaultMaxResults: number;
   /**
    * Runs one call with the model's JSON arguments and returns the tool message for the
-   * model. A call that returns is charged the tool's price. Throw `ToolArgumentsError` when
+   * model, with the results it numbered in `context.sources` (what the answer may cite), if
+   * any. A call that returns is charged the tool's price. Throw `ToolArgumentsError` when
    * the arguments do not fit, `ToolCallError` when the tool could not do its work: the model
    * is told why, and the call is free.
    */
-  run(args: string, context: ToolContext): Promise<string>;
+  run(args: string, context: ToolContext): Promise<string | ToolRun>;
+}
+
+/** What a call returned: the tool message for the model and the results it cites by number. */
+export interface ToolRun {
+  content: string;
+  results: CitedSource[];
 }
 
 /** A class implementing a server tool, with what it says of itself readable before any instance exists. */
@@ -69,7 +77,18 @@ export interface ToolSettings {
   type: string;
   /** How many results (web pages, document passages) a call returns. */
   max_results?: number;
+  /** file_search, in OpenAI's words: how many passages (1 to 50); replaces max_results. */
+  max_num_results?: number;
+  /** file_search: only passages scoring at least `score_threshold` (0 to 1). */
+  ranking_options?: { score_threshold?: number };
+  /** file_search: only the documents whose attributes match (OpenAI's comparison and compound filters). */
+  filters?: AttributeFilter;
 }
+
+/** OpenAI's filters on file attributes (`ComparisonFilter`, `CompoundFilter`); checked by the documents' `parseFilter`. */
+export type AttributeFilter =
+  | { type: 'eq' | 'ne' | 'gt' | 'gte' | 'lt' | 'lte' | 'in' | 'nin'; key: string; value: string | number | boolean | Array<string | number> }
+  | { type: 'and' | 'or'; filters: AttributeFilter[] };
 
 /** What a tool may know of the assistant it runs for (the Assistant entity has this shape). */
 export interface ToolHost {
@@ -81,6 +100,10 @@ export interface ToolContext {
   assistant: ToolHost;
   /** The assistant's `max_results` for this tool, else the tool's default. */
   maxResults: number;
+  /** The assistant's settings of this tool (with a Responses request's own options applied). */
+  settings: ToolSettings;
+  /** The request's numbered sources: a tool adds its results, and renders each with its number. */
+  sources: SourceList;
   /** Fires when the client left or the request was cancelled: stop, and let the error through. */
   signal: AbortSignal;
 }

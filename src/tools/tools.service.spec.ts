@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { loadConfig } from '../config/app-config';
 import type { FunctionTool } from '../providers/provider-adapter';
+import { SourceList } from './citations';
 import { RegisteredTool, ServerTool, ToolArgumentsError, ToolCallError, ToolContext, ToolPriceKey } from './server-tool';
 import { ToolsService } from './tools.service';
 
@@ -33,6 +34,7 @@ const toolsOf = (...fakes: Array<{ registered: RegisteredTool }>) => new ToolsSe
 const assistant = (tools: Array<{ type: string; max_results?: number }>) => ({ id: 'assistant-1', tools });
 const call = (name: string, args = '{}') => ({ id: 'call_1', name, arguments: args });
 const live = () => new AbortController().signal;
+const sources = new SourceList();
 
 describe('ToolsService', () => {
   let warnings: jest.SpyInstance;
@@ -107,9 +109,9 @@ describe('ToolsService', () => {
     const signal = live();
     const host = assistant([{ type: 'a' }, { type: 'b', max_results: 2 }]);
 
-    expect(await tools.run(call('a', '{"x":1}'), host, signal)).toEqual({ content: 'a ran with {"x":1}', costMicros: 1_000_000_000n, ran: true });
-    expect(a.contexts).toEqual([{ assistant: host, maxResults: 7, signal }]);
-    await tools.run(call('b'), host, signal);
+    expect(await tools.run(call('a', '{"x":1}'), host, signal, sources)).toEqual({ content: 'a ran with {"x":1}', costMicros: 1_000_000_000n, ran: true, results: [] });
+    expect(a.contexts).toEqual([{ assistant: host, maxResults: 7, settings: { type: 'a' }, signal, sources }]);
+    await tools.run(call('b'), host, signal, sources);
     expect(b.contexts[0].maxResults).toBe(2);
   });
 
@@ -121,7 +123,7 @@ describe('ToolsService', () => {
         },
       }),
   );
-    expect(await tools.run(call('a'), assistant([{ type: 'a' }]), live())).toEqual({ content: 'a needs {"x": number}.', costMicros: 0n, ran: false });
+    expect(await tools.run(call('a'), assistant([{ type: 'a' }]), live(), sources)).toEqual({ content: 'a needs {"x": number}.', costMicros: 0n, ran: false, results: [] });
     expect(warnings).not.toHaveBeenCalled();
   });
 
@@ -133,10 +135,11 @@ describe('ToolsService', () => {
         },
       }),
   );
-    expect(await tools.run(call('a'), assistant([{ type: 'a' }]), live())).toEqual({
+    expect(await tools.run(call('a'), assistant([{ type: 'a' }]), live(), sources)).toEqual({
       content: 'a failed: timeout. Answer without it, or say that you could not look it up.',
       costMicros: 0n,
       ran: false,
+      results: [],
     });
     expect(warnings).toHaveBeenCalledWith('a failed for assistant assistant-1: a failed: timeout');
   });
@@ -149,8 +152,8 @@ describe('ToolsService', () => {
         },
       }),
   );
-    const outcome = await tools.run(call('a'), assistant([{ type: 'a' }]), live());
-    expect(outcome).toEqual({ content: 'a failed. Answer without it, or say that you could not look it up.', costMicros: 0n, ran: false });
+    const outcome = await tools.run(call('a'), assistant([{ type: 'a' }]), live(), sources);
+    expect(outcome).toEqual({ content: 'a failed. Answer without it, or say that you could not look it up.', costMicros: 0n, ran: false, results: [] });
     expect(warnings).toHaveBeenCalledWith('a failed for assistant assistant-1: connection refused by 10.0.0.7');
   });
 
@@ -165,11 +168,11 @@ describe('ToolsService', () => {
         },
       }),
   );
-    await expect(tools.run(call('a'), assistant([{ type: 'a' }]), controller.signal)).rejects.toBe(aborted);
+    await expect(tools.run(call('a'), assistant([{ type: 'a' }]), controller.signal, sources)).rejects.toBe(aborted);
   });
 
   it('answers a call of a tool that is not registered (an assistant saved before it was removed) without running anything', async () => {
     const tools = toolsOf(fakeTool('a'));
-    expect(await tools.run(call('gone'), assistant([{ type: 'gone' }]), live())).toEqual({ content: 'gone is not available.', costMicros: 0n, ran: false });
+    expect(await tools.run(call('gone'), assistant([{ type: 'gone' }]), live(), sources)).toEqual({ content: 'gone is not available.', costMicros: 0n, ran: false, results: [] });
   });
 });

@@ -3,6 +3,7 @@ import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 import type { FunctionTool } from '../providers/provider-adapter';
 import { MicroMillicents, microsOf } from '../wallet/cost';
+import type { CitedSource, SourceList } from './citations';
 import {
   RegisteredTool,
   SERVER_TOOLS,
@@ -25,6 +26,8 @@ export interface ToolOutcome {
   /** What the call costs the caller: its price when it ran, nothing when it could not. */
   costMicros: MicroMillicents;
   ran: boolean;
+  /** The results the tool numbered for the answer to cite (empty when it found none or could not run). */
+  results?: CitedSource[];
 }
 
 /** A registered tool with the configured price its descriptor names. */
@@ -97,24 +100,27 @@ export class ToolsService {
    * in the tool message (and may answer without it), and a call that could not run is free.
    * Throws only when `signal` fired.
    */
-  async run(call: ServerToolCall, assistant: ToolHost, signal: AbortSignal): Promise<ToolOutcome> {
+  async run(call: ServerToolCall, assistant: ToolHost, signal: AbortSignal, sources: SourceList): Promise<ToolOutcome> {
     const registered = this.byName.get(call.name);
-    if (!registered) return { content: `${call.name} is not available.`, costMicros: 0n, ran: false };
-    const settings = assistant.tools.find((candidate) => candidate.type === call.name);
+    if (!registered) return { content: `${call.name} is not available.`, costMicros: 0n, ran: false, results: [] };
+    const settings = assistant.tools.find((candidate) => candidate.type === call.name) ?? { type: call.name };
     try {
-      const content = await registered.tool.run(call.arguments, {
+      const run = await registered.tool.run(call.arguments, {
         assistant,
-        maxResults: settings?.max_results ?? registered.tool.defaultMaxResults,
+        maxResults: settings.max_num_results ?? settings.max_results ?? registered.tool.defaultMaxResults,
+        settings,
         signal,
+        sources,
       });
-      return { content, costMicros: registered.priceMicros, ran: true };
+      const { content, results } = typeof run === 'string' ? { content: run, results: [] } : run;
+      return { content, costMicros: registered.priceMicros, ran: true, results };
     } catch (error) {
-      if (error instanceof ToolArgumentsError) return { content: error.message, costMicros: 0n, ran: false };
+      if (error instanceof ToolArgumentsError) return { content: error.message, costMicros: 0n, ran: false, results: [] };
       if (signal.aborted) throw error;
       // A ToolCallError's message is written for the model; any other error's is not.
       const reason = error instanceof ToolCallError ? error.message : `${call.name} failed`;
       this.logger.warn(`${call.name} failed for assistant ${assistant.id}: ${error instanceof Error ? error.message : String(error)}`);
-      return { content: `${reason}. Answer without it, or say that you could not look it up.`, costMicros: 0n, ran: false };
+      return { content: `${reason}. Answer without it, or say that you could not look it up.`, costMicros: 0n, ran: false, results: [] };
     }
   }
 

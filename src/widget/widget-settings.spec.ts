@@ -12,6 +12,7 @@ const VALID: WidgetSettingsInput = {
   dailyCap: '5',
   historyMessages: '6',
   maxAnswerTokens: '512',
+  showSources: false,
 };
 
 describe('widget settings', () => {
@@ -41,6 +42,11 @@ describe('widget settings', () => {
     if (read.ok) return;
     expect(Object.keys(read.errors).sort()).toEqual(['accentColor', 'allowedOrigins', 'position', 'theme', 'title']);
     expect(read.errors.allowedOrigins).toMatch(/before enabling/);
+  });
+
+  it('shows the sources only when its owner turns it on', () => {
+    expect(readWidgetSettings(VALID)).toMatchObject({ ok: true, settings: { showSources: false } });
+    expect(readWidgetSettings({ ...VALID, showSources: true })).toMatchObject({ ok: true, settings: { showSources: true } });
   });
 
   it('keeps a disabled widget without origins', () => {

@@ -17,6 +17,8 @@ export interface WidgetSettings {
   historyMessages: number;
   /** The `max_tokens` of each answer. */
   maxAnswerTokens: number;
+  /** Visitors see the sources an answer cites (off by default). */
+  showSources: boolean;
 }
 
 export const MAX_ALLOWED_ORIGINS = 20;
@@ -49,6 +51,7 @@ export function defaultWidgetSettings(assistantName: string): WidgetSettings {
     dailyCapMillicents: DEFAULT_DAILY_CAP_MILLICENTS,
     historyMessages: DEFAULT_HISTORY_MESSAGES,
     maxAnswerTokens: DEFAULT_MAX_ANSWER_TOKENS,
+    showSources: false,
   };
 }
 
@@ -69,6 +72,7 @@ export interface WidgetSettingsInput {
   dailyCap: string;
   historyMessages: string;
   maxAnswerTokens: string;
+  showSources: boolean;
 }
 
 /** The form's values of saved settings. */
@@ -85,6 +89,7 @@ export function widgetSettingsInput(settings: WidgetSettings): WidgetSettingsInp
     dailyCap: dollarsField(settings.dailyCapMillicents),
     historyMessages: String(settings.historyMessages),
     maxAnswerTokens: String(settings.maxAnswerTokens),
+    showSources: settings.showSources,
   };
 }
 
@@ -148,6 +153,7 @@ export function readWidgetSettings(input: WidgetSettingsInput): WidgetSettingsRe
       dailyCapMillicents: dailyCapMillicents!,
       historyMessages: historyMessages!,
       maxAnswerTokens: maxAnswerTokens!,
+      showSources: input.showSources,
     },
   };
 }

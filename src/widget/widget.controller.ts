@@ -5,6 +5,7 @@ import type { Response } from 'express';
 import { filter, map } from 'rxjs';
 import type { ChatCaller } from '../chat/chat.service';
 import { ChatService } from '../chat/chat.service';
+import { chatAnnotationsOf, SourceLine, sourceLines } from '../tools/citations';
 import { isKeepAlive } from '../chat/completion-types';
 import { inStreamError, writeEventStream } from '../chat/sse';
 import { Public } from '../common/auth/auth.decorators';
@@ -143,7 +144,10 @@ export class WidgetController {
     res.json({
       messages: page.data
         .filter((message) => (message.role === 'user' || message.role === 'assistant') && message.contentType !== 'json' && message.content !== '')
-        .map((message) => ({ role: message.role, content: message.content })),
+        .map((message) => {
+          const sources = widget.showSources && message.role === 'assistant' ? sourceLines(chatAnnotationsOf(message.annotations)) : [];
+          return { role: message.role, content: message.content, ...(sources.length ? { sources } : {}) };
+        }),
       can_continue: conversation.messageCount < TRANSCRIPT_MAX_MESSAGES,
     });
   }
@@ -209,8 +213,8 @@ export class WidgetController {
       stream: true,
     };
     const deltas = this.chat.stream(caller, request).pipe(
-      map((event) => (isKeepAlive(event) ? event : { delta: event.choices[0]?.delta?.content ?? '' })),
-      filter((event) => isKeepAlive(event) || event.delta !== ''),
+      map((event) => (isKeepAlive(event) ? event : visitorEvent(event.choices[0]?.delta, widget.showSources))),
+      filter((event) => isKeepAlive(event) || event.delta !== '' || event.sources !== undefined),
     );
     try {
       await writeEventStream(res, deltas, (error) => this.visitorError(inStreamError(error, req.id, this.logger)));
@@ -294,4 +298,14 @@ export class WidgetController {
 
 function addressOf(req: ApiRequest): string {
   return normalizeIp(req.ip ?? 'unknown');
+}
+
+/**
+ * What a visitor's page gets of a chunk: its text, `{"delta"}`, or the sources the answer
+ * cites, `{"sources": [{label, url}]}`, when the widget's owner shows them.
+ */
+function visitorEvent(delta: unknown, showSources: boolean): { delta: string; sources?: SourceLine[] } {
+  const { content, annotations } = (delta ?? {}) as { content?: unknown; annotations?: unknown };
+  const sources = showSources ? sourceLines(chatAnnotationsOf(annotations)) : [];
+  return { delta: typeof content === 'string' ? content : '', ...(sources.length ? { sources } : {}) };
 }

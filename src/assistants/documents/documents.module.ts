@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { WorkspacesModule } from '../../workspaces/workspaces.module';
 import { Assistant } from '../entities/assistant.entity';
+import { DocumentFilters } from './document-filters';
 import { DocumentReader } from './document-reader';
 import { DocumentSearch } from './document-search';
 import { DocumentsService } from './documents.service';
@@ -20,9 +21,10 @@ import { Document } from './entities/document.entity';
   providers: [
     DocumentsService,
     DocumentReader,
+    DocumentFilters,
     // A factory rather than useExisting, so the compiler checks that DocumentsService fits the port.
     { provide: DocumentSearch, useFactory: (documents: DocumentsService): DocumentSearch => documents, inject: [DocumentsService] },
   ],
-  exports: [DocumentsService, DocumentSearch],
+  exports: [DocumentsService, DocumentSearch, DocumentFilters],
 })
 export class DocumentsModule {}

@@ -1,9 +1,18 @@
 import { Injectable } from '@nestjs/common';
 import type { FunctionTool } from '../../providers/provider-adapter';
-import { queryArgument, ServerTool, ServerToolDescriptor, ToolContext } from '../../tools/server-tool';
+import { CITE_INSTRUCTION, CitedSource } from '../../tools/citations';
+import { queryArgument, ServerTool, ServerToolDescriptor, ToolContext, ToolRun } from '../../tools/server-tool';
+import { DocumentFilters, documentsMatching, sourceAttributes } from './document-filters';
 import { DocumentSearch } from './document-search';
 
-/** `file_search`: the passages of the assistant's documents that best match the model's query. */
+/** What the model reads when nothing matches. */
+export const NO_PASSAGE = 'No passage of the documents matches.';
+
+/**
+ * `file_search`: the passages of the assistant's documents that best match the model's
+ * query, with the assistant's (or the Responses request's) options: how many, the score
+ * threshold, and the attribute filters. Each passage is numbered for the answer to cite.
+ */
 @Injectable()
 export class FileSearchTool implements ServerTool {
   static readonly descriptor = {
@@ -27,10 +36,40 @@ export class FileSearchTool implements ServerTool {
     },
   };
 
-  constructor(private readonly documents: DocumentSearch) {}
+  constructor(
+    private readonly documents: DocumentSearch,
+    private readonly filters: DocumentFilters,
+  ) {}
 
-  async run(args: string, { assistant, maxResults }: ToolContext): Promise<string> {
-    const results = await this.documents.search(assistant.id, queryArgument(args, FileSearchTool.descriptor.name), { maxResults });
-    return results.length ? this.documents.formatResultsForModel(results) : 'No passage of the documents matches.';
+  async run(args: string, { assistant, maxResults, settings, sources }: ToolContext): Promise<ToolRun> {
+    const query = queryArgument(args, FileSearchTool.descriptor.name);
+    const attributes = await this.filters.attributesOf(assistant.id);
+    const documentIds = settings.filters ? documentsMatching(settings.filters, attributes) : undefined;
+    const scoreThreshold = settings.ranking_options?.score_threshold;
+    const results = await this.documents.search(assistant.id, query, {
+      maxResults,
+      ...(scoreThreshold !== undefined ? { scoreThreshold } : {}),
+      ...(documentIds ? { documentIds } : {}),
+    });
+    if (results.length === 0) return { content: NO_PASSAGE, results: [] };
+    const cited = results.map((result) => {
+      const found = attributes.get(result.document_id);
+      return sources.add({
+        type: 'file',
+        file_id: result.document_id,
+        filename: result.document_name,
+        score: result.score,
+        text: result.content,
+        attributes: found ? sourceAttributes(found) : { filename: result.document_name },
+      });
+    });
+    const blocks = results.map((result, index) => {
+      const number = cited[index]?.number;
+      return `${number === undefined ? '-' : `[${number}]`} ${result.document_name}, passage ${result.position + 1}\n${result.content}`;
+    });
+    return {
+      content: `${blocks.join('\n\n---\n\n')}\n\n---\n\n${CITE_INSTRUCTION}`,
+      results: cited.filter((entry): entry is CitedSource => entry !== undefined),
+    };
   }
 }

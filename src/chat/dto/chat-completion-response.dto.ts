@@ -35,6 +35,18 @@ class ResponseMessageDto {
     example: [{ id: 'call_abc', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }],
   })
   tool_calls?: unknown[];
+
+  @ApiPropertyOptional({
+    description:
+      "With an assistant's server tools: the answer's citations of what they found. `url_citation` (OpenAI's shape) for a web " +
+      'page, `file_citation` (file_id: the document, filename, index, start_index, end_index) for a passage; the indices are ' +
+      'the span of the marker ([1]) in `content`. Streams send them as `delta.annotations` before the finish.',
+    example: [
+      { type: 'url_citation', url_citation: { url: 'https://nodejs.org/blog/24', title: 'Node 24 released', start_index: 15, end_index: 18 } },
+      { type: 'file_citation', file_citation: { file_id: '0f8e2c1a-4b7d-4e8a-9c3b-2d1f0e9a8b7c', filename: 'returns.md', index: 40, start_index: 40, end_index: 43 } },
+    ],
+  })
+  annotations?: unknown[];
 }
 
 class ChoiceDto {

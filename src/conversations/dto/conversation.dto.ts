@@ -158,6 +158,17 @@ export class ConversationMessageDto {
   @ApiProperty({ description: 'Tokens of this message.', example: 12 })
   tokens: number;
 
+  @ApiProperty({
+    type: 'array',
+    items: { type: 'object' },
+    nullable: true,
+    description:
+      "A reply's citations of what its server tools found, as the answer's `message.annotations` had them (`url_citation`, " +
+      '`file_citation`); null when it had none.',
+    example: null,
+  })
+  annotations: unknown[] | null;
+
   @ApiProperty({ format: 'date-time', example: TIMESTAMP })
   created_at: string;
 
@@ -170,6 +181,7 @@ export class ConversationMessageDto {
       tool_calls: row.toolCalls,
       tool_call_id: row.toolCallId,
       tokens: row.tokens,
+      annotations: row.annotations,
       created_at: row.createdAt.toISOString(),
     };
   }

@@ -1,5 +1,6 @@
 import { Column, CreateDateColumn, Entity, PrimaryGeneratedColumn } from 'typeorm';
 import { numericToNumber } from '../../common/database/transformers';
+import type { ChatAnnotation } from '../../tools/citations';
 
 export const STORED_MESSAGE_ROLES = ['system', 'user', 'assistant', 'tool'] as const;
 export type StoredMessageRole = (typeof STORED_MESSAGE_ROLES)[number];
@@ -50,6 +51,10 @@ export class ConversationMessage {
 
   @Column({ type: 'integer', default: 0 })
   tokens: number;
+
+  /** On a reply: its citations of the sources the turn's server tools returned (OpenAI's `message.annotations`). Null: none. */
+  @Column({ type: 'jsonb', nullable: true })
+  annotations: ChatAnnotation[] | null;
 
   /** On the last message of a turn (the reply): what the turn cost. Null on the others, and on turns stored before it was kept. */
   @Column({ name: 'cost_millicents', type: 'numeric', precision: 20, scale: 6, nullable: true, transformer: numericToNumber })

@@ -125,6 +125,7 @@
     answer.article.id = 'streaming-answer';
     setBusy(true, answer.article);
     var meta = element('p', 'turn-meta');
+    var sources = [];
     var written = '';
     var scheduled = false;
 
@@ -160,6 +161,7 @@
           if (event.error) throw new Error(event.error.message || 'The answer stopped with an error.');
           var choice = event.choices && event.choices[0];
           if (choice && choice.delta && typeof choice.delta.content === 'string') append(choice.delta.content);
+          if (choice && choice.delta && Array.isArray(choice.delta.annotations)) sources = sources.concat(choice.delta.annotations);
           if (event.x_service) {
             meta.textContent = describeXService(event.x_service);
             meta.setAttribute('data-cost-millicents', String(event.x_service.cost_millicents));
@@ -168,6 +170,8 @@
       })
       .then(function () {
         paint();
+        var list = sourceList(sources);
+        if (list) answer.article.appendChild(list);
         answer.article.appendChild(meta);
         statusLine.textContent = 'Answer complete. ' + meta.textContent;
       })
@@ -182,6 +186,39 @@
         setBusy(false, answer.article);
       });
   });
+
+  /** The sources an answer's annotations cite, as the transcript shows them (a linked title or a file name); null without any. */
+  function sourceList(annotations) {
+    var seen = {};
+    var items = [];
+    annotations.forEach(function (annotation) {
+      var url = annotation.url_citation, file = annotation.file_citation;
+      var key = url ? 'url:' + url.url : file ? 'file:' + file.file_id : null;
+      if (!key || seen[key]) return;
+      seen[key] = true;
+      var item = document.createElement('li');
+      if (url && /^https?:\/\//i.test(url.url)) {
+        var link = document.createElement('a');
+        link.href = url.url;
+        link.rel = 'noopener noreferrer nofollow';
+        link.target = '_blank';
+        link.textContent = url.title || url.url;
+        item.appendChild(link);
+      } else {
+        item.textContent = url ? url.title || url.url : file.filename;
+      }
+      items.push(item);
+    });
+    if (!items.length) return null;
+    var box = element('div', 'sources');
+    var caption = document.createElement('small');
+    caption.textContent = 'Sources:';
+    var list = document.createElement('ol');
+    items.forEach(function (item) { list.appendChild(item); });
+    box.appendChild(caption);
+    box.appendChild(list);
+    return box;
+  }
 
   /** Reads `data: ...` frames until `[DONE]`, calling onEvent with each parsed event. */
   function readEvents(reader, onEvent) {

@@ -36,6 +36,21 @@ export interface AssistantFormValues {
   max_tokens: string;
   max_tool_iterations: string;
   tools: ServerToolType[];
+  /** file_search's options: a count, a score threshold and the filters' JSON; empty for none. */
+  file_search_max_num_results: string;
+  file_search_score_threshold: string;
+  file_search_filters: string;
+}
+
+/** The form's file_search option fields of stored settings. */
+function fileSearchValues(tools: readonly AssistantTool[]): Pick<AssistantFormValues, 'file_search_max_num_results' | 'file_search_score_threshold' | 'file_search_filters'> {
+  const settings = tools.find((tool) => tool.type === 'file_search');
+  const threshold = settings?.ranking_options?.score_threshold;
+  return {
+    file_search_max_num_results: settings?.max_num_results === undefined ? '' : String(settings.max_num_results),
+    file_search_score_threshold: threshold === undefined ? '' : String(threshold),
+    file_search_filters: settings?.filters ? JSON.stringify(settings.filters, null, 2) : '',
+  };
 }
 
 export type AssistantForm = { ok: true; fields: AssistantFields } | { ok: false; errors: Record<string, string> };
@@ -56,6 +71,9 @@ export function formValues(form: Record<string, string | string[] | undefined>, 
     max_tokens: text('max_tokens'),
     max_tool_iterations: text('max_tool_iterations'),
     tools: switches.filter((tool) => form[`tool_${tool.type}`] !== undefined).map((tool) => tool.type),
+    file_search_max_num_results: text('file_search_max_num_results'),
+    file_search_score_threshold: text('file_search_score_threshold'),
+    file_search_filters: text('file_search_filters'),
   };
 }
 
@@ -71,6 +89,7 @@ export function valuesOf(assistant: Assistant): AssistantFormValues {
     max_tokens: assistant.maxTokens === null ? '' : String(assistant.maxTokens),
     max_tool_iterations: String(assistant.maxToolIterations),
     tools: assistant.tools.map((tool) => tool.type),
+    ...fileSearchValues(assistant.tools),
   };
 }
 
@@ -87,6 +106,7 @@ export function newAssistantValues(models: readonly ModelDefinition[]): Assistan
     max_tokens: '',
     max_tool_iterations: '5',
     tools: ['file_search'],
+    ...fileSearchValues([]),
   };
 }
 
@@ -118,9 +138,32 @@ export function readAssistantForm(
   if (Number.isNaN(maxTokens)) errors.max_tokens = 'max_tokens must be a whole number, or empty for the model\'s default.';
   const iterations = optionalNumber(values.max_tool_iterations);
   if (iterations === null || Number.isNaN(iterations)) errors.max_tool_iterations = 'max_tool_iterations must be a whole number from 1 to 20.';
+  const count = optionalNumber(values.file_search_max_num_results);
+  if (Number.isNaN(count)) errors.file_search_max_num_results = 'max_num_results must be a whole number from 1 to 50, or empty for 5.';
+  const threshold = optionalNumber(values.file_search_score_threshold);
+  if (Number.isNaN(threshold)) errors.file_search_score_threshold = 'The score threshold must be a number from 0 to 1, or empty for none.';
+  let filters: unknown = null;
+  if (values.file_search_filters.trim()) {
+    try {
+      filters = JSON.parse(values.file_search_filters);
+    } catch {
+      errors.file_search_filters = 'The filters must be JSON: {"type": "eq", "key": "type", "value": "pdf"}, or empty for none.';
+    }
+  }
 
   if (Object.keys(errors).length > 0) return { ok: false, errors };
-  const tools: AssistantTool[] = values.tools.map((type) => current.find((tool) => tool.type === type) ?? { type });
+  const tools: AssistantTool[] = values.tools.map((type) => {
+    const settings: AssistantTool = current.find((tool) => tool.type === type) ?? { type };
+    if (type !== 'file_search') return settings;
+    // The form says every option: an empty field removes it. The service checks the values.
+    const { max_num_results: _count, ranking_options: _ranking, filters: _filters, ...kept } = settings;
+    return {
+      ...kept,
+      ...(count !== null ? { max_num_results: count } : {}),
+      ...(threshold !== null ? { ranking_options: { score_threshold: threshold } } : {}),
+      ...(filters !== null ? { filters: filters as AssistantTool['filters'] } : {}),
+    };
+  });
   return {
     ok: true,
     fields: {

@@ -190,7 +190,10 @@ export class AssistantsController {
 /** A refusal of the service, keyed by the form's field (`form` for the whole form). Server errors are rethrown. */
 export function fieldErrors(error: unknown): Record<string, string> {
   if (error instanceof ApiError && error.status < 500) {
-    const field = error.code === 'slug_taken' ? 'slug' : (error.param ?? 'form');
+    // file_search's options, checked by the service as `tools.<n>.<option>...`, are the editor's file_search_<option> fields.
+    const option = /^tools\.\d+\.(max_num_results|ranking_options|filters)/.exec(error.param ?? '')?.[1];
+    const field =
+      error.code === 'slug_taken' ? 'slug' : option ? `file_search_${option === 'ranking_options' ? 'score_threshold' : option}` : (error.param ?? 'form');
     return { [field]: error.message };
   }
   throw error;

@@ -159,5 +159,6 @@ function readForm(form: Form): WidgetSettingsInput {
     dailyCap: text('daily_cap'),
     historyMessages: text('history_messages'),
     maxAnswerTokens: text('max_answer_tokens'),
+    showSources: text('show_sources') === 'on',
   };
 }

@@ -1,5 +1,6 @@
 import type { ConversationStore } from '../../conversations/conversation-store';
 import type { ConversationMessage } from '../../conversations/entities/conversation-message.entity';
+import { chatAnnotationsOf, SourceLine, sourceLines } from '../../tools/citations';
 import { formatDateTime, formatMillicents } from '../format';
 
 /** The most messages a transcript page shows; the rest is a link to the API's pages. */
@@ -17,6 +18,8 @@ export interface TranscriptMessage {
   /** On a turn's reply: its cost (`$0.00021 (21 millicents)`) and the server tools it ran. */
   cost: string | null;
   toolsUsed: string[] | null;
+  /** On a reply that cited what its tools found: the sources, a linked page title or a file name each. */
+  sources: SourceLine[];
 }
 
 export interface Transcript {
@@ -48,6 +51,7 @@ function transcriptMessage(message: ConversationMessage): TranscriptMessage {
     at: formatDateTime(message.createdAt),
     cost: message.costMillicents === null ? null : costText(message.costMillicents),
     toolsUsed: message.toolsUsed,
+    sources: sourceLines(chatAnnotationsOf(message.annotations)),
   };
 }
 

@@ -4,6 +4,8 @@
 
 /** The name of the assistant's document search among the offered tools. */
 export const DOCUMENT_SEARCH_TOOL = 'file_search';
+/** The name of the web search among the offered tools. */
+export const WEB_SEARCH_TOOL = 'web_search';
 
 /** Words of greetings, thanks and chit-chat: a message made only of these asks nothing of the documents. */
 const SMALL_TALK_WORDS = new Set(
@@ -37,8 +39,9 @@ const STOP_WORDS = new Set(
   ).split(' '),
 );
 
-/** One passage of a file_search result: its document's name and its text. */
+/** One passage of a file_search result: the number it is cited by, its document's name and its text. */
 interface Passage {
+  number: string;
   documentName: string;
   content: string;
 }
@@ -49,7 +52,8 @@ const MAX_ANSWER_CHARS = 400;
 
 /**
  * The simulator's answer from what file_search returned for `question`: the passages'
- * sentences that share the most words with it (in the documents' order), with the names of
+ * sentences that share the most words with it (in the documents' order), each followed by
+ * its passage's citation marker (`[2]`), as a model asked to cite does, then the names of
  * their documents. Null when the result holds no passage (nothing matched, or the search failed).
  */
 export function answerFromPassages(question: string, toolResult: string): string | null {
@@ -59,6 +63,7 @@ export function answerFromPassages(question: string, toolResult: string): string
   const sentences = passages.flatMap((passage, passageIndex) =>
     sentencesOf(passage.content).map((text, index) => ({
       text,
+      number: passage.number,
       documentName: passage.documentName,
       order: passageIndex * 100_000 + index,
       score: new Set(termsOf(text).filter((term) => asked.has(term))).size,
@@ -70,27 +75,40 @@ export function answerFromPassages(question: string, toolResult: string): string
   const top = best[0].score;
   const chosen = top > 0 ? best.filter((sentence) => sentence.score * 2 > top).slice(0, MAX_SENTENCES) : best.slice(0, 1);
   chosen.sort((a, b) => a.order - b.order);
-  const quoted: string[] = [];
+  const quoted: typeof chosen = [];
   let length = 0;
   for (const sentence of chosen) {
     if (quoted.length > 0 && length + sentence.text.length > MAX_ANSWER_CHARS) break;
-    quoted.push(sentence.text);
+    quoted.push(sentence);
     length += sentence.text.length + 1;
   }
-  const text = quoted.join(' ');
-  const names = [...new Set(chosen.filter((sentence) => quoted.includes(sentence.text)).map((sentence) => sentence.documentName))];
-  return `${text.length > MAX_ANSWER_CHARS ? `${text.slice(0, MAX_ANSWER_CHARS - 1)}…` : text} (from ${names.join(', ')})`;
+  const cut = (text: string) => (text.length > MAX_ANSWER_CHARS ? `${text.slice(0, MAX_ANSWER_CHARS - 1)}…` : text);
+  const text = quoted.map((sentence) => `${cut(sentence.text)} [${sentence.number}]`).join(' ');
+  const names = [...new Set(quoted.map((sentence) => sentence.documentName))];
+  return `${text} (from ${names.join(', ')})`;
 }
 
 /**
- * The passages of a file_search result, as DocumentsService formats them for the model:
+ * The passages of a file_search result, as FileSearchTool formats them for the model:
  * `[1] name, passage 3\n<text>`, separated by `---` lines. Anything else holds none.
  */
 function passagesOf(toolResult: string): Passage[] {
   return toolResult.split(/\n\n---\n\n/).flatMap((block) => {
-    const match = /^\[\d+\] (.+), passage \d+\n([\s\S]*)$/.exec(block);
-    return match && match[2].trim() ? [{ documentName: match[1], content: match[2] }] : [];
+    const match = /^\[(\d+)\] (.+), passage \d+\n([\s\S]*)$/.exec(block);
+    return match && match[3].trim() ? [{ number: match[1], documentName: match[2], content: match[3] }] : [];
   });
+}
+
+/** Web results an answer names at most. */
+const MAX_WEB_RESULTS = 3;
+
+/**
+ * The simulator's answer from what web_search returned: the titles of its first results,
+ * each with its citation marker. Null when the result holds none (no results, or the search failed).
+ */
+export function answerFromWebResults(toolResult: string): string | null {
+  const results = [...toolResult.matchAll(/^\[(\d+)\] (.+)\n\s+https?:\/\/\S+$/gm)].slice(0, MAX_WEB_RESULTS);
+  return results.length ? results.map((match) => `${match[2].slice(0, 200)} [${match[1]}]`).join('; ') : null;
 }
 
 function sentencesOf(text: string): string[] {

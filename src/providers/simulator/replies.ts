@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { decode } from 'gpt-tokenizer';
 import type { ChatMessage, FunctionTool, ProviderRequest } from '../provider-adapter';
 import { countTextTokens, encodeText } from '../tokens';
-import { answerFromPassages, DOCUMENT_SEARCH_TOOL, isSmallTalk } from './document-answers';
+import { answerFromPassages, answerFromWebResults, DOCUMENT_SEARCH_TOOL, isSmallTalk, WEB_SEARCH_TOOL } from './document-answers';
 import { isPlainObject, valueForSchema } from './schema-values';
 
 // What the simulator answers a request, before it is shaped as a completion or a stream:
@@ -135,6 +135,10 @@ function toolResultAnswer(messages: ChatMessage[], last: ChatMessage, result: st
   if (call?.type === 'function' && call.function.name === DOCUMENT_SEARCH_TOOL) {
     const answer = answerFromPassages(lastUserText(messages), result);
     if (answer) return `[simulator] From your documents: ${answer}`;
+  }
+  if (call?.type === 'function' && call.function.name === WEB_SEARCH_TOOL) {
+    const answer = answerFromWebResults(result);
+    if (answer) return `[simulator] From the web: ${answer}`;
   }
   return `[simulator] The tool returned: ${excerpt(result, 400)}`;
 }

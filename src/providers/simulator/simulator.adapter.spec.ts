@@ -107,7 +107,7 @@ describe('SimulatorAdapter', () => {
         },
       ),
     );
-    expect(answer.choices[0].message.content).toBe('[simulator] From your documents: The emergency generator is tested every Tuesday. (from handbook.pdf)');
+    expect(answer.choices[0].message.content).toBe('[simulator] From your documents: The emergency generator is tested every Tuesday. [1] (from handbook.pdf)');
   });
 
   it('calls the first tool offered when required and none is named, after a tool result too', async () => {

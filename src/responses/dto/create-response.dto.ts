@@ -23,11 +23,14 @@ function IsText(): PropertyDecorator {
 }
 
 export const MESSAGE_ROLES = ['user', 'system', 'developer', 'assistant'] as const;
-export const INPUT_ITEM_TYPES = ['message', 'function_call', 'function_call_output', 'item_reference'] as const;
+export const INPUT_ITEM_TYPES = ['message', 'function_call', 'function_call_output', 'item_reference', 'file_search_call', 'web_search_call'] as const;
 const CONTENT_PART_TYPES = ['input_text', 'output_text', 'refusal', 'input_image', 'input_file', 'input_audio'];
 
-/** `include` values accepted: each asks for an output item this service never produces, so there is nothing to leave out. */
-const VACUOUS_INCLUDES = ['reasoning.encrypted_content', 'web_search_call.action.sources', 'web_search_call.results', 'file_search_call.results'];
+/**
+ * `include` values accepted: `file_search_call.results` and `web_search_call.action.sources`
+ * add the results to those output items; the others ask for what this service never produces.
+ */
+const INCLUDES = ['reasoning.encrypted_content', 'web_search_call.action.sources', 'web_search_call.results', 'file_search_call.results'];
 
 /** OpenAI's metadata bounds: 16 pairs, keys up to 64 characters, values up to 512. */
 const MAX_METADATA_PAIRS = 16;
@@ -192,6 +195,23 @@ export class ToolDto {
   @ApiPropertyOptional({ description: "file_search: must be empty or absent (the assistant's own documents are searched).", type: [String] })
   @IsOptional()
   vector_store_ids?: string[];
+
+  @ApiPropertyOptional({ description: "file_search: passages a call returns, 1 to 50 (over the assistant's setting).", minimum: 1, maximum: 50 })
+  @IsOptional()
+  max_num_results?: number;
+
+  @ApiPropertyOptional({ description: 'file_search: `{score_threshold}`, 0 to 1: only passages scoring at least this.', example: { score_threshold: 0.5 } })
+  @IsOptional()
+  ranking_options?: { score_threshold?: number };
+
+  @ApiPropertyOptional({
+    description:
+      'file_search: OpenAI\'s ComparisonFilter `{type: eq|ne|gt|gte|lt|lte|in|nin, key, value}` or CompoundFilter `{type: and|or, filters}` ' +
+      'on the documents\' attributes: `filename`, `type` (MIME type or extension) and `uploaded_at` (unix seconds). At most 4 deep and 32 comparisons.',
+    example: { type: 'and', filters: [{ type: 'eq', key: 'type', value: 'pdf' }, { type: 'gte', key: 'uploaded_at', value: 1767225600 }] },
+  })
+  @IsOptional()
+  filters?: Record<string, unknown>;
 }
 
 export class TextFormatDto {
@@ -401,11 +421,16 @@ export class CreateResponseRequestDto {
   @IsBoolean({ message: 'must be a boolean.' })
   parallel_tool_calls?: boolean;
 
-  @ApiPropertyOptional({ description: `Only values naming items never produced here: ${VACUOUS_INCLUDES.join(', ')}.`, type: [String] })
+  @ApiPropertyOptional({
+    description:
+      '`file_search_call.results` (the passages found: file_id, filename, score, text, attributes) and `web_search_call.action.sources` ' +
+      '(the pages found); also accepted, with nothing to add: reasoning.encrypted_content, web_search_call.results.',
+    type: [String],
+  })
   @IsOptional()
   @Check((include) => {
     if (!Array.isArray(include)) return mustBe('an array of strings');
-    const index = include.findIndex((value: unknown) => typeof value !== 'string' || !VACUOUS_INCLUDES.includes(value));
+    const index = include.findIndex((value: unknown) => typeof value !== 'string' || !INCLUDES.includes(value));
     return index < 0 ? null : { at: String(index), ...unsupported(`"${String(include[index])}" cannot be included here.`) };
   })
   include?: string[];

@@ -26,19 +26,21 @@ export function normalizeResults(hits: SearchResult[], maxResults: number): Sear
 }
 
 /**
- * Renders results as compact numbered text for a tool message:
+ * Renders results as compact numbered text for a tool message, each with the number the
+ * answer cites it by (`numbers`, the request's; 1, 2, ... when not given):
  *
- *   1. Title
- *      https://example.com/page
- *      Snippet text.
+ *   [1] Title
+ *       https://example.com/page
+ *       Snippet text.
  */
-export function formatResultsForModel(results: SearchResult[]): string {
+export function formatResultsForModel(results: SearchResult[], numbers?: ReadonlyArray<number | undefined>): string {
   if (results.length === 0) return 'No results found.';
   return results
     .map((result, index) => {
-      const lines = [`${index + 1}. ${oneLine(result.title) || result.url}`, `   ${result.url}`];
+      const number = numbers ? numbers[index] : index + 1;
+      const lines = [`${number === undefined ? '-' : `[${number}]`} ${oneLine(result.title) || result.url}`, `    ${result.url}`];
       const snippet = oneLine(result.snippet);
-      if (snippet) lines.push(`   ${snippet}`);
+      if (snippet) lines.push(`    ${snippet}`);
       return lines.join('\n');
     })
     .join('\n\n');

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { FunctionTool } from '../../providers/provider-adapter';
-import { queryArgument, ServerTool, ServerToolDescriptor, ToolCallError, ToolContext } from '../server-tool';
+import { CITE_INSTRUCTION, CitedSource } from '../citations';
+import { queryArgument, ServerTool, ServerToolDescriptor, ToolCallError, ToolContext, ToolRun } from '../server-tool';
 import { formatResultsForModel } from './results';
 import { WebSearchError } from './web-search-error';
 import { WebSearchService } from './web-search.service';
@@ -32,11 +33,16 @@ export class WebSearchTool implements ServerTool {
 
   constructor(private readonly webSearch: WebSearchService) {}
 
-  async run(args: string, { maxResults, signal }: ToolContext): Promise<string> {
+  async run(args: string, { maxResults, signal, sources }: ToolContext): Promise<ToolRun> {
     const query = queryArgument(args, WebSearchTool.descriptor.name);
     try {
       const results = await this.webSearch.search(query, { maxResults, signal });
-      return results.length ? formatResultsForModel(results) : 'No web results.';
+      if (results.length === 0) return { content: 'No web results.', results: [] };
+      const cited = results.map((result) => sources.add({ type: 'url', url: result.url, title: result.title }));
+      return {
+        content: `${formatResultsForModel(results, cited.map((entry) => entry?.number))}\n\n${CITE_INSTRUCTION}`,
+        results: cited.filter((entry): entry is CitedSource => entry !== undefined),
+      };
     } catch (error) {
       // A WebSearchError's message is written for the model ("web search failed: timeout").
       throw error instanceof WebSearchError ? new ToolCallError(error.message, { cause: error }) : error;

@@ -46,6 +46,7 @@ var CSS =
   '.msg.user{align-self:flex-end;background:var(--accent);color:#fff;white-space:pre-wrap}' +
   '.msg p+p,.msg ul,.msg ol,.msg pre{margin-top:6px}.msg ul,.msg ol{padding-left:20px}' +
   '.msg code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:14px}.msg pre{overflow-x:auto;white-space:pre}' +
+  '.sources{align-self:flex-start;max-width:85%;margin-top:-4px;font-size:13px;color:var(--muted)}.sources ol{margin:2px 0 0;padding-left:20px}.sources a{color:inherit;text-decoration:underline}' +
   '.msg a{color:inherit;text-decoration:underline}.msg strong{font-weight:700}.msg em{font-style:italic}' +
   '.status{padding:0 14px;font-size:14px;color:var(--muted)}.status:empty{display:none}.status.error{color:#b42318;padding:8px 14px}' +
   '.dark .status.error{color:#ff9b8e}' +
@@ -134,11 +135,29 @@ function Widget(root, config, api) {
     return node;
   }
 
+  /** The sources an answer cites, under it: linked page titles and document names (sent only when the owner shows them). */
+  function sourceList(sources) {
+    var box = el('div', { class: 'sources' }, 'Sources:');
+    var list = el('ol', {});
+    sources.forEach(function (source) {
+      var item = el('li', {});
+      if (source.url && /^https?:\/\//i.test(source.url)) item.appendChild(el('a', { href: source.url, target: '_blank', rel: 'noopener noreferrer nofollow' }, source.label));
+      else item.textContent = source.label;
+      list.appendChild(item);
+    });
+    box.appendChild(list);
+    log.appendChild(box);
+    log.scrollTop = log.scrollHeight;
+  }
+
   /** The greeting, then the conversation's messages. */
   function show(messages) {
     log.textContent = '';
     if (config.greeting) bubble('assistant', config.greeting);
-    messages.forEach(function (m) { bubble(m.role, m.content); });
+    messages.forEach(function (m) {
+      bubble(m.role, m.content);
+      if (m.sources && m.sources.length) sourceList(m.sources);
+    });
   }
 
   function say(text, isError) {
@@ -193,12 +212,14 @@ function Widget(root, config, api) {
     var answer = null;
     var written = '';
     log.setAttribute('aria-busy', 'true');
+    var sources = null;
     api.send(text, function (delta) {
       if (!answer) answer = bubble('assistant', '');
       written += delta;
       answer.innerHTML = SafeMarkdown.render(written);
       log.scrollTop = log.scrollHeight;
-    }).then(function () {
+    }, function (cited) { sources = cited; }).then(function () {
+      if (sources && sources.length && answer) sourceList(sources);
       if (written) announcer.textContent = 'Assistant: ' + written;
     }, function (error) {
       say(error.message, true);
@@ -219,8 +240,8 @@ function Widget(root, config, api) {
   }
 }
 
-/** Reads `data:` frames of a Server-Sent Events body, calling onDelta for each `{"delta"}`. */
-function readEvents(response, onDelta) {
+/** Reads `data:` frames of a Server-Sent Events body, calling onDelta for each `{"delta"}` and onSources for `{"sources"}`. */
+function readEvents(response, onDelta, onSources) {
   var reader = response.body.getReader();
   var decoder = new TextDecoder();
   var pending = '';
@@ -229,6 +250,7 @@ function readEvents(response, onDelta) {
     var event = JSON.parse(line.slice(6));
     if (event.error) throw new Error(event.error.message);
     if (event.delta) onDelta(event.delta);
+    if (event.sources && onSources) onSources(event.sources);
   }
   function next() {
     return reader.read().then(function (chunk) {
@@ -291,7 +313,7 @@ function Api(base, widgetId) {
   this.restart = function () {
     return asVisitor(function (t) { return fetch(base + query(t), { method: 'DELETE', credentials: 'omit' }); }).then(function (r) { if (!r.ok) throw new Error(); });
   };
-  this.send = function (message, onDelta) {
+  this.send = function (message, onDelta, onSources) {
     return asVisitor(function (t) {
       return fetch(base + '/messages', {
         method: 'POST',
@@ -301,7 +323,7 @@ function Api(base, widgetId) {
       }).then(null, offline);
     }).then(function (response) {
       if (!response.ok) return failure(response).then(function (e) { throw e; });
-      return readEvents(response, onDelta);
+      return readEvents(response, onDelta, onSources);
     });
   };
 }

@@ -66,6 +66,10 @@ export class Widget {
   @Column({ name: 'max_answer_tokens', type: 'integer', default: 512 })
   maxAnswerTokens: number;
 
+  /** Whether visitors see the sources an answer cites (titles of web pages, names of documents). */
+  @Column({ name: 'show_sources', type: 'boolean', default: false })
+  showSources: boolean;
+
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;
 
