@@ -37,7 +37,6 @@ const NOT_YET_IN_A_STORE: Record<string, string> = {
   'widget/widgets.service.ts': 'widget: under change in its own branch',
   'billing/billing.ts': 'names the database a settlement journal belongs to (pg_control_system), no table',
   // Not moved yet.
-  'conversations/conversation-search.ts': 'conversations: search builds its statements with its window and filters; moves whole',
   'usage/usage.service.ts': "usage: the insert of a record without a settlement; moves to usage-records-store.ts (and that spec's fake)",
 };
 
