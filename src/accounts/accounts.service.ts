@@ -1,11 +1,9 @@
 import { Injectable } from '@nestjs/common';
-import { InjectRepository } from '@nestjs/typeorm';
-import { EntityManager, In, Repository } from 'typeorm';
-import { queryRows } from '../common/database/query-rows';
+import { EntityManager } from 'typeorm';
 import { ApiError } from '../common/errors/api-error';
 import { WorkspacesService } from '../workspaces/workspaces.service';
-import { Membership, Role } from './entities/membership.entity';
-import { OneTimeToken, OneTimeTokenPurpose } from './entities/one-time-token.entity';
+import { AccountsStore } from './accounts-store';
+import { OneTimeTokenPurpose } from './entities/one-time-token.entity';
 import { User } from './entities/user.entity';
 import { isLinkSecret, newLinkSecret, sha256 } from './link-secrets';
 import { hashPassword, passwordProblem, verifyPassword } from './passwords';
@@ -43,7 +41,7 @@ export interface SignedUp {
 @Injectable()
 export class AccountsService {
   constructor(
-    @InjectRepository(User) private readonly users: Repository<User>,
+    private readonly store: AccountsStore,
     private readonly workspaces: WorkspacesService,
   ) {}
 
@@ -78,13 +76,13 @@ export class AccountsService {
           manager,
         );
         workspaceId = created.workspace.id;
-        await manager.insert(Membership, { workspaceId, userId: user.id, role: 'owner' as Role });
+        await this.store.addOwner(manager, workspaceId, user.id);
       }
       await options.onCreated?.(user, manager);
       const verificationToken = emailVerifiedAt ? null : await this.issueToken(user.id, 'verify_email', manager);
       return { user, workspaceId, verificationToken };
     };
-    return this.users.manager.transaction(work);
+    return this.store.transaction(work);
   }
 
   /**
@@ -102,17 +100,13 @@ export class AccountsService {
       passwordHash: null,
       emailVerifiedAt: new Date(),
     });
-    await manager.insert(Membership, { workspaceId, userId: user.id, role: 'owner' as Role });
+    await this.store.addOwner(manager, workspaceId, user.id);
     return user;
   }
 
   /** The account of these credentials, or null; as slow for an unknown email as for a wrong password. */
   async authenticate(email: string, password: string): Promise<User | null> {
-    const row = await this.users
-      .createQueryBuilder('user')
-      .addSelect('user.passwordHash')
-      .where('user.email = :email', { email: safeEmail(email) })
-      .getOne();
+    const row = await this.store.withPasswordHashByEmail(safeEmail(email));
     const valid = await verifyPassword(row?.passwordHash ?? null, password);
     if (!row || !valid) return null;
     delete (row as Partial<User>).passwordHash;
@@ -124,20 +118,15 @@ export class AccountsService {
    * account: the sign-in throttle names an account's windows after it, so a reset starts them afresh.
    */
   async passwordEpoch(email: string): Promise<number | null> {
-    const rows: { epoch: string }[] = await this.users.query(
-      `SELECT (extract(epoch FROM sessions_valid_from) * 1000)::bigint::text AS epoch FROM users WHERE email = $1`,
-      [safeEmail(email)],
-    );
-    return rows[0] ? Number(rows[0].epoch) : null;
+    return this.store.passwordEpoch(safeEmail(email));
   }
 
   async hasPassword(userId: string): Promise<boolean> {
-    const rows: unknown[] = await this.users.query(`SELECT 1 FROM users WHERE id = $1 AND password_hash IS NOT NULL`, [userId]);
-    return rows.length > 0;
+    return this.store.hasPassword(userId);
   }
 
   async findById(userId: string): Promise<User | null> {
-    return this.users.findOneBy({ id: userId });
+    return this.store.findById(userId);
   }
 
   /**
@@ -146,25 +135,20 @@ export class AccountsService {
    */
   async namesOf(userIds: ReadonlyArray<string | null>): Promise<Map<string, string>> {
     const ids = [...new Set(userIds.filter((id): id is string => id !== null))];
-    const users = ids.length > 0 ? await this.users.find({ select: { id: true, name: true }, where: { id: In(ids) } }) : [];
+    const users = ids.length > 0 ? await this.store.namesOf(ids) : [];
     return new Map(users.map((user) => [user.id, user.name]));
   }
 
   async findByEmail(email: string): Promise<User | null> {
-    return this.users.findOneBy({ email: safeEmail(email) });
+    return this.store.findByEmail(safeEmail(email));
   }
 
   async updateName(userId: string, name: string): Promise<void> {
-    await this.users.update({ id: userId }, { name: normalizeName(name) });
+    await this.store.setName(userId, normalizeName(name));
   }
 
   async markEmailVerified(userId: string): Promise<void> {
-    await this.users
-      .createQueryBuilder()
-      .update()
-      .set({ emailVerifiedAt: () => 'COALESCE(email_verified_at, now())' })
-      .where('id = :userId', { userId })
-      .execute();
+    await this.store.markEmailVerified(userId);
   }
 
   /**
@@ -173,11 +157,7 @@ export class AccountsService {
    * account without a password (first start) sets its first one without it.
    */
   async changePassword(userId: string, newPassword: string, currentPassword?: string): Promise<Date> {
-    const row = await this.users
-      .createQueryBuilder('user')
-      .addSelect('user.passwordHash')
-      .where('user.id = :userId', { userId })
-      .getOne();
+    const row = await this.store.withPasswordHashById(userId);
     if (!row) throw ApiError.notFound('No such account.', 'user_not_found');
     if (row.passwordHash !== null && !(await verifyPassword(row.passwordHash, currentPassword ?? ''))) {
       throw ApiError.badRequest('Your current password is not right.', 'current_password', 'wrong_password');
@@ -191,18 +171,15 @@ export class AccountsService {
    * what an intruder holds).
    */
   async resetPassword(token: string, newPassword: string): Promise<User> {
-    return this.users.manager.transaction(async (manager) => {
+    return this.store.transaction(async (manager) => {
       const userId = await this.consumeToken(token, 'reset_password', manager);
       if (!userId) throw invalidLink();
-      const user = await manager.findOneByOrFail(User, { id: userId });
+      const user = await this.store.findById(userId, manager);
+      if (!user) throw invalidLink();
       await this.setPassword(userId, user.email, newPassword, manager);
-      await manager.query(
-        `UPDATE one_time_tokens SET used_at = now()
-          WHERE user_id = $1 AND purpose IN ('reset_password', 'sign_in') AND used_at IS NULL`,
-        [userId],
-      );
+      await this.store.spendOutstandingTokens(manager, userId, ['reset_password', 'sign_in']);
       // Whoever holds the link has read the mailbox: the address is verified.
-      await manager.update(User, { id: userId }, { emailVerifiedAt: user.emailVerifiedAt ?? new Date() });
+      await this.store.setEmailVerifiedAt(manager, userId, user.emailVerifiedAt ?? new Date());
       return user;
     });
   }
@@ -210,12 +187,11 @@ export class AccountsService {
   /** A new single-use link secret for the person; only its SHA-256 is kept. */
   async issueToken(userId: string, purpose: OneTimeTokenPurpose, manager?: EntityManager): Promise<string> {
     const { secret: token, hash } = newLinkSecret();
-    await (manager ?? this.users.manager).insert(OneTimeToken, {
+    await this.store.insertToken(manager, {
       userId,
       purpose,
       tokenHash: hash,
       expiresAt: new Date(Date.now() + TOKEN_LIFETIME_MS[purpose]),
-      usedAt: null,
     });
     return token;
   }
@@ -226,50 +202,29 @@ export class AccountsService {
    */
   async consumeToken(token: string, purpose: OneTimeTokenPurpose, manager?: EntityManager): Promise<string | null> {
     if (!isLinkSecret(token)) return null;
-    // queryRows: TypeORM answers an UPDATE with [rows, rowCount], not with the rows.
-    const rows = await queryRows<{ user_id: string }>(
-      manager ?? this.users.manager,
-      `UPDATE one_time_tokens SET used_at = now()
-        WHERE token_hash = $1 AND purpose = $2 AND used_at IS NULL AND expires_at > now()
-        RETURNING user_id`,
-      [sha256(token), purpose],
-    );
-    return rows[0]?.user_id ?? null;
+    return this.store.spendToken(manager, sha256(token), purpose);
   }
 
   /** Whether a link can still be used, without spending it (to show its form). */
   async tokenIsUsable(token: string, purpose: OneTimeTokenPurpose): Promise<boolean> {
     if (!isLinkSecret(token)) return false;
-    const rows: unknown[] = await this.users.query(
-      `SELECT 1 FROM one_time_tokens WHERE token_hash = $1 AND purpose = $2 AND used_at IS NULL AND expires_at > now()`,
-      [sha256(token), purpose],
-    );
-    return rows.length > 0;
+    return this.store.tokenIsUsable(sha256(token), purpose);
   }
 
   private async setPassword(userId: string, email: string, password: string, manager?: EntityManager): Promise<Date> {
     const problem = passwordProblem(password, email);
     if (problem) throw ApiError.badRequest(problem, 'password', 'weak_password');
     const passwordHash = await hashPassword(password);
-    const [{ now }] = await queryRows<{ now: Date }>(
-      manager ?? this.users.manager,
-      `UPDATE users SET password_hash = $2, sessions_valid_from = now(), updated_at = now() WHERE id = $1 RETURNING now() AS now`,
-      [userId, passwordHash],
-    );
-    return now;
+    return this.store.setPasswordHash(manager, userId, passwordHash);
   }
 
   private async insertUser(
     manager: EntityManager,
     fields: { email: string; name: string; passwordHash: string | null; emailVerifiedAt: Date | null },
   ): Promise<User> {
-    const rows: { id: string }[] = await manager.query(
-      `INSERT INTO users (email, name, password_hash, email_verified_at) VALUES ($1, $2, $3, $4)
-       ON CONFLICT (email) DO NOTHING RETURNING id`,
-      [fields.email, fields.name, fields.passwordHash, fields.emailVerifiedAt],
-    );
-    if (rows.length === 0) throw ApiError.conflict('An account with this email exists.', 'email_taken');
-    return manager.findOneByOrFail(User, { id: rows[0].id });
+    const user = await this.store.insertUser(manager, fields);
+    if (!user) throw ApiError.conflict('An account with this email exists.', 'email_taken');
+    return user;
   }
 }
 

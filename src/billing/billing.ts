@@ -16,6 +16,7 @@ import { MetricsService } from '../metrics/metrics.service';
 import { BillingIncidents, BillingPorts, BillingSession, Estimate } from './billing-session';
 import { PendingSettlements } from '../common/settlements/pending-settlements';
 import { KeyBudgets } from './key-budgets';
+import { KeyHoldsStore } from './key-holds-store';
 import { SettlementJournal } from './settlement-journal';
 import { SettlementWriter } from './settlement-writer';
 import { refusedUsageRecord, UsageSubject } from './usage-record';
@@ -53,7 +54,7 @@ export class Billing implements BillingPorts, OnApplicationBootstrap, BeforeAppl
     @Optional() metrics?: MetricsService,
   ) {
     this.holdTtlMs = config.holdTtlMs;
-    this.keyBudgets = new KeyBudgets(() => dataSource.manager);
+    this.keyBudgets = new KeyBudgets(new KeyHoldsStore(() => dataSource.manager));
     this.settlements = new SettlementWriter({
       wallet,
       usage,

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { EntityManager } from 'typeorm';
-import { queryRows } from '../common/database/query-rows';
 import type { SpendPeriod } from '../common/http/request-context';
+import type { KeyHoldsStore } from './key-holds-store';
 
 /** An API key's spending limit, as a request's estimate carries it. */
 export interface KeyBudget {
@@ -27,7 +26,7 @@ export interface KeyHold {
  * HOLD_TTL_MS past its last heartbeat, so a process that died frees its key's budget.
  */
 export class KeyBudgets {
-  constructor(private readonly manager: () => EntityManager) {}
+  constructor(private readonly store: KeyHoldsStore) {}
 
   /** Holds `amount` against the key; null with what the key had left when its limit cannot cover it. */
   async reserve(budget: KeyBudget, amount: number, ttlMs: number): Promise<{ hold: KeyHold | null; remainingMillicents: number }> {
@@ -45,35 +44,22 @@ export class KeyBudgets {
   }
 
   async keepAlive(hold: KeyHold, ttlMs: number): Promise<void> {
-    await this.manager().query(`UPDATE api_key_holds SET expires_at = now() + make_interval(secs => $2::double precision / 1000) WHERE id = $1`, [
-      hold.id,
-      ttlMs,
-    ]);
+    await this.store.keepAlive(hold.id, ttlMs);
   }
 
   /** The request ended (its charge committed, or nothing was charged): its hold goes. */
   async release(hold: KeyHold): Promise<void> {
-    await this.manager().query(`DELETE FROM api_key_holds WHERE id = $1`, [hold.id]);
+    await this.store.release(hold.id);
   }
 
   /** What the key's requests in flight hold now: the part of its limit that comes back as they settle. */
-  async held(budget: KeyBudget): Promise<number> {
-    const [row] = await queryRows<{ held: string }>(
-      this.manager(),
-      `SELECT coalesce(sum(amount_millicents), 0) AS held FROM api_key_holds WHERE api_key_id = $1 AND expires_at >= now()`,
-      [budget.apiKeyId],
-    );
-    return Number(row.held);
+  held(budget: KeyBudget): Promise<number> {
+    return this.store.held(budget.apiKeyId);
   }
 
   /** What the key has left, before this amount (held only when that covers it). */
-  private async admit(hold: KeyHold, amount: number, ttlMs: number): Promise<number> {
+  private admit(hold: KeyHold, amount: number, ttlMs: number): Promise<number> {
     const { apiKeyId, limitMillicents, period } = hold.budget;
-    const [row] = await queryRows<{ remaining: string }>(
-      this.manager(),
-      `SELECT reserve_key_budget($1, $2, $3, $4, $5, $6) AS remaining`,
-      [apiKeyId, hold.id, amount, limitMillicents, period, ttlMs],
-    );
-    return Number(row.remaining);
+    return this.store.reserve({ apiKeyId, holdId: hold.id, amount, limitMillicents, period, ttlMs });
   }
 }

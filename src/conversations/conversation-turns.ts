@@ -1,13 +1,11 @@
 import { Injectable } from '@nestjs/common';
-import { InjectRepository } from '@nestjs/typeorm';
 import { isUUID } from 'class-validator';
-import { EntityManager, Repository } from 'typeorm';
-import { queryRows } from '../common/database/query-rows';
+import { EntityManager } from 'typeorm';
 import { ApiError } from '../common/errors/api-error';
 import type { ChatMessage } from '../providers/provider-adapter';
 import { formatMegabytes, MAX_CONVERSATION_CONTENT_BYTES, MAX_CONVERSATION_MESSAGES } from './conversation-limits';
 import { conversationNotFound } from './conversation-store';
-import { ConversationMessage } from './entities/conversation-message.entity';
+import { ConversationTurnsStore } from './conversation-turns-store';
 import { Conversation } from './entities/conversation.entity';
 import { costDecimal, IncomingMessage, incomingBytes, storedMessage, toChatMessage, TurnMessage } from './stored-messages';
 
@@ -40,10 +38,7 @@ export interface AppendedTurn {
  */
 @Injectable()
 export class ConversationTurns {
-  constructor(
-    @InjectRepository(Conversation) private readonly conversations: Repository<Conversation>,
-    @InjectRepository(ConversationMessage) private readonly conversationMessages: Repository<ConversationMessage>,
-  ) {}
+  constructor(private readonly store: ConversationTurnsStore) {}
 
   /**
    * For the chat module, when a request carries `conversation_id`: the conversation, with
@@ -54,9 +49,7 @@ export class ConversationTurns {
    *   for an unknown or malformed id, or another workspace's conversation.
    */
   async findForChat(workspaceId: string, conversationId: string): Promise<Conversation> {
-    const conversation = isUUID(conversationId)
-      ? await this.conversations.findOneBy({ id: conversationId, workspaceId })
-      : null;
+    const conversation = isUUID(conversationId) ? await this.store.find(workspaceId, conversationId) : null;
     if (!conversation) throw conversationNotFound(conversationId, 'conversation_id');
     return conversation;
   }
@@ -72,23 +65,7 @@ export class ConversationTurns {
   async historyWithin(workspaceId: string, conversationId: string, budgetTokens: number): Promise<ChatMessage[]> {
     if (!(budgetTokens >= 1) || !isUUID(conversationId) || !isUUID(workspaceId)) return [];
     const budget = Math.min(Math.floor(budgetTokens), Number.MAX_SAFE_INTEGER);
-    // The window sum runs newest first over the stored token counts only; the content is
-    // read for the messages that fit. Tokens are never negative, so what fits is a suffix.
-    const stored = await this.conversationMessages
-      .createQueryBuilder('m')
-      .where('m.conversation_id = :conversationId AND m.workspace_id = :workspaceId', { conversationId, workspaceId })
-      .andWhere(
-        `m.position >= (
-           SELECT min(newest.position) FILTER (WHERE newest.role <> 'tool')
-             FROM (SELECT position, role,
-                          sum(tokens) OVER (ORDER BY position DESC ROWS UNBOUNDED PRECEDING) AS tokens_through
-                     FROM conversation_messages
-                    WHERE conversation_id = :conversationId AND workspace_id = :workspaceId) newest
-            WHERE newest.tokens_through <= :budget)`,
-        { budget },
-      )
-      .orderBy('m.position', 'ASC')
-      .getMany();
+    const stored = await this.store.newestWithin(workspaceId, conversationId, budget);
     // Stored messages were OpenAI chat messages, and come back as such.
     return stored.map((row) => toChatMessage(row) as ChatMessage);
   }
@@ -146,62 +123,29 @@ export class ConversationTurns {
     }
     if (!isUUID(conversationId) || !isUUID(workspaceId)) return null;
 
-    const [updated] = await queryRows<{ message_count: number; last_message_at: Date | null }>(
-      manager,
-      `UPDATE conversations SET
-         message_count = message_count + $3::integer,
-         total_input_tokens = total_input_tokens + $4::bigint,
-         total_output_tokens = total_output_tokens + $5::bigint,
-         total_cost_millicents = total_cost_millicents + $6::numeric,
-         content_bytes = content_bytes + $7::bigint,
-         last_message_at = CASE WHEN $3::integer > 0 THEN now() ELSE last_message_at END,
-         updated_at = now()
-       WHERE id = $1 AND workspace_id = $2
-       RETURNING message_count, last_message_at`,
-      [
-        conversationId,
-        workspaceId,
-        rows.length,
-        params.inputTokens,
-        params.outputTokens,
-        cost,
-        rows.reduce((sum, row) => sum + row.bytes, 0),
-      ],
-    );
+    const updated = await this.store.addToCounters(manager, {
+      workspaceId,
+      conversationId,
+      messages: rows.length,
+      inputTokens: params.inputTokens,
+      outputTokens: params.outputTokens,
+      cost,
+      bytes: rows.reduce((sum, row) => sum + row.bytes, 0),
+    });
     if (!updated) return null;
     const result: AppendedTurn = { messageIds: [], messageCount: updated.message_count, lastMessageAt: updated.last_message_at };
     if (rows.length === 0) return result;
 
-    // The row lock taken by the UPDATE is held until the transaction ends, so no other turn
-    // can take these positions.
-    const inserted = await queryRows<{ id: string; position: number }>(
-      manager,
-      `INSERT INTO conversation_messages
-         (conversation_id, workspace_id, position, role, content_type, content, tool_calls, tool_call_id, tokens, cost_millicents, tools_used, annotations)
-       SELECT $1, $2, $3::integer + m.ord, m.role, m.content_type, m.content, m.tool_calls::jsonb, m.tool_call_id, m.tokens,
-              -- The turn's cost and tools go on its last message, the reply.
-              CASE WHEN m.ord = cardinality($4::text[]) THEN $10::numeric END,
-              CASE WHEN m.ord = cardinality($4::text[]) THEN $11::text[] END,
-              m.annotations::jsonb
-         FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::integer[], $12::text[])
-              WITH ORDINALITY AS m(role, content_type, content, tool_calls, tool_call_id, tokens, annotations, ord)
-        ORDER BY m.ord
-       RETURNING id, position`,
-      [
-        conversationId,
-        workspaceId,
-        updated.message_count - rows.length,
-        rows.map((row) => row.role),
-        rows.map((row) => row.contentType),
-        rows.map((row) => row.content),
-        rows.map((row) => row.toolCallsJson),
-        rows.map((row) => row.toolCallId),
-        rows.map((row) => row.tokens),
-        cost,
-        params.toolsUsed ? [...params.toolsUsed] : null,
-        rows.map((row) => row.annotationsJson),
-      ],
-    );
+    // The row lock taken by the counters' UPDATE is held until the transaction ends, so no
+    // other turn can take these positions.
+    const inserted = await this.store.insertMessages(manager, {
+      workspaceId,
+      conversationId,
+      firstPosition: updated.message_count - rows.length,
+      rows,
+      cost,
+      toolsUsed: params.toolsUsed ? [...params.toolsUsed] : null,
+    });
     result.messageIds = inserted.sort((a, b) => a.position - b.position).map((row) => row.id);
     return result;
   }

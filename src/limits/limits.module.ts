@@ -11,6 +11,7 @@ import { LimitsController } from './limits.controller';
 import { NerfingRule } from './nerfing/entities/nerfing-rule.entity';
 import { MemoryNerfingCounters, NERFING_COUNTERS, RedisNerfingCounters } from './nerfing/nerfing-counters';
 import { NerfingRulesService } from './nerfing/nerfing-rules.service';
+import { NerfingRulesStore } from './nerfing/nerfing-rules-store';
 import { NerfingService } from './nerfing/nerfing.service';
 import { RateLimitService } from './rate-limit.service';
 import { workspaceThrottling, WorkspaceThrottlerGuard } from './workspace-throttler.guard';
@@ -36,6 +37,7 @@ import { workspaceThrottling, WorkspaceThrottlerGuard } from './workspace-thrott
     RateLimitService,
     WorkspaceThrottlerGuard,
     NerfingRulesService,
+    NerfingRulesStore,
     NerfingService,
     {
       // Nerfing counters live where the rate limits' do: on the same Redis connection when there is one.

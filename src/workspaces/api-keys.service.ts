@@ -1,12 +1,11 @@
 import { BeforeApplicationShutdown, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
-import { InjectRepository } from '@nestjs/typeorm';
 import { createHash, randomBytes } from 'node:crypto';
-import { EntityManager, Repository } from 'typeorm';
+import { EntityManager } from 'typeorm';
 import { ApiError } from '../common/errors/api-error';
 import { assertUuid } from '../common/validation/uuid';
 import type { Principal } from '../common/http/request-context';
 import { ApiKey } from './entities/api-key.entity';
-import { Workspace } from './entities/workspace.entity';
+import { ApiKeysStore } from './api-keys-store';
 import { effectiveRateLimitRpm } from '../limits/tier-policy';
 import { ModelsService } from '../models/models.service';
 import { addressRanges, checkedKeyLimits, hasKeyLimits, KeyLimits, KeyLimitsChange, NO_KEY_LIMITS } from './key-limits';
@@ -74,23 +73,6 @@ export interface ApiKeySummary {
   limits: KeyLimits;
 }
 
-interface ApiKeySummaryRow {
-  id: string;
-  name: string | null;
-  display_prefix: string;
-  created_at: Date;
-  created_by: string | null;
-  expires_at: Date | null;
-  last_used_at: Date | null;
-  revoked_at: Date | null;
-  spend_limit_millicents: string | null;
-  spend_limit_period: KeyLimits['spendLimitPeriod'];
-  allowed_models: string[] | null;
-  allowed_assistants: string[] | null;
-  rate_limit_rpm: number | null;
-  allowed_ips: string[] | null;
-}
-
 @Injectable()
 export class ApiKeysService implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger('ApiKeys');
@@ -108,8 +90,7 @@ export class ApiKeysService implements OnApplicationBootstrap, BeforeApplication
   private warnedFull = false;
 
   constructor(
-    @InjectRepository(ApiKey) private readonly keys: Repository<ApiKey>,
-    @InjectRepository(Workspace) private readonly workspaces: Repository<Workspace>,
+    private readonly store: ApiKeysStore,
     private readonly models: ModelsService,
   ) {}
 
@@ -157,13 +138,10 @@ export class ApiKeysService implements OnApplicationBootstrap, BeforeApplication
     }
     if (createdBy !== null) assertUuid(createdBy, 'created_by');
 
-    const workspaces = manager ? manager.getRepository(Workspace) : this.workspaces;
-    const keys = manager ? manager.getRepository(ApiKey) : this.keys;
-    const workspace = await workspaces.findOneBy({ id: workspaceId });
-    if (!workspace) throw ApiError.notFound(`No workspace with id ${workspaceId}.`, 'workspace_not_found');
+    if (!(await this.store.workspaceExists(workspaceId, manager))) throw ApiError.notFound(`No workspace with id ${workspaceId}.`, 'workspace_not_found');
     const apiKey = `sk-${randomBytes(32).toString('base64url')}`;
-    const row = await keys.save(
-      keys.create({
+    const row = await this.store.insert(
+      {
         workspaceId,
         name,
         keyHash: hashKey(apiKey),
@@ -173,7 +151,8 @@ export class ApiKeysService implements OnApplicationBootstrap, BeforeApplication
         expiresAt,
         lastUsedAt: null,
         ...limits,
-      }),
+      },
+      manager,
     );
     return { id: row.id, apiKey, displayPrefix: row.displayPrefix, expiresAt: row.expiresAt };
   }
@@ -181,14 +160,7 @@ export class ApiKeysService implements OnApplicationBootstrap, BeforeApplication
   /** The workspace's keys, newest first, with the id of who made them. Revoked and expired ones included. */
   async list(workspaceId: string): Promise<ApiKeySummary[]> {
     assertUuid(workspaceId, 'workspace');
-    const rows: ApiKeySummaryRow[] = await this.keys.query(
-      `SELECT id, name, display_prefix, created_at, created_by, expires_at, last_used_at, revoked_at,
-              spend_limit_millicents, spend_limit_period, allowed_models, allowed_assistants, rate_limit_rpm, allowed_ips
-         FROM api_keys
-        WHERE workspace_id = $1
-        ORDER BY created_at DESC, id DESC`,
-      [workspaceId],
-    );
+    const rows = await this.store.summaries(workspaceId);
     const now = Date.now();
     return rows.map((row) => ({
       id: row.id,
@@ -219,17 +191,17 @@ export class ApiKeysService implements OnApplicationBootstrap, BeforeApplication
   async setLimits(keyId: string, change: KeyLimitsChange, workspaceId?: string): Promise<{ id: string; limits: KeyLimits }> {
     assertUuid(keyId, 'key');
     if (workspaceId !== undefined) assertUuid(workspaceId, 'workspace');
-    const key = await this.keys.findOneBy(workspaceId === undefined ? { id: keyId } : { id: keyId, workspaceId });
+    const key = await this.store.find(keyId, workspaceId);
     if (!key) throw ApiError.notFound(`No API key with id ${keyId}.`, 'api_key_not_found');
     const limits = checkedKeyLimits(limitsOf(key), change, this.catalog);
-    await this.keys.update({ id: keyId }, limits);
+    await this.store.update(keyId, limits);
     this.forget(key.keyHash);
     return { id: keyId, limits };
   }
 
   /** The key's own row, for GET /v1/key: its name, limits and dates. */
   async describe(keyId: string): Promise<ApiKey> {
-    const key = await this.keys.findOneBy({ id: keyId });
+    const key = await this.store.find(keyId);
     if (!key) throw ApiError.notFound(`No API key with id ${keyId}.`, 'api_key_not_found');
     return key;
   }
@@ -249,10 +221,10 @@ export class ApiKeysService implements OnApplicationBootstrap, BeforeApplication
   async revoke(keyId: string, workspaceId?: string): Promise<{ id: string; revoked_at: string }> {
     assertUuid(keyId, 'key');
     if (workspaceId !== undefined) assertUuid(workspaceId, 'workspace');
-    const key = await this.keys.findOneBy(workspaceId === undefined ? { id: keyId } : { id: keyId, workspaceId });
+    const key = await this.store.find(keyId, workspaceId);
     if (!key) throw ApiError.notFound(`No API key with id ${keyId}.`, 'api_key_not_found');
     const revokedAt = key.revokedAt ?? new Date();
-    if (!key.revokedAt) await this.keys.update({ id: keyId }, { revokedAt });
+    if (!key.revokedAt) await this.store.update(keyId, { revokedAt });
     this.forget(key.keyHash);
     return { id: keyId, revoked_at: revokedAt.toISOString() };
   }
@@ -324,13 +296,7 @@ export class ApiKeysService implements OnApplicationBootstrap, BeforeApplication
     const batch = [...this.pendingUses];
     this.pendingUses.clear();
     try {
-      await this.keys.query(
-        `UPDATE api_keys
-            SET last_used_at = GREATEST(COALESCE(last_used_at, '-infinity'), v.used_at)
-           FROM unnest($1::uuid[], $2::timestamptz[]) AS v(id, used_at)
-          WHERE api_keys.id = v.id`,
-        [batch.map(([id]) => id), batch.map(([, usedAt]) => new Date(usedAt).toISOString())],
-      );
+      await this.store.writeLastUsed(batch);
       this.warnedFull = false;
       return batch.length;
     } catch (error) {
@@ -347,7 +313,7 @@ export class ApiKeysService implements OnApplicationBootstrap, BeforeApplication
 
   private async lookUp(hash: string): Promise<Principal | null> {
     const generation = this.cacheGeneration;
-    const key = await this.keys.findOne({ where: { keyHash: hash }, relations: { workspace: true } });
+    const key = await this.store.findByHashWithWorkspace(hash);
     const now = Date.now();
     const expiresAt = key?.expiresAt ? key.expiresAt.getTime() : Infinity;
     const principal: Principal | null =

@@ -5,6 +5,7 @@ import { ModelsModule } from '../models/models.module';
 import { WalletModule } from '../wallet/wallet.module';
 import { ApiKeyGuard } from './api-key.guard';
 import { ApiKeysService } from './api-keys.service';
+import { ApiKeysStore } from './api-keys-store';
 import { ApiKey } from './entities/api-key.entity';
 import { Workspace } from './entities/workspace.entity';
 import { WorkspacesService } from './workspaces.service';
@@ -15,7 +16,7 @@ import { PendingSettlementsModule } from '../common/settlements/pending-settleme
 @Module({
   imports: [TypeOrmModule.forFeature([Workspace, ApiKey]), WalletModule, LimitsModule, ModelsModule, PendingSettlementsModule],
   controllers: [KeyController],
-  providers: [WorkspacesService, ApiKeysService, ApiKeyGuard, KeySpendService],
+  providers: [WorkspacesService, ApiKeysService, ApiKeysStore, ApiKeyGuard, KeySpendService],
   exports: [WorkspacesService, ApiKeysService, ApiKeyGuard, KeySpendService],
 })
 export class WorkspacesModule {}

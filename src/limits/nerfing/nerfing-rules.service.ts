@@ -1,13 +1,13 @@
 import { Injectable } from '@nestjs/common';
-import { InjectRepository } from '@nestjs/typeorm';
 import { isUUID } from 'class-validator';
-import { EntityManager, Repository } from 'typeorm';
+import { EntityManager } from 'typeorm';
 import { ApiError } from '../../common/errors/api-error';
 import type { TierName } from '../../common/tier-name';
 import { ModelsService } from '../../models/models.service';
 import { TIERS, UNLIMITED } from '../tier-policy';
 import { NerfingRule } from './entities/nerfing-rule.entity';
 import { NerfingRuleInput, parseRuleInput } from './nerfing-rule';
+import { NerfingRulesStore } from './nerfing-rules-store';
 
 /**
  * How long a process keeps a workspace's rules for the chat path. A change made through
@@ -33,13 +33,13 @@ export class NerfingRulesService {
   private readonly cache = new Map<string, CacheEntry>();
 
   constructor(
-    @InjectRepository(NerfingRule) private readonly rules: Repository<NerfingRule>,
+    private readonly store: NerfingRulesStore,
     private readonly models: ModelsService,
   ) {}
 
   /** The workspace's rules in the order they apply. */
   list(workspaceId: string): Promise<NerfingRule[]> {
-    return this.rules.find({ where: { workspaceId }, order: { position: 'ASC', createdAt: 'ASC' } });
+    return this.store.list(workspaceId);
   }
 
   /** The rules, as cached for the chat path (at most NERFING_RULES_CACHE_MS old). */
@@ -63,13 +63,10 @@ export class NerfingRulesService {
    */
   async add(workspaceId: string, input: NerfingRuleInput): Promise<NerfingRule> {
     const fields = parseRuleInput(input, (id) => this.models.find(id));
-    const rule = await this.rules.manager.transaction(async (manager) => {
-      const tier = await lockedTier(manager, workspaceId);
+    const rule = await this.store.transaction(async (manager) => {
+      const tier = await this.lockedTier(manager, workspaceId);
       const limit = TIERS[tier].maxNerfingRules;
-      const [{ count, last }] = (await manager.query(
-        'SELECT count(*)::int AS count, max(position) AS last FROM nerfing_rules WHERE workspace_id = $1',
-        [workspaceId],
-      )) as { count: number; last: number | null }[];
+      const { count, last } = await this.store.countAndLast(manager, workspaceId);
       if (limit !== UNLIMITED && count >= limit) {
         throw ApiError.permissionDenied(
           `The ${tier} tier allows ${limit} nerfing rule${limit === 1 ? '' : 's'} per workspace, and this workspace has ${count}. ` +
@@ -77,7 +74,7 @@ export class NerfingRulesService {
           'nerfing_rule_limit_reached',
         );
       }
-      return manager.save(manager.create(NerfingRule, { ...fields, workspaceId, position: (last ?? 0) + 1 }));
+      return this.store.insert(manager, { ...fields, workspaceId, position: (last ?? 0) + 1 });
     });
     this.cache.delete(workspaceId);
     return rule;
@@ -86,17 +83,17 @@ export class NerfingRulesService {
   /** Deletes a rule of the workspace; another workspace's rule is "not found", like an unknown id. */
   async remove(workspaceId: string, ruleId: string): Promise<void> {
     if (!isUUID(ruleId)) throw notFound();
-    const { affected } = await this.rules.delete({ id: ruleId, workspaceId });
+    const deleted = await this.store.delete(workspaceId, ruleId);
     this.cache.delete(workspaceId);
-    if (!affected) throw notFound();
+    if (!deleted) throw notFound();
   }
 
   /** Swaps a rule with its neighbour above (`up`) or below (`down`); at either end, nothing changes. */
   async move(workspaceId: string, ruleId: string, direction: 'up' | 'down'): Promise<void> {
     if (!isUUID(ruleId)) throw notFound();
-    await this.rules.manager.transaction(async (manager) => {
-      await lockedTier(manager, workspaceId);
-      const rules = await manager.find(NerfingRule, { where: { workspaceId }, order: { position: 'ASC', createdAt: 'ASC' } });
+    await this.store.transaction(async (manager) => {
+      await this.lockedTier(manager, workspaceId);
+      const rules = await this.store.list(workspaceId, manager);
       const at = rules.findIndex((rule) => rule.id === ruleId);
       if (at < 0) throw notFound();
       const other = direction === 'up' ? at - 1 : at + 1;
@@ -104,18 +101,18 @@ export class NerfingRulesService {
       [rules[at], rules[other]] = [rules[other], rules[at]];
       // Renumbered 1..n, which also mends equal positions.
       for (const [index, rule] of rules.entries()) {
-        if (rule.position !== index + 1) await manager.update(NerfingRule, { id: rule.id }, { position: index + 1 });
+        if (rule.position !== index + 1) await this.store.setPosition(manager, rule.id, index + 1);
       }
     });
     this.cache.delete(workspaceId);
   }
-}
 
-/** Locks the workspace's row for the transaction (rule changes of one workspace go one at a time) and reads its tier. */
-async function lockedTier(manager: EntityManager, workspaceId: string): Promise<TierName> {
-  const rows = (await manager.query('SELECT tier FROM workspaces WHERE id = $1 FOR UPDATE', [workspaceId])) as { tier: TierName }[];
-  if (rows.length === 0) throw ApiError.notFound('No such workspace.');
-  return rows[0].tier;
+  /** Locks the workspace's row for the transaction (rule changes of one workspace go one at a time) and reads its tier. */
+  private async lockedTier(manager: EntityManager, workspaceId: string): Promise<TierName> {
+    const tier = await this.store.lockWorkspaceTier(manager, workspaceId);
+    if (tier === null) throw ApiError.notFound('No such workspace.');
+    return tier;
+  }
 }
 
 function notFound(): ApiError {
