@@ -31,6 +31,7 @@ import { registerSecrets } from './common/secrets';
 import { basePathMiddleware, useDashboard } from './dashboard/dashboard.setup';
 import { httpMetricsMiddleware } from './metrics/http-metrics.middleware';
 import { MetricsService } from './metrics/metrics.service';
+import { tracing } from './telemetry/tracing';
 
 /**
  * Makes the Nest application from the root module: NestFactory.create, unless a test
@@ -75,6 +76,8 @@ export async function createApp(
     httpMetricsMiddleware(app.get(MetricsService)),
     basePathMiddleware(config.dashboard.basePath),
     requestIdMiddleware as RequestHandler,
+    // With OpenTelemetry on: the server span of a /v1 request, current for everything after it (the request log's line too).
+    ...serverSpanMiddleware(),
     // A line per request, unless LOG_LEVEL is above `log` or logging is off: then not even the listener is added.
     ...(options.logger !== false && ['log', 'debug', 'verbose'].includes(config.logLevel) ? [requestLogMiddleware(config.logFormat) as RequestHandler] : []),
     jsonBodyOnlyMiddleware as RequestHandler,
@@ -133,6 +136,11 @@ export async function createApp(
     }
   }
   return app;
+}
+
+function serverSpanMiddleware(): RequestHandler[] {
+  const middleware = tracing.serverMiddleware();
+  return middleware ? [middleware as unknown as RequestHandler] : [];
 }
 
 /** The parser's `verify`: keeps the bytes of a JSON body (as Nest's `rawBody: true` does). */

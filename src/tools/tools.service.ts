@@ -3,6 +3,7 @@ import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 import type { FunctionTool } from '../providers/provider-adapter';
 import { MicroMillicents, microsOf } from '../wallet/cost';
+import { tracing } from '../telemetry/tracing';
 import {
   RegisteredTool,
   SERVER_TOOLS,
@@ -97,7 +98,11 @@ export class ToolsService {
    * in the tool message (and may answer without it), and a call that could not run is free.
    * Throws only when `signal` fired.
    */
-  async run(call: ServerToolCall, assistant: ToolHost, signal: AbortSignal): Promise<ToolOutcome> {
+  run(call: ServerToolCall, assistant: ToolHost, signal: AbortSignal): Promise<ToolOutcome> {
+    return tracing.toolCall(call.name, call.id, () => this.runCall(call, assistant, signal), (outcome) => outcome.ran);
+  }
+
+  private async runCall(call: ServerToolCall, assistant: ToolHost, signal: AbortSignal): Promise<ToolOutcome> {
     const registered = this.byName.get(call.name);
     if (!registered) return { content: `${call.name} is not available.`, costMicros: 0n, ran: false };
     const settings = assistant.tools.find((candidate) => candidate.type === call.name);

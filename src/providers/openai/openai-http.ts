@@ -5,6 +5,7 @@ import { urlToHttpOptions } from 'node:url';
 import type { Cancellation } from '../../common/cancellation';
 import type { ChatCompletion, ChatCompletionChunk } from '../provider-adapter';
 import { upstreamMessage } from '../upstream-errors';
+import { tracing } from '../../telemetry/tracing';
 
 /** OpenAI's own address, when no OPENAI_BASE_URL is set. */
 const OPENAI_BASE_URL = 'https://api.openai.com/v1';
@@ -104,7 +105,7 @@ export class OpenAiHttpClient {
     const transport = this.url.protocol === 'https:' ? https : http;
     return new Promise((resolve, reject) => {
       // The request's own options first, then the spread: see usageRecord (billing/usage-record.ts).
-      const request = transport.request({ headers: this.headers[accept], ...this.target }, (response) => {
+      const request = transport.request({ headers: tracing.withTraceHeaders(this.headers[accept]), ...this.target }, (response) => {
         const status = response.statusCode ?? 502;
         if (status >= 200 && status < 300) return resolve(response);
         readText(response, cancellation).then((text) => reject(new UpstreamHttpError(status, flatHeaders(response.headers), errorOf(text))), reject);
