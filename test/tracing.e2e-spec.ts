@@ -5,6 +5,7 @@ import * as path from 'node:path';
 import { AssistantsService } from '../src/assistants/assistants.service';
 import { freePort } from '../src/database/embedded-postgres';
 import { ApiKeysService } from '../src/workspaces/api-keys.service';
+import { FakeGemini, startFakeGemini } from './fakes/fake-gemini';
 import { FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
 import { FakeSearch, startFakeSearch } from './fakes/fake-search';
 import { OtlpReceiver, ReceivedSpan, startOtlpReceiver } from './support/otlp-receiver';
@@ -33,13 +34,14 @@ describe('OpenTelemetry traces and GenAI metrics', () => {
   let upstream: FakeOpenAi;
   let flaky: FakeOpenAi;
   let search: FakeSearch;
+  let gemini: FakeGemini;
   let setup: TestApp;
   let server: ServerProcess;
   let baseUrl: string;
   let dataDir: string;
 
   beforeAll(async () => {
-    [receiver, upstream, flaky, search] = await Promise.all([startOtlpReceiver(), startFakeOpenAi(), startFakeOpenAi(), startFakeSearch()]);
+    [receiver, upstream, flaky, search, gemini] = await Promise.all([startOtlpReceiver(), startFakeOpenAi(), startFakeOpenAi(), startFakeSearch(), startFakeGemini()]);
     const databaseUrl = await createTestDatabase();
     dataDir = await mkdtemp(path.join(tmpdir(), 'acs-tracing-'));
     const catalog = path.join(dataDir, 'models.json');
@@ -57,6 +59,13 @@ describe('OpenTelemetry traces and GenAI metrics', () => {
               { label: 'flaky', provider: 'openai', base_url: flaky.url, api_key_env: 'OTEL_TEST_UPSTREAM_KEY', weight: 1_000_000 },
               { label: 'steady', provider: 'openai', base_url: upstream.url, api_key_env: 'OTEL_TEST_UPSTREAM_KEY', weight: 1 },
             ],
+          },
+          {
+            id: 'gemini-test',
+            ...model,
+            provider: 'google',
+            upstream_model: 'gemini-2.5-flash',
+            deployments: [{ label: 'gemini', provider: 'google', base_url: gemini.url, api_key_env: 'OTEL_TEST_UPSTREAM_KEY' }],
           },
         ],
       }),
@@ -91,7 +100,7 @@ describe('OpenTelemetry traces and GenAI metrics', () => {
   afterAll(async () => {
     server?.kill();
     await setup?.close();
-    await Promise.all([receiver?.close(), upstream?.close(), flaky?.close(), search?.close()]);
+    await Promise.all([receiver?.close(), upstream?.close(), flaky?.close(), search?.close(), gemini?.close()]);
     if (dataDir) await rm(dataDir, { recursive: true, force: true });
   });
 
@@ -235,6 +244,17 @@ describe('OpenTelemetry traces and GenAI metrics', () => {
     expect(second.attributes).toMatchObject({ 'acs.deployment': 'steady', 'acs.attempt': 2, 'gen_ai.usage.output_tokens': 3 });
     expect(second.attributes).not.toHaveProperty(['error.type']);
     expect(first.parentSpanId).toBe(second.parentSpanId);
+  });
+
+  it('sends a Gemini deployment the attempt’s traceparent too, and names its provider as the conventions do', async () => {
+    const { openai } = await client();
+    const before = gemini.requests.length;
+    const { requestId } = await chat(openai, { model: 'gemini-test', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 10 });
+
+    const spans = await traceOf(requestId, (s) => s.some((x) => x.name === 'chat gemini-2.5-flash') && s.some((x) => x.name === 'settlement'));
+    const attempt = one(spans, 'chat gemini-2.5-flash');
+    expect(attempt.attributes).toMatchObject({ 'gen_ai.provider.name': 'gcp.gemini', 'gen_ai.request.model': 'gemini-2.5-flash', 'acs.deployment': 'gemini' });
+    expect(gemini.requests[before].headers.traceparent).toBe(`00-${attempt.traceId}-${attempt.spanId}-01`);
   });
 
   it('traces an assistant’s tool loop: an attempt per iteration and an execute_tool span per server tool call', async () => {
