@@ -85,6 +85,8 @@ export async function createApp(
     express.json({ limit: config.bodyLimit, verify: keepRawBody }),
     // Before anything walks the body recursively (class-transformer) or stores it (PostgreSQL).
     inputGuardMiddleware as RequestHandler,
+    // With OpenTelemetry on: the body parser called this from the socket's events, outside the request's span.
+    ...reenterSpanMiddleware(),
   ];
   for (const middleware of requestMiddleware) app.use(middleware);
   const dashboard = useDashboard(app, config);
@@ -140,6 +142,11 @@ export async function createApp(
 
 function serverSpanMiddleware(): RequestHandler[] {
   const middleware = tracing.serverMiddleware();
+  return middleware ? [middleware as unknown as RequestHandler] : [];
+}
+
+function reenterSpanMiddleware(): RequestHandler[] {
+  const middleware = tracing.reenterMiddleware();
   return middleware ? [middleware as unknown as RequestHandler] : [];
 }
 

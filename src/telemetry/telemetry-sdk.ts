@@ -1,3 +1,4 @@
+import { createNoopMeter } from '@opentelemetry/api';
 import { enableTracing } from './tracing';
 
 /** How long the stop waits for the last spans and metrics to reach the collector. */
@@ -28,15 +29,19 @@ export function startTelemetry(env: NodeJS.ProcessEnv = process.env): boolean {
   const { NodeSDK } = require('@opentelemetry/sdk-node') as typeof import('@opentelemetry/sdk-node');
   const { PgInstrumentation } = require('@opentelemetry/instrumentation-pg') as typeof import('@opentelemetry/instrumentation-pg');
   /* eslint-enable @typescript-eslint/no-require-imports */
+  // Statements of a request only: the background jobs' queries (sweepers, batched settlements) would each be a trace of their own.
+  const pg = new PgInstrumentation({ requireParentSpan: true });
   const started = new NodeSDK({
     // OTEL_SERVICE_NAME, when set, names it (the SDK reads it); our name otherwise.
     serviceName: env.OTEL_SERVICE_NAME ? undefined : 'assistant-chat-service',
-    // Statements of a request only: the background jobs' queries (sweepers, batched settlements) would each be a trace of their own.
-    instrumentations: [new PgInstrumentation({ requireParentSpan: true })],
+    instrumentations: [pg],
     // Logs stay pino's lines on stdout, joined to traces by their trace_id: no OTLP log export.
     logRecordProcessors: [],
   });
   started.start();
+  // Statements as spans only: the instrumentation's own metrics (a histogram point per query,
+  // pool gauges) cost CPU on every query, sampled or not, and /metrics has the pool already.
+  pg.setMeterProvider({ getMeter: () => createNoopMeter() });
   sdk = started;
   enableTracing({ captureContent: env.OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT?.trim().toLowerCase() === 'true' });
   return true;

@@ -100,6 +100,9 @@ const NO_ATTEMPT: AttemptSpan = {
 /** The conventions' provider names where ours differ. */
 const PROVIDER_NAMES: Record<string, string> = { google: 'gcp.gemini', gemini: 'gcp.gemini' };
 
+/** Where the server middleware leaves the request's context, for reenterMiddleware. */
+const REQUEST_CONTEXT = Symbol('otel.requestContext');
+
 export const tracing = {
   get enabled(): boolean {
     return on;
@@ -107,9 +110,8 @@ export const tracing = {
 
   /**
    * The server span of each `/v1` request (both Express's routes and the direct routes): the
-   * client's `traceparent` is its parent; everything the request does runs in its context,
-   * including listeners of the request and response streams (the body parser's events come from
-   * the socket, outside any context otherwise). Null while off: the middleware is not added.
+   * client's `traceparent` is its parent; the middleware after it run in its context. Null
+   * while off: the middleware is not added.
    */
   serverMiddleware(): ((req: IncomingMessage & { id?: string; path?: string }, res: ServerResponse, next: () => void) => void) | null {
     if (!on) return null;
@@ -117,8 +119,9 @@ export const tracing = {
       const path = req.path ?? req.url ?? '/';
       if (!path.startsWith('/v1/') && path !== '/v1') return next();
       const parent = propagation.extract(context.active(), req.headers);
+      // Named by its route once known (below): a raw path would make a name per id.
       const span = tracer.startSpan(
-        `${req.method} ${path}`,
+        req.method ?? 'GET',
         {
           kind: SpanKind.SERVER,
           attributes: {
@@ -135,8 +138,7 @@ export const tracing = {
         parent,
       );
       const active = trace.setSpan(parent, span);
-      context.bind(active, req);
-      context.bind(active, res);
+      (req as { [REQUEST_CONTEXT]?: Context })[REQUEST_CONTEXT] = active;
       res.once('close', () => {
         const request = req as IncomingMessage & { route?: { path?: unknown }; baseUrl?: string; principal?: { workspaceId?: string; apiKeyId?: string | null } };
         const status = res.writableFinished ? res.statusCode : 499;
@@ -157,6 +159,25 @@ export const tracing = {
       });
       context.with(active, next);
     };
+  },
+
+  /**
+   * Goes back into the request's context after the body parser: its `next` is called from the
+   * socket's events, which run outside it (binding the request's emitters instead costs a
+   * closure per listener of every stream). Null while off.
+   */
+  reenterMiddleware(): ((req: IncomingMessage, res: ServerResponse, next: () => void) => void) | null {
+    if (!on) return null;
+    return (req, _res, next) => {
+      const active = (req as { [REQUEST_CONTEXT]?: Context })[REQUEST_CONTEXT];
+      if (active) context.with(active, next);
+      else next();
+    };
+  },
+
+  /** `listener` run in the current context (a response's `close`, emitted outside it); itself while off. */
+  bind<F extends (...args: never[]) => unknown>(listener: F): F {
+    return on ? context.bind(context.active(), listener) : listener;
   },
 
   /** A step of admitting a request (`api_key`, `rate_limit`, `hold`), a span when tracing is on. */
