@@ -30,18 +30,20 @@ export function startTelemetry(env: NodeJS.ProcessEnv = process.env): boolean {
   const { PgInstrumentation } = require('@opentelemetry/instrumentation-pg') as typeof import('@opentelemetry/instrumentation-pg');
   /* eslint-enable @typescript-eslint/no-require-imports */
   // Statements of a request only: the background jobs' queries (sweepers, batched settlements) would each be a trace of their own.
-  const pg = new PgInstrumentation({ requireParentSpan: true });
+  // OTEL_NODE_DISABLED_INSTRUMENTATIONS=pg (the auto-instrumentations' variable) leaves them out.
+  const withPg = !(env.OTEL_NODE_DISABLED_INSTRUMENTATIONS ?? '').split(',').some((name) => name.trim() === 'pg');
+  const pg = withPg ? new PgInstrumentation({ requireParentSpan: true }) : undefined;
   const started = new NodeSDK({
     // OTEL_SERVICE_NAME, when set, names it (the SDK reads it); our name otherwise.
     serviceName: env.OTEL_SERVICE_NAME ? undefined : 'assistant-chat-service',
-    instrumentations: [pg],
+    instrumentations: pg ? [pg] : [],
     // Logs stay pino's lines on stdout, joined to traces by their trace_id: no OTLP log export.
     logRecordProcessors: [],
   });
   started.start();
   // Statements as spans only: the instrumentation's own metrics (a histogram point per query,
   // pool gauges) cost CPU on every query, sampled or not, and /metrics has the pool already.
-  pg.setMeterProvider({ getMeter: () => createNoopMeter() });
+  pg?.setMeterProvider({ getMeter: () => createNoopMeter() });
   sdk = started;
   enableTracing({ captureContent: env.OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT?.trim().toLowerCase() === 'true' });
   return true;

@@ -1,11 +1,23 @@
 import { context, propagation, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
-import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
+import { InMemorySpanExporter, SamplingDecision, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
+import { EventEmitter } from 'node:events';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { disableTracing, enableTracing, tracing } from './tracing';
 
 const exporter = new InMemorySpanExporter();
-const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] });
+/** Whether the sampler keeps the next root span (every child follows its parent). */
+let sampleRoots = true;
+const provider = new TracerProvider({
+  spanProcessors: [new SimpleSpanProcessor({ exporter })],
+  sampler: {
+    shouldSample: (parent) => ({
+      decision: (trace.getSpan(parent)?.spanContext().traceFlags ?? (sampleRoots ? 1 : 0)) & 1 ? SamplingDecision.RECORD_AND_SAMPLED : SamplingDecision.NOT_RECORD,
+    }),
+    toString: () => 'test sampler',
+  },
+});
 trace.setGlobalTracerProvider(provider);
 context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
 propagation.setGlobalPropagator(new W3CTraceContextPropagator());
@@ -33,6 +45,7 @@ describe('tracing', () => {
   afterEach(() => {
     disableTracing();
     exporter.reset();
+    sampleRoots = true;
   });
 
   it('is a no-op while off: nothing is recorded, headers are the same object, no middleware', async () => {
@@ -85,5 +98,36 @@ describe('tracing', () => {
     const { traceId, spanId } = attempt.spanContext();
     expect(sent).toEqual({ Accept: 'application/json', traceparent: `00-${traceId}-${spanId}-01` });
     expect(logged).toEqual({ trace_id: traceId, span_id: spanId });
+  });
+
+  it('does no span work below a request the sampler left out, yet its logs and upstream calls carry its trace id', async () => {
+    enableTracing({ captureContent: false });
+    sampleRoots = false;
+    const req = Object.assign(new EventEmitter(), { method: 'POST', url: '/v1/chat/completions', headers: {}, httpVersion: '1.1', socket: {} });
+    const res = Object.assign(new EventEmitter(), { writableFinished: true, statusCode: 200 });
+    let sent: Record<string, unknown> = {};
+    let logged: Record<string, unknown> = {};
+    let currentInHold: unknown = 'unset';
+    await new Promise<void>((resolve, reject) => {
+      tracing.serverMiddleware()!(req as unknown as IncomingMessage, res as unknown as ServerResponse, () => {
+        tracing
+          .admission('hold', async () => {
+            currentInHold = trace.getSpan(context.active());
+            const attempt = tracing.upstreamAttempt({ operation: 'chat', provider: 'openai', model: 'm', deployment: 'd', attempt: 1 });
+            await attempt.run(async () => {
+              sent = tracing.withTraceHeaders({});
+              logged = tracing.logFields();
+            });
+            attempt.end();
+          })
+          .then(() => resolve(), reject);
+      });
+    });
+    res.emit('close');
+    expect(exporter.getFinishedSpans()).toEqual([]);
+    // No current span: the pg instrumentation (requireParentSpan) skips the request's statements.
+    expect(currentInHold).toBeUndefined();
+    expect(sent.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/);
+    expect(logged.trace_id).toBe((sent.traceparent as string).slice(3, 35));
   });
 });

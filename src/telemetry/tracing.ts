@@ -2,6 +2,7 @@ import {
   type Attributes,
   type Context,
   context,
+  createContextKey,
   type Histogram,
   metrics,
   propagation,
@@ -100,6 +101,19 @@ const NO_ATTEMPT: AttemptSpan = {
 /** The conventions' provider names where ours differ. */
 const PROVIDER_NAMES: Record<string, string> = { google: 'gcp.gemini', gemini: 'gcp.gemini' };
 
+/**
+ * A request the sampler left out keeps its (non-recording) span here instead of as the
+ * current span: its log lines and upstream calls still carry its trace id, but nothing below
+ * it (our spans, the pg instrumentation, which skips statements without a current span) does
+ * any work for a trace that will not be kept.
+ */
+const UNSAMPLED = createContextKey('acs.unsampled_request_span');
+
+/** The request's span: the current one, or the unsampled request's. */
+function requestSpan(active: Context): Span | undefined {
+  return trace.getSpan(active) ?? (active.getValue(UNSAMPLED) as Span | undefined);
+}
+
 /** Where the server middleware leaves the request's context, for reenterMiddleware. */
 const REQUEST_CONTEXT = Symbol('otel.requestContext');
 
@@ -137,7 +151,7 @@ export const tracing = {
         },
         parent,
       );
-      const active = trace.setSpan(parent, span);
+      const active = span.isRecording() ? trace.setSpan(parent, span) : trace.deleteSpan(parent).setValue(UNSAMPLED, span);
       (req as { [REQUEST_CONTEXT]?: Context })[REQUEST_CONTEXT] = active;
       res.once('close', () => {
         const request = req as IncomingMessage & { route?: { path?: unknown }; baseUrl?: string; principal?: { workspaceId?: string; apiKeyId?: string | null } };
@@ -209,20 +223,24 @@ export const tracing = {
 
   /** An upstream attempt: a GenAI client span `{operation} {model}`, ended by its caller. */
   upstreamAttempt(info: AttemptInfo): AttemptSpan {
-    return on ? new TracedAttempt(info) : NO_ATTEMPT;
+    return on ? new TracedAttempt(info, context.active().getValue(UNSAMPLED) === undefined) : NO_ATTEMPT;
   },
 
   /** `headers` with the current span's `traceparent` (a copy), or `headers` itself while off or outside a span. */
   withTraceHeaders<H extends Record<string, unknown> | undefined>(headers: H): H {
-    if (!on || trace.getSpan(context.active()) === undefined) return headers;
+    if (!on) return headers;
+    const active = context.active();
+    const span = requestSpan(active);
+    if (span === undefined) return headers;
     const carrier: Record<string, string> = {};
-    propagation.inject(context.active(), carrier);
+    // An unsampled request's traceparent says so (flags 00): the provider need not keep it either.
+    propagation.inject(trace.setSpan(active, span), carrier);
     return { ...headers, ...carrier } as H;
   },
 
   /** The fields a log line of the current request carries: its trace and span ids (pino's mixin). */
   logFields(): { trace_id?: string; span_id?: string } {
-    const span = trace.getSpan(context.active());
+    const span = requestSpan(context.active());
     if (!span) return {};
     const { traceId, spanId } = span.spanContext();
     return { trace_id: traceId, span_id: spanId };
@@ -263,9 +281,13 @@ function hostOf(headers: IncomingHttpHeaders): string | undefined {
   return host ? host.replace(/:\d+$/, '') : undefined;
 }
 
+/**
+ * An attempt's span and its metrics. In a request the sampler left out (`traced` false), the
+ * metrics only: the conventions' metrics count every call, sampled or not.
+ */
 class TracedAttempt implements AttemptSpan {
-  private readonly span: Span;
-  private readonly context: Context;
+  private readonly span: Span | undefined;
+  private readonly context: Context | undefined;
   private readonly started = performance.now();
   private readonly common: Attributes;
   private ended = false;
@@ -278,9 +300,13 @@ class TracedAttempt implements AttemptSpan {
   private text = '';
   private firstTokenAt?: number;
 
-  constructor(private readonly info: AttemptInfo) {
+  constructor(
+    private readonly info: AttemptInfo,
+    traced: boolean,
+  ) {
     const provider = PROVIDER_NAMES[info.provider] ?? info.provider;
     this.common = { 'gen_ai.operation.name': info.operation, 'gen_ai.provider.name': provider, 'gen_ai.request.model': info.model };
+    if (!traced) return;
     this.span = tracer.startSpan(`${info.operation} ${info.model}`, {
       kind: SpanKind.CLIENT,
       attributes: {
@@ -296,7 +322,7 @@ class TracedAttempt implements AttemptSpan {
   }
 
   run<T>(fn: () => Promise<T>): Promise<T> {
-    return context.with(this.context, fn);
+    return this.context ? context.with(this.context, fn) : fn();
   }
 
   firstToken(): void {
@@ -326,7 +352,15 @@ class TracedAttempt implements AttemptSpan {
   end(error?: unknown): void {
     if (this.ended) return;
     this.ended = true;
-    const { span } = this;
+    const attributes: Attributes = { ...this.common, 'gen_ai.response.model': this.responseModel };
+    if (error !== undefined) attributes['error.type'] = errorType(error);
+    operationDuration.record((performance.now() - this.started) / 1000, attributes);
+    if (this.inputTokens !== undefined) tokenUsage.record(this.inputTokens, { ...attributes, 'gen_ai.token.type': 'input' });
+    if (this.outputTokens !== undefined) tokenUsage.record(this.outputTokens, { ...attributes, 'gen_ai.token.type': 'output' });
+    if (this.span) this.endSpan(this.span, error);
+  }
+
+  private endSpan(span: Span, error: unknown): void {
     span.setAttributes({
       'gen_ai.response.id': this.responseId,
       'gen_ai.response.model': this.responseModel,
@@ -339,14 +373,7 @@ class TracedAttempt implements AttemptSpan {
       const output = [{ role: 'assistant', parts: [{ type: 'text', content: this.text }], finish_reason: this.finishReasons[0] ?? 'stop' }];
       span.setAttribute('gen_ai.output.messages', JSON.stringify(output));
     }
-    const attributes: Attributes = { ...this.common, 'gen_ai.response.model': this.responseModel };
-    if (error !== undefined) {
-      markFailed(span, error);
-      attributes['error.type'] = errorType(error);
-    }
-    operationDuration.record((performance.now() - this.started) / 1000, attributes);
-    if (this.inputTokens !== undefined) tokenUsage.record(this.inputTokens, { ...attributes, 'gen_ai.token.type': 'input' });
-    if (this.outputTokens !== undefined) tokenUsage.record(this.outputTokens, { ...attributes, 'gen_ai.token.type': 'output' });
+    if (error !== undefined) markFailed(span, error);
     span.end();
   }
 }
