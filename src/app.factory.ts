@@ -34,6 +34,7 @@ import { registerSecrets } from './common/secrets';
 import { basePathMiddleware, useDashboard } from './dashboard/dashboard.setup';
 import { httpMetricsMiddleware } from './metrics/http-metrics.middleware';
 import { MetricsService } from './metrics/metrics.service';
+import { tracing } from './telemetry/tracing';
 
 /**
  * Makes the Nest application from the root module: NestFactory.create, unless a test
@@ -78,6 +79,8 @@ export async function createApp(
     httpMetricsMiddleware(app.get(MetricsService)),
     basePathMiddleware(config.dashboard.basePath),
     requestIdMiddleware as RequestHandler,
+    // With OpenTelemetry on: the server span of a /v1 request, current for everything after it (the request log's line too).
+    ...serverSpanMiddleware(),
     // A line per request, unless LOG_LEVEL is above `log` or logging is off: then not even the listener is added.
     ...(options.logger !== false && ['log', 'debug', 'verbose'].includes(config.logLevel) ? [requestLogMiddleware(config.logFormat) as RequestHandler] : []),
     jsonBodyOnlyMiddleware as RequestHandler,
@@ -85,6 +88,8 @@ export async function createApp(
     express.json({ limit: config.bodyLimit, verify: keepRawBody }),
     // Before anything walks the body recursively (class-transformer) or stores it (PostgreSQL).
     inputGuardMiddleware as RequestHandler,
+    // With OpenTelemetry on: the body parser called this from the socket's events, outside the request's span.
+    ...reenterSpanMiddleware(),
   ];
   for (const middleware of requestMiddleware) app.use(middleware);
   const dashboard = useDashboard(app, config);
@@ -141,6 +146,16 @@ export async function createApp(
     }
   }
   return app;
+}
+
+function serverSpanMiddleware(): RequestHandler[] {
+  const middleware = tracing.serverMiddleware();
+  return middleware ? [middleware as unknown as RequestHandler] : [];
+}
+
+function reenterSpanMiddleware(): RequestHandler[] {
+  const middleware = tracing.reenterMiddleware();
+  return middleware ? [middleware as unknown as RequestHandler] : [];
 }
 
 /** The parser's `verify`: keeps the bytes of a JSON body (as Nest's `rawBody: true` does). */

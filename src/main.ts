@@ -1,3 +1,5 @@
+// First: OpenTelemetry, when configured, must patch `pg` before anything loads it.
+import './telemetry/register';
 import 'reflect-metadata';
 import { INestApplication, Logger } from '@nestjs/common';
 import type { Server } from 'node:http';
@@ -15,6 +17,7 @@ import { exposureWarning } from './exposure-warning';
 import { loadCatalogFile } from './models/model-catalog';
 import { createDemoWorkspaceOnFirstStart } from './first-start';
 import { OperatorsService } from './operator/operators.service';
+import { stopTelemetry } from './telemetry/telemetry-sdk';
 
 const logger = new Logger('Bootstrap');
 let database: Promise<DatabaseHandle> | undefined;
@@ -82,6 +85,8 @@ async function stop(signal: string): Promise<void> {
   await database
     ?.then((handle) => handle.stop())
     .catch((error) => logger.error(`Error while stopping the database: ${String(error)}`));
+  // Last: the spans of the drained requests and the settlements are exported before the exit.
+  await stopTelemetry();
   process.exit(0);
 }
 
@@ -147,5 +152,6 @@ bootstrap().catch(async (error: unknown) => {
   else console.error(redactSecrets(message));
   await app?.close().catch(() => undefined);
   await database?.then((handle) => handle.stop()).catch(() => undefined);
+  await stopTelemetry();
   process.exit(1);
 });

@@ -7,6 +7,7 @@ import type { ModelDefinition } from '../models/model-catalog';
 import type { ChatMessage, CompletionUsage, FunctionTool, RouteObserver } from '../providers/provider-adapter';
 import { countPromptTokens, countPromptTokensAsync, countTextTokensAsync } from '../providers/tokens';
 import { ceilMillicents, llmCost, MICROS_PER_MILLICENT, MicroMillicents, promptCeiling, toDecimalString, toMillicentsNumber } from '../wallet/cost';
+import { tracing } from '../telemetry/tracing';
 import type { Hold, WalletService } from '../wallet/wallet.service';
 import { spendPeriodOf } from '../workspaces/key-limits';
 import { checkedUsage, isTokenCount, Spend } from './spend';
@@ -359,7 +360,11 @@ export class BillingSession {
    * Resolves once the settlement is durable: committed, or, with SETTLEMENT_DURABILITY=journal,
    * appended to the journal (the writer then commits it).
    */
-  private async settleWith(ending: UsageEnding, options: { refund?: boolean; reply?: ChatMessage; delivered?: boolean }): Promise<void> {
+  private settleWith(ending: UsageEnding, options: { refund?: boolean; reply?: ChatMessage; delivered?: boolean }): Promise<void> {
+    return tracing.settlement(() => toMillicentsNumber(this.spend.totalMicros), ending, () => this.writeSettlement(ending, options));
+  }
+
+  private async writeSettlement(ending: UsageEnding, options: { refund?: boolean; reply?: ChatMessage; delivered?: boolean }): Promise<void> {
     const { subject, model, conversation } = this.estimate;
     const { spend } = this;
     const refund = options.refund === true;

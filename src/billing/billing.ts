@@ -19,6 +19,7 @@ import { KeyBudgets } from './key-budgets';
 import { KeyHoldsStore } from './key-holds-store';
 import { SettlementJournal } from './settlement-journal';
 import { SettlementWriter } from './settlement-writer';
+import { tracing } from '../telemetry/tracing';
 import { refusedUsageRecord, UsageSubject } from './usage-record';
 
 /** How often a running process looks for the journals of processes that died (see SettlementJournal). */
@@ -95,7 +96,7 @@ export class Billing implements BillingPorts, OnApplicationBootstrap, BeforeAppl
 
   /** Holds the estimate (or refuses with 402): the session then owns the hold until it settles. */
   open(estimate: Estimate): Promise<BillingSession> {
-    return BillingSession.open(this, estimate);
+    return tracing.admission('hold', () => BillingSession.open(this, estimate));
   }
 
   /** A request refused before any money was held: recorded, never charged. Never throws. */

@@ -12,6 +12,7 @@ import {
 import type { Response } from 'express';
 import type { ApiRequest } from '../common/http/request-context';
 import { RATE_WINDOW_MS, RateLimitService } from './rate-limit.service';
+import { tracing } from '../telemetry/tracing';
 
 /** The one throttler: requests per minute of a workspace. */
 export const WORKSPACE_THROTTLER = 'rpm';
@@ -61,7 +62,12 @@ export class WorkspaceThrottlerGuard extends ThrottlerGuard {
     super(options, storage, reflector);
   }
 
-  protected override async handleRequest({ context, limit, ttl, throttler, getTracker, generateKey }: ThrottlerRequest): Promise<boolean> {
+  protected override handleRequest(request: ThrottlerRequest): Promise<boolean> {
+    return tracing.admission('rate_limit', () => this.enforceRates(request));
+  }
+
+  /** The workspace's rate, then the key's own. */
+  private async enforceRates({ context, limit, ttl, throttler, getTracker, generateKey }: ThrottlerRequest): Promise<boolean> {
     const { req, res } = this.getRequestResponse(context);
     const key = generateKey(context, await getTracker(req, context), throttler.name!);
     await this.rateLimits.enforce(key, limit, ttl, res as unknown as Response);

@@ -13,6 +13,7 @@ import { reasoningFor } from './reasoning';
 import { DeploymentRouter, type DeploymentSnapshot } from './routing/deployment-router';
 import { MemoryRoutingState, RedisRoutingState } from './routing/routing-state';
 import { SimulatorAdapter } from './simulator/simulator.adapter';
+import { type AttemptSpan, tracing } from '../telemetry/tracing';
 import { failsOver, isAbort, isRetryable, retryAfterMs, toUpstreamApiError } from './upstream-errors';
 
 /** A stream whose first chunk has arrived: from here on, failures can no longer be retried. */
@@ -23,8 +24,8 @@ export interface OpenedStream {
 
 const BASE_BACKOFF_MS = 200;
 
-/** What routing reads of a call (a chat call or an embeddings call). */
-type RoutedCall = Pick<ModelCall, 'model' | 'fallbacks' | 'budgetTokens' | 'route'>;
+/** What routing reads of a call (a chat call or an embeddings call); the rest of a chat call is for its attempts' spans. */
+type RoutedCall = Pick<ModelCall, 'model' | 'fallbacks' | 'budgetTokens' | 'route'> & Partial<Pick<ModelCall, 'messages' | 'maxTokens' | 'temperature'>>;
 
 /** One upstream call being measured (see ProvidersService.upstreamCall). */
 interface UpstreamCall {
@@ -139,10 +140,13 @@ export class ProvidersService implements OnModuleInit, OnApplicationShutdown {
   async complete(request: ModelCall, run: Cancellation): Promise<ChatCompletion> {
     const call = this.upstreamCall(request, run, 'complete');
     try {
-      const completion = await this.routed(request, run, { linkedAfter: false }, (d, cancellation) =>
+      const completion = await this.routed(request, run, { linkedAfter: false }, async (d, cancellation, _unlink, span) => {
         // The attempt's own fields first, then the spread: see usageRecord (billing/usage-record.ts).
-        d.adapter.complete({ cancellation, ...providerRequest(request, d) }),
-      );
+        const answer = await d.adapter.complete({ cancellation, ...providerRequest(request, d) });
+        span.observe(answer);
+        span.end();
+        return answer;
+      });
       call.ended();
       return completion;
     } catch (error) {
@@ -159,12 +163,14 @@ export class ProvidersService implements OnModuleInit, OnApplicationShutdown {
   async embed(request: EmbeddingCall, run: Cancellation): Promise<EmbeddingResult> {
     const call = this.upstreamCall(request, run, 'complete');
     try {
-      const result = await this.routed(request, run, { linkedAfter: false }, async (d, cancellation) => {
+      const result = await this.routed(request, run, { linkedAfter: false, operation: 'embeddings' }, async (d, cancellation, _unlink, span) => {
         if (!d.adapter.embed) throw ApiError.badRequest(`The ${d.served.provider} provider of ${d.model.id} makes no embeddings.`, 'model', 'unsupported_model');
         const answer = await d.adapter.embed({ model: d.served, input: request.input, dimensions: request.dimensions, cancellation });
         if (answer.vectors.length !== request.input.length) {
           throw Object.assign(new Error(`${answer.vectors.length} embeddings for ${request.input.length} inputs`), { status: 502 });
         }
+        span.embedded(answer.promptTokens);
+        span.end();
         return answer;
       });
       call.ended();
@@ -184,11 +190,14 @@ export class ProvidersService implements OnModuleInit, OnApplicationShutdown {
   async openStream(request: ModelCall, run: Cancellation): Promise<OpenedStream> {
     const call = this.upstreamCall(request, run, 'stream');
     try {
-      const opened = await this.routed(request, run, { linkedAfter: true }, async (d, upstream, unlink) => {
+      const opened = await this.routed(request, run, { linkedAfter: true }, async (d, upstream, unlink, span) => {
         const chunks = d.adapter.stream({ cancellation: upstream, ...providerRequest(request, d) })[Symbol.asyncIterator]();
         const first = await chunks.next();
         if (first.done) throw Object.assign(new Error('The upstream stream ended before its first chunk'), { status: 502 });
-        return { first: first.value, rest: this.watched(chunks, d.served, run, { upstream, unlink }, call) };
+        span.firstToken();
+        span.observe(first.value);
+        // The attempt's span stays open until the stream ends (watched ends it).
+        return { first: first.value, rest: this.watched(chunks, d.served, run, { upstream, unlink }, call, span) };
       });
       call.firstChunk();
       return opened;
@@ -209,10 +218,12 @@ export class ProvidersService implements OnModuleInit, OnApplicationShutdown {
   private async routed<T>(
     request: RoutedCall,
     run: Cancellation,
-    options: { linkedAfter: boolean },
-    attempt: (d: Deployment, upstream: Cancellation, unlink: () => void) => Promise<T>,
+    options: { linkedAfter: boolean; operation?: 'chat' | 'embeddings' },
+    /** Ends `span` once its answer is whole (a stream: when it ends); routed ends it on a failure. */
+    attempt: (d: Deployment, upstream: Cancellation, unlink: () => void, span: AttemptSpan) => Promise<T>,
   ): Promise<T> {
     let plan = this.plan(request);
+    let attempts = 0;
     let next = 0;
     let retries = 0;
     let lastError: unknown;
@@ -235,14 +246,25 @@ export class ProvidersService implements OnModuleInit, OnApplicationShutdown {
       request.route?.attempting(target);
       this.router.begin(d);
       const started = performance.now();
+      const span = tracing.upstreamAttempt({
+        operation: options.operation ?? 'chat',
+        provider: d.served.provider,
+        model: d.served.upstreamModel,
+        deployment: d.label,
+        attempt: ++attempts,
+        maxTokens: request.maxTokens,
+        temperature: request.temperature,
+        messages: request.messages,
+      });
       try {
-        const result = await this.withTimeout(d, run, (upstream, unlink) => attempt(d, upstream, unlink), options);
+        const result = await span.run(() => this.withTimeout(d, run, (upstream, unlink) => attempt(d, upstream, unlink, span), options));
         this.router.answered(d, performance.now() - started);
         this.metrics.deploymentAttempts.inc({ model: d.model.id, deployment: d.label, outcome: 'ok' });
         this.metrics.deploymentDuration.observe({ model: d.model.id, deployment: d.label }, (performance.now() - started) / 1000);
         request.route?.answered(target);
         return result;
       } catch (error) {
+        span.end(error);
         if (run.aborted || isAbort(error) || !failsOver(error)) {
           this.router.abandoned(d);
           this.metrics.deploymentAttempts.inc({ model: d.model.id, deployment: d.label, outcome: run.aborted || isAbort(error) ? 'aborted' : 'refused' });
@@ -296,6 +318,7 @@ export class ProvidersService implements OnModuleInit, OnApplicationShutdown {
     run: Cancellation,
     { upstream, unlink }: { upstream: Cancellation; unlink: () => void },
     call: UpstreamCall,
+    span: AttemptSpan,
   ): AsyncIterator<ChatCompletionChunk> {
     const idleMs = this.config.upstreamIdleTimeoutMs;
     const { provider } = served;
@@ -316,17 +339,22 @@ export class ProvidersService implements OnModuleInit, OnApplicationShutdown {
           const next = await Promise.race([chunks.next(), idle]);
           if (next.done) {
             call.ended();
+            span.end();
             unlink();
+          } else {
+            span.observe(next.value);
           }
           return next;
         } catch (error) {
           unlink();
           if (run.aborted || isAbort(error)) {
             call.ended(error);
+            span.end(error);
             throw error;
           }
           const mapped = toUpstreamApiError(error, provider);
           call.ended(mapped);
+          span.end(mapped);
           throw mapped;
         } finally {
           clearTimeout(timer);
@@ -335,6 +363,7 @@ export class ProvidersService implements OnModuleInit, OnApplicationShutdown {
       return: async () => {
         // Closed before its end: the client left, or the server's stop cut it.
         call.ended(new DOMException('closed early', 'AbortError'));
+        span.end(new DOMException('closed early', 'AbortError'));
         unlink();
         upstream.abort();
         return (await chunks.return?.()) ?? { done: true, value: undefined };

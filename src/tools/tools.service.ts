@@ -3,6 +3,7 @@ import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 import type { FunctionTool } from '../providers/provider-adapter';
 import { MicroMillicents, microsOf } from '../wallet/cost';
+import { tracing } from '../telemetry/tracing';
 import type { CitedSource, SourceList } from './citations';
 import {
   RegisteredTool,
@@ -100,7 +101,11 @@ export class ToolsService {
    * in the tool message (and may answer without it), and a call that could not run is free.
    * Throws only when `signal` fired.
    */
-  async run(call: ServerToolCall, assistant: ToolHost, signal: AbortSignal, sources: SourceList): Promise<ToolOutcome> {
+  run(call: ServerToolCall, assistant: ToolHost, signal: AbortSignal, sources: SourceList): Promise<ToolOutcome> {
+    return tracing.toolCall(call.name, call.id, () => this.runCall(call, assistant, signal, sources), (outcome) => outcome.ran);
+  }
+
+  private async runCall(call: ServerToolCall, assistant: ToolHost, signal: AbortSignal, sources: SourceList): Promise<ToolOutcome> {
     const registered = this.byName.get(call.name);
     if (!registered) return { content: `${call.name} is not available.`, costMicros: 0n, ran: false, results: [] };
     const settings = assistant.tools.find((candidate) => candidate.type === call.name) ?? { type: call.name };

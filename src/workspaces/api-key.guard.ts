@@ -8,6 +8,7 @@ import { RateLimitService } from '../limits/rate-limit.service';
 import { ApiKeysService } from './api-keys.service';
 import { workspaceSuspended } from './workspace-status';
 import { addressAllowed } from './key-limits';
+import { tracing } from '../telemetry/tracing';
 
 /**
  * Global: every route needs a valid `Authorization: Bearer sk-...` (or `x-api-key: sk-...`,
@@ -26,6 +27,11 @@ export class ApiKeyGuard implements CanActivate {
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
     if (this.reflector.getAllAndOverride<boolean>(IS_PUBLIC, [context.getHandler(), context.getClass()])) return true;
+    return tracing.admission('api_key', () => this.admit(context));
+  }
+
+  /** The key's workspace, its allowed addresses, and the address's limit on guesses. */
+  private async admit(context: ExecutionContext): Promise<boolean> {
     const http = context.switchToHttp();
     const req = http.getRequest<ApiRequest>();
     const res = http.getResponse<Response>();

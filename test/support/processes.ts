@@ -38,6 +38,7 @@ const SERVICE_VARIABLES = [
   /^SHUTDOWN_DRAIN_MS$/,
   /^METRICS_(TOKEN|PORT)$/,
   /^DOCUMENT_/,
+  /^OTEL_/,
 ];
 
 export function processEnv(overrides: Record<string, string>): NodeJS.ProcessEnv {

@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import type { NextFunction, Response } from 'express';
 import { loggedPath } from './logged-path';
 import type { ApiRequest } from './request-context';
+import { tracing } from '../../telemetry/tracing';
 
 /**
  * One log line per request when its response ends (or its client leaves): the request id
@@ -14,7 +15,8 @@ export function requestLogMiddleware(format: 'json' | 'pretty'): (req: ApiReques
   const logger = new Logger('HTTP');
   return (req: ApiRequest, res: Response, next: NextFunction) => {
     const started = process.hrtime.bigint();
-    res.once('close', () => {
+    // Bound to the request's context (with OpenTelemetry on): the line carries its trace_id.
+    res.once('close', tracing.bind(() => {
       const durationMs = Math.round(Number(process.hrtime.bigint() - started) / 1e5) / 10;
       const path = loggedPath(req);
       const status = res.writableFinished ? res.statusCode : 499;
@@ -38,7 +40,7 @@ export function requestLogMiddleware(format: 'json' | 'pretty'): (req: ApiReques
       } else {
         write(`${message} [${req.id}${workspaceId ? ` workspace ${workspaceId}` : ''}]`);
       }
-    });
+    }));
     next();
   };
 }

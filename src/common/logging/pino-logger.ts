@@ -1,6 +1,7 @@
 import { ConsoleLogger, type LoggerService, type LogLevel } from '@nestjs/common';
 import pino, { type DestinationStream, type Logger as Pino } from 'pino';
 import { redactSecrets } from '../secrets';
+import { tracing } from '../../telemetry/tracing';
 
 /** LOG_LEVEL's values (as in the service's configuration; named here, since common/ does not import config/). */
 export type LogLevelName = 'error' | 'warn' | 'log' | 'debug' | 'verbose';
@@ -44,6 +45,8 @@ export class PinoLoggerService implements LoggerService {
       redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
       formatters: { level: (label: string) => ({ level: label }) },
       timestamp: pino.stdTimeFunctions.isoTime,
+      // With OpenTelemetry on, a line written during a request carries its trace_id and span_id; while off, no mixin at all.
+      ...(tracing.enabled ? { mixin: tracing.logFields } : {}),
     };
     return new PinoLoggerService(destination ? pino(options, destination) : pino(options));
   }

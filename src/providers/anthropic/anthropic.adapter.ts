@@ -2,6 +2,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import { Logger } from '@nestjs/common';
 import type { MessageCreateParamsNonStreaming, MessageCreateParamsStreaming, MessageCountTokensParams } from '@anthropic-ai/sdk/resources/messages';
 import type { ModelDefinition } from '../../models/model-catalog';
+import { tracing } from '../../telemetry/tracing';
 import type { ChatCompletion, ChatCompletionChunk, ChatMessage, NativeRequest, ProviderAdapter, ProviderRequest } from '../provider-adapter';
 import { abortReason, normalizeError } from './errors';
 import { nativeCall, nativeCountCall } from './native';
@@ -52,7 +53,7 @@ export class AnthropicAdapter implements ProviderAdapter {
     const { params, answer } = native ? { params: native.params as unknown as MessageCreateParamsNonStreaming, answer: undefined } : translateRequest(request);
     try {
       // A native body goes as it came: without a `stream` the client did not send.
-      const message = await this.client.messages.create(native ? params : { ...params, stream: false }, { signal: request.cancellation.signal, headers: native?.headers });
+      const message = await this.client.messages.create(native ? params : { ...params, stream: false }, { signal: request.cancellation.signal, headers: tracing.withTraceHeaders(native?.headers) });
       if (native) request.native?.answer?.message(message);
       return toChatCompletion(message, request.model.id, answer);
     } catch (error) {
@@ -66,7 +67,7 @@ export class AnthropicAdapter implements ProviderAdapter {
     const translator = new StreamTranslator(request.model.id, answer);
     const tell = native ? request.native?.answer : undefined;
     try {
-      const events = await this.client.messages.create({ ...params, stream: true }, { signal: request.cancellation.signal, headers: native?.headers });
+      const events = await this.client.messages.create({ ...params, stream: true }, { signal: request.cancellation.signal, headers: tracing.withTraceHeaders(native?.headers) });
       for await (const event of events) {
         tell?.event(event);
         for (const chunk of translator.push(event)) yield chunk;

@@ -2,6 +2,7 @@ import { GoogleGenAI, type GenerateContentParameters } from '@google/genai';
 import { toUnitLength, toVector } from '../embedding-vectors';
 import type { ChatCompletion, ChatCompletionChunk, ChatMessage, EmbeddingRequest, EmbeddingResult, ProviderAdapter, ProviderRequest } from '../provider-adapter';
 import { CallGuard } from './errors';
+import { tracing } from '../../telemetry/tracing';
 import { checkGeminiRequest, toGeminiRequest } from './request';
 import { toChatCompletion } from './response';
 import { GeminiStreamTranslator } from './stream';
@@ -130,5 +131,8 @@ function fetchOverride(): { fetch?: typeof fetch } {
 
 /** The call's own signal (the caller's, our timer's) rides in the request's config. */
 function withSignal(params: GenerateContentParameters, signal: AbortSignal): GenerateContentParameters {
-  return { ...params, config: { ...params.config, abortSignal: signal } };
+  // With tracing on, the attempt's traceparent rides along too.
+  const traced = tracing.withTraceHeaders<Record<string, string> | undefined>(undefined);
+  const httpOptions = traced && { httpOptions: { ...params.config?.httpOptions, headers: { ...params.config?.httpOptions?.headers, ...traced } } };
+  return { ...params, config: { ...params.config, abortSignal: signal, ...httpOptions } };
 }

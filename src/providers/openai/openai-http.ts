@@ -5,6 +5,7 @@ import { urlToHttpOptions } from 'node:url';
 import type { Cancellation } from '../../common/cancellation';
 import type { ChatCompletion, ChatCompletionChunk } from '../provider-adapter';
 import { upstreamMessage } from '../upstream-errors';
+import { tracing } from '../../telemetry/tracing';
 
 /** OpenAI's own address, when no OPENAI_BASE_URL is set. */
 const OPENAI_BASE_URL = 'https://api.openai.com/v1';
@@ -113,7 +114,7 @@ export class OpenAiHttpClient {
   private post(endpoint: 'chat' | 'embeddings', body: object, accept: 'application/json' | 'text/event-stream', cancellation: Cancellation): Promise<http.IncomingMessage> {
     return new Promise((resolve, reject) => {
       // The request's own options first, then the spread: see usageRecord (billing/usage-record.ts).
-      const request = this.transport.request({ headers: this.headers[accept], ...this.targets[endpoint] }, (response) => {
+      const request = this.transport.request({ headers: tracing.withTraceHeaders(this.headers[accept]), ...this.targets[endpoint] }, (response) => {
         const status = response.statusCode ?? 502;
         if (status >= 200 && status < 300) return resolve(response);
         readText(response, cancellation).then((text) => reject(new UpstreamHttpError(status, flatHeaders(response.headers), errorOf(text))), reject);
