@@ -320,6 +320,8 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
     searchAssistant,
     planQuery,
     SETTINGS.maxResults,
+    null,
+    0,
   ]);
 
   // --- Report -----------------------------------------------------------------------------
