@@ -21,7 +21,8 @@ import * as os from 'node:os';
 import PDFDocument from 'pdfkit';
 import { DataSource } from 'typeorm';
 import { DocumentsModule } from '../src/assistants/documents/documents.module';
-import { DocumentsService, FILE_SEARCH_SQL, IngestionProgress } from '../src/assistants/documents/documents.service';
+import { DocumentsService, IngestionProgress } from '../src/assistants/documents/documents.service';
+import { LEXICAL_SEARCH_SQL } from '../src/assistants/documents/lexical-search';
 import { loadConfig } from '../src/config/app-config';
 import { ConfigModule } from '../src/config/config.module';
 import { dataSourceOptions } from '../src/database/data-source';
@@ -316,12 +317,11 @@ async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: Bench
   const byKind = Object.entries(samples).map(([kind, ms]) => ({ kind, ...summarizeMs(ms), withResults: found[kind], meanCandidates: candidates[kind] }));
 
   const planQuery = kinds['question, 3-5 words by frequency'][0];
-  const plan = await dataSource.query<Array<{ 'QUERY PLAN': string }>>(`EXPLAIN (ANALYZE, COSTS OFF, SUMMARY ON) ${FILE_SEARCH_SQL}`, [
+  const plan = await dataSource.query<Array<{ 'QUERY PLAN': string }>>(`EXPLAIN (ANALYZE, COSTS OFF, SUMMARY ON) ${LEXICAL_SEARCH_SQL}`, [
     searchAssistant,
     planQuery,
     SETTINGS.maxResults,
     null,
-    0,
   ]);
 
   // --- Report -----------------------------------------------------------------------------

@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { DataSource } from 'typeorm';
 import { DocumentsModule } from '../src/assistants/documents/documents.module';
 import { DocumentsService } from '../src/assistants/documents/documents.service';
+import { lexicalSearch } from '../src/assistants/documents/lexical-search';
 import { ConfigModule } from '../src/config/config.module';
 import { dataSourceOptions } from '../src/database/data-source';
 import {
@@ -111,5 +112,19 @@ describe('recall@5 on the retrieval set', () => {
   it('measures today\'s search (the baseline)', async () => {
     reports.today = await measureRecall(questions, (question, k) => baselineSearch(dataSource.manager, assistantId, question, k));
     expect(reports.today.overall.questions).toBe(questions.length);
+  }, 120_000);
+
+  it('finds with the lexical leg at least what today\'s search finds, and more typos, identifiers and other languages', async () => {
+    reports.lexical = await measureRecall(questions, (question, k) =>
+      lexicalSearch(dataSource.manager, assistantId, question, { limit: k }),
+    );
+    const { today, lexical } = reports;
+    expect(lexical.overall.hits).toBeGreaterThanOrEqual(today.overall.hits);
+    for (const kind of QUESTION_KINDS.filter((k) => k !== 'paraphrase')) {
+      expect(lexical.byKind[kind].hits).toBeGreaterThanOrEqual(today.byKind[kind].hits);
+    }
+    for (const kind of ['typo', 'identifier', 'language'] as const) {
+      expect(lexical.byKind[kind].hits).toBeGreaterThan(today.byKind[kind].hits);
+    }
   }, 120_000);
 });

@@ -14,6 +14,30 @@ export interface ChunkingOptions {
  */
 export const DEFAULT_CHUNKING: Readonly<ChunkingOptions> = { maxTokens: 400, overlapTokens: 60 };
 
+/**
+ * An assistant's chunking, as OpenAI's file_search has it: 800 tokens with 400 of overlap by
+ * default, a size from 100 to 4,096 tokens, an overlap of at most half the size. Documents
+ * split before it was a setting (their `chunk_max_tokens` is null) used DEFAULT_CHUNKING.
+ */
+export const ASSISTANT_CHUNKING: Readonly<ChunkingOptions> = { maxTokens: 800, overlapTokens: 400 };
+export const MIN_CHUNK_TOKENS = 100;
+export const MAX_CHUNK_TOKENS = 4096;
+
+/** What is wrong with a chunk size and overlap, naming the field (`chunk_max_tokens`, `chunk_overlap_tokens`); null when nothing. */
+export function chunkingProblem(options: ChunkingOptions): { param: string; message: string } | null {
+  const { maxTokens, overlapTokens } = options;
+  if (!Number.isInteger(maxTokens) || maxTokens < MIN_CHUNK_TOKENS || maxTokens > MAX_CHUNK_TOKENS) {
+    return { param: 'chunk_max_tokens', message: `chunk_max_tokens must be a whole number from ${MIN_CHUNK_TOKENS} to ${MAX_CHUNK_TOKENS}.` };
+  }
+  if (!Number.isInteger(overlapTokens) || overlapTokens < 0 || overlapTokens * 2 > maxTokens) {
+    return {
+      param: 'chunk_overlap_tokens',
+      message: `chunk_overlap_tokens must be a whole number from 0 to half of chunk_max_tokens (${Math.floor(maxTokens / 2)}).`,
+    };
+  }
+  return null;
+}
+
 /** A chunk that is at least this full ends at a paragraph's end rather than in the paragraph. */
 const MIN_FILL_BEFORE_PARAGRAPH_BREAK = 0.5;
 /** Within this many tokens of the limit, a candidate chunk is counted exactly rather than estimated. */
