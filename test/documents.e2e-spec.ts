@@ -5,7 +5,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { DataSource } from 'typeorm';
-import { ASSISTANT_CHUNKING, DEFAULT_CHUNKING } from '../src/assistants/documents/chunking';
+import { ASSISTANT_CHUNKING, DEFAULT_CHUNKING, normalizeText } from '../src/assistants/documents/chunking';
 import { DOCUMENT_LIMITS, MAX_FILE_BYTES } from '../src/assistants/documents/document-limits';
 import { DocumentsModule } from '../src/assistants/documents/documents.module';
 import { AddDocumentCommand, DocumentsService, IngestionProgress } from '../src/assistants/documents/documents.service';
@@ -355,6 +355,40 @@ describe('documents for file_search', () => {
       expect(results[0].score).toBeGreaterThanOrEqual(0.5);
       expect((await documents.search(assistantId, 'refunds', { maxResults: 5 })).map((r) => r.document_name)).toEqual(['returns.md']);
     });
+    it('re-indexing splits a document stored before languages and chunk settings again, and indexes it in its language', async () => {
+      const { assistantId, add } = await setup();
+      const text = `# Retours\n\n${"Les articles peuvent être retournés dans les trente jours, et le remboursement est effectué sur le moyen de paiement d'origine. ".repeat(30)}`;
+      const document = await add('retours.md', text);
+      // As the migration left documents stored before it: English vectors, no chunk settings.
+      await dataSource.query(`UPDATE documents SET language = 'english', chunk_max_tokens = NULL, chunk_overlap_tokens = NULL WHERE id = $1`, [
+        document.id,
+      ]);
+      await dataSource.query(`UPDATE document_chunks SET language = 'english', content_tsv = to_tsvector('english', content) WHERE document_id = $1`, [
+        document.id,
+      ]);
+      const before = await chunksOf(document.id);
+      const indexedInFrench = async () =>
+        (
+          await dataSource.query<Array<{ french: boolean }>>(
+            // "les" is a French stop word, not an English one.
+            `SELECT bool_and(language = 'french' AND content_tsv::text NOT LIKE '%''les''%') AS french FROM document_chunks WHERE document_id = $1`,
+            [document.id],
+          )
+        )[0].french;
+      expect(await indexedInFrench()).toBe(false);
+      // Found by trigrams only ("remboursés" is not stemmed as "remboursement" in English): a partial score.
+      expect((await documents.search(assistantId, 'remboursés', { maxResults: 1 }))[0].score).toBeLessThan(0.5);
+
+      await dataSource.query('UPDATE assistants SET chunk_max_tokens = 800, chunk_overlap_tokens = 0 WHERE id = $1', [assistantId]);
+      expect(await documents.reindex(assistantId)).toMatchObject({ documents: 1, chunk_max_tokens: 800, chunk_overlap_tokens: 0 });
+      const after = await chunksOf(document.id);
+      expect(after.length).toBeLessThan(before.length);
+      for (const chunk of after) expect(chunk.tokens).toBeLessThanOrEqual(800);
+      expect(after.map((chunk) => chunk.content).join(' ').replace(/\s+/g, ' ')).toBe(normalizeText(text).replace(/\s+/g, ' '));
+      expect(await documents.get(document.id)).toMatchObject({ language: 'french', chunkMaxTokens: 800, chunkOverlapTokens: 0, chunkCount: after.length });
+      expect(await indexedInFrench()).toBe(true);
+      expect((await documents.search(assistantId, 'remboursés', { maxResults: 1 }))[0].score).toBeGreaterThanOrEqual(0.5);
+    });
   });
 
   describe('tier limits', () => {
@@ -573,6 +607,7 @@ describe('documents for file_search', () => {
             chunks: added.chunks,
             status: 'ready',
             failure_reason: null,
+            language: 'english',
             created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
           },
         ],

@@ -292,3 +292,36 @@ class Chunker {
     return text ? [{ text, tokens: count, paragraph: last.paragraph, separator: last.separator }] : [];
   }
 }
+
+/**
+ * A document's text again from its chunks, for re-chunking (the uploaded file is not kept):
+ * each chunk starts with the end of the one before (the overlap), which is dropped; chunks
+ * that do not overlap are joined as paragraphs. The overlap is the longest start of the next
+ * chunk that ends the text so far, cut between words on both sides, within the overlap the
+ * chunks were made with (`overlapTokens`: in a text that repeats itself a longer match is
+ * not the overlap).
+ */
+export function textOfChunks(chunks: readonly string[], overlapTokens: number): string {
+  let text = '';
+  for (const chunk of chunks) {
+    if (!text) {
+      text = chunk;
+      continue;
+    }
+    const overlap = overlapLength(text, chunk, overlapTokens);
+    text += overlap > 0 ? chunk.slice(overlap) : `\n\n${chunk}`;
+  }
+  return text;
+}
+
+
+function overlapLength(text: string, next: string, overlapTokens: number): number {
+  // Never the whole chunk: each chunk has something new.
+  for (let length = Math.min(text.length, next.length - 1); length > 0; length--) {
+    const endsAWord = /\s/.test(next[length]);
+    const startsAWord = length === text.length || /\s/.test(text[text.length - length - 1]);
+    if (!endsAWord || !startsAWord || !text.endsWith(next.slice(0, length))) continue;
+    if (countTextTokens(next.slice(0, length)) <= overlapTokens) return length;
+  }
+  return 0;
+}

@@ -9,7 +9,7 @@ import { InjectConfig } from '../../config/config.module';
 import { UNLIMITED } from '../../limits/tier-policy';
 import { WorkspacesService } from '../../workspaces/workspaces.service';
 import { Assistant } from '../entities/assistant.entity';
-import { ChunkingOptions, TextChunk } from './chunking';
+import { ChunkingOptions, DEFAULT_CHUNKING, TextChunk, textOfChunks } from './chunking';
 import { DOCUMENT_LIMITS, formatBytes, MAX_FILE_BYTES } from './document-limits';
 import { DocumentReadError } from './document-read-error';
 import { DocumentReader } from './document-reader';
@@ -90,6 +90,17 @@ export function documentView(document: Document): DocumentView {
     language: document.language,
     created_at: document.createdAt.toISOString(),
   };
+}
+
+/** What a re-indexing did. */
+export interface ReindexResult {
+  assistant_id: string;
+  /** Documents split again (those still being read, or failed, are left alone). */
+  documents: number;
+  /** Their chunks now. */
+  chunks: number;
+  chunk_max_tokens: number;
+  chunk_overlap_tokens: number;
 }
 
 export const MAX_SEARCH_RESULTS = 50;
@@ -288,6 +299,62 @@ export class DocumentsService {
       );
     }
     return chunks;
+  }
+
+  /**
+   * Splits the assistant's ready documents again with its current chunk size and overlap,
+   * and indexes them again in the language of their text (documents stored before languages
+   * were detected were indexed in English). The uploaded files are not kept: the text comes
+   * from the stored chunks, their overlaps removed (textOfChunks), so what extraction dropped
+   * stays dropped. One transaction per document; a document deleted or re-indexed by someone
+   * else meanwhile is left as that made it.
+   */
+  async reindex(assistantId: string): Promise<ReindexResult> {
+    const assistant = await this.getAssistant(assistantId);
+    const chunking = chunkingOf(assistant);
+    const ready = await this.documents.find({ where: { assistantId: assistant.id, status: 'ready' }, order: { createdAt: 'ASC', id: 'ASC' } });
+    const result: ReindexResult = {
+      assistant_id: assistant.id,
+      documents: 0,
+      chunks: 0,
+      chunk_max_tokens: chunking.maxTokens,
+      chunk_overlap_tokens: chunking.overlapTokens,
+    };
+    for (const document of ready) {
+      const stored = await this.documents.query<Array<{ id: string; content: string }>>(
+        'SELECT id, content FROM document_chunks WHERE document_id = $1 ORDER BY position',
+        [document.id],
+      );
+      if (stored.length === 0) continue;
+      const text = textOfChunks(
+        stored.map((chunk) => chunk.content),
+        document.chunkOverlapTokens ?? DEFAULT_CHUNKING.overlapTokens,
+      );
+      const chunks = await this.readChunks('text', Buffer.from(text), document.name, () => undefined, chunking);
+      const language = languageOf(chunks);
+      const replaced = await this.documents.manager.transaction(async (manager) => {
+        // Still the chunks that were read: the newest chunk id changes with any other re-indexing.
+        const [current] = await manager.query<Array<{ id: string }>>(
+          `SELECT d.id FROM documents d
+           WHERE d.id = $1 AND d.status = 'ready' AND (SELECT max(c.id) FROM document_chunks c WHERE c.document_id = d.id) = $2
+           FOR UPDATE`,
+          [document.id, stored.reduce((max, chunk) => (BigInt(chunk.id) > BigInt(max) ? chunk.id : max), stored[0].id)],
+        );
+        if (!current) return false;
+        await manager.query('DELETE FROM document_chunks WHERE document_id = $1', [document.id]);
+        await insertChunks(manager, { id: document.id, assistantId: assistant.id, language }, chunks);
+        await manager.query(
+          'UPDATE documents SET chunk_count = $2, language = $3, chunk_max_tokens = $4, chunk_overlap_tokens = $5 WHERE id = $1',
+          [document.id, chunks.length, language, chunking.maxTokens, chunking.overlapTokens],
+        );
+        return true;
+      });
+      if (replaced) {
+        result.documents++;
+        result.chunks += chunks.length;
+      }
+    }
+    return result;
   }
 
   /** Extends the lease of a document being read, so that no other process takes it up. */
