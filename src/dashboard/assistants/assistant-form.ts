@@ -1,6 +1,7 @@
 import type { AssistantFields } from '../../assistants/assistants.service';
 import type { Assistant, AssistantTool, ServerToolType } from '../../assistants/entities/assistant.entity';
 import type { Document } from '../../assistants/documents/entities/document.entity';
+import { ASSISTANT_CHUNKING, DEFAULT_CHUNKING, MAX_CHUNK_TOKENS, MIN_CHUNK_TOKENS } from '../../assistants/documents/chunking';
 import { formatBytes } from '../../assistants/documents/document-limits';
 import type { ModelDefinition } from '../../models/model-catalog';
 import type { ServerToolDescriptor } from '../../tools/server-tool';
@@ -35,6 +36,8 @@ export interface AssistantFormValues {
   temperature: string;
   max_tokens: string;
   max_tool_iterations: string;
+  chunk_max_tokens: string;
+  chunk_overlap_tokens: string;
   tools: ServerToolType[];
 }
 
@@ -55,6 +58,8 @@ export function formValues(form: Record<string, string | string[] | undefined>, 
     temperature: text('temperature'),
     max_tokens: text('max_tokens'),
     max_tool_iterations: text('max_tool_iterations'),
+    chunk_max_tokens: text('chunk_max_tokens'),
+    chunk_overlap_tokens: text('chunk_overlap_tokens'),
     tools: switches.filter((tool) => form[`tool_${tool.type}`] !== undefined).map((tool) => tool.type),
   };
 }
@@ -70,6 +75,8 @@ export function valuesOf(assistant: Assistant): AssistantFormValues {
     temperature: assistant.temperature === null ? '' : String(assistant.temperature),
     max_tokens: assistant.maxTokens === null ? '' : String(assistant.maxTokens),
     max_tool_iterations: String(assistant.maxToolIterations),
+    chunk_max_tokens: String(assistant.chunkMaxTokens),
+    chunk_overlap_tokens: String(assistant.chunkOverlapTokens),
     tools: assistant.tools.map((tool) => tool.type),
   };
 }
@@ -86,6 +93,8 @@ export function newAssistantValues(models: readonly ModelDefinition[]): Assistan
     temperature: '',
     max_tokens: '',
     max_tool_iterations: '5',
+    chunk_max_tokens: String(ASSISTANT_CHUNKING.maxTokens),
+    chunk_overlap_tokens: String(ASSISTANT_CHUNKING.overlapTokens),
     tools: ['file_search'],
   };
 }
@@ -118,6 +127,12 @@ export function readAssistantForm(
   if (Number.isNaN(maxTokens)) errors.max_tokens = 'max_tokens must be a whole number, or empty for the model\'s default.';
   const iterations = optionalNumber(values.max_tool_iterations);
   if (iterations === null || Number.isNaN(iterations)) errors.max_tool_iterations = 'max_tool_iterations must be a whole number from 1 to 20.';
+  // Empty keeps the current value (a new assistant's: the default); the ranges, and the
+  // overlap against the size, are the service's to check.
+  const chunkMaxTokens = optionalNumber(values.chunk_max_tokens);
+  if (Number.isNaN(chunkMaxTokens)) errors.chunk_max_tokens = `chunk_max_tokens must be a whole number from ${MIN_CHUNK_TOKENS} to ${MAX_CHUNK_TOKENS}.`;
+  const chunkOverlapTokens = optionalNumber(values.chunk_overlap_tokens);
+  if (Number.isNaN(chunkOverlapTokens)) errors.chunk_overlap_tokens = 'chunk_overlap_tokens must be a whole number, at most half of chunk_max_tokens.';
 
   if (Object.keys(errors).length > 0) return { ok: false, errors };
   const tools: AssistantTool[] = values.tools.map((type) => current.find((tool) => tool.type === type) ?? { type });
@@ -134,6 +149,8 @@ export function readAssistantForm(
       maxTokens,
       tools,
       maxToolIterations: iterations!,
+      chunkMaxTokens: chunkMaxTokens ?? undefined,
+      chunkOverlapTokens: chunkOverlapTokens ?? undefined,
     },
   };
 }
@@ -205,6 +222,10 @@ export interface DocumentRow {
   name: string;
   size: string;
   chunks: number;
+  /** The text search configuration it is indexed with. */
+  language: string;
+  /** "800 / 400" tokens it was split with ("400 / 60" before the setting existed). */
+  chunking: string;
   status: Document['status'];
   failureReason: string | null;
   uploaded: string;
@@ -216,6 +237,8 @@ export function documentRow(document: Document): DocumentRow {
     name: document.name,
     size: formatBytes(document.sizeBytes),
     chunks: document.chunkCount,
+    language: document.language,
+    chunking: `${document.chunkMaxTokens ?? DEFAULT_CHUNKING.maxTokens} / ${document.chunkOverlapTokens ?? DEFAULT_CHUNKING.overlapTokens}`,
     status: document.status,
     failureReason: document.failureReason,
     uploaded: formatDateTime(document.createdAt),
