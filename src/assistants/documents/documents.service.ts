@@ -55,7 +55,8 @@ export interface FileSearchResult {
   /**
    * From 0 to 1, higher is better: from 0.5 to 1 when the passage has every term of the
    * query (higher when they are closer together and more frequent); below 0.5 when it has
-   * only some, scaled by their share.
+   * only some, scaled by their share; a word found only by trigram similarity (a typo, an
+   * identifier written otherwise) adds half its similarity over the words of the query.
    */
   score: number;
 }

@@ -54,7 +54,7 @@ export const LEXICAL_SEARCH_SQL = `
     WHERE numnode(strict) > 0
   ),
   fulltext AS (
-    SELECT c.id,
+    SELECT c.id, c.document_id, c.position,
            CASE WHEN c.content_tsv @@ q.strict THEN 1 + ts_rank_cd(c.content_tsv, q.strict, 32)
                 ELSE ts_rank(c.content_tsv, q.loose, 32)
                      * (length(c.content_tsv) - length(ts_delete(c.content_tsv, q.lexemes)))
@@ -77,20 +77,27 @@ export const LEXICAL_SEARCH_SQL = `
            ON c.assistant_id = $1 AND c.language = q.language AND c.content_tsv @@ plainto_tsquery(q.language::regconfig, word))
   ),
   fuzzy AS (
-    SELECT c.id, sum(word_similarity(f.word, lexical_form(c.content))) AS similarity
+    SELECT c.id, c.document_id, c.position, sum(word_similarity(f.word, lexical_form(c.content))) AS similarity
     FROM fuzzy_words f JOIN document_chunks c ON c.assistant_id = $1 AND f.word <% lexical_form(c.content)
     WHERE $4::uuid[] IS NULL OR c.document_id = ANY($4::uuid[])
-    GROUP BY c.id
+    GROUP BY c.id, c.document_id, c.position
   ),
   scored AS (
-    SELECT coalesce(t.id, z.id) AS id,
+    SELECT coalesce(t.id, z.id) AS id, coalesce(t.document_id, z.document_id) AS document_id,
+           coalesce(t.position, z.position) AS position,
            least(1, coalesce(t.score, 0) + 0.5 * coalesce(z.similarity, 0) / greatest((SELECT count(*) FROM words), 1)) AS score
     FROM fulltext t FULL JOIN fuzzy z ON z.id = t.id
+  ),
+  -- The best first, before any chunk's text is read again: only these are fetched by id.
+  top AS MATERIALIZED (
+    SELECT s.id, s.document_id, s.position, s.score, d.name, d.created_at
+    FROM scored s JOIN documents d ON d.id = s.document_id
+    ORDER BY s.score DESC, d.created_at, d.id, s.position
+    LIMIT $3
   )
-  SELECT c.document_id, d.name AS document_name, c.position, c.content, s.score
-  FROM scored s JOIN document_chunks c ON c.id = s.id JOIN documents d ON d.id = c.document_id
-  ORDER BY s.score DESC, d.created_at, d.id, c.position
-  LIMIT $3`;
+  SELECT t.document_id, t.name AS document_name, t.position, c.content, t.score
+  FROM top t JOIN document_chunks c ON c.id = t.id
+  ORDER BY t.score DESC, t.created_at, t.document_id, t.position`;
 
 /**
  * The assistant's chunks that best match `query` lexically, best first, with scores from 0
