@@ -56,13 +56,14 @@ const USAGE = `Usage: npm run cli -- <command> [options]
       [--monthly-cap <millicents>|none (the default cap)] [--stripe-customer <cus_...>] [--stripe-payment-method <pm_...>]
   assistant create --workspace <id> --name <n> --model <model id> [--slug <s>] [--system-prompt <text>]
       [--temperature <t>] [--max-tokens <n>] [--tools web_search,file_search] [--max-tool-iterations <n>]
-      [--description <text>]
+      [--description <text>] [--chunk-max-tokens <100-4096, default 800>] [--chunk-overlap-tokens <at most half, default 400>]
   assistant list --workspace <id>
   assistant update --assistant <id> [the fields of create]
   assistant delete --assistant <id>
   document add --assistant <id> --file <path>        (.txt .md .html .htm .pdf .docx; progress on stderr)
   document list --assistant <id>
   document remove --document <id>
+  document reindex --assistant <id>   (splits its documents again with its chunk settings, from their stored text)
   operator grant  --email <e>       (the account sees the operator console: every workspace, audited actions)
   operator revoke --email <e>       (an email also in OPERATOR_EMAILS stays an operator until removed from it)
   deployments        (every upstream deployment of the catalog: its settings, and its state, errors and
@@ -149,6 +150,7 @@ const COMMANDS: Record<string, Command> = {
     const assistant = await documents.getAssistant(required(o, 'assistant'));
     return { data: (await documents.list(assistant.id)).map(documentView) };
   },
+  'document reindex': async (app, o) => app.get(DocumentsService).reindex(required(o, 'assistant')),
   'document remove': async (app, o) => {
     const documents = app.get(DocumentsService);
     const document = await documents.get(required(o, 'document'));
@@ -283,6 +285,8 @@ function assistantFields(o: Options): AssistantFields {
     maxTokens: o['max-tokens'] === undefined ? undefined : integer(o, 'max-tokens'),
     tools: o.tools === undefined ? undefined : (o.tools.split(',').map((tool) => tool.trim()).filter(Boolean) as ServerToolType[]),
     maxToolIterations: o['max-tool-iterations'] === undefined ? undefined : integer(o, 'max-tool-iterations'),
+    chunkMaxTokens: o['chunk-max-tokens'] === undefined ? undefined : integer(o, 'chunk-max-tokens'),
+    chunkOverlapTokens: o['chunk-overlap-tokens'] === undefined ? undefined : integer(o, 'chunk-overlap-tokens'),
   };
 }
 
@@ -299,6 +303,8 @@ function describeAssistant(a: Assistant) {
     max_tokens: a.maxTokens,
     tools: a.tools,
     max_tool_iterations: a.maxToolIterations,
+    chunk_max_tokens: a.chunkMaxTokens,
+    chunk_overlap_tokens: a.chunkOverlapTokens,
     created_at: a.createdAt.toISOString(),
     updated_at: a.updatedAt.toISOString(),
   };
@@ -465,6 +471,8 @@ async function run(argv: string[], io: CliIo): Promise<number> {
         'max-tokens',
         'tools',
         'max-tool-iterations',
+        'chunk-max-tokens',
+        'chunk-overlap-tokens',
         'file',
         'document',
         'enabled',

@@ -378,6 +378,48 @@ describe('operator CLI', () => {
       expect(((await cli('assistant', 'list', '--workspace', workspaceId)) as { data: unknown[] }).data).toHaveLength(1);
       expect(await cliFails(1, 'assistant', 'create', '--workspace', workspaceId, '--name', 'X', '--model', 'gpt-9')).toContain('gpt-9');
     });
+
+    it("chunk settings: stored, refused out of bounds naming the field, applied to documents by document reindex", async () => {
+      const { id: workspaceId } = await createWorkspace('pro', 100_000);
+      const created = (await cli(
+        'assistant', 'create', '--workspace', workspaceId, '--name', 'Chunky', '--model', 'gpt-4o-mini',
+        '--chunk-max-tokens', '150', '--chunk-overlap-tokens', '30',
+      )) as { id: string };
+      const listed = (await cli('assistant', 'list', '--workspace', workspaceId)) as { data: Array<Record<string, unknown>> };
+      expect(listed.data[0]).toMatchObject({ chunk_max_tokens: 150, chunk_overlap_tokens: 30 });
+      expect(await cliFails(1, 'assistant', 'update', '--assistant', created.id, '--chunk-max-tokens', '5000')).toContain(
+        'chunk_max_tokens must be a whole number from 100 to 4096.',
+      );
+      expect(await cliFails(1, 'assistant', 'update', '--assistant', created.id, '--chunk-overlap-tokens', '76')).toContain(
+        'chunk_overlap_tokens must be a whole number from 0 to half of chunk_max_tokens (75).',
+      );
+
+      const dir = await mkdtemp(path.join(tmpdir(), 'acs-cli-reindex-'));
+      const file = path.join(dir, 'handbook.md');
+      const paragraphs = Array.from({ length: 8 }, (_, p) =>
+        Array.from({ length: 5 }, (_, s) => `Rule ${p}.${s} of the handbook says how the ${['office', 'kitchen', 'garden'][s % 3]} is kept tidy.`).join(' '),
+      );
+      await writeFile(file, paragraphs.join('\n\n'));
+      // Progress goes to stderr: not the `cli` helper's case.
+      const adding = await runCliInProcess(['document', 'add', '--assistant', created.id, '--file', file], env);
+      expect(adding.code).toBe(0);
+      const added = JSON.parse(adding.stdout) as { id: string; chunks: number };
+      expect(added.chunks).toBeGreaterThan(4);
+
+      // New settings apply to new uploads; the stored document keeps its chunks until re-indexed.
+      await cli('assistant', 'update', '--assistant', created.id, '--chunk-max-tokens', '800', '--chunk-overlap-tokens', '100');
+      const before = (await cli('document', 'list', '--assistant', created.id)) as { data: Array<{ chunks: number }> };
+      expect(before.data[0].chunks).toBe(added.chunks);
+      expect(await cli('document', 'reindex', '--assistant', created.id)).toEqual({
+        assistant_id: created.id,
+        documents: 1,
+        chunks: 1,
+        chunk_max_tokens: 800,
+        chunk_overlap_tokens: 100,
+      });
+      const after = (await cli('document', 'list', '--assistant', created.id)) as { data: Array<{ chunks: number; language: string }> };
+      expect(after.data[0]).toMatchObject({ chunks: 1, language: 'english' });
+    });
   });
 
   /** Refusals that need no workspace of their own. */

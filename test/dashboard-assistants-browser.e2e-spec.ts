@@ -150,8 +150,8 @@ describeWithBrowser('assistants and documents in the browser', () => {
       await expect(page.locator('#upload-progress').isHidden()).resolves.toBe(true);
       await waitUntilRead(page, 2);
       const statuses = await page.locator('#documents-table tbody tr').evaluateAll((rows) => rows.map((row) => row.textContent!.replace(/\s+/g, ' ').trim()));
-      expect(statuses[0]).toMatch(/^building-handbook\.pdf \d+(\.\d)? (KB|bytes) 1 Ready/);
-      expect(statuses[1]).toMatch(/^visitors\.docx \d+(\.\d)? (KB|bytes) 1 Ready/);
+      expect(statuses[0]).toMatch(/^building-handbook\.pdf \d+(\.\d)? (KB|bytes) 1 \(800 \/ 400\) [a-z]+ Ready/);
+      expect(statuses[1]).toMatch(/^visitors\.docx \d+(\.\d)? (KB|bytes) 1 \(800 \/ 400\) [a-z]+ Ready/);
       await check(page, problems);
 
       // The README's screenshot: the filled editor (opened again, without the message), 1280 x 900 from its heading.

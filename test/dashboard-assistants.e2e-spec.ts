@@ -242,6 +242,28 @@ describe('dashboard: assistants and documents', () => {
       expect((await assistants().resolve(owner.workspaceId, id)).tools).toEqual([{ type: 'file_search' }]);
     });
 
+    it("chunk settings: saved from the editor, refused beside their field, and the editor says search is lexical-only", async () => {
+      const id = await createAssistant(owner.client, base, { name: 'Chunks', slug: 'chunks' });
+      expect(await assistants().resolve(owner.workspaceId, id)).toMatchObject({ chunkMaxTokens: 800, chunkOverlapTokens: 400 });
+      const page = await owner.client.get(`${base}/${id}`);
+      expect(page.html).toMatch(/id="assistant-chunk-max-tokens"[^>]*value="800"/);
+      expect(textOf(page.html)).toContain('Lexical-only: no embedding model is set');
+
+      const form = { name: 'Chunks', slug: 'chunks' };
+      expect((await owner.client.post(`${base}/${id}`, validForm({ ...form, chunk_max_tokens: '300', chunk_overlap_tokens: '100' }))).status).toBe(303);
+      expect(await assistants().resolve(owner.workspaceId, id)).toMatchObject({ chunkMaxTokens: 300, chunkOverlapTokens: 100 });
+
+      const tooLarge = await owner.client.post(`${base}/${id}`, validForm({ ...form, chunk_max_tokens: '5000', chunk_overlap_tokens: '100' }));
+      expect(tooLarge.status).toBe(400);
+      expect(tooLarge.html).toMatch(/id="assistant-chunk-max-tokens"[^>]*aria-invalid="true"/);
+      expect(textOf(tooLarge.html)).toContain('chunk_max_tokens must be a whole number from 100 to 4096.');
+      const overlap = await owner.client.post(`${base}/${id}`, validForm({ ...form, chunk_max_tokens: '300', chunk_overlap_tokens: '151' }));
+      expect(overlap.status).toBe(400);
+      expect(overlap.html).toMatch(/id="assistant-chunk-overlap-tokens"[^>]*aria-invalid="true"/);
+      expect(textOf(overlap.html)).toContain('chunk_overlap_tokens must be a whole number from 0 to half of chunk_max_tokens (150).');
+      expect(await assistants().resolve(owner.workspaceId, id)).toMatchObject({ chunkMaxTokens: 300, chunkOverlapTokens: 100 });
+    });
+
     it('deletes after a confirmation page; the assistant is then unknown to pages and API', async () => {
       const id = await createAssistant(owner.client, base, { name: 'Doomed', slug: 'doomed' });
       const confirm = await owner.client.get(`${base}/${id}/delete`);
@@ -371,7 +393,8 @@ describe('dashboard: assistants and documents', () => {
       ]);
       for (const document of documents.filter((d) => d.status === 'ready')) {
         expect(document.chunkCount).toBeGreaterThan(0);
-        expect(rowOf(fragment, document.id)).toContain(`${document.chunkCount} Ready`);
+        // Chunks, with the size / overlap they were split with, then the language they are indexed in.
+        expect(rowOf(fragment, document.id)).toMatch(new RegExp(`${document.chunkCount} \\(800 / 400\\) [a-z]+ Ready`));
       }
       const scan = documents.find((d) => d.name === 'scan.pdf')!;
       expect(scan.chunkCount).toBe(0);
@@ -453,6 +476,31 @@ describe('dashboard: assistants and documents', () => {
       const anonymous = await upload(new DashboardClient(t.baseUrl), docsPath, [{ name: 'x.txt', data: 'x' }], { csrf: false });
       expect([303, 403]).toContain(anonymous.status);
       expect((await t.app.get(DocumentsService).list(assistantId)).length).toBe(before);
+    });
+
+    it('re-indexes the documents with the chunk settings changed since their upload', async () => {
+      const service = t.app.get(DocumentsService);
+      const ready = (await service.list(assistantId)).filter((document) => document.status === 'ready');
+      expect(ready.length).toBeGreaterThan(0);
+      await assistants().update(assistantId, { chunkMaxTokens: 100, chunkOverlapTokens: 0 });
+      const editor = await owner.client.get(`${base}/${assistantId}`);
+      expect(textOf(editor.html)).toContain(`${ready.length} of ${ready.length} ready document`);
+      expect(textOf(editor.html)).toContain("split with other chunk settings than the assistant's (100 / 0)");
+
+      const fragment = await owner.client.post(`${docsPath}/reindex`, {}, { headers: { 'hx-request': 'true' } });
+      expect(fragment.status).toBe(200);
+      const after = (await service.list(assistantId)).filter((document) => document.status === 'ready');
+      const chunks = after.reduce((sum, document) => sum + document.chunkCount, 0);
+      expect(textOf(fragment.html)).toContain(`Re-indexed ${ready.length} document${ready.length === 1 ? '' : 's'} into ${chunks} chunks of at most 100 tokens (0 of overlap).`);
+      expect(fragment.html).not.toContain('split with other chunk settings');
+      for (const document of after) expect(document).toMatchObject({ chunkMaxTokens: 100, chunkOverlapTokens: 0 });
+      const [{ longest }] = await db().query<Array<{ longest: number }>>(
+        'SELECT max(tokens)::int AS longest FROM document_chunks WHERE assistant_id = $1',
+        [assistantId],
+      );
+      expect(longest).toBeLessThanOrEqual(100);
+      // A plain form gets a redirect.
+      expect((await owner.client.post(`${docsPath}/reindex`)).status).toBe(303);
     });
 
     it('deletes a document, from htmx (the panel comes back) or a plain form (a redirect)', async () => {

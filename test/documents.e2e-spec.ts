@@ -5,7 +5,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { DataSource } from 'typeorm';
-import { DEFAULT_CHUNKING } from '../src/assistants/documents/chunking';
+import { ASSISTANT_CHUNKING, DEFAULT_CHUNKING, normalizeText } from '../src/assistants/documents/chunking';
 import { DOCUMENT_LIMITS, MAX_FILE_BYTES } from '../src/assistants/documents/document-limits';
 import { DocumentsModule } from '../src/assistants/documents/documents.module';
 import { AddDocumentCommand, DocumentsService, IngestionProgress } from '../src/assistants/documents/documents.service';
@@ -91,10 +91,12 @@ describe('documents for file_search', () => {
     const [row] = await dataSource.query<Array<{ id: string }>>(`INSERT INTO workspaces (name, tier) VALUES ('Docs', $1) RETURNING id`, [tier]);
     return row.id;
   }
-  async function createAssistant(workspaceId: string): Promise<string> {
+  /** Chunked as DEFAULT_CHUNKING (400 tokens, 60 of overlap), which these tests were written for, unless told otherwise. */
+  async function createAssistant(workspaceId: string, chunking = DEFAULT_CHUNKING): Promise<string> {
     const [row] = await dataSource.query<Array<{ id: string }>>(
-      `INSERT INTO assistants (workspace_id, name, slug, model) VALUES ($1, 'Docs', $2, 'gpt-4o-mini') RETURNING id`,
-      [workspaceId, `docs-${++slugs}`],
+      `INSERT INTO assistants (workspace_id, name, slug, model, chunk_max_tokens, chunk_overlap_tokens)
+       VALUES ($1, 'Docs', $2, 'gpt-4o-mini', $3, $4) RETURNING id`,
+      [workspaceId, `docs-${++slugs}`, chunking.maxTokens, chunking.overlapTokens],
     );
     return row.id;
   }
@@ -302,6 +304,90 @@ describe('documents for file_search', () => {
       // Nothing is lost: every sentence of the text is in some chunk.
       const stored = chunks.map((chunk) => chunk.content.replace(/\s+/g, ' ')).join(' ');
       for (const sentence of text.split(/(?<=\.)\s+/)) expect(stored).toContain(sentence.replace(/\s+/g, ' '));
+    });
+
+    it("splits with the assistant's chunk size and overlap, and records them on the document", async () => {
+      const workspaceId = await createWorkspace();
+      const text = prose(400, 42);
+      const small = await documents.add({
+        workspaceId,
+        assistantId: await createAssistant(workspaceId, { maxTokens: 150, overlapTokens: 20 }),
+        fileName: 'minutes.txt',
+        data: Buffer.from(text),
+      });
+      const large = await documents.add({
+        workspaceId,
+        assistantId: await createAssistant(workspaceId, ASSISTANT_CHUNKING),
+        fileName: 'minutes.txt',
+        data: Buffer.from(text),
+      });
+      const smallChunks = await chunksOf(small.id);
+      const largeChunks = await chunksOf(large.id);
+      for (const chunk of smallChunks) expect(chunk.tokens).toBeLessThanOrEqual(150);
+      for (const chunk of largeChunks) expect(chunk.tokens).toBeLessThanOrEqual(800);
+      expect(Math.max(...largeChunks.map((chunk) => chunk.tokens))).toBeGreaterThan(400);
+      expect(smallChunks.length).toBeGreaterThan(2 * largeChunks.length);
+      expect(small).toMatchObject({ chunkMaxTokens: 150, chunkOverlapTokens: 20 });
+      expect(large).toMatchObject({ chunkMaxTokens: 800, chunkOverlapTokens: 400 });
+    });
+  });
+
+  describe('languages', () => {
+    it('indexes each document in the language of its text, and parses the query in each language of the assistant', async () => {
+      const { assistantId, add } = await setup();
+      const french = await add(
+        'retours.md',
+        "# Retours\n\nLes articles peuvent être retournés dans les trente jours. Le remboursement est effectué sur le moyen de paiement d'origine, et les frais de port sont remboursés pour les produits défectueux.",
+      );
+      const english = await add('returns.md', '# Returns\n\nItems may be returned within thirty days. The refund goes to the original payment method.');
+      const tiny = await add('codes.txt', 'XJ-9000 ERR-4012');
+      expect([french.language, english.language, tiny.language]).toEqual(['french', 'english', 'simple']);
+      const [row] = await dataSource.query<Array<{ language: string; tsv: string }>>(
+        'SELECT language, content_tsv::text AS tsv FROM document_chunks WHERE document_id = $1',
+        [french.id],
+      );
+      expect(row.language).toBe('french');
+      // French stemming: "remboursements" and "remboursés" meet in "rembours"; "les", "des" are stop words.
+      expect(row.tsv).toContain("'rembours'");
+      expect(row.tsv).not.toContain("'les'");
+      const results = await documents.search(assistantId, 'remboursements des produits défectueux', { maxResults: 5 });
+      expect(results.map((r) => r.document_name)).toEqual(['retours.md']);
+      expect(results[0].score).toBeGreaterThanOrEqual(0.5);
+      expect((await documents.search(assistantId, 'refunds', { maxResults: 5 })).map((r) => r.document_name)).toEqual(['returns.md']);
+    });
+    it('re-indexing splits a document stored before languages and chunk settings again, and indexes it in its language', async () => {
+      const { assistantId, add } = await setup();
+      const text = `# Retours\n\n${"Les articles peuvent être retournés dans les trente jours, et le remboursement est effectué sur le moyen de paiement d'origine. ".repeat(30)}`;
+      const document = await add('retours.md', text);
+      // As the migration left documents stored before it: English vectors, no chunk settings.
+      await dataSource.query(`UPDATE documents SET language = 'english', chunk_max_tokens = NULL, chunk_overlap_tokens = NULL WHERE id = $1`, [
+        document.id,
+      ]);
+      await dataSource.query(`UPDATE document_chunks SET language = 'english', content_tsv = to_tsvector('english', content) WHERE document_id = $1`, [
+        document.id,
+      ]);
+      const before = await chunksOf(document.id);
+      const indexedInFrench = async () =>
+        (
+          await dataSource.query<Array<{ french: boolean }>>(
+            // "les" is a French stop word, not an English one.
+            `SELECT bool_and(language = 'french' AND content_tsv::text NOT LIKE '%''les''%') AS french FROM document_chunks WHERE document_id = $1`,
+            [document.id],
+          )
+        )[0].french;
+      expect(await indexedInFrench()).toBe(false);
+      // Found by trigrams only ("remboursés" is not stemmed as "remboursement" in English): a partial score.
+      expect((await documents.search(assistantId, 'remboursés', { maxResults: 1 }))[0].score).toBeLessThan(0.5);
+
+      await dataSource.query('UPDATE assistants SET chunk_max_tokens = 800, chunk_overlap_tokens = 0 WHERE id = $1', [assistantId]);
+      expect(await documents.reindex(assistantId)).toMatchObject({ documents: 1, chunk_max_tokens: 800, chunk_overlap_tokens: 0 });
+      const after = await chunksOf(document.id);
+      expect(after.length).toBeLessThan(before.length);
+      for (const chunk of after) expect(chunk.tokens).toBeLessThanOrEqual(800);
+      expect(after.map((chunk) => chunk.content).join(' ').replace(/\s+/g, ' ')).toBe(normalizeText(text).replace(/\s+/g, ' '));
+      expect(await documents.get(document.id)).toMatchObject({ language: 'french', chunkMaxTokens: 800, chunkOverlapTokens: 0, chunkCount: after.length });
+      expect(await indexedInFrench()).toBe(true);
+      expect((await documents.search(assistantId, 'remboursés', { maxResults: 1 }))[0].score).toBeGreaterThanOrEqual(0.5);
     });
   });
 
@@ -521,6 +607,7 @@ describe('documents for file_search', () => {
             chunks: added.chunks,
             status: 'ready',
             failure_reason: null,
+            language: 'english',
             created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
           },
         ],

@@ -73,7 +73,9 @@ describe('file_search retrieval quality on the fixture corpus', () => {
       `INSERT INTO workspaces (name, tier) VALUES ('Retrieval', 'pro') RETURNING id`,
     );
     const [assistant] = await dataSource.query<Array<{ id: string }>>(
-      `INSERT INTO assistants (workspace_id, name, slug, model) VALUES ($1, 'Librarian', 'librarian', 'gpt-4o-mini') RETURNING id`,
+      // Chunks of 400 tokens (60 of overlap), for documents of several chunks; new assistants have 800.
+      `INSERT INTO assistants (workspace_id, name, slug, model, chunk_max_tokens, chunk_overlap_tokens)
+       VALUES ($1, 'Librarian', 'librarian', 'gpt-4o-mini', 400, 60) RETURNING id`,
       [workspace.id],
     );
     assistantId = assistant.id;

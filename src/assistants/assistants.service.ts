@@ -12,6 +12,7 @@ import { ToolsService } from '../tools/tools.service';
 import { WorkspacesService } from '../workspaces/workspaces.service';
 import { Assistant, AssistantTool, ServerToolType } from './entities/assistant.entity';
 import { isUniqueViolation } from '../common/database/unique-violation';
+import { ASSISTANT_CHUNKING, chunkingProblem } from './documents/chunking';
 
 export interface AssistantFields {
   name?: string;
@@ -24,6 +25,9 @@ export interface AssistantFields {
   /** Tool names (`web_search`) or tools with settings (`{type: 'file_search', max_results: 8}`). */
   tools?: Array<ServerToolType | AssistantTool>;
   maxToolIterations?: number;
+  /** Tokens per chunk of its documents (100 to 4,096) and shared with the chunk before (at most half): see chunking.ts. */
+  chunkMaxTokens?: number;
+  chunkOverlapTokens?: number;
 }
 
 /**
@@ -96,7 +100,7 @@ export class AssistantsService {
   async update(assistantId: string, fields: AssistantFields): Promise<Assistant> {
     const assistant = await this.get(assistantId);
     if (fields.name !== undefined && !fields.name.trim()) throw ApiError.badRequest('The name cannot be empty.', 'name');
-    Object.assign(assistant, this.validated(fields));
+    Object.assign(assistant, this.validated(fields, assistant));
     return this.saveUnique(this.assistants.manager, assistant);
   }
 
@@ -106,8 +110,11 @@ export class AssistantsService {
     return { id: assistant.id, deleted: true };
   }
 
-  /** Checks the given fields and returns them as entity values; absent fields stay absent. */
-  private validated(fields: AssistantFields): Partial<Assistant> {
+  /**
+   * Checks the given fields and returns them as entity values; absent fields stay absent.
+   * A chunk size or overlap is checked with the other's new or current value (`current`).
+   */
+  private validated(fields: AssistantFields, current?: Pick<Assistant, 'chunkMaxTokens' | 'chunkOverlapTokens'>): Partial<Assistant> {
     const values: Partial<Assistant> = {};
     if (fields.name !== undefined) values.name = fields.name.trim();
     if (fields.slug !== undefined) {
@@ -141,6 +148,14 @@ export class AssistantsService {
         throw ApiError.badRequest('max_tool_iterations must be an integer from 1 to 20.', 'max_tool_iterations');
       }
       values.maxToolIterations = fields.maxToolIterations;
+    }
+    if (fields.chunkMaxTokens !== undefined || fields.chunkOverlapTokens !== undefined) {
+      const maxTokens = fields.chunkMaxTokens ?? current?.chunkMaxTokens ?? ASSISTANT_CHUNKING.maxTokens;
+      const overlapTokens = fields.chunkOverlapTokens ?? current?.chunkOverlapTokens ?? ASSISTANT_CHUNKING.overlapTokens;
+      const problem = chunkingProblem({ maxTokens, overlapTokens });
+      if (problem) throw ApiError.badRequest(problem.message, problem.param);
+      values.chunkMaxTokens = maxTokens;
+      values.chunkOverlapTokens = overlapTokens;
     }
     return values;
   }

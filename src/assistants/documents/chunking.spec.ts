@@ -1,5 +1,5 @@
 import { countTextTokens } from '../../providers/tokens';
-import { chunkText, DEFAULT_CHUNKING, normalizeText, TextChunk } from './chunking';
+import { chunkText, DEFAULT_CHUNKING, normalizeText, TextChunk, textOfChunks } from './chunking';
 
 const WORDS = (
   'river stone lantern harbor orchard meadow copper violet engine ledger falcon summit canvas ' +
@@ -133,5 +133,43 @@ describe('chunkText', () => {
   it('refuses nonsense options', () => {
     expect(() => chunkText('x', { maxTokens: 5, overlapTokens: 0 })).toThrow(/maxTokens/);
     expect(() => chunkText('x', { maxTokens: 100, overlapTokens: 80 })).toThrow(/overlapTokens/);
+  });
+});
+
+describe('textOfChunks', () => {
+  const paragraphs = Array.from({ length: 40 }, (_, p) =>
+    Array.from({ length: 6 }, (_, s) => `Paragraph ${p} says thing ${s} about the ${['river', 'engine', 'garden'][s % 3]} of the town.`).join(' '),
+  );
+  const text = normalizeText(paragraphs.join('\n\n'));
+
+  it.each([
+    [{ maxTokens: 400, overlapTokens: 60 }],
+    [{ maxTokens: 150, overlapTokens: 75 }],
+    [{ maxTokens: 800, overlapTokens: 400 }],
+    [{ maxTokens: 200, overlapTokens: 0 }],
+  ])('gives back the text that was split with %j, without the overlaps', (options) => {
+    const chunks = chunkText(text, options);
+    expect(chunks.length).toBeGreaterThan(1);
+    expect(textOfChunks(chunks.map((chunk) => chunk.content), options.overlapTokens)).toBe(text);
+  });
+
+  it('so re-chunking with other settings gives what chunking the text would', () => {
+    const stored = chunkText(text, DEFAULT_CHUNKING).map((chunk) => chunk.content);
+    const settings = { maxTokens: 800, overlapTokens: 400 };
+    expect(chunkText(textOfChunks(stored, DEFAULT_CHUNKING.overlapTokens), settings)).toEqual(chunkText(text, settings));
+  });
+
+  it('joins chunks that do not overlap as paragraphs', () => {
+    expect(textOfChunks(['First part.', 'Second part.'], 60)).toBe('First part.\n\nSecond part.');
+    expect(textOfChunks([], 60)).toBe('');
+  });
+
+  it('takes no more than the overlap from a text that repeats itself', () => {
+    const repeated = normalizeText(Array.from({ length: 40 }, () => 'The same sentence again, word for word, as a form letter has it.').join(' '));
+    for (const options of [{ maxTokens: 200, overlapTokens: 30 }, { maxTokens: 300, overlapTokens: 0 }]) {
+      const chunks = chunkText(repeated, options).map((chunk) => chunk.content);
+      expect(chunks.length).toBeGreaterThan(2);
+      expect(textOfChunks(chunks, options.overlapTokens).replace(/\s+/g, ' ')).toBe(repeated);
+    }
   });
 });

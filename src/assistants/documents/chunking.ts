@@ -14,6 +14,30 @@ export interface ChunkingOptions {
  */
 export const DEFAULT_CHUNKING: Readonly<ChunkingOptions> = { maxTokens: 400, overlapTokens: 60 };
 
+/**
+ * An assistant's chunking, as OpenAI's file_search has it: 800 tokens with 400 of overlap by
+ * default, a size from 100 to 4,096 tokens, an overlap of at most half the size. Documents
+ * split before it was a setting (their `chunk_max_tokens` is null) used DEFAULT_CHUNKING.
+ */
+export const ASSISTANT_CHUNKING: Readonly<ChunkingOptions> = { maxTokens: 800, overlapTokens: 400 };
+export const MIN_CHUNK_TOKENS = 100;
+export const MAX_CHUNK_TOKENS = 4096;
+
+/** What is wrong with a chunk size and overlap, naming the field (`chunk_max_tokens`, `chunk_overlap_tokens`); null when nothing. */
+export function chunkingProblem(options: ChunkingOptions): { param: string; message: string } | null {
+  const { maxTokens, overlapTokens } = options;
+  if (!Number.isInteger(maxTokens) || maxTokens < MIN_CHUNK_TOKENS || maxTokens > MAX_CHUNK_TOKENS) {
+    return { param: 'chunk_max_tokens', message: `chunk_max_tokens must be a whole number from ${MIN_CHUNK_TOKENS} to ${MAX_CHUNK_TOKENS}.` };
+  }
+  if (!Number.isInteger(overlapTokens) || overlapTokens < 0 || overlapTokens * 2 > maxTokens) {
+    return {
+      param: 'chunk_overlap_tokens',
+      message: `chunk_overlap_tokens must be a whole number from 0 to half of chunk_max_tokens (${Math.floor(maxTokens / 2)}).`,
+    };
+  }
+  return null;
+}
+
 /** A chunk that is at least this full ends at a paragraph's end rather than in the paragraph. */
 const MIN_FILL_BEFORE_PARAGRAPH_BREAK = 0.5;
 /** Within this many tokens of the limit, a candidate chunk is counted exactly rather than estimated. */
@@ -267,4 +291,37 @@ class Chunker {
     text = text.trim();
     return text ? [{ text, tokens: count, paragraph: last.paragraph, separator: last.separator }] : [];
   }
+}
+
+/**
+ * A document's text again from its chunks, for re-chunking (the uploaded file is not kept):
+ * each chunk starts with the end of the one before (the overlap), which is dropped; chunks
+ * that do not overlap are joined as paragraphs. The overlap is the longest start of the next
+ * chunk that ends the text so far, cut between words on both sides, within the overlap the
+ * chunks were made with (`overlapTokens`: in a text that repeats itself a longer match is
+ * not the overlap).
+ */
+export function textOfChunks(chunks: readonly string[], overlapTokens: number): string {
+  let text = '';
+  for (const chunk of chunks) {
+    if (!text) {
+      text = chunk;
+      continue;
+    }
+    const overlap = overlapLength(text, chunk, overlapTokens);
+    text += overlap > 0 ? chunk.slice(overlap) : `\n\n${chunk}`;
+  }
+  return text;
+}
+
+
+function overlapLength(text: string, next: string, overlapTokens: number): number {
+  // Never the whole chunk: each chunk has something new.
+  for (let length = Math.min(text.length, next.length - 1); length > 0; length--) {
+    const endsAWord = /\s/.test(next[length]);
+    const startsAWord = length === text.length || /\s/.test(text[text.length - length - 1]);
+    if (!endsAWord || !startsAWord || !text.endsWith(next.slice(0, length))) continue;
+    if (countTextTokens(next.slice(0, length)) <= overlapTokens) return length;
+  }
+  return 0;
 }

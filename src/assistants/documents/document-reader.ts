@@ -4,7 +4,7 @@ import * as path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { AppConfig } from '../../config/app-config';
 import { InjectConfig } from '../../config/config.module';
-import type { TextChunk } from './chunking';
+import type { ChunkingOptions, TextChunk } from './chunking';
 import { DocumentReadError } from './document-read-error';
 import type { ReaderMessage } from './document-text.worker';
 import type { DocumentFormat } from './extract-text';
@@ -40,6 +40,8 @@ export interface ReadOptions {
   onPage?: (pagesDone: number, pages: number) => void;
   /** Once the text is read and normalised, as its splitting into chunks starts. */
   onChunking?: (characters: number) => void;
+  /** Chunk size and overlap (the assistant's); DEFAULT_CHUNKING when absent. */
+  chunking?: ChunkingOptions;
 }
 
 /** A worker reading now, as the watchdog stops it. */
@@ -109,7 +111,12 @@ export class DocumentReader {
     return new Promise<TextChunk[]>((resolve, reject) => {
       const worker = new Worker(BOOTSTRAP, {
         eval: true,
-        workerData: { entry: WORKER_ENTRY, sources: workerSources(), request: { format, data, limits: this.limits } },
+        workerData: {
+          entry: WORKER_ENTRY,
+          sources: workerSources(),
+          request: { format, data, limits: this.limits },
+          chunking: options.chunking,
+        },
         resourceLimits: { maxOldGenerationSizeMb: readMemoryMb },
         // Parsers warn about odd fonts and the like on the console: not for our stdout (the CLI prints JSON there).
         stdout: true,

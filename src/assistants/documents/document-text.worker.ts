@@ -9,7 +9,7 @@ import { readlinkSync } from 'node:fs';
 import { setPriority } from 'node:os';
 import * as path from 'node:path';
 import { parentPort, workerData } from 'node:worker_threads';
-import type { TextChunk } from './chunking';
+import type { ChunkingOptions, TextChunk } from './chunking';
 import { DocumentReadError } from './document-read-error';
 import { readText, ReadRequest } from './read-formats';
 
@@ -41,7 +41,7 @@ yieldToTheEventLoop();
 const port = parentPort!;
 const post = (message: ReaderMessage) => port.postMessage(message);
 
-async function read(request: ReadRequest): Promise<TextChunk[]> {
+async function read(request: ReadRequest, chunking: ChunkingOptions | undefined): Promise<TextChunk[]> {
   const raw = await readText(request, (done, total) => post({ type: 'progress', done, total }));
   // Loaded once there is text: the tokenizer takes most of a second and tens of MB to load,
   // which a file refused by its checks never needs.
@@ -49,10 +49,11 @@ async function read(request: ReadRequest): Promise<TextChunk[]> {
   const { chunkText, DEFAULT_CHUNKING, normalizeText } = require('./chunking') as typeof import('./chunking');
   const text = normalizeText(raw);
   post({ type: 'chunking', characters: text.length });
-  return text ? chunkText(text, DEFAULT_CHUNKING) : [];
+  return text ? chunkText(text, chunking ?? DEFAULT_CHUNKING) : [];
 }
 
-read((workerData as { request: ReadRequest }).request).then(
+const { request, chunking } = workerData as { request: ReadRequest; chunking?: ChunkingOptions };
+read(request, chunking).then(
   (chunks) => post({ type: 'done', chunks }),
   (error: unknown) =>
     post(

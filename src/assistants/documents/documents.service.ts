@@ -9,12 +9,14 @@ import { InjectConfig } from '../../config/config.module';
 import { UNLIMITED } from '../../limits/tier-policy';
 import { WorkspacesService } from '../../workspaces/workspaces.service';
 import { Assistant } from '../entities/assistant.entity';
-import { TextChunk } from './chunking';
+import { ChunkingOptions, DEFAULT_CHUNKING, TextChunk, textOfChunks } from './chunking';
 import { DOCUMENT_LIMITS, formatBytes, MAX_FILE_BYTES } from './document-limits';
 import { DocumentReadError } from './document-read-error';
 import { DocumentReader } from './document-reader';
 import { Document, DocumentStatus } from './entities/document.entity';
 import { detectFormat, DocumentFormat, mimeTypeOf } from './extract-text';
+import { lexicalSearch } from './lexical-search';
+import { detectTextLanguage, TextLanguage } from './text-language';
 
 export interface AddDocumentCommand {
   workspaceId: string;
@@ -53,7 +55,8 @@ export interface FileSearchResult {
   /**
    * From 0 to 1, higher is better: from 0.5 to 1 when the passage has every term of the
    * query (higher when they are closer together and more frequent); below 0.5 when it has
-   * only some, scaled by their share.
+   * only some, scaled by their share; a word found only by trigram similarity (a typo, an
+   * identifier written otherwise) adds half its similarity over the words of the query.
    */
   score: number;
 }
@@ -70,6 +73,8 @@ export interface DocumentView {
   status: DocumentStatus;
   /** Why a failed document could not be read, in words for the person who uploaded it; null otherwise. */
   failure_reason: string | null;
+  /** The text search configuration its chunks are indexed with, detected from its text (`simple`: none fits). */
+  language: TextLanguage;
   created_at: string;
 }
 
@@ -83,8 +88,20 @@ export function documentView(document: Document): DocumentView {
     chunks: document.chunkCount,
     status: document.status,
     failure_reason: document.failureReason,
+    language: document.language,
     created_at: document.createdAt.toISOString(),
   };
+}
+
+/** What a re-indexing did. */
+export interface ReindexResult {
+  assistant_id: string;
+  /** Documents split again (those still being read, or failed, are left alone). */
+  documents: number;
+  /** Their chunks now. */
+  chunks: number;
+  chunk_max_tokens: number;
+  chunk_overlap_tokens: number;
 }
 
 export const MAX_SEARCH_RESULTS = 50;
@@ -146,7 +163,9 @@ export class DocumentsService {
   async add(command: AddDocumentCommand): Promise<Document> {
     const upload = await this.checkUpload(command);
     const progress = command.onProgress ?? (() => undefined);
-    const chunks = await this.readChunks(upload.format, command.data, upload.name, progress);
+    const chunking = chunkingOf(upload.assistant);
+    const chunks = await this.readChunks(upload.format, command.data, upload.name, progress, chunking);
+    const language = languageOf(chunks);
 
     progress({ stage: 'storing', message: `Storing ${chunks.length} chunks` });
     const document = await this.documents.manager
@@ -160,6 +179,9 @@ export class DocumentsService {
             mimeType: mimeTypeOf(upload.format),
             sizeBytes: upload.sizeBytes,
             chunkCount: chunks.length,
+            language,
+            chunkMaxTokens: chunking.maxTokens,
+            chunkOverlapTokens: chunking.overlapTokens,
             // Read once, in the foreground, before it was stored.
             readAttempts: 1,
           }),
@@ -203,15 +225,19 @@ export class DocumentsService {
    * Returns the status reached, or null when the document is gone or no longer processing.
    */
   async ingest(documentId: string): Promise<DocumentStatus | null> {
-    const [row] = await this.documents.query<Array<{ name: string; mime_type: string; upload: Buffer | null }>>(
-      `SELECT name, mime_type, upload FROM documents WHERE id = $1 AND status = 'processing'`,
+    const [row] = await this.documents.query<
+      Array<{ name: string; mime_type: string; upload: Buffer | null; chunk_max_tokens: number; chunk_overlap_tokens: number }>
+    >(
+      `SELECT d.name, d.mime_type, d.upload, a.chunk_max_tokens, a.chunk_overlap_tokens
+       FROM documents d JOIN assistants a ON a.id = d.assistant_id WHERE d.id = $1 AND d.status = 'processing'`,
       [documentId],
     );
     if (!row) return null;
+    const chunking = { maxTokens: row.chunk_max_tokens, overlapTokens: row.chunk_overlap_tokens };
     let chunks: TextChunk[];
     try {
       if (!row.upload) throw ApiError.badRequest(`The file of ${row.name} was not kept; upload it again.`, 'file');
-      chunks = await this.readChunks(detectFormat(row.name, row.mime_type), row.upload, row.name, () => undefined);
+      chunks = await this.readChunks(detectFormat(row.name, row.mime_type), row.upload, row.name, () => undefined, chunking);
     } catch (error) {
       if (!(error instanceof ApiError)) this.logger.error(`Reading document ${documentId} (${row.name}) failed: ${String(error)}`);
       const reason = failureReason(error, row.name, row.mime_type);
@@ -224,16 +250,18 @@ export class DocumentsService {
       );
       return failed.length > 0 ? 'failed' : null;
     }
+    const language = languageOf(chunks);
     return this.documents.manager.transaction(async (manager) => {
       const [updated] = updatedRows<{ id: string; assistant_id: string }>(
         await manager.query(
-          `UPDATE documents SET status = 'ready', chunk_count = $2, upload = NULL, ingestion_lease_until = NULL
+          `UPDATE documents SET status = 'ready', chunk_count = $2, upload = NULL, ingestion_lease_until = NULL,
+             language = $3, chunk_max_tokens = $4, chunk_overlap_tokens = $5
            WHERE id = $1 AND status = 'processing' RETURNING id, assistant_id`,
-          [documentId, chunks.length],
+          [documentId, chunks.length, language, chunking.maxTokens, chunking.overlapTokens],
         ),
       );
       if (!updated) return null;
-      await insertChunks(manager, { id: updated.id, assistantId: updated.assistant_id }, chunks);
+      await insertChunks(manager, { id: updated.id, assistantId: updated.assistant_id, language }, chunks);
       return 'ready' as const;
     });
   }
@@ -247,10 +275,12 @@ export class DocumentsService {
     data: Buffer,
     name: string,
     progress: (progress: IngestionProgress) => void,
+    chunking: ChunkingOptions,
   ): Promise<TextChunk[]> {
     progress({ stage: 'extracting', message: `Reading ${name}` });
     const chunks = await this.reader
       .read(format, data, {
+        chunking,
         onPage: (done, pages) => progress({ stage: 'extracting', message: `Read page ${done} of ${pages} of ${name}` }),
         onChunking: (characters) => {
           if (characters > 0) progress({ stage: 'chunking', message: `Splitting ${characters} characters into chunks` });
@@ -270,6 +300,62 @@ export class DocumentsService {
       );
     }
     return chunks;
+  }
+
+  /**
+   * Splits the assistant's ready documents again with its current chunk size and overlap,
+   * and indexes them again in the language of their text (documents stored before languages
+   * were detected were indexed in English). The uploaded files are not kept: the text comes
+   * from the stored chunks, their overlaps removed (textOfChunks), so what extraction dropped
+   * stays dropped. One transaction per document; a document deleted or re-indexed by someone
+   * else meanwhile is left as that made it.
+   */
+  async reindex(assistantId: string): Promise<ReindexResult> {
+    const assistant = await this.getAssistant(assistantId);
+    const chunking = chunkingOf(assistant);
+    const ready = await this.documents.find({ where: { assistantId: assistant.id, status: 'ready' }, order: { createdAt: 'ASC', id: 'ASC' } });
+    const result: ReindexResult = {
+      assistant_id: assistant.id,
+      documents: 0,
+      chunks: 0,
+      chunk_max_tokens: chunking.maxTokens,
+      chunk_overlap_tokens: chunking.overlapTokens,
+    };
+    for (const document of ready) {
+      const stored = await this.documents.query<Array<{ id: string; content: string }>>(
+        'SELECT id, content FROM document_chunks WHERE document_id = $1 ORDER BY position',
+        [document.id],
+      );
+      if (stored.length === 0) continue;
+      const text = textOfChunks(
+        stored.map((chunk) => chunk.content),
+        document.chunkOverlapTokens ?? DEFAULT_CHUNKING.overlapTokens,
+      );
+      const chunks = await this.readChunks('text', Buffer.from(text), document.name, () => undefined, chunking);
+      const language = languageOf(chunks);
+      const replaced = await this.documents.manager.transaction(async (manager) => {
+        // Still the chunks that were read: the newest chunk id changes with any other re-indexing.
+        const [current] = await manager.query<Array<{ id: string }>>(
+          `SELECT d.id FROM documents d
+           WHERE d.id = $1 AND d.status = 'ready' AND (SELECT max(c.id) FROM document_chunks c WHERE c.document_id = d.id) = $2
+           FOR UPDATE`,
+          [document.id, stored.reduce((max, chunk) => (BigInt(chunk.id) > BigInt(max) ? chunk.id : max), stored[0].id)],
+        );
+        if (!current) return false;
+        await manager.query('DELETE FROM document_chunks WHERE document_id = $1', [document.id]);
+        await insertChunks(manager, { id: document.id, assistantId: assistant.id, language }, chunks);
+        await manager.query(
+          'UPDATE documents SET chunk_count = $2, language = $3, chunk_max_tokens = $4, chunk_overlap_tokens = $5 WHERE id = $1',
+          [document.id, chunks.length, language, chunking.maxTokens, chunking.overlapTokens],
+        );
+        return true;
+      });
+      if (replaced) {
+        result.documents++;
+        result.chunks += chunks.length;
+      }
+    }
+    return result;
   }
 
   /** Extends the lease of a document being read, so that no other process takes it up. */
@@ -329,7 +415,9 @@ export class DocumentsService {
   }
 
   /** Name, size and format of an upload, with the checks every upload gets before its file is read. */
-  private async checkUpload(command: AddDocumentCommand): Promise<{ name: string; sizeBytes: number; format: DocumentFormat }> {
+  private async checkUpload(
+    command: AddDocumentCommand,
+  ): Promise<{ name: string; sizeBytes: number; format: DocumentFormat; assistant: Assistant }> {
     assertUuid(command.workspaceId, 'workspace');
     assertUuid(command.assistantId, 'assistant');
     const name = path.basename(command.fileName.replace(/\\/g, '/')).trim();
@@ -346,7 +434,7 @@ export class DocumentsService {
     if (!assistant) throw assistantNotFound(command.assistantId);
     // Fail fast, before the expensive part; checked again when storing.
     await this.checkLimits(this.documents.manager, command.workspaceId, name, sizeBytes);
-    return { name, sizeBytes, format };
+    return { name, sizeBytes, format, assistant };
   }
 
   /** One upload at a time per workspace past this point, so concurrent uploads cannot pass the limits together. */
@@ -405,27 +493,16 @@ export class DocumentsService {
   }
 
   /**
-   * The assistant's chunks that best match `query`, best first. The query has web-search
-   * syntax (`websearch_to_tsquery`: words, "quoted phrases", `or`, `-excluded`) and English
-   * stemming. Passages with every term rank first, by `ts_rank_cd` (cover density: the terms
-   * close together, and often). A question rarely has all its words in one passage, so
-   * passages with only some of the terms follow, ranked by `ts_rank` times the share of the
-   * terms they have. An empty or stop-word-only query finds nothing.
+   * The assistant's chunks that best match `query`, best first, scored from 0 to 1: the
+   * lexical leg (lexical-search.ts), full text in each document's language plus trigrams for
+   * typos and identifiers. An empty or stop-word-only query finds nothing.
    */
   async search(assistantId: string, query: string, options: FileSearchOptions): Promise<FileSearchResult[]> {
     assertUuid(assistantId, 'assistant');
-    const text = query.trim();
-    if (!text || options.documentIds?.length === 0) return [];
     const limit = Math.min(MAX_SEARCH_RESULTS, Math.max(1, Math.floor(options.maxResults) || 1));
-    const rows = await this.documents.query<Array<FileSearchResult & { score: number | string }>>(FILE_SEARCH_SQL, [
-      assistantId,
-      text,
-      limit,
-      options.documentIds ?? null,
-      (options.scoreThreshold ?? 0) * 2,
-    ]);
-    // The SQL's rank is 0 to 2 (partial matches below 1): halved to OpenAI's 0 to 1.
-    return rows.map((row) => ({ ...row, score: Math.round(Number(row.score) * 5_000) / 10_000 }));
+    const results = await lexicalSearch(this.documents.manager, assistantId, query, { limit, documentIds: options.documentIds });
+    const threshold = options.scoreThreshold ?? 0;
+    return results.filter((result) => result.score >= threshold);
   }
 
   /** Results as the content of a `file_search` tool message: each passage with its document and position. */
@@ -456,38 +533,6 @@ export class DocumentsService {
   }
 }
 
-/**
- * `strict` is the query as written; `loose` the same terms joined by OR (unless the query
- * excludes a term, whose meaning OR would turn around). Candidates match `loose` (GIN
- * index), filtered by assistant. `ts_rank_cd` is only computed for the passages with every
- * term: over thousands of partial matches of a long question it costs several times
- * `ts_rank`. `ts_delete` takes the query's lexemes out of a chunk's vector, so the
- * difference in length is how many of them the chunk has.
- */
-export const FILE_SEARCH_SQL = `
-  WITH q AS (
-    SELECT strict,
-           CASE WHEN strict::text LIKE '%!%' THEN strict ELSE replace(strict::text, ' & ', ' | ')::tsquery END AS loose,
-           ARRAY(SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', $2)) AS v) AS lexemes
-    FROM websearch_to_tsquery('english', $2) AS strict
-    WHERE numnode(strict) > 0
-  ),
-  scored AS (
-    SELECT c.document_id, c.position, c.content,
-           CASE WHEN c.content_tsv @@ q.strict THEN 1 + ts_rank_cd(c.content_tsv, q.strict, 32)
-                ELSE ts_rank(c.content_tsv, q.loose, 32)
-                     * (length(c.content_tsv) - length(ts_delete(c.content_tsv, q.lexemes)))
-                     / greatest(cardinality(q.lexemes), 1)
-           END AS score
-    FROM q JOIN document_chunks c ON c.assistant_id = $1 AND c.content_tsv @@ q.loose
-    WHERE $4::uuid[] IS NULL OR c.document_id = ANY($4::uuid[])
-  )
-  SELECT s.document_id, d.name AS document_name, s.position, s.content, s.score
-  FROM scored s JOIN documents d ON d.id = s.document_id
-  WHERE s.score >= $5
-  ORDER BY s.score DESC, d.created_at, d.id, s.position
-  LIMIT $3`;
-
 export function formatResultsForModel(results: FileSearchResult[]): string {
   if (results.length === 0) return 'No passage of the documents matches.';
   return results
@@ -495,12 +540,17 @@ export function formatResultsForModel(results: FileSearchResult[]): string {
     .join('\n\n---\n\n');
 }
 
-async function insertChunks(manager: EntityManager, document: Pick<Document, 'id' | 'assistantId'>, chunks: TextChunk[]): Promise<void> {
+/** The chunks, indexed for full text with the document's language. */
+async function insertChunks(
+  manager: EntityManager,
+  document: Pick<Document, 'id' | 'assistantId' | 'language'>,
+  chunks: TextChunk[],
+): Promise<void> {
   for (let start = 0; start < chunks.length; start += INSERT_BATCH) {
     const batch = chunks.slice(start, start + INSERT_BATCH);
     await manager.query(
-      `INSERT INTO document_chunks (document_id, assistant_id, position, content, tokens)
-       SELECT $1, $2, p.position, p.content, p.tokens
+      `INSERT INTO document_chunks (document_id, assistant_id, position, content, tokens, language, content_tsv)
+       SELECT $1, $2, p.position, p.content, p.tokens, $6::text, to_tsvector($6::text::regconfig, p.content)
        FROM unnest($3::int[], $4::text[], $5::int[]) AS p(position, content, tokens)`,
       [
         document.id,
@@ -508,9 +558,25 @@ async function insertChunks(manager: EntityManager, document: Pick<Document, 'id
         batch.map((_, i) => start + i),
         batch.map((chunk) => chunk.content),
         batch.map((chunk) => chunk.tokens),
+        document.language,
       ],
     );
   }
+}
+
+/** The assistant's chunk size and overlap. */
+function chunkingOf(assistant: Pick<Assistant, 'chunkMaxTokens' | 'chunkOverlapTokens'>): ChunkingOptions {
+  return { maxTokens: assistant.chunkMaxTokens, overlapTokens: assistant.chunkOverlapTokens };
+}
+
+/** The language of a document, from the start of its text (its first chunks). */
+function languageOf(chunks: TextChunk[]): TextLanguage {
+  return detectTextLanguage(
+    chunks
+      .slice(0, 10)
+      .map((chunk) => chunk.content)
+      .join('\n\n'),
+  );
 }
 
 async function stored(manager: EntityManager, workspaceId: string): Promise<{ documents: number; bytes: number }> {

@@ -51,6 +51,14 @@ export class Assistant {
   @Column({ name: 'max_tool_iterations', type: 'integer', default: 5 })
   maxToolIterations: number;
 
+  /** Tokens per chunk of its documents, 100 to 4,096 (OpenAI's default 800): applies to uploads and re-indexing. */
+  @Column({ name: 'chunk_max_tokens', type: 'integer', default: 800 })
+  chunkMaxTokens: number;
+
+  /** Tokens a chunk shares with the one before, at most half the chunk size (OpenAI's default 400). */
+  @Column({ name: 'chunk_overlap_tokens', type: 'integer', default: 400 })
+  chunkOverlapTokens: number;
+
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;
 

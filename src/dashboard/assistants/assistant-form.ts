@@ -1,6 +1,7 @@
 import type { AssistantFields } from '../../assistants/assistants.service';
 import type { Assistant, AssistantTool, ServerToolType } from '../../assistants/entities/assistant.entity';
 import type { Document } from '../../assistants/documents/entities/document.entity';
+import { ASSISTANT_CHUNKING, DEFAULT_CHUNKING, MAX_CHUNK_TOKENS, MIN_CHUNK_TOKENS } from '../../assistants/documents/chunking';
 import { formatBytes } from '../../assistants/documents/document-limits';
 import type { ModelDefinition } from '../../models/model-catalog';
 import type { ServerToolDescriptor } from '../../tools/server-tool';
@@ -35,6 +36,8 @@ export interface AssistantFormValues {
   temperature: string;
   max_tokens: string;
   max_tool_iterations: string;
+  chunk_max_tokens: string;
+  chunk_overlap_tokens: string;
   tools: ServerToolType[];
   /** file_search's options: a count, a score threshold and the filters' JSON; empty for none. */
   file_search_max_num_results: string;
@@ -70,6 +73,8 @@ export function formValues(form: Record<string, string | string[] | undefined>, 
     temperature: text('temperature'),
     max_tokens: text('max_tokens'),
     max_tool_iterations: text('max_tool_iterations'),
+    chunk_max_tokens: text('chunk_max_tokens'),
+    chunk_overlap_tokens: text('chunk_overlap_tokens'),
     tools: switches.filter((tool) => form[`tool_${tool.type}`] !== undefined).map((tool) => tool.type),
     file_search_max_num_results: text('file_search_max_num_results'),
     file_search_score_threshold: text('file_search_score_threshold'),
@@ -88,6 +93,8 @@ export function valuesOf(assistant: Assistant): AssistantFormValues {
     temperature: assistant.temperature === null ? '' : String(assistant.temperature),
     max_tokens: assistant.maxTokens === null ? '' : String(assistant.maxTokens),
     max_tool_iterations: String(assistant.maxToolIterations),
+    chunk_max_tokens: String(assistant.chunkMaxTokens),
+    chunk_overlap_tokens: String(assistant.chunkOverlapTokens),
     tools: assistant.tools.map((tool) => tool.type),
     ...fileSearchValues(assistant.tools),
   };
@@ -105,6 +112,8 @@ export function newAssistantValues(models: readonly ModelDefinition[]): Assistan
     temperature: '',
     max_tokens: '',
     max_tool_iterations: '5',
+    chunk_max_tokens: String(ASSISTANT_CHUNKING.maxTokens),
+    chunk_overlap_tokens: String(ASSISTANT_CHUNKING.overlapTokens),
     tools: ['file_search'],
     ...fileSearchValues([]),
   };
@@ -150,6 +159,12 @@ export function readAssistantForm(
       errors.file_search_filters = 'The filters must be JSON: {"type": "eq", "key": "type", "value": "pdf"}, or empty for none.';
     }
   }
+  // Empty keeps the current value (a new assistant's: the default); the ranges, and the
+  // overlap against the size, are the service's to check.
+  const chunkMaxTokens = optionalNumber(values.chunk_max_tokens);
+  if (Number.isNaN(chunkMaxTokens)) errors.chunk_max_tokens = `chunk_max_tokens must be a whole number from ${MIN_CHUNK_TOKENS} to ${MAX_CHUNK_TOKENS}.`;
+  const chunkOverlapTokens = optionalNumber(values.chunk_overlap_tokens);
+  if (Number.isNaN(chunkOverlapTokens)) errors.chunk_overlap_tokens = 'chunk_overlap_tokens must be a whole number, at most half of chunk_max_tokens.';
 
   if (Object.keys(errors).length > 0) return { ok: false, errors };
   const tools: AssistantTool[] = values.tools.map((type) => {
@@ -177,6 +192,8 @@ export function readAssistantForm(
       maxTokens,
       tools,
       maxToolIterations: iterations!,
+      chunkMaxTokens: chunkMaxTokens ?? undefined,
+      chunkOverlapTokens: chunkOverlapTokens ?? undefined,
     },
   };
 }
@@ -248,6 +265,10 @@ export interface DocumentRow {
   name: string;
   size: string;
   chunks: number;
+  /** The text search configuration it is indexed with. */
+  language: string;
+  /** "800 / 400" tokens it was split with ("400 / 60" before the setting existed). */
+  chunking: string;
   status: Document['status'];
   failureReason: string | null;
   uploaded: string;
@@ -259,6 +280,8 @@ export function documentRow(document: Document): DocumentRow {
     name: document.name,
     size: formatBytes(document.sizeBytes),
     chunks: document.chunkCount,
+    language: document.language,
+    chunking: `${document.chunkMaxTokens ?? DEFAULT_CHUNKING.maxTokens} / ${document.chunkOverlapTokens ?? DEFAULT_CHUNKING.overlapTokens}`,
     status: document.status,
     failureReason: document.failureReason,
     uploaded: formatDateTime(document.createdAt),

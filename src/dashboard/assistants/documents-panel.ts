@@ -22,6 +22,11 @@ export interface DocumentsPanelData {
   rules: string;
   /** Messages about the last upload or deletion, shown in the panel (htmx answers have no flash). */
   messages: Flash[];
+  /** The assistant's chunk size / overlap, as the rows show theirs. */
+  chunking: string;
+  ready: number;
+  /** Ready documents split with other settings than the assistant's: a re-index would change them. */
+  stale: number;
 }
 
 /** Builds the documents panel, for the editor page and for the fragment that htmx polls and swaps. */
@@ -34,9 +39,15 @@ export class DocumentsPanel {
     const limits = DOCUMENT_LIMITS[req.member!.tier];
     const count = limits.maxDocuments === UNLIMITED ? `${usage.documents} documents` : `${usage.documents} of ${limits.maxDocuments} documents`;
     const bytes = limits.maxTotalBytes === UNLIMITED ? formatBytes(usage.bytes) : `${formatBytes(usage.bytes)} of ${formatBytes(limits.maxTotalBytes)}`;
+    const rows = documents.map(documentRow);
+    const chunking = `${assistant.chunkMaxTokens} / ${assistant.chunkOverlapTokens}`;
+    const ready = rows.filter((row) => row.status === 'ready');
     return {
       assistantId: assistant.id,
-      documents: documents.map(documentRow),
+      documents: rows,
+      chunking,
+      ready: ready.length,
+      stale: ready.filter((row) => row.chunking !== chunking).length,
       processing: documents.some((document) => document.status === 'processing'),
       fileSearchOn: assistant.tools.some((tool) => tool.type === 'file_search'),
       canManage,

@@ -92,6 +92,22 @@ export class DocumentsController {
     await this.sendPanel(req, res, assistant, messages, failed ? refusedStatus : 200);
   }
 
+  /** Splits the assistant's documents again with its chunk settings (DocumentsService.reindex), while the page waits. */
+  @Post('reindex')
+  @RequireRole('admin')
+  async reindex(@Req() req: PageRequest, @Res() res: Response, @Param('assistantId') assistantId: string): Promise<void> {
+    const assistant = await this.find(req, assistantId);
+    const result = await this.documents.reindex(assistant.id);
+    const message: Flash = {
+      kind: 'success',
+      text:
+        `Re-indexed ${result.documents} document${result.documents === 1 ? '' : 's'} into ${result.chunks} chunks ` +
+        `of at most ${result.chunk_max_tokens} tokens (${result.chunk_overlap_tokens} of overlap).`,
+    };
+    if (!isScripted(req)) return this.pages.redirect(req, res, `/w/${req.member!.id}/assistants/${assistant.id}#documents`, message);
+    await this.sendPanel(req, res, assistant, [message]);
+  }
+
   @Post(':documentId/delete')
   @RequireRole('admin')
   async remove(

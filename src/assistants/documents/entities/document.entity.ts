@@ -1,5 +1,6 @@
 import { Column, CreateDateColumn, Entity, PrimaryGeneratedColumn } from 'typeorm';
 import { bigintToNumber } from '../../../common/database/transformers';
+import type { TextLanguage } from '../text-language';
 
 /** Where a document is in its reading: see the migration DocumentIngestion for the lifecycle. */
 export type DocumentStatus = 'processing' | 'ready' | 'failed';
@@ -34,6 +35,17 @@ export class Document {
 
   @Column({ name: 'chunk_count', type: 'integer' })
   chunkCount: number;
+
+  /** The text search configuration its chunks are indexed with: detected from its text (`simple` when unknown). */
+  @Column({ type: 'text', default: 'english' })
+  language: TextLanguage;
+
+  /** The chunk size it was split with; null: before chunking was an assistant's setting (400 tokens, 60 of overlap). */
+  @Column({ name: 'chunk_max_tokens', type: 'integer', nullable: true })
+  chunkMaxTokens: number | null;
+
+  @Column({ name: 'chunk_overlap_tokens', type: 'integer', nullable: true })
+  chunkOverlapTokens: number | null;
 
   /** `processing` while read in the background (dashboard uploads); the CLI stores documents `ready`. */
   @Column({ type: 'text', default: 'ready' })
