@@ -1,10 +1,10 @@
 import type { EntityManager } from 'typeorm';
-import { ApiError } from '../common/errors/api-error';
 import type { WorkspacesService } from '../workspaces/workspaces.service';
 import type { AccountsStore, NewToken, NewUser } from './accounts-store';
 import { AccountsService } from './accounts.service';
 import type { OneTimeTokenPurpose } from './entities/one-time-token.entity';
 import type { User } from './entities/user.entity';
+import { refusal, unused } from '../../test/support/fake-store';
 
 /** Transactions as far as the rules see them: an opaque manager the fake store receives back. */
 const TX = {} as EntityManager;
@@ -67,21 +67,8 @@ class FakeAccountsStore implements Pick<AccountsStore, keyof AccountsStore> {
   markEmailVerified = unused;
 }
 
-function unused(): never {
-  throw new Error('not used by this rule');
-}
-
 function service(store: FakeAccountsStore): AccountsService {
   return new AccountsService(store as unknown as AccountsStore, {} as WorkspacesService);
-}
-
-async function refusal(promise: Promise<unknown>): Promise<ApiError> {
-  const error: unknown = await promise.then(
-    () => null,
-    (reason: unknown) => reason,
-  );
-  if (!(error instanceof ApiError)) throw new Error(`expected an ApiError, got ${String(error)}`);
-  return error;
 }
 
 describe('AccountsService rules (with a store in memory)', () => {

@@ -1,9 +1,9 @@
 import type { EntityManager } from 'typeorm';
-import { ApiError } from '../common/errors/api-error';
 import type { WorkspacesService } from '../workspaces/workspaces.service';
 import type { Role } from './entities/membership.entity';
 import type { InvitationMismatch, LockedMember, MembersStore, NewInvitation } from './members-store';
 import { MembersService } from './members.service';
+import { refusal, unused } from '../../test/support/fake-store';
 
 const WORKSPACE = '6f1d3c0e-0000-4000-8000-000000000001';
 const ANA = '6f1d3c0e-0000-4000-8000-00000000000a';
@@ -77,21 +77,8 @@ class FakeMembersStore implements Pick<MembersStore, keyof MembersStore> {
   hasInvitation = unused;
 }
 
-function unused(): never {
-  throw new Error('not used by this rule');
-}
-
 function service(store: FakeMembersStore): MembersService {
   return new MembersService(store as unknown as MembersStore, {} as WorkspacesService);
-}
-
-async function refusal(promise: Promise<unknown>): Promise<ApiError> {
-  const error: unknown = await promise.then(
-    () => null,
-    (reason: unknown) => reason,
-  );
-  if (!(error instanceof ApiError)) throw new Error(`expected an ApiError, got ${String(error)}`);
-  return error;
 }
 
 describe('MembersService rules (with a store in memory)', () => {

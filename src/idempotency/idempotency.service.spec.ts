@@ -1,7 +1,7 @@
-import { ApiError } from '../common/errors/api-error';
 import type { AppConfig } from '../config/app-config';
 import type { IdempotencyStore, NewClaim, StoredClaim } from './idempotency-store';
 import { IdempotencyClaim, IdempotencyService } from './idempotency.service';
+import { refusal } from '../../test/support/fake-store';
 
 const WORKSPACE = '6f1d3c0e-0000-4000-8000-000000000001';
 const KEY_A = '6f1d3c0e-0000-4000-8000-00000000000a';
@@ -40,15 +40,6 @@ function service(store: FakeIdempotencyStore): IdempotencyService {
 
 function claim(overrides: Partial<IdempotencyClaim> = {}): IdempotencyClaim {
   return { workspaceId: WORKSPACE, apiKeyId: KEY_A, requestId: 'req-1', key: 'retry-1', body: { n: 1 }, statusCode: 200, ...overrides };
-}
-
-async function refusal(promise: Promise<unknown>): Promise<ApiError> {
-  const error: unknown = await promise.then(
-    () => null,
-    (reason: unknown) => reason,
-  );
-  if (!(error instanceof ApiError)) throw new Error(`expected an ApiError, got ${String(error)}`);
-  return error;
 }
 
 describe('IdempotencyService rules (with a store in memory)', () => {
