@@ -26,8 +26,9 @@ export class LexicalSearch1764004200000 implements MigrationInterface {
     // v2/export, ES3-Pro), lower-cased: the text the trigram leg compares. Immutable, so indexable.
     await queryRunner.query(`
       CREATE OR REPLACE FUNCTION lexical_form(content text) RETURNS text
-      LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-      RETURN lower(regexp_replace(content, '(?<=[[:alnum:]])[-_/](?=[[:digit:]])|(?<=[[:digit:]])[-_/](?=[[:alpha:]])', '', 'g'))`);
+        LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+          SELECT lower(regexp_replace(content, '(?<=[[:alnum:]])[-_/](?=[[:digit:]])|(?<=[[:digit:]])[-_/](?=[[:alpha:]])', '', 'g'))
+        $$`);
 
     await queryRunner.query(`
       ALTER TABLE documents
