@@ -10,11 +10,13 @@ import { UNLIMITED } from '../../limits/tier-policy';
 import { WorkspacesService } from '../../workspaces/workspaces.service';
 import { Assistant } from '../entities/assistant.entity';
 import { TextChunk } from './chunking';
+import { DenseSearch } from './dense-search';
 import { DOCUMENT_LIMITS, formatBytes, MAX_FILE_BYTES } from './document-limits';
 import { DocumentReadError } from './document-read-error';
 import { DocumentReader } from './document-reader';
 import { Document, DocumentStatus } from './entities/document.entity';
 import { detectFormat, DocumentFormat, mimeTypeOf } from './extract-text';
+import { fuseRankings } from './rank-fusion';
 
 export interface AddDocumentCommand {
   workspaceId: string;
@@ -88,6 +90,8 @@ export function documentView(document: Document): DocumentView {
 }
 
 export const MAX_SEARCH_RESULTS = 50;
+/** Passages each leg of a hybrid search hands to the fusion. */
+const FUSION_CANDIDATES = 50;
 const MAX_FILE_NAME_LENGTH = 255;
 /**
  * Times a document is taken up for reading in all, across processes and restarts; a reader
@@ -121,6 +125,7 @@ export class DocumentsService {
     /** The tier, whose limits apply, is the workspace's. */
     private readonly workspaces: WorkspacesService,
     private readonly reader: DocumentReader,
+    private readonly dense: DenseSearch,
     @InjectConfig() private readonly config: AppConfig,
   ) {}
 
@@ -165,6 +170,8 @@ export class DocumentsService {
           }),
         );
         await insertChunks(manager, created, chunks);
+        // Embedded by a server's sweep: this process (the CLI) may not run one.
+        await markEmbeddingsDue(manager, created.id, 0);
         return created;
       })
       .catch(rethrowDeletedAssistant(command.assistantId));
@@ -234,6 +241,8 @@ export class DocumentsService {
       );
       if (!updated) return null;
       await insertChunks(manager, { id: updated.id, assistantId: updated.assistant_id }, chunks);
+      // This reader embeds the chunks next, under the lease taken here (see DocumentEmbeddings).
+      await markEmbeddingsDue(manager, updated.id, this.leaseSeconds);
       return 'ready' as const;
     });
   }
@@ -391,8 +400,12 @@ export class DocumentsService {
   async remove(workspaceId: string, documentId: string): Promise<{ id: string; deleted: true }> {
     assertUuid(workspaceId, 'workspace');
     assertUuid(documentId, 'document');
-    const result = await this.documents.delete({ id: documentId, workspaceId });
-    if (!result.affected) throw documentNotFound(documentId);
+    const [gone] = updatedRows<{ assistant_id: string }>(
+      await this.documents.query('DELETE FROM documents WHERE id = $1 AND workspace_id = $2 RETURNING assistant_id', [documentId, workspaceId]),
+    );
+    if (!gone) throw documentNotFound(documentId);
+    // Its vectors leave every process's cache of the assistant's (dense-search.ts).
+    await this.documents.query('UPDATE assistants SET embedding_generation = embedding_generation + 1 WHERE id = $1', [gone.assistant_id]);
     return { id: documentId, deleted: true };
   }
 
@@ -405,24 +418,59 @@ export class DocumentsService {
   }
 
   /**
-   * The assistant's chunks that best match `query`, best first. The query has web-search
-   * syntax (`websearch_to_tsquery`: words, "quoted phrases", `or`, `-excluded`) and English
-   * stemming. Passages with every term rank first, by `ts_rank_cd` (cover density: the terms
-   * close together, and often). A question rarely has all its words in one passage, so
-   * passages with only some of the terms follow, ranked by `ts_rank` times the share of the
-   * terms they have. An empty or stop-word-only query finds nothing.
+   * The assistant's chunks that best match `query`, best first: the lexical leg (see
+   * `lexical`) and, when the assistant or its workspace names an embedding model, the dense
+   * leg (DenseSearch: nearest chunk vectors by cosine), fused by reciprocal rank fusion
+   * (rank-fusion.ts, k = 60). A fused score is 1 for a passage first in both legs and about
+   * 0.5 for one first in only one; `scoreThreshold` applies to it. Without an embedding
+   * model (or when the query cannot be embedded), the lexical leg alone, with its own score.
    */
   async search(assistantId: string, query: string, options: FileSearchOptions): Promise<FileSearchResult[]> {
     assertUuid(assistantId, 'assistant');
     const text = query.trim();
     if (!text || options.documentIds?.length === 0) return [];
     const limit = Math.min(MAX_SEARCH_RESULTS, Math.max(1, Math.floor(options.maxResults) || 1));
+    const dense = await this.dense.search(assistantId, text, FUSION_CANDIDATES, options.documentIds);
+    if (!dense) return this.lexical(assistantId, text, limit, options.documentIds, options.scoreThreshold ?? 0);
+
+    const lexical = await this.lexical(assistantId, text, FUSION_CANDIDATES, options.documentIds, 0);
+    const keyOf = (documentId: string, position: number) => `${documentId}:${position}`;
+    const found = new Map(lexical.map((result) => [keyOf(result.document_id, result.position), result]));
+    const denseIds = new Map(dense.map((hit) => [keyOf(hit.documentId, hit.position), hit.chunkId]));
+    const fused = fuseRankings([lexical.map((r) => keyOf(r.document_id, r.position)), [...denseIds.keys()]])
+      .filter((item) => item.score >= (options.scoreThreshold ?? 0))
+      .slice(0, limit);
+    // The passages only the dense leg found are read now, with their documents' names.
+    const missing = fused.filter((item) => !found.has(item.key)).map((item) => denseIds.get(item.key)!);
+    if (missing.length > 0) {
+      const rows = await this.documents.query<Array<Omit<FileSearchResult, 'score'>>>(
+        `SELECT c.document_id, d.name AS document_name, c.position, c.content
+         FROM document_chunks c JOIN documents d ON d.id = c.document_id WHERE c.id = ANY($1::bigint[])`,
+        [missing],
+      );
+      for (const row of rows) found.set(keyOf(row.document_id, row.position), { ...row, score: 0 });
+    }
+    // A chunk deleted since its vector was cached is left out.
+    return fused
+      .filter((item) => found.has(item.key))
+      .map((item) => ({ ...found.get(item.key)!, score: Math.round(item.score * 10_000) / 10_000 }));
+  }
+
+  /**
+   * The lexical leg. The query has web-search syntax (`websearch_to_tsquery`: words, "quoted
+   * phrases", `or`, `-excluded`) and English stemming. Passages with every term rank first,
+   * by `ts_rank_cd` (cover density: the terms close together, and often). A question rarely
+   * has all its words in one passage, so passages with only some of the terms follow, ranked
+   * by `ts_rank` times the share of the terms they have. An empty or stop-word-only query
+   * finds nothing.
+   */
+  private async lexical(assistantId: string, text: string, limit: number, documentIds: string[] | undefined, scoreThreshold: number): Promise<FileSearchResult[]> {
     const rows = await this.documents.query<Array<FileSearchResult & { score: number | string }>>(FILE_SEARCH_SQL, [
       assistantId,
       text,
       limit,
-      options.documentIds ?? null,
-      (options.scoreThreshold ?? 0) * 2,
+      documentIds ?? null,
+      scoreThreshold * 2,
     ]);
     // The SQL's rank is 0 to 2 (partial matches below 1): halved to OpenAI's 0 to 1.
     return rows.map((row) => ({ ...row, score: Math.round(Number(row.score) * 5_000) / 10_000 }));
@@ -513,6 +561,21 @@ async function insertChunks(manager: EntityManager, document: Pick<Document, 'id
   }
 }
 
+/**
+ * When the document's assistant (or its workspace) names an embedding model, the document's
+ * chunks are due to be embedded, under an embedding lease of `leaseSeconds` for the caller
+ * (0: for any process's sweep).
+ */
+async function markEmbeddingsDue(manager: EntityManager, documentId: string, leaseSeconds: number): Promise<void> {
+  await manager.query(
+    `UPDATE documents d SET embeddings_due = true,
+       embedding_lease_until = CASE WHEN $2 > 0 THEN now() + make_interval(secs => $2) END
+     FROM assistants a JOIN workspaces w ON w.id = a.workspace_id
+     WHERE d.id = $1 AND a.id = d.assistant_id AND coalesce(a.embedding_model, w.embedding_model) IS NOT NULL`,
+    [documentId, leaseSeconds],
+  );
+}
+
 async function stored(manager: EntityManager, workspaceId: string): Promise<{ documents: number; bytes: number }> {
   const [row] = await manager.query<Array<{ documents: number; bytes: string }>>(
     // A failed upload stores nothing and takes no room; one still processing does.
@@ -522,7 +585,7 @@ async function stored(manager: EntityManager, workspaceId: string): Promise<{ do
   return { documents: row.documents, bytes: Number(row.bytes) };
 }
 
-/** The rows of an UPDATE ... RETURNING: TypeORM's PostgreSQL driver answers `[rows, affected]` for it. */
+/** The rows of an UPDATE or DELETE ... RETURNING: TypeORM's PostgreSQL driver answers `[rows, affected]` for it. */
 function updatedRows<T = unknown>(result: unknown): T[] {
   return (result as [T[], number])[0];
 }
