@@ -233,7 +233,8 @@ export class DenseSearch {
       clearTimeout(timer);
     }
     const index = await this.index(assistantId, setting.generation, model.id);
-    return index.search(vector, limit, documentIds ? new Set(documentIds) : undefined);
+    // A chunk no closer to the query than orthogonal is no match: fused in, it would only push real ones down.
+    return index.search(vector, limit, documentIds ? new Set(documentIds) : undefined).filter((hit) => hit.similarity > 0);
   }
 
   /** The assistant's vectors of `model` as of `generation`: from the cache, or loaded (once for concurrent searches). */
