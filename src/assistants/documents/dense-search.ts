@@ -1,4 +1,5 @@
 import { Injectable, Logger } from '@nestjs/common';
+import * as os from 'node:os';
 import { InjectRepository } from '@nestjs/typeorm';
 import { Repository } from 'typeorm';
 import { Cancellation } from '../../common/cancellation';
@@ -17,8 +18,12 @@ import { DocumentChunk } from './entities/document-chunk.entity';
  * pgvector, so the same exact search serves every database.
  */
 
+/** Typed arrays use the machine's byte order: on a little-endian one they are the stored bytes as they are. */
+const LITTLE_ENDIAN = os.endianness() === 'LE';
+
 /** A vector as stored: float32, little-endian, 4 bytes a dimension. */
 export function encodeVector(vector: Float32Array): Buffer {
+  if (LITTLE_ENDIAN) return Buffer.from(Float32Array.from(vector).buffer);
   const bytes = Buffer.alloc(vector.length * 4);
   for (let i = 0; i < vector.length; i++) bytes.writeFloatLE(vector[i], i * 4);
   return bytes;
@@ -26,6 +31,8 @@ export function encodeVector(vector: Float32Array): Buffer {
 
 /** A stored vector back (any alignment of the buffer). */
 export function decodeVector(bytes: Buffer): Float32Array {
+  // A copy: the driver's buffer may start at an offset that is not a multiple of 4.
+  if (LITTLE_ENDIAN) return new Float32Array(Uint8Array.from(bytes).buffer, 0, bytes.length >> 2);
   const vector = new Float32Array(bytes.length / 4);
   for (let i = 0; i < vector.length; i++) vector[i] = bytes.readFloatLE(i * 4);
   return vector;
@@ -162,6 +169,12 @@ export class VectorCache {
     return entry.index;
   }
 
+  /** The index of the assistant's vectors of `model` as of an older generation, if kept (see DenseSearch.index). */
+  stale(assistantId: string, model: string): VectorIndex | undefined {
+    const entry = this.entries.get(assistantId);
+    return entry && entry.model === model ? entry.index : undefined;
+  }
+
   /** Keeps the index if it fits the budget (evicting the least recently used); one larger than the budget is not kept. */
   put(assistantId: string, generation: string, model: string, index: VectorIndex): void {
     this.drop(assistantId);
@@ -237,10 +250,23 @@ export class DenseSearch {
     return index.search(vector, limit, documentIds ? new Set(documentIds) : undefined).filter((hit) => hit.similarity > 0);
   }
 
-  /** The assistant's vectors of `model` as of `generation`: from the cache, or loaded (once for concurrent searches). */
+  /**
+   * The assistant's vectors of `model` as of `generation`: from the cache, or loaded (once for
+   * concurrent searches). While a newer generation loads, searches use the one kept before
+   * (seconds for a large assistant): a chunk just embedded is found by the lexical leg meanwhile,
+   * and one just deleted is left out when the results are read.
+   */
   private async index(assistantId: string, generation: string, model: string): Promise<VectorIndex> {
     const cached = this.cache.get(assistantId, generation, model);
     if (cached) return cached;
+    const load = this.load(assistantId, generation, model);
+    const stale = this.cache.stale(assistantId, model);
+    if (!stale) return load;
+    load.catch((error: unknown) => this.logger.warn(`Loading the vectors of assistant ${assistantId} failed: ${String(error)}`));
+    return stale;
+  }
+
+  private load(assistantId: string, generation: string, model: string): Promise<VectorIndex> {
     const key = `${assistantId}:${generation}:${model}`;
     let load = this.loading.get(key);
     if (!load) {

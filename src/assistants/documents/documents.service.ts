@@ -53,9 +53,10 @@ export interface FileSearchResult {
   position: number;
   content: string;
   /**
-   * From 0 to 1, higher is better: from 0.5 to 1 when the passage has every term of the
-   * query (higher when they are closer together and more frequent); below 0.5 when it has
-   * only some, scaled by their share.
+   * From 0 to 1, higher is better. Lexical-only: from 0.5 to 1 when the passage has every
+   * term of the query (higher when they are closer together and more frequent); below 0.5
+   * when it has only some, scaled by their share. Hybrid (an embedding model): the fused
+   * rank, 1 for a passage first in both legs, about 0.5 for one first in only one.
    */
   score: number;
 }
