@@ -8,6 +8,7 @@ import { decodeVector } from '../src/assistants/documents/dense-search';
 import { EMBEDDING_BATCH } from '../src/assistants/documents/document-embeddings';
 import { DocumentIngestion } from '../src/assistants/documents/document-ingestion';
 import { DocumentsService } from '../src/assistants/documents/documents.service';
+import { countTextTokens } from '../src/providers/tokens';
 import { ApiKeysService } from '../src/workspaces/api-keys.service';
 import { fakeEmbedding, fakeEmbeddingTokens, FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
@@ -73,6 +74,8 @@ describe('POST /v1/embeddings', () => {
             deployments: [deployment('failing', failing), deployment('healthy', upstream)],
           },
           { ...embedding, id: 'doc-embed', dimensions: 1536, input_price: SMALL_PRICE, deployments: [deployment('docs', docsUpstream)] },
+          // Takes fewer tokens than a chunk has.
+          { ...embedding, id: 'tiny-embed', dimensions: 1536, max_input_tokens: 64, input_price: SMALL_PRICE, deployments: [deployment('docs', docsUpstream)] },
           { id: 'sim-embed', provider: 'simulator', kind: 'embedding', dimensions: 256, context_length: 8_192, input_price: SIM_PRICE, output_price: 0 },
           { id: 'gpt-4o-mini', provider: 'simulator', context_length: 128_000, max_output_tokens: 16_384, input_price: 15_000, output_price: 60_000 },
         ]),
@@ -248,7 +251,14 @@ describe('POST /v1/embeddings', () => {
     await expect(workspace.client.responses.create({ model: 'text-embedding-3-small', input: 'Hi' })).rejects.toMatchObject({ status: 400, param: 'model' });
     const models = await workspace.client.models.list();
     const kinds = Object.fromEntries(models.data.map((m) => [m.id, (m as unknown as { kind: string }).kind]));
-    expect(kinds).toEqual({ 'text-embedding-3-small': 'embedding', 'text-embedding-3-large': 'embedding', 'doc-embed': 'embedding', 'sim-embed': 'embedding', 'gpt-4o-mini': 'chat' });
+    expect(kinds).toEqual({
+      'text-embedding-3-small': 'embedding',
+      'text-embedding-3-large': 'embedding',
+      'doc-embed': 'embedding',
+      'tiny-embed': 'embedding',
+      'sim-embed': 'embedding',
+      'gpt-4o-mini': 'chat',
+    });
     expect(models.data.find((m) => m.id === 'sim-embed')).toMatchObject({ embedding: { dimensions: 256, adjustable: false } });
   });
   describe("chunk embeddings of assistants' documents", () => {
@@ -389,6 +399,25 @@ describe('POST /v1/embeddings', () => {
       const after = await walletInvariants(db, owner.id);
       expect(after).toMatchObject({ reserved: 0, holds: 0, balance: after.ledger });
       expect(before.balance - after.balance).toBe(cost.charged);
+    });
+
+    it("a chunk longer than the model's input limit is embedded by its beginning, never refused", async () => {
+      const owner = await t.createWorkspace({ tier: 'enterprise', balanceMillicents: 1_000_000 });
+      const sentSince = embeddingCalls(docsUpstream).length;
+      const { document } = await documentOf(owner, longText(2, 'fan'), 'tiny-embed');
+      const ingestion = t.app.get(DocumentIngestion);
+      ingestion.start(document.id);
+      await ingestion.idle();
+      const chunks = await chunksOf(document.id);
+      const sent = embeddingCalls(docsUpstream).slice(sentSince).flatMap((call) => call.body.input as string[]);
+      expect(sent).toHaveLength(chunks.length);
+      sent.forEach((input, i) => {
+        expect(chunks[i].content.startsWith(input)).toBe(true);
+        expect(countTextTokens(input)).toBeLessThanOrEqual(64);
+        expect(decodeVector(chunks[i].embedding!)).toEqual(fakeEmbedding(input, 1536));
+      });
+      const [state] = await db.query(`SELECT embeddings_due FROM documents WHERE id = $1`, [document.id]);
+      expect(state.embeddings_due).toBe(false);
     });
 
     it('embedding_model: 400 naming the field for an unknown or a chat model; a new model embeds the documents again', async () => {

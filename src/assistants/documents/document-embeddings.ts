@@ -176,7 +176,12 @@ export class DocumentEmbeddings {
     const startedAt = Date.now();
     const key = `document-embeddings:${document.id}:${document.round}:${chunks[0].batch}:${model.id}`;
     const fallbacks = (model.fallbacks ?? []).map((id) => this.models.find(id)).filter((f): f is ModelDefinition => f?.kind === 'embedding');
-    const counted = chunks.reduce((sum, chunk) => sum + chunk.tokens, 0);
+    // A chunk longer than the model takes (a large chunk size on a model of 2,048 tokens) is embedded by its beginning.
+    const maxInputTokens = model.embedding?.maxInputTokens ?? model.contextLength;
+    const inputs = chunks.map((chunk) =>
+      chunk.tokens <= maxInputTokens ? chunk.content : chunk.content.slice(0, Math.floor((chunk.content.length * maxInputTokens * 0.9) / chunk.tokens)),
+    );
+    const counted = chunks.reduce((sum, chunk) => sum + Math.min(chunk.tokens, maxInputTokens), 0);
     const ceiling = promptCeiling(this.providers.priceCeiling(model, fallbacks));
     const amount = Math.max(1, ceilMillicents(llmCost(ceiling, { inputTokens: counted, outputTokens: 0, cachedTokens: 0 })));
     const hold = await this.wallet.hold(document.workspaceId, key, amount, this.config.holdTtlMs);
@@ -202,7 +207,7 @@ export class DocumentEmbeddings {
     let reported: number | undefined;
     try {
       const result = await this.providers.embed(
-        { model, fallbacks, input: chunks.map((chunk) => chunk.content), budgetTokens: counted, route },
+        { model, fallbacks, input: inputs, budgetTokens: counted, route },
         new Cancellation(),
       );
       vectors = result.vectors;
@@ -212,7 +217,7 @@ export class DocumentEmbeddings {
       throw error;
     }
     // The provider's count as /v1/embeddings bills it, within what the inputs can have; ours when it gave none.
-    const most = chunks.length * (model.embedding?.maxInputTokens ?? model.contextLength);
+    const most = chunks.length * maxInputTokens;
     const tokens = reported !== undefined && Number.isSafeInteger(reported) && reported >= 0 ? Math.min(reported, most) : counted;
     const costMicros = llmCost(served, { inputTokens: tokens, outputTokens: 0, cachedTokens: 0 });
     const answered = answeredBy as { model: string; provider: string; deployment: string } | null;
