@@ -70,4 +70,31 @@ describe('DocumentIngestion', () => {
     fake.documents.claimAbandoned.mockRejectedValue(new Error('database gone'));
     await expect(ingestion.sweep()).resolves.toBe(0);
   });
+
+  it('embeds a document once it is read, outside its reading slot: a slow embeddings upstream holds up no other reading', async () => {
+    const fake = fakeDocuments();
+    const embedding = new Map<string, () => void>();
+    const embeddings = {
+      ...noEmbeddings,
+      renewLease: async () => undefined,
+      embed: jest.fn((id: string) => new Promise<void>((resolve) => embedding.set(id, resolve))),
+    } as unknown as DocumentEmbeddings;
+    const ingestion = new DocumentIngestion(fake.documents as unknown as DocumentsService, embeddings);
+    for (const id of ['a', 'b', 'c']) ingestion.start(id);
+    await turn();
+    fake.pending.get('a')!();
+    fake.pending.get('b')!();
+    await turn();
+    await turn();
+    // a and b wait for their embeddings; c has a reading slot all the same.
+    expect([...embedding.keys()]).toEqual(['a', 'b']);
+    expect([...fake.pending.keys()]).toEqual(['c']);
+    fake.pending.get('c')!();
+    await turn();
+    for (const done of embedding.values()) done();
+    await turn();
+    embedding.get('c')?.();
+    await ingestion.idle();
+    expect((embeddings.embed as jest.Mock).mock.calls.map(([id]) => id)).toEqual(['a', 'b', 'c']);
+  });
 });

@@ -1,6 +1,7 @@
 import { BeforeApplicationShutdown, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
 import { DocumentEmbeddings } from './document-embeddings';
 import { DocumentsService } from './documents.service';
+import type { DocumentStatus } from './entities/document.entity';
 
 /** How often abandoned documents are looked for, unless the lease is shorter than twice this. */
 const SWEEP_EVERY_MS = 30_000;
@@ -128,12 +129,12 @@ export class DocumentIngestion implements OnApplicationBootstrap, BeforeApplicat
     const renew = setInterval(() => {
       this.documents.renewLease(documentId).catch((error: unknown) => this.logger.warn(`Renewing the lease of ${documentId}: ${String(error)}`));
     }, (this.documents.leaseSeconds * 1000) / 4).unref();
+    let status: DocumentStatus | null = null;
     try {
       // The lease may have run low while waiting for a slot.
       await this.documents.renewLease(documentId);
-      const status = await this.documents.ingest(documentId);
+      status = await this.documents.ingest(documentId);
       if (status === 'failed') this.logger.log(`Document ${documentId} could not be read`);
-      if (status === 'ready') await this.embed(documentId);
     } catch (error) {
       // The database went away mid-way: the lease runs out and a sweep takes the document up again.
       this.logger.error(`Reading document ${documentId} failed: ${String(error)}`);
@@ -141,5 +142,7 @@ export class DocumentIngestion implements OnApplicationBootstrap, BeforeApplicat
       clearInterval(renew);
       this.release();
     }
+    // Outside the reading slot: a slow embeddings upstream must not hold up the reading of other uploads.
+    if (status === 'ready') await this.embed(documentId);
   }
 }
