@@ -7,7 +7,7 @@ import { AssistantsService } from '../src/assistants/assistants.service';
 import { decodeVector } from '../src/assistants/documents/dense-search';
 import { EMBEDDING_BATCH } from '../src/assistants/documents/document-embeddings';
 import { DocumentIngestion } from '../src/assistants/documents/document-ingestion';
-import { DocumentsService } from '../src/assistants/documents/documents.service';
+import { documentView, DocumentsService } from '../src/assistants/documents/documents.service';
 import { countTextTokens } from '../src/providers/tokens';
 import { ApiKeysService } from '../src/workspaces/api-keys.service';
 import { fakeEmbedding, fakeEmbeddingTokens, FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
@@ -345,6 +345,7 @@ describe('POST /v1/embeddings', () => {
       expect(embeddingCalls(docsUpstream).length).toBeGreaterThan(sentSince);
       const [pending] = await db.query(`SELECT status, embeddings_due FROM documents WHERE id = $1`, [document.id]);
       expect(pending).toEqual({ status: 'ready', embeddings_due: true });
+      expect(documentView(await t.app.get(DocumentsService).getInWorkspace(owner.id, document.id))).toMatchObject({ status: 'ready', embeddings_pending: true });
       expect((await chunksOf(document.id)).every((chunk) => chunk.embedding === null)).toBe(true);
       expect(await documentRecords(owner.id)).toEqual([]);
       expect(await walletInvariants(db, owner.id)).toMatchObject({ balance: before.balance, reserved: 0, holds: 0 });
@@ -359,6 +360,7 @@ describe('POST /v1/embeddings', () => {
       const retriedSince = embeddingCalls(docsUpstream).length;
       await ingestion.sweep();
       const { chunks, sent } = await expectEmbeddedOnce(document.id, retriedSince);
+      expect(documentView(await t.app.get(DocumentsService).getInWorkspace(owner.id, document.id)).embeddings_pending).toBe(false);
       expect(sent).toEqual(chunks.map((chunk) => chunk.content));
       const cost = costOf(sent);
       expect((await documentRecords(owner.id)).reduce((sum, r) => sum + r.input, 0)).toBe(cost.tokens);

@@ -73,6 +73,8 @@ export interface DocumentView {
   status: DocumentStatus;
   /** Why a failed document could not be read, in words for the person who uploaded it; null otherwise. */
   failure_reason: string | null;
+  /** True while its chunks wait for their embeddings (hybrid search); lexical search finds it meanwhile. */
+  embeddings_pending: boolean;
   created_at: string;
 }
 
@@ -86,6 +88,7 @@ export function documentView(document: Document): DocumentView {
     chunks: document.chunkCount,
     status: document.status,
     failure_reason: document.failureReason,
+    embeddings_pending: document.embeddingsDue,
     created_at: document.createdAt.toISOString(),
   };
 }

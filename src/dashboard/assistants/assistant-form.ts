@@ -214,6 +214,8 @@ export interface DocumentRow {
   chunks: number;
   status: Document['status'];
   failureReason: string | null;
+  /** Its chunks wait for their embeddings (hybrid search). */
+  embeddingsPending: boolean;
   uploaded: string;
 }
 
@@ -225,6 +227,7 @@ export function documentRow(document: Document): DocumentRow {
     chunks: document.chunkCount,
     status: document.status,
     failureReason: document.failureReason,
+    embeddingsPending: document.embeddingsDue,
     uploaded: formatDateTime(document.createdAt),
   };
 }
