@@ -184,7 +184,8 @@ export class DocumentEmbeddings {
     const counted = chunks.reduce((sum, chunk) => sum + Math.min(chunk.tokens, maxInputTokens), 0);
     const ceiling = promptCeiling(this.providers.priceCeiling(model, fallbacks));
     const amount = Math.max(1, ceilMillicents(llmCost(ceiling, { inputTokens: counted, outputTokens: 0, cachedTokens: 0 })));
-    const hold = await this.wallet.hold(document.workspaceId, key, amount, this.config.holdTtlMs);
+    // A row of its own, since the settlement is keyed by the batch; the leases' spare is recalled when they hold the money.
+    const hold = await this.wallet.holdRecallingLeases(document.workspaceId, key, amount, this.config.holdTtlMs);
     if (!hold) {
       throw new ApiError('insufficient_balance', `The wallet cannot cover the embeddings of document ${document.id} (${amount} millicents): they wait for a top-up.`, {
         code: 'insufficient_balance',
