@@ -74,6 +74,8 @@ describe('POST /v1/embeddings', () => {
             deployments: [deployment('failing', failing), deployment('healthy', upstream)],
           },
           { ...embedding, id: 'doc-embed', dimensions: 1536, input_price: SMALL_PRICE, deployments: [deployment('docs', docsUpstream)] },
+          // Its only deployment fails; its fallback model answers (in another vector space).
+          { ...embedding, id: 'fragile-embed', dimensions: 1536, input_price: SMALL_PRICE, deployments: [deployment('fragile', failing)], fallbacks: ['doc-embed'] },
           // Takes fewer tokens than a chunk has.
           { ...embedding, id: 'tiny-embed', dimensions: 1536, max_input_tokens: 64, input_price: SMALL_PRICE, deployments: [deployment('docs', docsUpstream)] },
           { id: 'sim-embed', provider: 'simulator', kind: 'embedding', dimensions: 256, context_length: 8_192, input_price: SIM_PRICE, output_price: 0 },
@@ -255,6 +257,7 @@ describe('POST /v1/embeddings', () => {
       'text-embedding-3-small': 'embedding',
       'text-embedding-3-large': 'embedding',
       'doc-embed': 'embedding',
+      'fragile-embed': 'embedding',
       'tiny-embed': 'embedding',
       'sim-embed': 'embedding',
       'gpt-4o-mini': 'chat',
@@ -420,6 +423,21 @@ describe('POST /v1/embeddings', () => {
       });
       const [state] = await db.query(`SELECT embeddings_due FROM documents WHERE id = $1`, [document.id]);
       expect(state.embeddings_due).toBe(false);
+    });
+
+    it("never stores a fallback model's vectors as the assistant's model's: the embeddings wait for its own deployments", async () => {
+      const owner = await t.createWorkspace({ tier: 'enterprise', balanceMillicents: 1_000_000 });
+      const before = await walletInvariants(db, owner.id);
+      const sentSince = embeddingCalls(docsUpstream).length;
+      const { document } = await documentOf(owner, longText(2, 'heater'), 'fragile-embed');
+      const ingestion = t.app.get(DocumentIngestion);
+      ingestion.start(document.id);
+      await ingestion.idle();
+      expect(embeddingCalls(docsUpstream)).toHaveLength(sentSince);
+      expect((await chunksOf(document.id)).every((chunk) => chunk.embedding === null)).toBe(true);
+      const [state] = await db.query(`SELECT embeddings_due FROM documents WHERE id = $1`, [document.id]);
+      expect(state.embeddings_due).toBe(true);
+      expect(await walletInvariants(db, owner.id)).toMatchObject({ balance: before.balance, reserved: 0, holds: 0 });
     });
 
     it('embedding_model: 400 naming the field for an unknown or a chat model; a new model embeds the documents again', async () => {

@@ -237,6 +237,7 @@ export class DenseSearch {
     const run = new Cancellation();
     const timer = setTimeout(() => run.abort(), QUERY_EMBEDDING_TIMEOUT_MS).unref();
     try {
+      // No fallback model: the query must be embedded in the chunks' space (their model's deployments fail over).
       const result = await this.providers.embed({ model, fallbacks: [], input: [query], route: { attempting: () => undefined, answered: () => undefined } }, run);
       vector = result.vectors[0];
     } catch (error) {

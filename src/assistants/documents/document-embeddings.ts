@@ -175,7 +175,8 @@ export class DocumentEmbeddings {
   private async embedBatch(document: { id: string; workspaceId: string; assistantId: string; round: number }, model: ModelDefinition, chunks: BatchChunk[]): Promise<void> {
     const startedAt = Date.now();
     const key = `document-embeddings:${document.id}:${document.round}:${chunks[0].batch}:${model.id}`;
-    const fallbacks = (model.fallbacks ?? []).map((id) => this.models.find(id)).filter((f): f is ModelDefinition => f?.kind === 'embedding');
+    // Failover across the model's deployments only: a fallback model's vectors live in another space than the assistant's.
+    const fallbacks: ModelDefinition[] = [];
     // A chunk longer than the model takes (a large chunk size on a model of 2,048 tokens) is embedded by its beginning.
     const maxInputTokens = model.embedding?.maxInputTokens ?? model.contextLength;
     const inputs = chunks.map((chunk) =>
