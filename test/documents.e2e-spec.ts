@@ -521,6 +521,8 @@ describe('documents for file_search', () => {
             chunks: added.chunks,
             status: 'ready',
             failure_reason: null,
+            // Its assistant has no embedding model: nothing waits.
+            embeddings_pending: false,
             created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
           },
         ],
