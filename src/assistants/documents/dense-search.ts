@@ -5,6 +5,7 @@ import { Repository } from 'typeorm';
 import { Cancellation } from '../../common/cancellation';
 import { AppConfig } from '../../config/app-config';
 import { InjectConfig } from '../../config/config.module';
+import type { ModelDefinition } from '../../models/model-catalog';
 import { ModelsService } from '../../models/models.service';
 import { ProvidersService } from '../../providers/providers.service';
 import { DocumentChunk } from './entities/document-chunk.entity';
@@ -203,6 +204,12 @@ export class VectorCache {
 /** The dense leg's answer: the chunks nearest to the query, best first; null when the assistant has no embedding model. */
 export type DenseRanking = DenseHit[] | null;
 
+/** What the dense leg of an assistant searches with: its embedding model, and the generation of its vectors. */
+export interface DenseSetting {
+  model: ModelDefinition;
+  generation: string;
+}
+
 /** How long the query's embedding may take before the search goes on with the lexical leg alone. */
 const QUERY_EMBEDDING_TIMEOUT_MS = 10_000;
 
@@ -229,10 +236,18 @@ export class DenseSearch {
     this.cache = new VectorCache(config.documents.vectorCacheBytes);
   }
 
-  async search(assistantId: string, query: string, limit: number, documentIds?: string[]): Promise<DenseRanking> {
+  /** The assistant's embedding model (of the catalog) and its vectors' generation; null: lexical-only. */
+  async settingOf(assistantId: string): Promise<DenseSetting | null> {
     const [setting] = await this.chunks.query<Array<{ model: string | null; generation: string }>>(ASSISTANT_VECTORS_SQL, [assistantId]);
     const model = setting?.model ? this.models.find(setting.model) : undefined;
-    if (!model || model.kind !== 'embedding') return null;
+    return model && model.kind === 'embedding' ? { model, generation: setting.generation } : null;
+  }
+
+  /** The dense ranking, or null when the assistant has no embedding model or the query cannot be embedded. */
+  async search(assistantId: string, query: string, limit: number, documentIds?: string[], known?: DenseSetting | null): Promise<DenseRanking> {
+    const setting = known === undefined ? await this.settingOf(assistantId) : known;
+    if (!setting) return null;
+    const { model } = setting;
     let vector: Float32Array;
     const run = new Cancellation();
     const timer = setTimeout(() => run.abort(), QUERY_EMBEDDING_TIMEOUT_MS).unref();

@@ -434,10 +434,16 @@ export class DocumentsService {
     const text = query.trim();
     if (!text || options.documentIds?.length === 0) return [];
     const limit = Math.min(MAX_SEARCH_RESULTS, Math.max(1, Math.floor(options.maxResults) || 1));
-    const dense = await this.dense.search(assistantId, text, FUSION_CANDIDATES, options.documentIds);
-    if (!dense) return this.lexical(assistantId, text, limit, options.documentIds, options.scoreThreshold ?? 0);
+    const setting = await this.dense.settingOf(assistantId);
+    if (!setting) return this.lexical(assistantId, text, limit, options.documentIds, options.scoreThreshold ?? 0);
+    // The legs at once: PostgreSQL ranks the words while this process embeds the query and scans the vectors.
+    const [dense, lexical] = await Promise.all([
+      this.dense.search(assistantId, text, FUSION_CANDIDATES, options.documentIds, setting),
+      this.lexical(assistantId, text, FUSION_CANDIDATES, options.documentIds, 0),
+    ]);
+    // The query could not be embedded: the lexical leg alone, with its own scores.
+    if (!dense) return lexical.filter((result) => result.score >= (options.scoreThreshold ?? 0)).slice(0, limit);
 
-    const lexical = await this.lexical(assistantId, text, FUSION_CANDIDATES, options.documentIds, 0);
     const keyOf = (documentId: string, position: number) => `${documentId}:${position}`;
     const found = new Map(lexical.map((result) => [keyOf(result.document_id, result.position), result]));
     const denseIds = new Map(dense.map((hit) => [keyOf(hit.documentId, hit.position), hit.chunkId]));
