@@ -8,6 +8,7 @@ import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { AssistantsModule } from './assistants/assistants.module';
 import { MAX_FILE_BYTES } from './assistants/documents/document-limits';
+import { DocumentEmbeddings } from './assistants/documents/document-embeddings';
 import { DocumentsModule } from './assistants/documents/documents.module';
 import { documentView, DocumentsService, fileTooLarge } from './assistants/documents/documents.service';
 import { AssistantFields, AssistantsService } from './assistants/assistants.service';
@@ -44,6 +45,8 @@ const USAGE = `Usage: npm run cli -- <command> [options]
 
   workspace create --name <n> [--tier free|hobby|pro|team|enterprise] [--balance <millicents>]
   workspace set-tier --workspace <id> --tier <t> [--rpm <n>]      (--rpm: enterprise only; -1 = no limit)
+  workspace set-embedding-model --workspace <id> --model <embedding model id>|none
+      (the dense leg of file_search for its assistants that name none; none: lexical-only)
   key create --workspace <id> [--name <label>] [--expires <ISO 8601 date, e.g. 2026-12-31 or 2026-12-31T18:00:00Z>]
       [the limits of key limits]
   key limits --key <id> [--spend-limit <millicents>|none] [--period none|daily|weekly|monthly (UTC)]
@@ -57,6 +60,7 @@ const USAGE = `Usage: npm run cli -- <command> [options]
   assistant create --workspace <id> --name <n> --model <model id> [--slug <s>] [--system-prompt <text>]
       [--temperature <t>] [--max-tokens <n>] [--tools web_search,file_search] [--max-tool-iterations <n>]
       [--description <text>] [--chunk-max-tokens <100-4096, default 800>] [--chunk-overlap-tokens <at most half, default 400>]
+      [--embedding-model <embedding model id>|none (the workspace's)]
   assistant list --workspace <id>
   assistant update --assistant <id> [the fields of create]
   assistant delete --assistant <id>
@@ -114,6 +118,11 @@ const COMMANDS: Record<string, Command> = {
       .get(WorkspacesService)
       .setTier(required(o, 'workspace'), required(o, 'tier'), o.rpm === undefined ? undefined : integer(o, 'rpm'));
     return { workspace_id: workspace.id, tier: workspace.tier, custom_rate_limit_rpm: workspace.customRateLimitRpm };
+  },
+  'workspace set-embedding-model': async (app, o) => {
+    const model = required(o, 'model');
+    const workspace = await app.get(DocumentEmbeddings).setWorkspaceModel(required(o, 'workspace'), model === 'none' ? null : model);
+    return { workspace_id: workspace.id, embedding_model: workspace.embeddingModel };
   },
   'key create': async (app, o) => {
     const expiresAt = o.expires === undefined ? undefined : isoDate(o, 'expires');
@@ -281,6 +290,7 @@ function assistantFields(o: Options): AssistantFields {
     description: o.description,
     systemPrompt: o['system-prompt'],
     model: o.model,
+    embeddingModel: o['embedding-model'] === undefined ? undefined : o['embedding-model'] === 'none' ? null : o['embedding-model'],
     temperature: o.temperature === undefined ? undefined : decimal(o, 'temperature'),
     maxTokens: o['max-tokens'] === undefined ? undefined : integer(o, 'max-tokens'),
     tools: o.tools === undefined ? undefined : (o.tools.split(',').map((tool) => tool.trim()).filter(Boolean) as ServerToolType[]),
@@ -299,6 +309,7 @@ function describeAssistant(a: Assistant) {
     description: a.description,
     system_prompt: a.systemPrompt,
     model: a.model,
+    embedding_model: a.embeddingModel,
     temperature: a.temperature,
     max_tokens: a.maxTokens,
     tools: a.tools,
@@ -473,6 +484,7 @@ async function run(argv: string[], io: CliIo): Promise<number> {
         'max-tool-iterations',
         'chunk-max-tokens',
         'chunk-overlap-tokens',
+        'embedding-model',
         'file',
         'document',
         'enabled',

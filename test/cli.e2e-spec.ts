@@ -420,6 +420,22 @@ describe('operator CLI', () => {
       const after = (await cli('document', 'list', '--assistant', created.id)) as { data: Array<{ chunks: number; language: string }> };
       expect(after.data[0]).toMatchObject({ chunks: 1, language: 'english' });
     });
+
+    it('sets the embedding model of document search, per assistant and per workspace; a chat model is refused', async () => {
+      const { id: workspaceId } = await createWorkspace('pro', 100_000);
+      const created = await cli('assistant', 'create', '--workspace', workspaceId, '--name', 'Searcher', '--model', 'gpt-4o-mini', '--embedding-model', 'text-embedding-3-small');
+      const listed = (await cli('assistant', 'list', '--workspace', workspaceId)) as { data: Array<Record<string, unknown>> };
+      expect(listed.data).toEqual([expect.objectContaining({ id: created.id, embedding_model: 'text-embedding-3-small' })]);
+      expect(await cli('assistant', 'update', '--assistant', created.id as string, '--embedding-model', 'none')).toMatchObject({ embedding_model: null });
+      expect(await cliFails(1, 'assistant', 'update', '--assistant', created.id as string, '--embedding-model', 'gpt-4o-mini')).toContain('gpt-4o-mini is a chat model');
+
+      expect(await cli('workspace', 'set-embedding-model', '--workspace', workspaceId, '--model', 'text-embedding-3-large')).toEqual({
+        workspace_id: workspaceId,
+        embedding_model: 'text-embedding-3-large',
+      });
+      expect(await cliFails(1, 'workspace', 'set-embedding-model', '--workspace', workspaceId, '--model', 'nope')).toContain("no model 'nope'");
+      expect(await cli('workspace', 'set-embedding-model', '--workspace', workspaceId, '--model', 'none')).toEqual({ workspace_id: workspaceId, embedding_model: null });
+    });
   });
 
   /** Refusals that need no workspace of their own. */

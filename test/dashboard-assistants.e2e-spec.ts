@@ -264,6 +264,41 @@ describe('dashboard: assistants and documents', () => {
       expect(await assistants().resolve(owner.workspaceId, id)).toMatchObject({ chunkMaxTokens: 300, chunkOverlapTokens: 100 });
     });
 
+    it("chooses the embedding model of document search: lexical-only says so, a chat model is a field error, the workspace's applies", async () => {
+      const id = await createAssistant(owner.client, base, { name: 'Searcher', slug: 'searcher' });
+      const lexical = await owner.client.get(`${base}/${id}`);
+      expect(lexical.html).toMatch(/data-search-mode="lexical"/);
+      expect(textOf(lexical.html)).toContain('file_search is lexical only');
+
+      const wrong = await owner.client.post(`${base}/${id}`, validForm({ name: 'Searcher', slug: 'searcher', embedding_model: 'gpt-4o-mini' }));
+      expect(wrong.status).toBe(400);
+      expect(wrong.html).toMatch(/id="assistant-embedding-model"[^>]*aria-invalid="true"/);
+      expect((await assistants().resolve(owner.workspaceId, id)).embeddingModel).toBeNull();
+      await owner.client.get(`${base}/${id}`);
+      const saved = await owner.client.post(`${base}/${id}`, validForm({ name: 'Searcher', slug: 'searcher', embedding_model: 'text-embedding-3-small' }));
+      expect(saved.status).toBe(303);
+      expect((await assistants().resolve(owner.workspaceId, id)).embeddingModel).toBe('text-embedding-3-small');
+      const hybrid = await owner.client.get(`${base}/${id}`);
+      expect(hybrid.html).toMatch(/data-search-mode="hybrid"/);
+      expect(hybrid.html).toMatch(/<option value="text-embedding-3-small" selected>/);
+
+      // The workspace's model applies to the assistants that name none.
+      const settings = `/w/${owner.workspaceId}/settings`;
+      await owner.client.get(settings);
+      const refused = await owner.client.post(`${settings}/embedding-model`, { embedding_model: 'gpt-4o-mini' });
+      expect(refused.status).toBe(400);
+      expect(textOf(refused.html)).toContain('gpt-4o-mini is a chat model');
+      await owner.client.get(settings);
+      expect((await owner.client.post(`${settings}/embedding-model`, { embedding_model: 'text-embedding-3-large' })).status).toBe(303);
+      const other = await createAssistant(owner.client, base, { name: 'Follower', slug: 'follower' });
+      const following = await owner.client.get(`${base}/${other}`);
+      expect(following.html).toMatch(/data-search-mode="hybrid"/);
+      expect(textOf(following.html)).toContain("The workspace's: hybrid with text-embedding-3-large");
+      await owner.client.get(settings);
+      expect((await owner.client.post(`${settings}/embedding-model`, { embedding_model: '' })).status).toBe(303);
+      expect((await owner.client.get(`${base}/${other}`)).html).toMatch(/data-search-mode="lexical"/);
+    });
+
     it('deletes after a confirmation page; the assistant is then unknown to pages and API', async () => {
       const id = await createAssistant(owner.client, base, { name: 'Doomed', slug: 'doomed' });
       const confirm = await owner.client.get(`${base}/${id}/delete`);

@@ -608,6 +608,8 @@ describe('documents for file_search', () => {
             status: 'ready',
             failure_reason: null,
             language: 'english',
+            // Its assistant has no embedding model: nothing waits.
+            embeddings_pending: false,
             created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
           },
         ],

@@ -3,11 +3,18 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { DataSource } from 'typeorm';
+import { AssistantsService } from '../src/assistants/assistants.service';
+import { decodeVector } from '../src/assistants/documents/dense-search';
+import { EMBEDDING_BATCH } from '../src/assistants/documents/document-embeddings';
+import { DocumentIngestion } from '../src/assistants/documents/document-ingestion';
+import { documentView, DocumentsService } from '../src/assistants/documents/documents.service';
 import { ProvidersService } from '../src/providers/providers.service';
+import { countTextTokens } from '../src/providers/tokens';
 import { ApiKeysService } from '../src/workspaces/api-keys.service';
 import { fakeGeminiEmbedding, FakeGemini, GEMINI_EMBED_BATCH_LIMIT, startFakeGemini } from './fakes/fake-gemini';
 import { fakeEmbedding, fakeEmbeddingTokens, FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
 import { startTestApp, TestApp, TestWorkspace } from './support/test-app';
+import { waitFor } from './support/wait-for';
 import { walletInvariants } from './support/wallet-invariants';
 
 type XService = { cost_millicents: number; provider: string | null; deployment: string | null; attempts: number };
@@ -38,6 +45,8 @@ describe('POST /v1/embeddings', () => {
   let failing: FakeOpenAi;
   let gemini: FakeGemini;
   let local: FakeOpenAi;
+  /** The only deployment of `doc-embed`, the embedding model of the documents' tests. */
+  let docsUpstream: FakeOpenAi;
   let t: TestApp;
   let db: DataSource;
   let workspace: TestWorkspace;
@@ -55,11 +64,12 @@ describe('POST /v1/embeddings', () => {
   };
 
   beforeAll(async () => {
-    [upstream, failing, gemini, local] = await Promise.all([
+    [upstream, failing, gemini, local, docsUpstream] = await Promise.all([
       startFakeOpenAi(),
       startFakeOpenAi(),
       startFakeGemini({ apiKey: 'gemini-key' }),
       startFakeOpenAi({ localEmbeddings: { dimensions: 384 } }),
+      startFakeOpenAi(),
     ]);
     process.env.EMBEDDINGS_TEST_KEY_GEMINI = 'gemini-key';
     failing.setDefault({ kind: 'http_error', status: 500, body: { error: { message: 'boom', type: 'server_error' } } });
@@ -98,6 +108,11 @@ describe('POST /v1/embeddings', () => {
             output_price: 0,
             deployments: [{ ...deployment('local', local), upstream_model: 'BAAI/bge-small-en-v1.5' }],
           },
+          { ...embedding, id: 'doc-embed', dimensions: 1536, input_price: SMALL_PRICE, deployments: [deployment('docs', docsUpstream)] },
+          // Its only deployment fails; its fallback model answers (in another vector space).
+          { ...embedding, id: 'fragile-embed', dimensions: 1536, input_price: SMALL_PRICE, deployments: [deployment('fragile', failing)], fallbacks: ['doc-embed'] },
+          // Takes fewer tokens than a chunk has.
+          { ...embedding, id: 'tiny-embed', dimensions: 1536, max_input_tokens: 64, input_price: SMALL_PRICE, deployments: [deployment('docs', docsUpstream)] },
           { id: 'sim-embed', provider: 'simulator', kind: 'embedding', dimensions: 256, context_length: 8_192, input_price: SIM_PRICE, output_price: 0 },
           { id: 'gpt-4o-mini', provider: 'simulator', context_length: 128_000, max_output_tokens: 16_384, input_price: 15_000, output_price: 60_000 },
         ]),
@@ -108,7 +123,7 @@ describe('POST /v1/embeddings', () => {
   });
   afterAll(async () => {
     await t?.close();
-    await Promise.all([upstream?.close(), failing?.close(), gemini?.close(), local?.close()]);
+    await Promise.all([upstream?.close(), failing?.close(), gemini?.close(), local?.close(), docsUpstream?.close()]);
   });
 
   it("gives the same vectors through the SDK's default (base64) and with float, of the model's size and of `dimensions`", async () => {
@@ -376,9 +391,213 @@ describe('POST /v1/embeddings', () => {
       'text-embedding-3-large': 'embedding',
       'gemini-embedding-001': 'embedding',
       'bge-small': 'embedding',
+      'doc-embed': 'embedding',
+      'fragile-embed': 'embedding',
+      'tiny-embed': 'embedding',
       'sim-embed': 'embedding',
       'gpt-4o-mini': 'chat',
     });
     expect(models.data.find((m) => m.id === 'sim-embed')).toMatchObject({ embedding: { dimensions: 256, adjustable: false } });
+  });
+  describe("chunk embeddings of assistants' documents", () => {
+    /** Distinct sentences, enough for `chunks` chunks of the default size (400 tokens). */
+    const longText = (chunks: number, topic: string) =>
+      Array.from({ length: chunks * 22 }, (_, i) => `Paragraph ${i} of the ${topic} manual says that step ${i * 7} follows step ${i * 3} in section ${i % 13}.`).join(
+        '\n\n',
+      );
+
+    async function documentOf(workspace: TestWorkspace, text: string, embeddingModel: string | null = 'doc-embed') {
+      const assistant = await t.app.get(AssistantsService).create(workspace.id, { name: `Docs ${Math.random()}`, model: 'gpt-4o-mini', embeddingModel });
+      const document = await t.app.get(DocumentsService).enqueue({ workspaceId: workspace.id, assistantId: assistant.id, fileName: 'manual.txt', data: Buffer.from(text) });
+      return { assistant, document };
+    }
+    const chunksOf = (documentId: string) =>
+      db.query(`SELECT position, content, embedding, embedding_model FROM document_chunks WHERE document_id = $1 ORDER BY position`, [documentId]) as Promise<
+        Array<{ position: number; content: string; embedding: Buffer | null; embedding_model: string | null }>
+      >;
+    const documentRecords = (workspaceId: string) =>
+      db.query(
+        `SELECT request_id, model, status, input_tokens::int AS input, total_cost_millicents::float AS cost, charged_millicents::int AS charged
+           FROM usage_records WHERE workspace_id = $1 AND source = 'document_embeddings' ORDER BY request_id`,
+        [workspaceId],
+      ) as Promise<Array<{ request_id: string; model: string; status: string; input: number; cost: number; charged: number }>>;
+    /** Each chunk's vector is the fake's for its text, and every chunk's text went upstream exactly `times` in all. */
+    async function expectEmbeddedOnce(documentId: string, sentSince: number) {
+      const chunks = await chunksOf(documentId);
+      for (const chunk of chunks) {
+        expect(chunk.embedding_model).toBe('doc-embed');
+        expect(decodeVector(chunk.embedding!)).toEqual(fakeEmbedding(chunk.content, 1536));
+      }
+      const sent = embeddingCalls(docsUpstream).slice(sentSince).flatMap((call) => call.body.input as string[]);
+      return { chunks, sent };
+    }
+    /** What the chunks cost as the fake counts their tokens, in millicents (fractional), and the whole millicents charged for it. */
+    const costOf = (contents: string[]) => {
+      const tokens = contents.reduce((sum, content) => sum + fakeEmbeddingTokens(content), 0);
+      return { tokens, millicents: (tokens * SMALL_PRICE) / 1e6, charged: Math.floor((tokens * SMALL_PRICE) / 1e6) };
+    };
+
+    it('embeds each chunk once when the document is read: charged its tokens times the price, one usage record a batch', async () => {
+      const owner = await t.createWorkspace({ tier: 'enterprise', balanceMillicents: 1_000_000 });
+      const before = await walletInvariants(db, owner.id);
+      const sentSince = embeddingCalls(docsUpstream).length;
+      const { document } = await documentOf(owner, longText(EMBEDDING_BATCH + 6, 'boiler'));
+      const ingestion = t.app.get(DocumentIngestion);
+      ingestion.start(document.id);
+      await ingestion.idle();
+
+      const { chunks, sent } = await expectEmbeddedOnce(document.id, sentSince);
+      expect(chunks.length).toBeGreaterThan(EMBEDDING_BATCH);
+      expect(sent).toEqual(chunks.map((chunk) => chunk.content));
+      expect(embeddingCalls(docsUpstream).length - sentSince).toBe(Math.ceil(chunks.length / EMBEDDING_BATCH));
+      const [state] = await db.query(`SELECT status, embeddings_due FROM documents WHERE id = $1`, [document.id]);
+      expect(state).toEqual({ status: 'ready', embeddings_due: false });
+
+      const cost = costOf(chunks.map((chunk) => chunk.content));
+      const records = await documentRecords(owner.id);
+      expect(records).toHaveLength(Math.ceil(chunks.length / EMBEDDING_BATCH));
+      expect(records.every((r) => r.model === 'doc-embed' && r.status === 'success')).toBe(true);
+      expect(records.reduce((sum, r) => sum + r.input, 0)).toBe(cost.tokens);
+      expect(records.reduce((sum, r) => sum + r.cost, 0)).toBeCloseTo(cost.millicents, 6);
+      const after = await walletInvariants(db, owner.id);
+      expect(after).toMatchObject({ reserved: 0, holds: 0, balance: after.ledger });
+      expect(before.balance - after.balance).toBe(cost.charged);
+
+      // Nothing is due any more: a sweep calls nobody and charges nothing.
+      await ingestion.sweep();
+      expect(embeddingCalls(docsUpstream).length - sentSince).toBe(records.length);
+      expect((await walletInvariants(db, owner.id)).balance).toBe(after.balance);
+    });
+
+    it('a failed embeddings call leaves the document ready for lexical search, its embeddings pending; a sweep completes them, charged once', async () => {
+      const owner = await t.createWorkspace({ tier: 'enterprise', balanceMillicents: 1_000_000 });
+      const before = await walletInvariants(db, owner.id);
+      const sentSince = embeddingCalls(docsUpstream).length;
+      docsUpstream.respondWith(() => ({ kind: 'http_error', status: 503 }));
+      const { assistant, document } = await documentOf(owner, longText(3, 'kettle'));
+      const ingestion = t.app.get(DocumentIngestion);
+      ingestion.start(document.id);
+      await ingestion.idle();
+      docsUpstream.respondWith(null);
+
+      expect(embeddingCalls(docsUpstream).length).toBeGreaterThan(sentSince);
+      const [pending] = await db.query(`SELECT status, embeddings_due FROM documents WHERE id = $1`, [document.id]);
+      expect(pending).toEqual({ status: 'ready', embeddings_due: true });
+      expect(documentView(await t.app.get(DocumentsService).getInWorkspace(owner.id, document.id))).toMatchObject({ status: 'ready', embeddings_pending: true });
+      expect((await chunksOf(document.id)).every((chunk) => chunk.embedding === null)).toBe(true);
+      expect(await documentRecords(owner.id)).toEqual([]);
+      expect(await walletInvariants(db, owner.id)).toMatchObject({ balance: before.balance, reserved: 0, holds: 0 });
+      // Lexical search finds it meanwhile (the query's embedding fails too: the dense leg is left out).
+      docsUpstream.respondWith(() => ({ kind: 'http_error', status: 503 }));
+      const found = await t.app.get(DocumentsService).search(assistant.id, 'kettle manual section', { maxResults: 3 });
+      docsUpstream.respondWith(null);
+      expect(found.length).toBeGreaterThan(0);
+
+      // The lease the failed reader left runs out; the next sweep embeds the chunks.
+      await db.query(`UPDATE documents SET embedding_lease_until = now() - interval '1 second' WHERE id = $1`, [document.id]);
+      const retriedSince = embeddingCalls(docsUpstream).length;
+      await ingestion.sweep();
+      const { chunks, sent } = await expectEmbeddedOnce(document.id, retriedSince);
+      expect(documentView(await t.app.get(DocumentsService).getInWorkspace(owner.id, document.id)).embeddings_pending).toBe(false);
+      expect(sent).toEqual(chunks.map((chunk) => chunk.content));
+      const cost = costOf(sent);
+      expect((await documentRecords(owner.id)).reduce((sum, r) => sum + r.input, 0)).toBe(cost.tokens);
+      const after = await walletInvariants(db, owner.id);
+      expect(after).toMatchObject({ reserved: 0, holds: 0, balance: after.ledger });
+      expect(before.balance - after.balance).toBe(cost.charged);
+    });
+
+    it('a reader that stopped mid-way loses nothing: the sweep embeds only what is missing, and a batch settled twice is charged once', async () => {
+      const owner = await t.createWorkspace({ tier: 'enterprise', balanceMillicents: 1_000_000 });
+      const before = await walletInvariants(db, owner.id);
+      const sentSince = embeddingCalls(docsUpstream).length;
+      // The first batch answers at once; the second one's answer comes late, after the reader "died".
+      docsUpstream.script({ kind: 'text', text: '' }, { kind: 'text', text: '', delayMs: 3_000 });
+      const { document } = await documentOf(owner, longText(EMBEDDING_BATCH + 6, 'pump'));
+      const ingestion = t.app.get(DocumentIngestion);
+      ingestion.start(document.id);
+      await waitFor(() => embeddingCalls(docsUpstream).length === sentSince + 2);
+      const [firstBatch] = await db.query(`SELECT count(*)::int AS n FROM document_chunks WHERE document_id = $1 AND embedding IS NOT NULL`, [document.id]);
+      expect(firstBatch.n).toBe(EMBEDDING_BATCH);
+
+      // Its lease runs out (as when its process is killed): a sweep takes the document up.
+      await db.query(`UPDATE documents SET embedding_lease_until = now() - interval '1 second' WHERE id = $1`, [document.id]);
+      await ingestion.sweep();
+      const calls = embeddingCalls(docsUpstream).slice(sentSince).map((call) => call.body.input as string[]);
+      expect(calls).toHaveLength(3);
+      // The sweep asked for the second batch only; the first was neither sent nor charged again.
+      expect(calls[2]).toEqual(calls[1]);
+      // The late answer of the stopped reader settles too: the batch's key was settled, so it changes nothing.
+      await ingestion.idle();
+
+      const { chunks } = await expectEmbeddedOnce(document.id, sentSince);
+      expect([...calls[0], ...calls[1]]).toEqual(chunks.map((chunk) => chunk.content));
+      const records = await documentRecords(owner.id);
+      expect(records).toHaveLength(2);
+      const cost = costOf(chunks.map((chunk) => chunk.content));
+      expect(records.reduce((sum, r) => sum + r.input, 0)).toBe(cost.tokens);
+      const after = await walletInvariants(db, owner.id);
+      expect(after).toMatchObject({ reserved: 0, holds: 0, balance: after.ledger });
+      expect(before.balance - after.balance).toBe(cost.charged);
+    });
+
+    it("a chunk longer than the model's input limit is embedded by its beginning, never refused", async () => {
+      const owner = await t.createWorkspace({ tier: 'enterprise', balanceMillicents: 1_000_000 });
+      const sentSince = embeddingCalls(docsUpstream).length;
+      const { document } = await documentOf(owner, longText(2, 'fan'), 'tiny-embed');
+      const ingestion = t.app.get(DocumentIngestion);
+      ingestion.start(document.id);
+      await ingestion.idle();
+      const chunks = await chunksOf(document.id);
+      const sent = embeddingCalls(docsUpstream).slice(sentSince).flatMap((call) => call.body.input as string[]);
+      expect(sent).toHaveLength(chunks.length);
+      sent.forEach((input, i) => {
+        expect(chunks[i].content.startsWith(input)).toBe(true);
+        expect(countTextTokens(input)).toBeLessThanOrEqual(64);
+        expect(decodeVector(chunks[i].embedding!)).toEqual(fakeEmbedding(input, 1536));
+      });
+      const [state] = await db.query(`SELECT embeddings_due FROM documents WHERE id = $1`, [document.id]);
+      expect(state.embeddings_due).toBe(false);
+    });
+
+    it("never stores a fallback model's vectors as the assistant's model's: the embeddings wait for its own deployments", async () => {
+      const owner = await t.createWorkspace({ tier: 'enterprise', balanceMillicents: 1_000_000 });
+      const before = await walletInvariants(db, owner.id);
+      const sentSince = embeddingCalls(docsUpstream).length;
+      const { document } = await documentOf(owner, longText(2, 'heater'), 'fragile-embed');
+      const ingestion = t.app.get(DocumentIngestion);
+      ingestion.start(document.id);
+      await ingestion.idle();
+      expect(embeddingCalls(docsUpstream)).toHaveLength(sentSince);
+      expect((await chunksOf(document.id)).every((chunk) => chunk.embedding === null)).toBe(true);
+      const [state] = await db.query(`SELECT embeddings_due FROM documents WHERE id = $1`, [document.id]);
+      expect(state.embeddings_due).toBe(true);
+      expect(await walletInvariants(db, owner.id)).toMatchObject({ balance: before.balance, reserved: 0, holds: 0 });
+    });
+
+    it('embedding_model: 400 naming the field for an unknown or a chat model; a new model embeds the documents again', async () => {
+      const owner = await t.createWorkspace({ tier: 'enterprise', balanceMillicents: 1_000_000 });
+      const assistants = t.app.get(AssistantsService);
+      await expect(assistants.create(owner.id, { name: 'A', model: 'gpt-4o-mini', embeddingModel: 'nope' })).rejects.toMatchObject({ status: 400, param: 'embedding_model' });
+      await expect(assistants.create(owner.id, { name: 'A', model: 'gpt-4o-mini', embeddingModel: 'gpt-4o-mini' })).rejects.toMatchObject({
+        status: 400,
+        param: 'embedding_model',
+        code: 'wrong_model_kind',
+      });
+      // Without a model of its own or its workspace's, a document is lexical-only: nothing is due, nothing is called.
+      const sentSince = embeddingCalls(docsUpstream).length;
+      const { assistant, document } = await documentOf(owner, longText(2, 'valve'), null);
+      const ingestion = t.app.get(DocumentIngestion);
+      ingestion.start(document.id);
+      await ingestion.idle();
+      expect(embeddingCalls(docsUpstream)).toHaveLength(sentSince);
+      expect((await chunksOf(document.id)).every((chunk) => chunk.embedding === null)).toBe(true);
+
+      // Naming one makes its documents due; the sweep embeds them.
+      await assistants.update(assistant.id, { embeddingModel: 'doc-embed' });
+      await ingestion.sweep();
+      await expectEmbeddedOnce(document.id, sentSince);
+      expect((await documentRecords(owner.id)).length).toBe(1);
+    });
   });
 });

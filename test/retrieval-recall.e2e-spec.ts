@@ -1,8 +1,11 @@
 import { Module, type INestApplicationContext } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
 import { DataSource } from 'typeorm';
+import { DocumentEmbeddings } from '../src/assistants/documents/document-embeddings';
 import { DocumentsModule } from '../src/assistants/documents/documents.module';
 import { DocumentsService } from '../src/assistants/documents/documents.service';
 import { lexicalSearch } from '../src/assistants/documents/lexical-search';
@@ -12,14 +15,17 @@ import {
   baselineSearch,
   contentWords,
   englishStems,
+  isHit,
   loadCorpus,
   loadQuestions,
   measureRecall,
   QUESTION_KINDS,
   recallTable,
   type RecallReport,
+  type RetrievalQuestion,
   shareStem,
 } from './retrieval/recall';
+import { type EmbeddingFunction, type FakeOpenAi, startFakeOpenAi } from './fakes/fake-openai';
 import { testConfig } from './support/test-app';
 import { createTestDatabase } from './support/test-database';
 
@@ -32,6 +38,31 @@ import { createTestDatabase } from './support/test-database';
 
 const corpus = loadCorpus();
 const questions = loadQuestions();
+
+/**
+ * The fake upstream's vectors for the hybrid measurement, which ENCODE THE LABELS: question i
+ * points at dimension i, a chunk at the dimensions of the questions whose passage it holds
+ * (and a little at the last one, so that none is zero). It proves the dense leg's plumbing
+ * and the fusion, not a model's quality: a paraphrased question finds its passage only
+ * through the dense leg.
+ */
+function labelVectors(set: RetrievalQuestion[]): EmbeddingFunction {
+  const labels = new Map(set.map((question, i) => [question.question, i]));
+  return (input, dimensions) => {
+    const vector = new Float32Array(dimensions);
+    const text = typeof input === 'string' ? input : '';
+    const label = labels.get(text);
+    if (label !== undefined) {
+      vector[label] = 1;
+      return vector;
+    }
+    set.forEach((question, i) => {
+      if (isHit({ document_name: question.document, content: text }, question)) vector[i] = 1;
+    });
+    vector[dimensions - 1] = 0.1;
+    return vector;
+  };
+}
 
 describe('the retrieval set', () => {
   it('has at least 50 documents, 3 of them in another language, and 200 questions of every kind', () => {
@@ -68,13 +99,37 @@ describe('recall@5 on the retrieval set', () => {
   let documents: DocumentsService;
   let dataSource: DataSource;
   let assistantId: string;
+  let workspaceId: string;
+  /** The embedding upstream of the hybrid measurement (labelVectors). */
+  let upstream: FakeOpenAi;
   const reports: Record<string, RecallReport> = {};
 
   beforeAll(async () => {
     const databaseUrl = await createTestDatabase();
+    upstream = await startFakeOpenAi();
+    upstream.embedWith(labelVectors(questions));
+    process.env.RECALL_TEST_EMBEDDINGS_KEY = 'sk-recall';
+    const catalog = path.join(mkdtempSync(path.join(tmpdir(), 'recall-catalog-')), 'models.json');
+    writeFileSync(
+      catalog,
+      JSON.stringify({
+        models: [
+          {
+            id: 'label-embed',
+            provider: 'openai',
+            kind: 'embedding',
+            dimensions: 1536,
+            context_length: 8_192,
+            input_price: 2_000,
+            output_price: 0,
+            deployments: [{ label: 'labels', provider: 'openai', base_url: upstream.url, api_key_env: 'RECALL_TEST_EMBEDDINGS_KEY' }],
+          },
+        ],
+      }),
+    );
     @Module({
       imports: [
-        ConfigModule.forRoot(testConfig()),
+        ConfigModule.forRoot(testConfig({ modelCatalogFile: catalog, llmSimulator: 'off' })),
         TypeOrmModule.forRoot({ ...dataSourceOptions(databaseUrl), logging: ['error'] }),
         DocumentsModule,
       ],
@@ -91,6 +146,7 @@ describe('recall@5 on the retrieval set', () => {
       [workspace.id],
     );
     assistantId = assistant.id;
+    workspaceId = workspace.id;
     for (const file of corpus) {
       await documents.add({ workspaceId: workspace.id, assistantId, fileName: file.name, data: readFileSync(file.path) });
     }
@@ -98,6 +154,7 @@ describe('recall@5 on the retrieval set', () => {
   afterAll(async () => {
     if (Object.keys(reports).length > 0) console.log(`Recall@5 on ${questions.length} questions:\n${recallTable(reports)}`);
     await app?.close();
+    await upstream?.close();
   });
 
   it('stems no paraphrased question like its passage (PostgreSQL English configuration)', async () => {
@@ -127,4 +184,31 @@ describe('recall@5 on the retrieval set', () => {
       expect(lexical.byKind[kind].hits).toBeGreaterThan(today.byKind[kind].hits);
     }
   }, 120_000);
+
+  it('hybrid search (lexical and dense legs fused) finds the paraphrased questions that only the dense leg can', async () => {
+    // The assistant gets an embedding model: its documents are embedded (and charged) as ingestion does.
+    await dataSource.query(`INSERT INTO wallets (workspace_id, balance_millicents) VALUES ($1, 100000000)`, [workspaceId]);
+    await dataSource.query(`UPDATE assistants SET embedding_model = 'label-embed' WHERE id = $1`, [assistantId]);
+    const embeddings = app.get(DocumentEmbeddings);
+    await embeddings.modelChanged(dataSource.manager, [assistantId]);
+    for (const { id } of await dataSource.query<Array<{ id: string }>>('SELECT id FROM documents WHERE assistant_id = $1', [assistantId])) {
+      await embeddings.embed(id);
+    }
+    const [pending] = await dataSource.query<Array<{ n: number }>>('SELECT count(*)::int AS n FROM document_chunks WHERE assistant_id = $1 AND embedding IS NULL', [assistantId]);
+    expect(pending.n).toBe(0);
+    try {
+      reports.hybrid = await measureRecall(questions, (question, k) => documents.search(assistantId, question, { maxResults: k }));
+    } finally {
+      await dataSource.query(`UPDATE assistants SET embedding_model = NULL WHERE id = $1`, [assistantId]);
+    }
+    const today = reports.today ?? (await measureRecall(questions, (question, k) => baselineSearch(dataSource.manager, assistantId, question, k)));
+    const lexical = reports.lexical ?? (await measureRecall(questions, (question, k) => lexicalSearch(dataSource.manager, assistantId, question, { limit: k })));
+    const { paraphrase } = reports.hybrid.byKind;
+    // The paraphrases share no word with their passage: the lexical legs miss most of them, the fused search finds them.
+    expect(paraphrase.recall).toBeGreaterThanOrEqual(0.95);
+    expect(today.byKind.paraphrase.recall).toBeLessThanOrEqual(0.5);
+    expect(lexical.byKind.paraphrase.recall).toBeLessThanOrEqual(0.5);
+    // Fusing keeps what the lexical leg found, kind by kind.
+    for (const kind of QUESTION_KINDS) expect(reports.hybrid.byKind[kind].recall).toBeGreaterThanOrEqual(lexical.byKind[kind].recall);
+  }, 180_000);
 });

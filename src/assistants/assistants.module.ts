@@ -21,6 +21,8 @@ import { SERVER_TOOL_CLASSES } from './server-tools';
     TypeOrmModule.forFeature([Assistant]),
     WorkspacesModule,
     ModelsModule,
+    // An assistant whose embedding model changes has its documents embedded again (DocumentEmbeddings).
+    DocumentsModule,
     ToolsModule.register({ tools: SERVER_TOOL_CLASSES, imports: [WebSearchModule, DocumentsModule] }),
   ],
   providers: [AssistantsService, { provide: ASSISTANT_MODELS, useClass: AssistantModelEntries }],

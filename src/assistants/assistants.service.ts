@@ -10,6 +10,7 @@ import { ModelsService } from '../models/models.service';
 import { TIERS, UNLIMITED } from '../limits/tier-policy';
 import { ToolsService } from '../tools/tools.service';
 import { WorkspacesService } from '../workspaces/workspaces.service';
+import { DocumentEmbeddings } from './documents/document-embeddings';
 import { Assistant, AssistantTool, ServerToolType } from './entities/assistant.entity';
 import { isUniqueViolation } from '../common/database/unique-violation';
 import { ASSISTANT_CHUNKING, chunkingProblem } from './documents/chunking';
@@ -20,6 +21,8 @@ export interface AssistantFields {
   description?: string;
   systemPrompt?: string;
   model?: string;
+  /** The catalog id of an embedding model for its documents (the dense leg of file_search); null: the workspace's. */
+  embeddingModel?: string | null;
   temperature?: number | null;
   maxTokens?: number | null;
   /** Tool names (`web_search`) or tools with settings (`{type: 'file_search', max_results: 8}`). */
@@ -47,6 +50,7 @@ export class AssistantsService {
     private readonly workspaces: WorkspacesService,
     private readonly models: ModelsService,
     private readonly tools: ToolsService,
+    private readonly embeddings: DocumentEmbeddings,
   ) {}
 
   /** Enforces the tier's maxAssistants under a lock on the workspace, so concurrent creates cannot pass it. */
@@ -100,8 +104,16 @@ export class AssistantsService {
   async update(assistantId: string, fields: AssistantFields): Promise<Assistant> {
     const assistant = await this.get(assistantId);
     if (fields.name !== undefined && !fields.name.trim()) throw ApiError.badRequest('The name cannot be empty.', 'name');
-    Object.assign(assistant, this.validated(fields, assistant));
-    return this.saveUnique(this.assistants.manager, assistant);
+    const values = this.validated(fields, assistant);
+    const embeddingModelChanged = values.embeddingModel !== undefined && values.embeddingModel !== assistant.embeddingModel;
+    Object.assign(assistant, values);
+    if (!embeddingModelChanged) return this.saveUnique(this.assistants.manager, assistant);
+    // Its documents are embedded again with the new model, in the background.
+    return this.assistants.manager.transaction(async (manager) => {
+      const saved = await this.saveUnique(manager, assistant);
+      await this.embeddings.modelChanged(manager, [saved.id]);
+      return saved;
+    });
   }
 
   async delete(assistantId: string): Promise<{ id: string; deleted: true }> {
@@ -130,6 +142,9 @@ export class AssistantsService {
     if (fields.description !== undefined) values.description = fields.description;
     if (fields.systemPrompt !== undefined) values.systemPrompt = fields.systemPrompt;
     if (fields.model !== undefined) values.model = this.models.chatModel(fields.model).id;
+    if (fields.embeddingModel !== undefined) {
+      values.embeddingModel = this.embeddings.checkSetting(fields.embeddingModel);
+    }
     if (fields.temperature !== undefined && fields.temperature !== null) {
       if (!Number.isFinite(fields.temperature) || fields.temperature < 0 || fields.temperature > 2) {
         throw ApiError.badRequest('temperature must be a number from 0 to 2.', 'temperature');

@@ -217,7 +217,7 @@ describe('loadConfig: dashboard uploads received at once (issue 29)', () => {
 
 describe('loadConfig: document readers (issue 29)', () => {
   it('defaults to 2 readers of 512 MB and 120 s, 50 MB unpacked, a 120 s lease; reads each and refuses values out of range', () => {
-    expect(loadConfig({}).documents).toEqual({ readers: 2, readTimeoutMs: 120_000, readMemoryMb: 512, maxUnpackedBytes: 50 * 1024 * 1024, leaseSeconds: 120 });
+    expect(loadConfig({}).documents).toEqual({ readers: 2, readTimeoutMs: 120_000, readMemoryMb: 512, maxUnpackedBytes: 50 * 1024 * 1024, leaseSeconds: 120, vectorCacheBytes: 512 * 1024 * 1024 });
     expect(
       loadConfig({
         DOCUMENT_READERS: '4',
@@ -226,7 +226,7 @@ describe('loadConfig: document readers (issue 29)', () => {
         DOCUMENT_MAX_UNPACKED_MB: '100',
         DOCUMENT_LEASE_SECONDS: '10',
       }).documents,
-    ).toEqual({ readers: 4, readTimeoutMs: 30_000, readMemoryMb: 256, maxUnpackedBytes: 100 * 1024 * 1024, leaseSeconds: 10 });
+    ).toEqual({ readers: 4, readTimeoutMs: 30_000, readMemoryMb: 256, maxUnpackedBytes: 100 * 1024 * 1024, leaseSeconds: 10, vectorCacheBytes: 512 * 1024 * 1024 });
     expect(() => loadConfig({ DOCUMENT_READERS: '0', DOCUMENT_READ_MEMORY_MB: '16', DOCUMENT_MAX_UNPACKED_MB: 'lots' })).toThrow(
       /DOCUMENT_READERS must be an integer from 1 to 64[\s\S]*DOCUMENT_READ_MEMORY_MB must be an integer from 64 to 16384[\s\S]*DOCUMENT_MAX_UNPACKED_MB must be an integer from 1 to 4096/,
     );

@@ -130,6 +130,8 @@ export interface AppConfig {
     maxUnpackedBytes: number;
     /** How long a background reading may go without renewing its lease before another process takes it up. */
     leaseSeconds: number;
+    /** Memory for the chunk vectors this process keeps for the dense leg of `file_search` (VECTOR_CACHE_MB). */
+    vectorCacheBytes: number;
   };
   /** Signs dashboard session cookies; unset: generated once into DATA_DIR (see dashboard/session-secret.ts). */
   sessionSecret?: string;
@@ -271,6 +273,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
       readMemoryMb: read.integer('DOCUMENT_READ_MEMORY_MB', 512, 64, 16_384),
       maxUnpackedBytes: read.integer('DOCUMENT_MAX_UNPACKED_MB', 50, 1, 4_096) * 1024 * 1024,
       leaseSeconds: read.integer('DOCUMENT_LEASE_SECONDS', 120, 2, 3_600),
+      vectorCacheBytes: read.integer('VECTOR_CACHE_MB', 512, 0, 1_048_576) * 1024 * 1024,
     },
     sessionSecret: read.string('SESSION_SECRET'),
     dashboard: {

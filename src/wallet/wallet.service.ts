@@ -272,6 +272,16 @@ export class WalletService {
   async reserve(workspaceId: string, requestId: string, amountMillicents: number, ttlMs: number): Promise<Hold | null> {
     const lease = await this.leases.admit(workspaceId, amountMillicents);
     if (lease) return { id: randomUUID(), workspaceId, amountMillicents, lease };
+    return this.holdRecallingLeases(workspaceId, requestId, amountMillicents, ttlMs);
+  }
+
+  /**
+   * A hold in a row of its own (never admitted from a lease), after this process's lease gave
+   * back its spare, and once more after the other processes gave back theirs: for work whose
+   * settlement is keyed by something else than its hold (the batches of document embeddings),
+   * on a wallet whose money leases may be holding. Null when the wallet cannot cover it.
+   */
+  async holdRecallingLeases(workspaceId: string, requestId: string, amountMillicents: number, ttlMs: number): Promise<Hold | null> {
     await this.leases.returnSpare(workspaceId);
     const held = await this.hold(workspaceId, requestId, amountMillicents, ttlMs);
     if (held || !(await this.leases.recallOthers(workspaceId))) return held;

@@ -39,6 +39,8 @@ export interface FakeOpenAi {
   setDefault(scenario: OpenAiScenario): void;
   /** Answers each request the queue does not by what its body asks (null: back to the default answer). */
   respondWith(responder: ((body: Record<string, unknown>) => OpenAiScenario) | null): void;
+  /** The vector of each embeddings input from now on (null: back to `fakeEmbedding`), to encode what a test needs. */
+  embedWith(vectorOf: EmbeddingFunction | null): void;
   close(): Promise<void>;
 }
 
@@ -60,6 +62,7 @@ export async function startFakeOpenAi(options: FakeOpenAiOptions = {}): Promise<
   let responder: ((body: Record<string, unknown>) => OpenAiScenario) | null = null;
   const requests: RecordedRequest[] = [];
   const open = new Set<ServerResponse>();
+  let vectorOf: EmbeddingFunction = fakeEmbedding;
 
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -82,7 +85,9 @@ export async function startFakeOpenAi(options: FakeOpenAiOptions = {}): Promise<
         const scenario = queue.shift() ?? responder?.(body) ?? fallback;
         // An error or a hang as for chat; any other scenario is answered with vectors.
         if (scenario.kind === 'http_error' || scenario.kind === 'hang') void answer(scenario, body, res, req.headers.authorization);
-        else answerEmbeddings(body, res, options.localEmbeddings);
+        // A text scenario's delayMs delays the vectors too (a slow upstream).
+        else if (scenario.kind === 'text' && scenario.delayMs) setTimeout(() => answerEmbeddings(body, res, vectorOf, options.localEmbeddings), scenario.delayMs);
+        else answerEmbeddings(body, res, vectorOf, options.localEmbeddings);
         return;
       }
       void answer(queue.shift() ?? responder?.(body) ?? fallback, body, res, req.headers.authorization);
@@ -100,6 +105,9 @@ export async function startFakeOpenAi(options: FakeOpenAiOptions = {}): Promise<
     },
     respondWith: (next) => {
       responder = next;
+    },
+    embedWith: (next) => {
+      vectorOf = next ?? fakeEmbedding;
     },
     close: async () => {
       for (const res of open) res.destroy();
@@ -241,8 +249,11 @@ export function fakeEmbedding(input: string | number[], dimensions: number): Flo
   return vector;
 }
 
+/** An input's vector of `dimensions` values. */
+export type EmbeddingFunction = (input: string | number[], dimensions: number) => Float32Array;
+
 /** OpenAI's `/v1/embeddings`: base64 of little-endian float32 when the body asks for it, numbers otherwise. */
-function answerEmbeddings(body: Record<string, unknown>, res: ServerResponse, local?: { dimensions: number }): void {
+function answerEmbeddings(body: Record<string, unknown>, res: ServerResponse, vectorOf: EmbeddingFunction, local?: { dimensions: number }): void {
   const model = String(body.model);
   const raw = body.input as string | string[] | number[] | number[][];
   const inputs: Array<string | number[]> = typeof raw === 'string' ? [raw] : raw.every((item) => typeof item === 'number') ? [raw as number[]] : (raw as Array<string | number[]>);
@@ -254,7 +265,7 @@ function answerEmbeddings(body: Record<string, unknown>, res: ServerResponse, lo
     JSON.stringify({
       object: 'list',
       data: inputs.map((input, index) => {
-        const vector = fakeEmbedding(input, dimensions);
+        const vector = vectorOf(input, dimensions);
         return { object: 'embedding', index, embedding: base64 ? Buffer.from(vector.buffer).toString('base64') : Array.from(vector) };
       }),
       model,

@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { DocumentIngestion } from './document-ingestion';
+import type { DocumentEmbeddings } from './document-embeddings';
 import type { DocumentsService } from './documents.service';
 
 /** A DocumentsService whose readings end when the test says so. */
@@ -28,6 +29,9 @@ function fakeDocuments() {
   return { documents, pending, mostAtOnce: () => mostAtOnce };
 }
 
+/** No document is due for embeddings. */
+const noEmbeddings = { claimDue: async () => null, embed: async () => undefined, renewLease: async () => undefined } as unknown as DocumentEmbeddings;
+
 const turn = () => new Promise((resolve) => setImmediate(resolve));
 
 describe('DocumentIngestion', () => {
@@ -35,7 +39,7 @@ describe('DocumentIngestion', () => {
 
   it('reads at most two documents at once; the others wait their turn and all are read', async () => {
     const fake = fakeDocuments();
-    const ingestion = new DocumentIngestion(fake.documents as unknown as DocumentsService);
+    const ingestion = new DocumentIngestion(fake.documents as unknown as DocumentsService, noEmbeddings);
     for (const id of ['a', 'b', 'c', 'd', 'e']) ingestion.start(id);
     ingestion.start('a'); // already being read: not twice
     await turn();
@@ -59,11 +63,38 @@ describe('DocumentIngestion', () => {
     const abandoned = ['x', 'y'];
     fake.documents.claimAbandoned.mockImplementation(async () => abandoned.shift() ?? null);
     fake.documents.ingest.mockImplementation(async () => 'ready');
-    const ingestion = new DocumentIngestion(fake.documents as unknown as DocumentsService);
+    const ingestion = new DocumentIngestion(fake.documents as unknown as DocumentsService, noEmbeddings);
     await expect(ingestion.sweep()).resolves.toBe(2);
     expect(fake.documents.ingest.mock.calls.map(([id]) => id)).toEqual(['x', 'y']);
 
     fake.documents.claimAbandoned.mockRejectedValue(new Error('database gone'));
     await expect(ingestion.sweep()).resolves.toBe(0);
+  });
+
+  it('embeds a document once it is read, outside its reading slot: a slow embeddings upstream holds up no other reading', async () => {
+    const fake = fakeDocuments();
+    const embedding = new Map<string, () => void>();
+    const embeddings = {
+      ...noEmbeddings,
+      renewLease: async () => undefined,
+      embed: jest.fn((id: string) => new Promise<void>((resolve) => embedding.set(id, resolve))),
+    } as unknown as DocumentEmbeddings;
+    const ingestion = new DocumentIngestion(fake.documents as unknown as DocumentsService, embeddings);
+    for (const id of ['a', 'b', 'c']) ingestion.start(id);
+    await turn();
+    fake.pending.get('a')!();
+    fake.pending.get('b')!();
+    await turn();
+    await turn();
+    // a and b wait for their embeddings; c has a reading slot all the same.
+    expect([...embedding.keys()]).toEqual(['a', 'b']);
+    expect([...fake.pending.keys()]).toEqual(['c']);
+    fake.pending.get('c')!();
+    await turn();
+    for (const done of embedding.values()) done();
+    await turn();
+    embedding.get('c')?.();
+    await ingestion.idle();
+    expect((embeddings.embed as jest.Mock).mock.calls.map(([id]) => id)).toEqual(['a', 'b', 'c']);
   });
 });

@@ -1,5 +1,7 @@
 import { BeforeApplicationShutdown, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
+import { DocumentEmbeddings } from './document-embeddings';
 import { DocumentsService } from './documents.service';
+import type { DocumentStatus } from './entities/document.entity';
 
 /** How often abandoned documents are looked for, unless the lease is shorter than twice this. */
 const SWEEP_EVERY_MS = 30_000;
@@ -10,7 +12,10 @@ const SHUTDOWN_WAIT_MS = 10_000;
  * Reads uploaded documents in the background of the server process: `start` right after an
  * upload is stored, and every 30 seconds a sweep takes up documents whose reader stopped
  * (a crash or restart leaves them `processing` with a lease that runs out), so nothing
- * uploaded is lost or left processing for ever. Not part of DocumentsModule, so that the
+ * uploaded is lost or left processing for ever. Once a document's chunks are stored, the same
+ * reader embeds them when its assistant has an embedding model (DocumentEmbeddings); the
+ * sweep also takes up documents whose embeddings are due and nobody makes (a failed
+ * embeddings call, a restart, a model changed). Not part of DocumentsModule, so that the
  * CLI, which adds documents in the foreground, runs no sweeper.
  */
 @Injectable()
@@ -21,7 +26,10 @@ export class DocumentIngestion implements OnApplicationBootstrap, BeforeApplicat
   private readonly waiting: Array<() => void> = [];
   private sweeper: NodeJS.Timeout | undefined;
 
-  constructor(private readonly documents: DocumentsService) {}
+  constructor(
+    private readonly documents: DocumentsService,
+    private readonly embeddings: DocumentEmbeddings,
+  ) {}
 
   onApplicationBootstrap(): void {
     // Within half a lease of a reader's death, so that a short lease (tests) is taken up soon.
@@ -54,6 +62,10 @@ export class DocumentIngestion implements OnApplicationBootstrap, BeforeApplicat
         this.logger.warn(`Taking up document ${id}, left processing by a reader that stopped`);
         this.start(id);
         await this.reading.get(id);
+      }
+      for (let id = await this.embeddings.claimDue(); id; id = await this.embeddings.claimDue()) {
+        taken++;
+        await this.embed(id);
       }
     } catch (error) {
       this.logger.error(`Sweeping documents left processing failed: ${String(error)}`);
@@ -88,6 +100,24 @@ export class DocumentIngestion implements OnApplicationBootstrap, BeforeApplicat
     await new Promise<void>((resolve) => this.waiting.push(resolve));
   }
 
+  /**
+   * Embeds a document's chunks under its embedding lease (renewed meanwhile). A failure is
+   * logged and the lease left to run out: a later sweep tries again, and the batches already
+   * settled are neither called for nor charged again.
+   */
+  private async embed(documentId: string): Promise<void> {
+    const renew = setInterval(() => {
+      this.embeddings.renewLease(documentId).catch((error: unknown) => this.logger.warn(`Renewing the embedding lease of ${documentId}: ${String(error)}`));
+    }, (this.documents.leaseSeconds * 1000) / 4).unref();
+    try {
+      await this.embeddings.embed(documentId);
+    } catch (error) {
+      this.logger.warn(`Embedding the chunks of document ${documentId} failed; a sweep tries again once its lease runs out: ${String(error)}`);
+    } finally {
+      clearInterval(renew);
+    }
+  }
+
   private release(): void {
     const next = this.waiting.shift();
     if (next) next();
@@ -99,10 +129,11 @@ export class DocumentIngestion implements OnApplicationBootstrap, BeforeApplicat
     const renew = setInterval(() => {
       this.documents.renewLease(documentId).catch((error: unknown) => this.logger.warn(`Renewing the lease of ${documentId}: ${String(error)}`));
     }, (this.documents.leaseSeconds * 1000) / 4).unref();
+    let status: DocumentStatus | null = null;
     try {
       // The lease may have run low while waiting for a slot.
       await this.documents.renewLease(documentId);
-      const status = await this.documents.ingest(documentId);
+      status = await this.documents.ingest(documentId);
       if (status === 'failed') this.logger.log(`Document ${documentId} could not be read`);
     } catch (error) {
       // The database went away mid-way: the lease runs out and a sweep takes the document up again.
@@ -111,5 +142,7 @@ export class DocumentIngestion implements OnApplicationBootstrap, BeforeApplicat
       clearInterval(renew);
       this.release();
     }
+    // Outside the reading slot: a slow embeddings upstream must not hold up the reading of other uploads.
+    if (status === 'ready') await this.embed(documentId);
   }
 }

@@ -10,12 +10,14 @@ import { UNLIMITED } from '../../limits/tier-policy';
 import { WorkspacesService } from '../../workspaces/workspaces.service';
 import { Assistant } from '../entities/assistant.entity';
 import { ChunkingOptions, DEFAULT_CHUNKING, TextChunk, textOfChunks } from './chunking';
+import { DenseSearch } from './dense-search';
 import { DOCUMENT_LIMITS, formatBytes, MAX_FILE_BYTES } from './document-limits';
 import { DocumentReadError } from './document-read-error';
 import { DocumentReader } from './document-reader';
 import { Document, DocumentStatus } from './entities/document.entity';
 import { detectFormat, DocumentFormat, mimeTypeOf } from './extract-text';
 import { lexicalSearch } from './lexical-search';
+import { fuseRankings } from './rank-fusion';
 import { detectTextLanguage, TextLanguage } from './text-language';
 
 export interface AddDocumentCommand {
@@ -53,10 +55,12 @@ export interface FileSearchResult {
   position: number;
   content: string;
   /**
-   * From 0 to 1, higher is better: from 0.5 to 1 when the passage has every term of the
-   * query (higher when they are closer together and more frequent); below 0.5 when it has
-   * only some, scaled by their share; a word found only by trigram similarity (a typo, an
-   * identifier written otherwise) adds half its similarity over the words of the query.
+   * From 0 to 1, higher is better. Lexical-only: from 0.5 to 1 when the passage has every
+   * term of the query (higher when they are closer together and more frequent); below 0.5
+   * when it has only some, scaled by their share; a word found only by trigram similarity (a
+   * typo, an identifier written otherwise) adds half its similarity over the words of the
+   * query. Hybrid (an embedding model): the fused rank, 1 for a passage first in both legs,
+   * about 0.5 for one first in only one.
    */
   score: number;
 }
@@ -75,6 +79,8 @@ export interface DocumentView {
   failure_reason: string | null;
   /** The text search configuration its chunks are indexed with, detected from its text (`simple`: none fits). */
   language: TextLanguage;
+  /** True while its chunks wait for their embeddings (hybrid search); lexical search finds it meanwhile. */
+  embeddings_pending: boolean;
   created_at: string;
 }
 
@@ -89,6 +95,7 @@ export function documentView(document: Document): DocumentView {
     status: document.status,
     failure_reason: document.failureReason,
     language: document.language,
+    embeddings_pending: document.embeddingsDue,
     created_at: document.createdAt.toISOString(),
   };
 }
@@ -105,6 +112,8 @@ export interface ReindexResult {
 }
 
 export const MAX_SEARCH_RESULTS = 50;
+/** Passages each leg of a hybrid search hands to the fusion. */
+const FUSION_CANDIDATES = 50;
 const MAX_FILE_NAME_LENGTH = 255;
 /**
  * Times a document is taken up for reading in all, across processes and restarts; a reader
@@ -138,6 +147,7 @@ export class DocumentsService {
     /** The tier, whose limits apply, is the workspace's. */
     private readonly workspaces: WorkspacesService,
     private readonly reader: DocumentReader,
+    private readonly dense: DenseSearch,
     @InjectConfig() private readonly config: AppConfig,
   ) {}
 
@@ -187,6 +197,8 @@ export class DocumentsService {
           }),
         );
         await insertChunks(manager, created, chunks);
+        // Embedded by a server's sweep: this process (the CLI) may not run one.
+        await markEmbeddingsDue(manager, created.id, 0);
         return created;
       })
       .catch(rethrowDeletedAssistant(command.assistantId));
@@ -262,6 +274,8 @@ export class DocumentsService {
       );
       if (!updated) return null;
       await insertChunks(manager, { id: updated.id, assistantId: updated.assistant_id, language }, chunks);
+      // This reader embeds the chunks next, under the lease taken here (see DocumentEmbeddings).
+      await markEmbeddingsDue(manager, updated.id, this.leaseSeconds);
       return 'ready' as const;
     });
   }
@@ -348,6 +362,7 @@ export class DocumentsService {
           'UPDATE documents SET chunk_count = $2, language = $3, chunk_max_tokens = $4, chunk_overlap_tokens = $5 WHERE id = $1',
           [document.id, chunks.length, language, chunking.maxTokens, chunking.overlapTokens],
         );
+        await markEmbeddingsDue(manager, document.id, 0, { newRound: true });
         return true;
       });
       if (replaced) {
@@ -479,8 +494,12 @@ export class DocumentsService {
   async remove(workspaceId: string, documentId: string): Promise<{ id: string; deleted: true }> {
     assertUuid(workspaceId, 'workspace');
     assertUuid(documentId, 'document');
-    const result = await this.documents.delete({ id: documentId, workspaceId });
-    if (!result.affected) throw documentNotFound(documentId);
+    const [gone] = updatedRows<{ assistant_id: string }>(
+      await this.documents.query('DELETE FROM documents WHERE id = $1 AND workspace_id = $2 RETURNING assistant_id', [documentId, workspaceId]),
+    );
+    if (!gone) throw documentNotFound(documentId);
+    // Its vectors leave every process's cache of the assistant's (dense-search.ts).
+    await this.documents.query('UPDATE assistants SET embedding_generation = embedding_generation + 1 WHERE id = $1', [gone.assistant_id]);
     return { id: documentId, deleted: true };
   }
 
@@ -493,16 +512,55 @@ export class DocumentsService {
   }
 
   /**
-   * The assistant's chunks that best match `query`, best first, scored from 0 to 1: the
-   * lexical leg (lexical-search.ts), full text in each document's language plus trigrams for
-   * typos and identifiers. An empty or stop-word-only query finds nothing.
+   * The assistant's chunks that best match `query`, best first: the lexical leg
+   * (lexical-search.ts: full text in each document's language plus trigrams for typos and
+   * identifiers) and, when the assistant or its workspace names an embedding model, the dense
+   * leg (DenseSearch: nearest chunk vectors by cosine), fused by reciprocal rank fusion
+   * (rank-fusion.ts, k = 60). A fused score is 1 for a passage first in both legs and about
+   * 0.5 for one first in only one; `scoreThreshold` applies to it. Without an embedding
+   * model (or when the query cannot be embedded), the lexical leg alone, with its own score.
+   * An empty or stop-word-only query finds nothing.
    */
   async search(assistantId: string, query: string, options: FileSearchOptions): Promise<FileSearchResult[]> {
     assertUuid(assistantId, 'assistant');
     const limit = Math.min(MAX_SEARCH_RESULTS, Math.max(1, Math.floor(options.maxResults) || 1));
-    const results = await lexicalSearch(this.documents.manager, assistantId, query, { limit, documentIds: options.documentIds });
+    const text = query.trim();
+    if (!text || options.documentIds?.length === 0) return [];
     const threshold = options.scoreThreshold ?? 0;
-    return results.filter((result) => result.score >= threshold);
+    const setting = await this.dense.settingOf(assistantId);
+    if (!setting) return this.lexical(assistantId, text, limit, options).then((results) => results.filter((result) => result.score >= threshold));
+    // The legs at once: PostgreSQL ranks the words while this process embeds the query and scans the vectors.
+    const [dense, lexical] = await Promise.all([
+      this.dense.search(assistantId, text, FUSION_CANDIDATES, options.documentIds, setting),
+      this.lexical(assistantId, text, FUSION_CANDIDATES, options),
+    ]);
+    // The query could not be embedded: the lexical leg alone, with its own scores.
+    if (!dense) return lexical.filter((result) => result.score >= threshold).slice(0, limit);
+
+    const keyOf = (documentId: string, position: number) => `${documentId}:${position}`;
+    const found = new Map(lexical.map((result) => [keyOf(result.document_id, result.position), result]));
+    const denseIds = new Map(dense.map((hit) => [keyOf(hit.documentId, hit.position), hit.chunkId]));
+    const fused = fuseRankings([lexical.map((r) => keyOf(r.document_id, r.position)), [...denseIds.keys()]])
+      .filter((item) => item.score >= threshold)
+      .slice(0, limit);
+    // The passages only the dense leg found are read now, with their documents' names.
+    const missing = fused.filter((item) => !found.has(item.key)).map((item) => denseIds.get(item.key)!);
+    if (missing.length > 0) {
+      const rows = await this.documents.query<Array<Omit<FileSearchResult, 'score'>>>(
+        `SELECT c.document_id, d.name AS document_name, c.position, c.content
+         FROM document_chunks c JOIN documents d ON d.id = c.document_id WHERE c.id = ANY($1::bigint[])`,
+        [missing],
+      );
+      for (const row of rows) found.set(keyOf(row.document_id, row.position), { ...row, score: 0 });
+    }
+    // A chunk deleted since its vector was cached is left out.
+    return fused
+      .filter((item) => found.has(item.key))
+      .map((item) => ({ ...found.get(item.key)!, score: Math.round(item.score * 10_000) / 10_000 }));
+  }
+
+  private lexical(assistantId: string, text: string, limit: number, options: FileSearchOptions): Promise<FileSearchResult[]> {
+    return lexicalSearch(this.documents.manager, assistantId, text, { limit, documentIds: options.documentIds });
   }
 
   /** Results as the content of a `file_search` tool message: each passage with its document and position. */
@@ -579,6 +637,28 @@ function languageOf(chunks: TextChunk[]): TextLanguage {
   );
 }
 
+/**
+ * When the document's assistant (or its workspace) names an embedding model, the document's
+ * chunks are due to be embedded, under an embedding lease of `leaseSeconds` for the caller
+ * (0: for any process's sweep). `newRound` for chunks that replace embedded ones (a
+ * re-index): their batches are charged under new idempotency keys.
+ */
+async function markEmbeddingsDue(manager: EntityManager, documentId: string, leaseSeconds: number, { newRound = false } = {}): Promise<void> {
+  const [due] = updatedRows<{ assistant_id: string }>(
+    await manager.query(
+      `UPDATE documents d SET embeddings_due = true,
+         embedding_round = d.embedding_round + CASE WHEN $3 THEN 1 ELSE 0 END,
+         embedding_lease_until = CASE WHEN $2 > 0 THEN now() + make_interval(secs => $2) END
+       FROM assistants a JOIN workspaces w ON w.id = a.workspace_id
+       WHERE d.id = $1 AND a.id = d.assistant_id AND coalesce(a.embedding_model, w.embedding_model) IS NOT NULL
+       RETURNING d.assistant_id`,
+      [documentId, leaseSeconds, newRound],
+    ),
+  );
+  // Re-indexed chunks replace vectors that every process may have cached: a new generation.
+  if (due && newRound) await manager.query('UPDATE assistants SET embedding_generation = embedding_generation + 1 WHERE id = $1', [due.assistant_id]);
+}
+
 async function stored(manager: EntityManager, workspaceId: string): Promise<{ documents: number; bytes: number }> {
   const [row] = await manager.query<Array<{ documents: number; bytes: string }>>(
     // A failed upload stores nothing and takes no room; one still processing does.
@@ -588,7 +668,7 @@ async function stored(manager: EntityManager, workspaceId: string): Promise<{ do
   return { documents: row.documents, bytes: Number(row.bytes) };
 }
 
-/** The rows of an UPDATE ... RETURNING: TypeORM's PostgreSQL driver answers `[rows, affected]` for it. */
+/** The rows of an UPDATE or DELETE ... RETURNING: TypeORM's PostgreSQL driver answers `[rows, affected]` for it. */
 function updatedRows<T = unknown>(result: unknown): T[] {
   return (result as [T[], number])[0];
 }

@@ -39,6 +39,13 @@ export class Assistant {
   @Column({ type: 'text' })
   model: string;
 
+  /**
+   * The embedding model of its documents' chunks (the dense leg of `file_search`); null: its
+   * workspace's, and lexical-only search when that has none either.
+   */
+  @Column({ name: 'embedding_model', type: 'text', nullable: true })
+  embeddingModel: string | null;
+
   @Column({ type: 'real', nullable: true })
   temperature: number | null;
 

@@ -33,6 +33,8 @@ export interface AssistantFormValues {
   description: string;
   system_prompt: string;
   model: string;
+  /** '' for the workspace's. */
+  embedding_model: string;
   temperature: string;
   max_tokens: string;
   max_tool_iterations: string;
@@ -70,6 +72,7 @@ export function formValues(form: Record<string, string | string[] | undefined>, 
     description: text('description'),
     system_prompt: text('system_prompt'),
     model: text('model'),
+    embedding_model: text('embedding_model'),
     temperature: text('temperature'),
     max_tokens: text('max_tokens'),
     max_tool_iterations: text('max_tool_iterations'),
@@ -90,6 +93,7 @@ export function valuesOf(assistant: Assistant): AssistantFormValues {
     description: assistant.description,
     system_prompt: assistant.systemPrompt,
     model: assistant.model,
+    embedding_model: assistant.embeddingModel ?? '',
     temperature: assistant.temperature === null ? '' : String(assistant.temperature),
     max_tokens: assistant.maxTokens === null ? '' : String(assistant.maxTokens),
     max_tool_iterations: String(assistant.maxToolIterations),
@@ -109,6 +113,7 @@ export function newAssistantValues(models: readonly ModelDefinition[]): Assistan
     description: '',
     system_prompt: '',
     model: model?.id ?? '',
+    embedding_model: '',
     temperature: '',
     max_tokens: '',
     max_tool_iterations: '5',
@@ -188,6 +193,8 @@ export function readAssistantForm(
       description: values.description,
       systemPrompt: values.system_prompt,
       model: values.model,
+      // Checked by the service (an embedding model of the catalog): its refusal names embedding_model.
+      embeddingModel: values.embedding_model === '' ? null : values.embedding_model,
       temperature,
       maxTokens,
       tools,
@@ -271,6 +278,8 @@ export interface DocumentRow {
   chunking: string;
   status: Document['status'];
   failureReason: string | null;
+  /** Its chunks wait for their embeddings (hybrid search). */
+  embeddingsPending: boolean;
   uploaded: string;
 }
 
@@ -284,6 +293,7 @@ export function documentRow(document: Document): DocumentRow {
     chunking: `${document.chunkMaxTokens ?? DEFAULT_CHUNKING.maxTokens} / ${document.chunkOverlapTokens ?? DEFAULT_CHUNKING.overlapTokens}`,
     status: document.status,
     failureReason: document.failureReason,
+    embeddingsPending: document.embeddingsDue,
     uploaded: formatDateTime(document.createdAt),
   };
 }

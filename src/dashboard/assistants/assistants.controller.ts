@@ -9,6 +9,8 @@ import { ApiError } from '../../common/errors/api-error';
 import { TIERS, UNLIMITED } from '../../limits/tier-policy';
 import { ModelsService } from '../../models/models.service';
 import { ToolsService } from '../../tools/tools.service';
+import { WorkspacesService } from '../../workspaces/workspaces.service';
+import { formatMillicents } from '../format';
 import { DashboardController, RequireRole } from '../dashboard.decorators';
 import type { PageRequest } from '../page-request';
 import { PagesService } from '../pages.service';
@@ -48,6 +50,7 @@ export class AssistantsController {
     private readonly documents: DocumentsService,
     private readonly models: ModelsService,
     private readonly documentsPanel: DocumentsPanel,
+    private readonly workspaces: WorkspacesService,
     tools: ToolsService,
   ) {
     this.toolSwitches = toolSwitches(tools.descriptors());
@@ -175,6 +178,8 @@ export class AssistantsController {
         errors,
         canManage,
         models: modelChoices(this.models.chatModels()),
+        embeddingModels: this.models.list().filter((model) => model.kind === 'embedding').map((model) => ({ id: model.id, label: `${model.id} · ${formatMillicents(model.inputPrice)} per 1M tokens` })),
+        workspaceEmbeddingModel: (await this.workspaces.get(workspaceId)).embeddingModel,
         toolSwitches: this.toolSwitches,
         limit: count === undefined ? null : this.limitOf(req, count),
         maxLengths: { name: NAME_MAX_LENGTH, description: DESCRIPTION_MAX_LENGTH, systemPrompt: SYSTEM_PROMPT_MAX_LENGTH },

@@ -1,9 +1,11 @@
 import { Body, Get, Post, Req, Res } from '@nestjs/common';
 import type { Response } from 'express';
 import { MembersService } from '../../accounts/members.service';
+import { DocumentEmbeddings } from '../../assistants/documents/document-embeddings';
 import { ApiError } from '../../common/errors/api-error';
 import type { AppConfig } from '../../config/app-config';
 import { InjectConfig } from '../../config/config.module';
+import { ModelsService } from '../../models/models.service';
 import { WorkspacesService } from '../../workspaces/workspaces.service';
 import { DashboardController, RequireRole, SignedIn } from '../dashboard.decorators';
 import type { PageRequest } from '../page-request';
@@ -19,6 +21,8 @@ export class WorkspacesController {
     private readonly members: MembersService,
     private readonly workspaces: WorkspacesService,
     private readonly pages: PagesService,
+    private readonly embeddings: DocumentEmbeddings,
+    private readonly models: ModelsService,
   ) {}
 
   @Get('w/:workspaceId/settings')
@@ -37,6 +41,18 @@ export class WorkspacesController {
       return this.renderSettings(req, res, formErrors(error), { name: String(name ?? '') }, 400);
     }
     await this.pages.redirect(req, res, `/w/${workspaceId}/settings`, { kind: 'success', text: 'The workspace is renamed.' });
+  }
+
+  @Post('w/:workspaceId/settings/embedding-model')
+  @RequireRole('owner')
+  async setEmbeddingModel(@Req() req: PageRequest, @Res() res: Response, @Body('embedding_model') model: string): Promise<void> {
+    const workspaceId = req.member!.id;
+    try {
+      await this.embeddings.setWorkspaceModel(workspaceId, typeof model === 'string' && model !== '' ? model : null);
+    } catch (error) {
+      return this.renderSettings(req, res, formErrors(error), {}, error instanceof ApiError ? error.status : 400);
+    }
+    await this.pages.redirect(req, res, `/w/${workspaceId}/settings`, { kind: 'success', text: 'The embedding model of document search is saved.' });
   }
 
   @Post('w/:workspaceId/leave')
@@ -94,6 +110,7 @@ export class WorkspacesController {
       {
         workspace,
         limits: tierLimits(workspace),
+        embeddingModels: this.models.list().filter((model) => model.kind === 'embedding').map((model) => model.id),
         canRename: member.role === 'owner',
         soleOwner,
         errors,

@@ -3,11 +3,12 @@ import { bigintToNumber, numericToNumber } from '../../common/database/transform
 
 export type UsageStatus = 'success' | 'error';
 
-export const USAGE_SOURCES = ['api', 'dashboard', 'widget', 'messages', 'embeddings'] as const;
+export const USAGE_SOURCES = ['api', 'dashboard', 'widget', 'messages', 'embeddings', 'document_embeddings'] as const;
 /**
  * Who made the request: an API key (`api`), the dashboard's playground (`dashboard`), a chat
- * widget (`widget`), an API key through the Anthropic Messages API (`messages`), or an API
- * key's `POST /v1/embeddings` (`embeddings`).
+ * widget (`widget`), an API key through the Anthropic Messages API (`messages`), an API
+ * key's `POST /v1/embeddings` (`embeddings`), or the ingestion of an assistant's documents
+ * embedding their chunks (`document_embeddings`, without a key).
  */
 export type UsageSource = (typeof USAGE_SOURCES)[number];
 

@@ -22,6 +22,10 @@ export class Workspace {
   @Column({ type: 'text', default: 'active' })
   status: WorkspaceStatus;
 
+  /** The embedding model of the documents of its assistants that name none; null: lexical-only search. */
+  @Column({ name: 'embedding_model', type: 'text', nullable: true })
+  embeddingModel: string | null;
+
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;
 

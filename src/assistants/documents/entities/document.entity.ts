@@ -55,6 +55,13 @@ export class Document {
   @Column({ name: 'failure_reason', type: 'text', nullable: true })
   failureReason: string | null;
 
+  /**
+   * Its chunks wait for the embeddings of its assistant's model (hybrid search): made in the
+   * background after it is `ready`, found by lexical search meanwhile (DocumentEmbeddings).
+   */
+  @Column({ name: 'embeddings_due', type: 'boolean', default: false })
+  embeddingsDue: boolean;
+
   /** Times a reader took the document up (counted before reading): the sweeper stops at MAX_READ_ATTEMPTS. */
   @Column({ name: 'read_attempts', type: 'integer', default: 0 })
   readAttempts: number;
