@@ -124,7 +124,7 @@ describeWithBrowser('assistants and documents in the browser', () => {
       await page.getByLabel('System prompt').fill(
         'You are the facilities desk of our headquarters.\nAnswer from the building handbook (use file_search) and say which document you used.\nBe brief and friendly.',
       );
-      await page.getByLabel('Model').selectOption('gpt-4o-mini');
+      await page.getByLabel('Model', { exact: true }).selectOption('gpt-4o-mini');
       await page.getByLabel('Temperature').fill('0.2');
       await expect(page.getByRole('switch', { name: /file_search/ }).isChecked()).resolves.toBe(true);
       await Promise.all([page.waitForURL(/\/assistants\/[0-9a-f-]{36}$/), page.getByRole('button', { name: 'Create assistant' }).click()]);
