@@ -29,7 +29,7 @@ import { loadConfig } from '../src/config/app-config';
 import { ConfigModule } from '../src/config/config.module';
 import { dataSourceOptions } from '../src/database/data-source';
 import { EMBEDDINGS_BENCH_MS, measureEmbeddings } from './embeddings';
-import { type BenchContext, closeApp, runBench, summarize, table, writeResults } from './harness';
+import { type BenchContext, closeApp, elapsedMs, runBench, summarizeMs, table, writeResults } from './harness';
 
 const SETTINGS = {
   pdfPages: 100,
@@ -143,13 +143,6 @@ function makePdf(pages: number, seed: number): Promise<Buffer> {
 // ---------------------------------------------------------------------------------------
 // Statistics.
 // ---------------------------------------------------------------------------------------
-function summarizeMs(ms: number[]) {
-  const s = summarize(ms);
-  const round = (v: number) => Math.round(v * 100) / 100;
-  return { n: s.n, meanMs: round(s.mean), p50Ms: round(s.p50), p95Ms: round(s.p95), p99Ms: round(s.p99), maxMs: round(s.max) };
-}
-
-const elapsedMs = (start: bigint) => Number(process.hrtime.bigint() - start) / 1e6;
 
 // ---------------------------------------------------------------------------------------
 // The run.

@@ -151,6 +151,16 @@ export function summarize(samples: number[]): Summary {
   };
 }
 
+/** `summarize` of milliseconds, each figure rounded to 0.01 ms, as the search benchmarks report them. */
+export function summarizeMs(ms: number[]) {
+  const s = summarize(ms);
+  const round = (v: number) => Math.round(v * 100) / 100;
+  return { n: s.n, meanMs: round(s.mean), p50Ms: round(s.p50), p95Ms: round(s.p95), p99Ms: round(s.p99), maxMs: round(s.max) };
+}
+
+/** Milliseconds since a `process.hrtime.bigint()`. */
+export const elapsedMs = (start: bigint) => Number(process.hrtime.bigint() - start) / 1e6;
+
 /** A plain-text table: the first column left-aligned, the others (numbers) right-aligned. */
 export function table(header: string[], rows: unknown[][]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i]).length)));

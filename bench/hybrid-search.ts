@@ -33,7 +33,7 @@ import { loadConfig } from '../src/config/app-config';
 import { ConfigModule } from '../src/config/config.module';
 import { dataSourceOptions } from '../src/database/data-source';
 import { startFakeOpenAi } from '../test/fakes/fake-openai';
-import { type BenchContext, closeApp, runBench, summarize, table, writeResults } from './harness';
+import { type BenchContext, closeApp, elapsedMs, runBench, summarizeMs, table, writeResults } from './harness';
 
 const SETTINGS = {
   chunks: 50_000,
@@ -118,13 +118,6 @@ function makePdf(pages: number): Promise<Buffer> {
   });
 }
 
-function summarizeMs(ms: number[]) {
-  const s = summarize(ms);
-  const round = (v: number) => Math.round(v * 100) / 100;
-  return { n: s.n, meanMs: round(s.mean), p50Ms: round(s.p50), p95Ms: round(s.p95), p99Ms: round(s.p99), maxMs: round(s.max) };
-}
-
-const elapsedMs = (start: bigint) => Number(process.hrtime.bigint() - start) / 1e6;
 
 async function main({ databaseUrl, log, onCleanup, startedAt, startLoad }: BenchContext): Promise<number> {
   const upstream = await startFakeOpenAi();
