@@ -25,8 +25,8 @@ export interface LexicalSearchOptions {
  * each of which adds at most this many chunks (the first the index yields, not the most
  * similar: a GIN index does not order), so the leg's time is bounded by the query, not the corpus.
  */
-const FUZZY_WORDS = 6;
-const FUZZY_MATCHES_PER_WORD = 200;
+const FUZZY_WORDS = 3;
+const FUZZY_MATCHES_PER_WORD = 50;
 
 /**
  * The lexical leg of `file_search`: full text in each document's own language, plus trigram
