@@ -541,6 +541,34 @@ describe('POST /v1/embeddings', () => {
       expect(before.balance - after.balance).toBe(cost.charged);
     });
 
+    it('a re-index embeds the new chunks in a new round: charged for them once, and a new generation of the vectors', async () => {
+      const owner = await t.createWorkspace({ tier: 'enterprise', balanceMillicents: 1_000_000 });
+      const { assistant, document } = await documentOf(owner, longText(3, 'pump'));
+      const ingestion = t.app.get(DocumentIngestion);
+      ingestion.start(document.id);
+      await ingestion.idle();
+      const firstRecords = (await documentRecords(owner.id)).length;
+      const [before] = await db.query(`SELECT embedding_generation::int AS generation FROM assistants WHERE id = $1`, [assistant.id]);
+
+      await t.app.get(AssistantsService).update(assistant.id, { chunkMaxTokens: 200, chunkOverlapTokens: 50 });
+      const sentSince = embeddingCalls(docsUpstream).length;
+      const balance = (await walletInvariants(db, owner.id)).balance;
+      expect(await t.app.get(DocumentsService).reindex(assistant.id)).toMatchObject({ documents: 1 });
+      const [due] = await db.query(`SELECT embeddings_due FROM documents WHERE id = $1`, [document.id]);
+      expect(due.embeddings_due).toBe(true);
+      const [after] = await db.query(`SELECT embedding_generation::int AS generation FROM assistants WHERE id = $1`, [assistant.id]);
+      expect(after.generation).toBeGreaterThan(before.generation);
+
+      await ingestion.sweep();
+      const { chunks, sent } = await expectEmbeddedOnce(document.id, sentSince);
+      expect(sent).toEqual(chunks.map((chunk) => chunk.content));
+      const records = await documentRecords(owner.id);
+      expect(records).toHaveLength(firstRecords + Math.ceil(chunks.length / EMBEDDING_BATCH));
+      const wallet = await walletInvariants(db, owner.id);
+      expect(wallet).toMatchObject({ reserved: 0, holds: 0, balance: wallet.ledger });
+      expect(balance - wallet.balance).toBe(costOf(chunks.map((chunk) => chunk.content)).charged);
+    });
+
     it("a chunk longer than the model's input limit is embedded by its beginning, never refused", async () => {
       const owner = await t.createWorkspace({ tier: 'enterprise', balanceMillicents: 1_000_000 });
       const sentSince = embeddingCalls(docsUpstream).length;
