@@ -271,8 +271,16 @@ export class DocumentEmbeddings {
         },
       },
     );
+    if (settlement.applied) return;
     // Another reader settled this batch first, and stored its vectors: this hold is given back.
-    if (!settlement.applied) await this.wallet.release(hold);
+    await this.wallet.release(hold);
+    // Unless the chunks were replaced within the round (new chunks must start a new round: see
+    // DocumentsService.reindex): then stop, rather than ask the upstream for them again and again.
+    const [missing] = await this.documents.query<Array<{ n: number }>>(
+      `SELECT count(*)::int AS n FROM document_chunks WHERE id = ANY($1::bigint[]) AND embedding_model IS DISTINCT FROM $2`,
+      [chunks.map((chunk) => chunk.id), model.id],
+    );
+    if (missing.n > 0) throw new Error(`Batch ${key} was charged before, but ${missing.n} of its chunks have no vector: they wait for a new round`);
   }
 }
 
