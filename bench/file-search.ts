@@ -29,7 +29,7 @@ import { loadConfig } from '../src/config/app-config';
 import { ConfigModule } from '../src/config/config.module';
 import { dataSourceOptions } from '../src/database/data-source';
 import { EMBEDDINGS_BENCH_MS, measureEmbeddings } from './embeddings';
-import { type BenchContext, closeApp, elapsedMs, runBench, summarizeMs, table, writeResults } from './harness';
+import { type BenchContext, closeApp, elapsedMs, rng, runBench, summarizeMs, table, writeResults } from './harness';
 
 const SETTINGS = {
   pdfPages: 100,
@@ -64,16 +64,6 @@ const COMMON = (
 ).split(' ');
 const STOP = 'the a of and to in is was for on with as by at from that this it be are or an which'.split(' ');
 const SYLLABLES = 'ka lo mi ren tas vo pel dun shi gra bre tol fen ques mar ito sul an dro vek lin por zu cha mel orb tri nex'.split(' ');
-
-function rng(seed: number) {
-  let state = seed >>> 0 || 1;
-  return () => {
-    state ^= state << 13;
-    state ^= state >>> 17;
-    state ^= state << 5;
-    return (state >>> 0) / 4294967296;
-  };
-}
 
 /**
  * COMMON words first, then 8,000 made-up words, drawn with Zipf-Mandelbrot probability

@@ -158,6 +158,17 @@ export function summarizeMs(ms: number[]) {
   return { n: s.n, meanMs: round(s.mean), p50Ms: round(s.p50), p95Ms: round(s.p95), p99Ms: round(s.p99), maxMs: round(s.max) };
 }
 
+/** A seeded xorshift generator of numbers in [0, 1): the benchmarks' made-up corpora are the same in every run. */
+export function rng(seed: number) {
+  let state = seed >>> 0 || 1;
+  return () => {
+    state ^= state << 13;
+    state ^= state >>> 17;
+    state ^= state << 5;
+    return (state >>> 0) / 4294967296;
+  };
+}
+
 /** Milliseconds since a `process.hrtime.bigint()`. */
 export const elapsedMs = (start: bigint) => Number(process.hrtime.bigint() - start) / 1e6;
 

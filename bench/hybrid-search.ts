@@ -33,7 +33,7 @@ import { loadConfig } from '../src/config/app-config';
 import { ConfigModule } from '../src/config/config.module';
 import { dataSourceOptions } from '../src/database/data-source';
 import { startFakeOpenAi } from '../test/fakes/fake-openai';
-import { type BenchContext, closeApp, elapsedMs, runBench, summarizeMs, table, writeResults } from './harness';
+import { type BenchContext, closeApp, elapsedMs, rng, runBench, summarizeMs, table, writeResults } from './harness';
 
 const SETTINGS = {
   chunks: 50_000,
@@ -51,16 +51,6 @@ const SETTINGS = {
 /** Made-up words with a Zipf-like frequency (rank r drawn ~ 1 / (r + 51)), so that the lexical leg ranks as on real text. */
 const SYLLABLES = 'ba ce di fo gu ha ke li mo nu pa re si to vu wa xe yo za bri cla dro fle gro'.split(' ');
 const STOP_WORDS = 'the a of and to in is for on with as by at from that this it'.split(' ');
-
-function rng(seed: number) {
-  let state = seed >>> 0 || 1;
-  return () => {
-    state ^= state << 13;
-    state ^= state >>> 17;
-    state ^= state << 5;
-    return (state >>> 0) / 4294967296;
-  };
-}
 
 const VOCABULARY = (() => {
   const random = rng(31);
