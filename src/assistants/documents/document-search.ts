@@ -8,5 +8,5 @@ import type { FileSearchOptions, FileSearchResult } from './documents.service';
  */
 export abstract class DocumentSearch {
   abstract search(assistantId: string, query: string, options: FileSearchOptions): Promise<FileSearchResult[]>;
-  abstract formatResultsForModel(results: FileSearchResult[]): string;
+  abstract formatResultsForModel(results: FileSearchResult[], numbers?: ReadonlyArray<number | undefined>): string;
 }

@@ -564,8 +564,8 @@ export class DocumentsService {
   }
 
   /** Results as the content of a `file_search` tool message: each passage with its document and position. */
-  formatResultsForModel(results: FileSearchResult[]): string {
-    return formatResultsForModel(results);
+  formatResultsForModel(results: FileSearchResult[], numbers?: ReadonlyArray<number | undefined>): string {
+    return formatResultsForModel(results, numbers);
   }
 
   private async checkLimits(manager: EntityManager, workspaceId: string, name: string, sizeBytes: number): Promise<void> {
@@ -591,10 +591,18 @@ export class DocumentsService {
   }
 }
 
-export function formatResultsForModel(results: FileSearchResult[]): string {
+/**
+ * Passages as the model reads them: each numbered, its document and position, then its text.
+ * `numbers` are the citation numbers of the request (a passage past the numbered sources is
+ * `-`); without them, 1, 2, 3...
+ */
+export function formatResultsForModel(results: FileSearchResult[], numbers?: ReadonlyArray<number | undefined>): string {
   if (results.length === 0) return 'No passage of the documents matches.';
   return results
-    .map((result, i) => `[${i + 1}] ${result.document_name}, passage ${result.position + 1}\n${result.content}`)
+    .map((result, i) => {
+      const number = numbers ? numbers[i] : i + 1;
+      return `${number === undefined ? '-' : `[${number}]`} ${result.document_name}, passage ${result.position + 1}\n${result.content}`;
+    })
     .join('\n\n---\n\n');
 }
 

@@ -15,8 +15,8 @@ class FakeDocumentSearch extends DocumentSearch {
     this.searches.push({ assistantId, query, options });
     return this.results;
   }
-  formatResultsForModel(results: FileSearchResult[]): string {
-    return formatResultsForModel(results);
+  formatResultsForModel(results: FileSearchResult[], numbers?: ReadonlyArray<number | undefined>): string {
+    return formatResultsForModel(results, numbers);
   }
 }
 

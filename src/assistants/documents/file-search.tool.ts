@@ -63,12 +63,12 @@ export class FileSearchTool implements ServerTool {
         attributes: found ? sourceAttributes(found) : { filename: result.document_name },
       });
     });
-    const blocks = results.map((result, index) => {
-      const number = cited[index]?.number;
-      return `${number === undefined ? '-' : `[${number}]`} ${result.document_name}, passage ${result.position + 1}\n${result.content}`;
-    });
+    const passages = this.documents.formatResultsForModel(
+      results,
+      cited.map((entry) => entry?.number),
+    );
     return {
-      content: `${blocks.join('\n\n---\n\n')}\n\n---\n\n${CITE_INSTRUCTION}`,
+      content: `${passages}\n\n---\n\n${CITE_INSTRUCTION}`,
       results: cited.filter((entry): entry is CitedSource => entry !== undefined),
     };
   }
